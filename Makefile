@@ -1,0 +1,40 @@
+# stockd developer / CI entry points. Services (Redis, MariaDB, RabbitMQ) are
+# managed by scripts/services.sh without systemd.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+CARGO        ?= cargo
+TEST_THREADS ?= 4
+STOCKD       := ./target/release/stockd
+
+.PHONY: help services run test lint check bench demo clean-test-data
+
+help:
+	@echo "targets: services run test lint check bench demo clean-test-data"
+	@echo "  test uses TEST_THREADS=$(TEST_THREADS) (override: make test TEST_THREADS=8)"
+
+services:
+	scripts/services.sh up
+
+run: services
+	$(CARGO) build --release
+	STOCKD_ENV=local $(STOCKD) migrate && STOCKD_ENV=local $(STOCKD) --role all
+
+test: services
+	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+
+lint:
+	$(CARGO) fmt --check && $(CARGO) clippy --all-targets -- -D warnings
+
+check: lint test
+
+bench: services
+	$(CARGO) build --release && $(STOCKD) bench
+
+demo: services
+	$(CARGO) build --release && $(STOCKD) bench --demo
+
+clean-test-data:
+	scripts/clean-test-data.sh

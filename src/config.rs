@@ -1,0 +1,378 @@
+//! Layered configuration: `config/base.yaml` < `config/$STOCKD_ENV.yaml` <
+//! `STOCKD__SECTION__KEY` environment variables < CLI flags.
+//!
+//! The layers are merged as YAML trees first and deserialized once into typed
+//! settings with `deny_unknown_fields`, so a typo in any layer is reported by its
+//! dotted key name instead of being silently ignored.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use serde_yaml::{Mapping, Value};
+
+/// Prefix of environment variables that override configuration keys.
+const ENV_PREFIX: &str = "STOCKD__";
+
+/// When the client is told "reserved" (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// 201 after the broker confirmed the deduction message (202 if the confirm is late).
+    Queue,
+    /// 201 right after the Lua script; the relay publishes asynchronously.
+    Redis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub http: HttpSettings,
+    pub admin: AdminSettings,
+    pub mysql: MysqlSettings,
+    pub redis: RedisSettings,
+    pub amqp: AmqpSettings,
+    pub reservation: ReservationSettings,
+    pub relay: RelaySettings,
+    pub consumer: ConsumerSettings,
+    pub logging: LoggingSettings,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Listen address of the api role.
+    pub bind: String,
+    /// Worker threads; 0 means one per core.
+    pub workers: usize,
+    /// Largest JSON body accepted; larger ones are a 400.
+    pub max_body_bytes: usize,
+    /// Time in-flight requests get on shutdown.
+    pub shutdown_grace_secs: u64,
+}
+
+#[derive(Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminSettings {
+    /// Bearer token of the admin routes; `None` locks them (401).
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for AdminSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token is a secret: never let a `{:?}` print it.
+        let shown = self.token.as_ref().map(|_| "<redacted>");
+        f.debug_struct("AdminSettings").field("token", &shown).finish()
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlSettings {
+    pub url: String,
+    pub pool_min: usize,
+    pub pool_max: usize,
+    pub connect_timeout_secs: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSettings {
+    pub url: String,
+    pub key_prefix: String,
+    pub pool_max: usize,
+    pub command_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    /// How long a reservation record outlives its expiry, for idempotent replay.
+    pub reservation_retention_secs: u64,
+    /// Unpublished outbox entries per SKU before reservations are refused with 503.
+    pub outbox_max_len: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AmqpSettings {
+    pub url: String,
+    pub queue_prefix: String,
+    pub publish_timeout_ms: u64,
+    pub publish_channels: usize,
+    pub delivery_limit: u32,
+    pub max_retries: u32,
+    pub retry_delay_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReservationSettings {
+    pub ttl_secs: u64,
+    pub durability: Durability,
+    pub max_count: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelaySettings {
+    pub idle_ms: u64,
+    pub interval_ms: u64,
+    pub batch_size: usize,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumerSettings {
+    pub batch_max: usize,
+    pub batch_wait_ms: u64,
+    pub prefetch: u16,
+    pub deadlock_retries: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggingSettings {
+    pub format: LogFormat,
+    pub level: String,
+}
+
+impl Settings {
+    /// Loads the layers from `dir` for environment `env`, applying the process environment.
+    pub fn load(dir: &Path, env: &str) -> anyhow::Result<Self> {
+        let vars: Vec<(String, String)> = std::env::vars().collect();
+        Self::load_with_vars(dir, env, &vars)
+    }
+
+    /// Same as [`Settings::load`] with explicit variables (tests pass their own).
+    pub fn load_with_vars(
+        dir: &Path,
+        env: &str,
+        vars: &[(String, String)],
+    ) -> anyhow::Result<Self> {
+        let mut tree = read_yaml(&dir.join("base.yaml"))?;
+        let env_file = dir.join(format!("{env}.yaml"));
+        if env_file.exists() {
+            merge(&mut tree, read_yaml(&env_file)?);
+        } else if env != "local" {
+            bail!("STOCKD_ENV={env} but {} does not exist", env_file.display());
+        }
+        for (name, raw) in vars {
+            if let Some(path) = name.strip_prefix(ENV_PREFIX) {
+                apply_env_override(&mut tree, path, raw)?;
+            }
+        }
+        let settings: Settings = serde_path_to_error::deserialize(tree).map_err(|err| {
+            anyhow::anyhow!("invalid configuration key `{}`: {}", err.path(), err.inner())
+        })?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Semantic checks serde cannot express; each error names its key.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let checks: [(bool, &str, &str); 9] = [
+            (self.http.max_body_bytes >= 64, "http.max_body_bytes", "must be >= 64"),
+            (self.mysql.pool_max >= 1, "mysql.pool_max", "must be >= 1"),
+            (self.redis.pool_max >= 1, "redis.pool_max", "must be >= 1"),
+            (self.amqp.publish_channels >= 1, "amqp.publish_channels", "must be >= 1"),
+            (self.reservation.ttl_secs >= 1, "reservation.ttl_secs", "must be >= 1"),
+            (
+                (1..=1000).contains(&self.reservation.max_count),
+                "reservation.max_count",
+                "must be in 1..=1000",
+            ),
+            (self.consumer.batch_max >= 1, "consumer.batch_max", "must be >= 1"),
+            (
+                self.consumer.prefetch as usize >= self.consumer.batch_max,
+                "consumer.prefetch",
+                "must be >= consumer.batch_max",
+            ),
+            (
+                valid_prefix(&self.redis.key_prefix) && valid_prefix(&self.amqp.queue_prefix),
+                "redis.key_prefix",
+                "prefixes may hold only [A-Za-z0-9_.:-] and no `{`/`}`",
+            ),
+        ];
+        for (ok, key, why) in checks {
+            if !ok {
+                bail!("invalid configuration key `{key}`: {why}");
+            }
+        }
+        self.http
+            .bind
+            .parse::<std::net::SocketAddr>()
+            .with_context(|| format!("invalid configuration key `http.bind`: {}", self.http.bind))?;
+        Ok(())
+    }
+
+    /// The settings as YAML with secrets replaced, for `stockd config print`.
+    pub fn redacted_yaml(&self) -> anyhow::Result<String> {
+        let mut copy = self.clone();
+        if copy.admin.token.is_some() {
+            copy.admin.token = Some("<redacted>".into());
+        }
+        copy.mysql.url = redact_url_password(&copy.mysql.url);
+        copy.amqp.url = redact_url_password(&copy.amqp.url);
+        copy.redis.url = redact_url_password(&copy.redis.url);
+        Ok(serde_yaml::to_string(&copy)?)
+    }
+}
+
+/// The configuration directory: `STOCKD_CONFIG_DIR` or `./config`.
+pub fn config_dir() -> PathBuf {
+    std::env::var_os("STOCKD_CONFIG_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("config"))
+}
+
+/// The environment name: `STOCKD_ENV` or `local`.
+pub fn env_name() -> String {
+    std::env::var("STOCKD_ENV").unwrap_or_else(|_| "local".into())
+}
+
+fn valid_prefix(prefix: &str) -> bool {
+    prefix
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
+}
+
+fn read_yaml(path: &Path) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Deep-merges `over` into `base`: mappings merge key by key, anything else replaces.
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Mapping(base_map), Value::Mapping(over_map)) => {
+            for (key, value) in over_map {
+                match base_map.get_mut(&key) {
+                    Some(slot) => merge(slot, value),
+                    None => {
+                        base_map.insert(key, value);
+                    }
+                }
+            }
+        }
+        (slot, value) => *slot = value,
+    }
+}
+
+/// Applies `STOCKD__HTTP__BIND=...` as `http.bind`; the value is parsed as YAML so
+/// numbers and booleans keep their types.
+fn apply_env_override(tree: &mut Value, path: &str, raw: &str) -> anyhow::Result<()> {
+    let keys: Vec<String> = path.split("__").map(|k| k.to_ascii_lowercase()).collect();
+    if keys.iter().any(String::is_empty) {
+        bail!("invalid environment variable {ENV_PREFIX}{path}: empty key segment");
+    }
+    let value: Value = serde_yaml::from_str(raw).unwrap_or_else(|_| Value::String(raw.into()));
+    // A URL or token that happens to parse as a YAML number or null stays a string
+    // only when the target is a string; serde will name the key if the type is wrong.
+    let mut node = tree;
+    for key in &keys[..keys.len() - 1] {
+        let map = node
+            .as_mapping_mut()
+            .with_context(|| format!("{ENV_PREFIX}{path}: `{key}` is not a section"))?;
+        node = map
+            .entry(Value::String(key.clone()))
+            .or_insert_with(|| Value::Mapping(Mapping::new()));
+    }
+    let map = node
+        .as_mapping_mut()
+        .with_context(|| format!("{ENV_PREFIX}{path}: parent is not a section"))?;
+    map.insert(Value::String(keys[keys.len() - 1].clone()), value);
+    Ok(())
+}
+
+fn redact_url_password(url: &str) -> String {
+    // scheme://user:password@host -> scheme://user:<redacted>@host
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:<redacted>@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_config() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config")
+    }
+
+    #[test]
+    fn base_and_local_layers_give_the_spec_defaults() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert_eq!(s.http.bind, "127.0.0.1:8080");
+        assert_eq!(s.admin.token.as_deref(), Some("dev-admin-token"));
+        assert_eq!(s.mysql.url, "mysql://root@127.0.0.1:3306/stockd");
+        assert_eq!(s.redis.url, "redis://127.0.0.1:6379");
+        assert_eq!(s.redis.key_prefix, "stockd:");
+        assert_eq!(s.amqp.url, "amqp://guest:guest@127.0.0.1:5672/%2f");
+        assert_eq!(s.amqp.queue_prefix, "stockd.");
+        assert_eq!(s.reservation.ttl_secs, 900);
+        assert_eq!(s.reservation.durability, Durability::Queue);
+    }
+
+    #[test]
+    fn production_has_no_admin_token_by_default() {
+        let s = Settings::load_with_vars(&repo_config(), "production", &[]).unwrap();
+        assert!(s.admin.token.is_none());
+    }
+
+    #[test]
+    fn env_vars_override_files_with_types_kept() {
+        let vars = vec![
+            ("STOCKD__RESERVATION__TTL_SECS".to_string(), "3".to_string()),
+            ("STOCKD__RESERVATION__DURABILITY".to_string(), "redis".to_string()),
+            ("STOCKD__ADMIN__TOKEN".to_string(), "s3cret".to_string()),
+        ];
+        let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
+        assert_eq!(s.reservation.ttl_secs, 3);
+        assert_eq!(s.reservation.durability, Durability::Redis);
+        assert_eq!(s.admin.token.as_deref(), Some("s3cret"));
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_in_the_error() {
+        let vars = vec![("STOCKD__HTTP__BINDD".to_string(), "x".to_string())];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("bindd"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_value_is_named_in_the_error() {
+        let vars = vec![("STOCKD__RESERVATION__TTL_SECS".to_string(), "soon".to_string())];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("reservation.ttl_secs"), "{err}");
+        let vars = vec![("STOCKD__RESERVATION__TTL_SECS".to_string(), "0".to_string())];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("reservation.ttl_secs"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_never_printed() {
+        let vars = vec![
+            ("STOCKD__ADMIN__TOKEN".to_string(), "hunter2".to_string()),
+            (
+                "STOCKD__MYSQL__URL".to_string(),
+                "mysql://app:pw123@db:3306/stockd".to_string(),
+            ),
+        ];
+        let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
+        let printed = s.redacted_yaml().unwrap();
+        assert!(!printed.contains("hunter2") && !printed.contains("pw123"), "{printed}");
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,34 @@
+//! Stage 3: MySQL/MariaDB. The pool, migrations, and one file per aggregate.
+
+pub mod codes;
+pub mod ledger;
+pub mod migrate;
+pub mod pool;
+pub mod sku;
+
+pub use pool::Db;
+
+/// Failures talking to MySQL.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("mysql: {0}")]
+    Mysql(#[from] mysql_async::Error),
+    #[error("mysql url: {0}")]
+    Url(#[from] mysql_async::UrlError),
+    #[error("mysql connection not obtained within the timeout")]
+    Timeout,
+}
+
+impl DbError {
+    /// Deadlocks and lock wait timeouts: the transaction may simply be retried.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.server_code(), Some(codes::ER_LOCK_DEADLOCK | codes::ER_LOCK_WAIT_TIMEOUT))
+    }
+
+    pub fn server_code(&self) -> Option<u16> {
+        match self {
+            DbError::Mysql(mysql_async::Error::Server(e)) => Some(e.code),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Pure types and rules of the business: ids, counts, reservation states and the
+//! outcomes of an admission decision. Nothing here does I/O, so everything here is
+//! unit-tested beside the code.
+
+pub mod ids;
+pub mod outcome;
+pub mod reservation;
+
+pub use ids::{RequestId, SkuId, UserId};
+pub use outcome::ReserveOutcome;
+pub use reservation::{Reservation, ReservationStatus};

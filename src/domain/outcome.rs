@@ -1,0 +1,44 @@
+//! Business outcomes of an admission decision. These are values, not errors:
+//! a sold-out SKU is a normal answer of a flash sale, not a failure of stockd.
+
+use super::Reservation;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReserveOutcome {
+    /// Stock was taken; the outbox entry `outbox_id` carries the deduction.
+    Reserved {
+        reservation: Reservation,
+        available_after: u64,
+        outbox_id: String,
+    },
+    /// The same `(sku_id, request_id)` was reserved before with the same user and count.
+    Replayed { reservation: Reservation },
+    /// The request id exists with another user or count.
+    Mismatch,
+    /// The SKU is not in Redis (never warmed, or Redis lost it).
+    NotLoaded,
+    /// `bought + count > limit_per_user`.
+    LimitExceeded { bought: u64, limit: u64 },
+    /// Available is 0.
+    SoldOut,
+    /// Available is above 0 but below the count asked for.
+    Insufficient { available: u64 },
+    /// The outbox holds too many unpublished entries: the broker is not keeping up.
+    Backpressure,
+}
+
+impl ReserveOutcome {
+    /// Label of the `result` dimension in metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Reserved { .. } => "reserved",
+            Self::Replayed { .. } => "replayed",
+            Self::Mismatch => "mismatch",
+            Self::NotLoaded => "not_loaded",
+            Self::LimitExceeded { .. } => "limit_exceeded",
+            Self::SoldOut => "sold_out",
+            Self::Insufficient { .. } => "insufficient",
+            Self::Backpressure => "backpressure",
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The reservation record and its state machine (SPEC §5).
+//!
+//! `RESERVED` is the only state with exits; `CONFIRMED`, `RELEASED` and `REJECTED`
+//! are final. Transitions are decided by conditional updates in MySQL; this module
+//! only states which ones are legal so every store applies the same rule.
+
+use serde::{Deserialize, Serialize};
+
+use super::{RequestId, SkuId, UserId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReservationStatus {
+    Reserved,
+    Confirmed,
+    Released,
+    Rejected,
+}
+
+impl ReservationStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reserved => "RESERVED",
+            Self::Confirmed => "CONFIRMED",
+            Self::Released => "RELEASED",
+            Self::Rejected => "REJECTED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "RESERVED" => Some(Self::Reserved),
+            "CONFIRMED" => Some(Self::Confirmed),
+            "RELEASED" => Some(Self::Released),
+            "REJECTED" => Some(Self::Rejected),
+            _ => None,
+        }
+    }
+
+    /// Live units count against stock and the per-user limit.
+    pub fn is_live(self) -> bool {
+        matches!(self, Self::Reserved | Self::Confirmed)
+    }
+
+    /// Whether `self -> next` is a legal transition (repeats are not transitions).
+    pub fn can_become(self, next: Self) -> bool {
+        self == Self::Reserved && next != Self::Reserved
+    }
+}
+
+/// One reservation as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub request_id: RequestId,
+    pub sku_id: SkuId,
+    pub user_id: UserId,
+    pub count: u32,
+    pub status: ReservationStatus,
+    /// Milliseconds since the Unix epoch, from Redis `TIME`.
+    pub created_at_ms: u64,
+    /// Milliseconds since the Unix epoch after which an unpaid reservation is released.
+    pub expires_at_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReservationStatus::*;
+
+    #[test]
+    fn only_reserved_has_exits() {
+        assert!(Reserved.can_become(Confirmed));
+        assert!(Reserved.can_become(Released));
+        assert!(Reserved.can_become(Rejected));
+        for from in [Confirmed, Released, Rejected] {
+            for to in [Reserved, Confirmed, Released, Rejected] {
+                assert!(!from.can_become(to), "{from:?} -> {to:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn status_names_round_trip() {
+        for s in [Reserved, Confirmed, Released, Rejected] {
+            assert_eq!(super::ReservationStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(super::ReservationStatus::parse("reserved"), None);
+    }
+
+    #[test]
+    fn live_means_reserved_or_confirmed() {
+        assert!(Reserved.is_live() && Confirmed.is_live());
+        assert!(!Released.is_live() && !Rejected.is_live());
+    }
+}

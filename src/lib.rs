@@ -1,0 +1,30 @@
+//! stockd — flash-sale inventory deduction.
+//!
+//! ```text
+//! client ─HTTP─► roles::api ─EVALSHA─► redis (stage 1: atomic pre-deduct + outbox entry)
+//!                    └─publish+confirm─► mq (stage 2: durable hand-off; outbox relay)
+//!                                          └─► roles::consumer ─► db (stage 3: batched ledger)
+//! ```
+//!
+//! Crate map:
+//! - [`domain`]: ids, counts, reservation states, admission outcomes (pure).
+//! - [`redis`]: key builder, Lua scripts, the hot-path connection.
+//! - [`mq`]: RabbitMQ topology, deduction message, confirming publisher.
+//! - [`outbox`]: publish-and-remove of outbox entries, the relay (check-back).
+//! - [`db`]: MySQL pool, migrations, `sku_stock`, the ledger.
+//! - [`ops`]: operations spanning stores (create/restock SKU, ...).
+//! - [`roles`]: what `--role` runs: api, consumer, all.
+//! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
+
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod domain;
+pub mod mq;
+pub mod ops;
+pub mod outbox;
+pub mod redis;
+pub mod resources;
+pub mod roles;
+pub mod shutdown;
+pub mod telemetry;

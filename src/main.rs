@@ -1,0 +1,75 @@
+//! `stockd`: parse the command line, load configuration, start telemetry, then
+//! dispatch to a role or a one-shot subcommand.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+
+use stockd::cli::{Cli, Command, ConfigAction};
+use stockd::config::{config_dir, env_name, Settings};
+use stockd::{db, resources::Resources, roles, shutdown, telemetry};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("building the tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("stockd: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
+    let mut settings = Settings::load(&config_dir(), &env_name())?;
+    if let Some(bind) = &cli.bind {
+        settings.http.bind = bind.clone();
+        settings.validate()?;
+    }
+    Ok(settings)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let settings = load_settings(&cli)?;
+    match (&cli.command, cli.role) {
+        (Some(Command::Config { action: ConfigAction::Check }), _) => {
+            println!("configuration OK (environment {})", env_name());
+            Ok(ExitCode::SUCCESS)
+        }
+        (Some(Command::Config { action: ConfigAction::Print }), _) => {
+            print!("{}", settings.redacted_yaml()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        (Some(Command::Migrate), _) => {
+            telemetry::init_logging(&settings.logging);
+            let applied = db::migrate::migrate(&settings.mysql.url)
+                .await
+                .context("migrating (mysql.url)")?;
+            if applied.is_empty() {
+                println!("migrate: schema is up to date");
+            } else {
+                println!("migrate: applied {}", applied.join(", "));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        (None, Some(role)) => {
+            telemetry::init_logging(&settings.logging);
+            telemetry::metrics_handle();
+            let cancel = CancellationToken::new();
+            shutdown::cancel_on_signal(cancel.clone());
+            let name = format!("stockd-{role:?}").to_lowercase();
+            let res = Resources::connect(settings, &name).await?;
+            roles::run(role, res, cancel).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        (None, None) => anyhow::bail!(
+            "nothing to do: pass --role api|consumer|all or a subcommand (see --help)"
+        ),
+    }
+}

@@ -1,0 +1,63 @@
+//! Collects deliveries into batches: wait for the first, then take more until the
+//! batch is full or `max_wait` has passed since the first. Shared by the consumer
+//! (deductions) and the closer (expiries).
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use lapin::message::Delivery;
+use lapin::Consumer;
+use tokio_util::sync::CancellationToken;
+
+use super::MqError;
+
+pub enum Batch {
+    Deliveries(Vec<Delivery>),
+    /// Shutdown was requested while waiting for the first delivery.
+    Cancelled,
+    /// The broker closed the consumer (connection lost, queue deleted).
+    Closed,
+}
+
+pub async fn next_batch(
+    consumer: &mut Consumer,
+    max: usize,
+    max_wait: Duration,
+    cancel: &CancellationToken,
+) -> Result<Batch, MqError> {
+    let first = tokio::select! {
+        item = consumer.next() => item,
+        _ = cancel.cancelled() => return Ok(Batch::Cancelled),
+    };
+    let first = match first {
+        Some(delivery) => delivery?,
+        None => return Ok(Batch::Closed),
+    };
+    let mut batch = Vec::with_capacity(max);
+    batch.push(first);
+    let deadline = tokio::time::Instant::now() + max_wait;
+    while batch.len() < max {
+        match tokio::time::timeout_at(deadline, consumer.next()).await {
+            Ok(Some(Ok(delivery))) => batch.push(delivery),
+            // An error or a closed stream ends this batch; the next call reports it.
+            Ok(Some(Err(_))) | Ok(None) | Err(_) => break,
+        }
+    }
+    Ok(Batch::Deliveries(batch))
+}
+
+/// The retry attempt a message carries (0 for a first delivery).
+pub fn attempt_of(delivery: &Delivery) -> u32 {
+    delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-stockd-attempt").cloned())
+        .and_then(|v| match v {
+            lapin::types::AMQPValue::LongUInt(n) => Some(n),
+            lapin::types::AMQPValue::LongInt(n) => u32::try_from(n).ok(),
+            lapin::types::AMQPValue::LongLongInt(n) => u32::try_from(n).ok(),
+            _ => None,
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,65 @@
+//! The deduction message: the full content of one reservation, so the consumer
+//! can apply it without asking Redis anything.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{RequestId, SkuId, UserId};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeductionMessage {
+    pub request_id: RequestId,
+    pub sku_id: SkuId,
+    pub user_id: UserId,
+    pub count: u32,
+    /// Reservation time, Redis clock, ms since epoch.
+    pub created_ms: u64,
+    /// Time after which an unpaid reservation is released, ms since epoch.
+    pub expires_ms: u64,
+}
+
+impl DeductionMessage {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a deduction always serializes")
+    }
+
+    /// Parses and validates a delivery body; `Err` means a poison message.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+        let msg: Self = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if msg.count == 0 || msg.count > 1000 {
+            return Err(format!("count {} out of 1..=1000", msg.count));
+        }
+        Ok(msg)
+    }
+
+    /// The AMQP `message_id`: unique per SKU as the idempotency key is.
+    pub fn message_id(&self) -> String {
+        self.request_id.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_round_trips_and_poison_is_refused() {
+        let msg = DeductionMessage {
+            request_id: RequestId::parse("r-1").unwrap(),
+            sku_id: SkuId::new(1).unwrap(),
+            user_id: UserId::new(2).unwrap(),
+            count: 3,
+            created_ms: 10,
+            expires_ms: 20,
+        };
+        assert_eq!(DeductionMessage::from_bytes(&msg.to_bytes()).unwrap(), msg);
+        for poison in [
+            &b"not json"[..],
+            br#"{"request_id":"a b","sku_id":1,"user_id":2,"count":3,"created_ms":1,"expires_ms":2}"#,
+            br#"{"request_id":"a","sku_id":0,"user_id":2,"count":3,"created_ms":1,"expires_ms":2}"#,
+            br#"{"request_id":"a","sku_id":1,"user_id":2,"count":0,"created_ms":1,"expires_ms":2}"#,
+        ] {
+            assert!(DeductionMessage::from_bytes(poison).is_err());
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Publishing with publisher confirms, many in flight at once.
+//!
+//! Each call publishes on one of a few confirm-mode channels (round robin) and
+//! awaits only its own confirm, so concurrent reservations pipeline their
+//! publishes instead of waiting for each other. Publish and confirm run under one
+//! timeout because lapin can hang on a broker shutdown. A broken connection is
+//! dropped and rebuilt on the next call; callers never undo a reservation on a
+//! failure here: the outbox entry stays and the relay republishes it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::Confirmation;
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection};
+use tokio::sync::{Mutex, RwLock};
+
+use super::{connect, DeductionMessage, MqError, Topology};
+
+/// AMQP delivery mode 2: the broker writes the message to disk.
+const PERSISTENT: u8 = 2;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("broker refused the message (nack)")]
+    Nack,
+    #[error("message was unroutable and returned")]
+    Returned,
+    #[error("no confirm within the publish timeout")]
+    Timeout,
+    #[error(transparent)]
+    Broker(#[from] MqError),
+}
+
+impl PublishError {
+    /// Label of the `outcome` dimension of the publish metric.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Nack => "nack",
+            Self::Returned => "returned",
+            Self::Timeout => "timeout",
+            Self::Broker(_) => "error",
+        }
+    }
+}
+
+struct Link {
+    conn: Connection,
+    channels: Vec<Channel>,
+}
+
+pub struct Publisher {
+    url: String,
+    name: String,
+    topology: Topology,
+    timeout: Duration,
+    channel_count: usize,
+    link: RwLock<Option<Arc<Link>>>,
+    connecting: Mutex<()>,
+    next_channel: AtomicUsize,
+}
+
+impl Publisher {
+    pub fn new(
+        url: &str,
+        name: &str,
+        topology: Topology,
+        timeout: Duration,
+        channel_count: usize,
+    ) -> Self {
+        assert!(channel_count >= 1, "a publisher needs a channel");
+        Self {
+            url: url.to_string(),
+            name: name.to_string(),
+            topology,
+            timeout,
+            channel_count,
+            link: RwLock::new(None),
+            connecting: Mutex::new(()),
+            next_channel: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Connects (if needed) and declares the topology; used at start-up and by `/readyz`.
+    pub async fn ensure_connected(&self) -> Result<(), MqError> {
+        self.current_link().await.map(|_| ())
+    }
+
+    /// Whether the connection is up right now (no I/O).
+    pub async fn is_connected(&self) -> bool {
+        match self.link.read().await.as_ref() {
+            Some(link) => link.conn.status().connected(),
+            None => false,
+        }
+    }
+
+    async fn current_link(&self) -> Result<Arc<Link>, MqError> {
+        if let Some(link) = self.link.read().await.as_ref() {
+            if link.conn.status().connected() {
+                return Ok(link.clone());
+            }
+        }
+        let _one_at_a_time = self.connecting.lock().await;
+        if let Some(link) = self.link.read().await.as_ref() {
+            if link.conn.status().connected() {
+                return Ok(link.clone());
+            }
+        }
+        let conn = connect(&self.url, &self.name).await?;
+        let mut channels = Vec::with_capacity(self.channel_count);
+        for _ in 0..self.channel_count {
+            let ch = conn.create_channel().await?;
+            ch.confirm_select(ConfirmSelectOptions::default()).await?;
+            channels.push(ch);
+        }
+        self.topology.declare(&channels[0]).await?;
+        let link = Arc::new(Link { conn, channels });
+        *self.link.write().await = Some(link.clone());
+        Ok(link)
+    }
+
+    async fn drop_link(&self) {
+        *self.link.write().await = None;
+    }
+
+    /// Publishes one deduction to the reservations exchange (work + delay queues).
+    pub async fn publish_deduction(&self, msg: &DeductionMessage) -> Result<(), PublishError> {
+        let props = BasicProperties::default()
+            .with_message_id(msg.message_id().into())
+            .with_content_type("application/json".into())
+            .with_delivery_mode(PERSISTENT);
+        let exchange = self.topology.reservations_exchange.clone();
+        self.publish(&exchange, "", &msg.to_bytes(), props).await
+    }
+
+    /// Publishes `payload` and waits for its confirm. Mandatory: an unroutable
+    /// message comes back as [`PublishError::Returned`], never as a silent loss.
+    pub async fn publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        payload: &[u8],
+        props: BasicProperties,
+    ) -> Result<(), PublishError> {
+        let attempt = async {
+            let link = self.current_link().await?;
+            let index = self.next_channel.fetch_add(1, Ordering::Relaxed) % link.channels.len();
+            let options = BasicPublishOptions {
+                mandatory: true,
+                immediate: false,
+            };
+            let confirm = link.channels[index]
+                .basic_publish(exchange.into(), routing_key.into(), options, payload, props)
+                .await
+                .map_err(MqError::from)?;
+            Ok::<_, MqError>(confirm.await.map_err(MqError::from)?)
+        };
+        let result = match tokio::time::timeout(self.timeout, attempt).await {
+            Err(_) => Err(PublishError::Timeout),
+            Ok(Err(err)) => {
+                self.drop_link().await;
+                Err(PublishError::Broker(err))
+            }
+            Ok(Ok(Confirmation::Ack(None))) => Ok(()),
+            Ok(Ok(Confirmation::Ack(Some(_)))) => Err(PublishError::Returned),
+            Ok(Ok(Confirmation::Nack(_))) => Err(PublishError::Nack),
+            Ok(Ok(Confirmation::NotRequested)) => {
+                unreachable!("every publisher channel is in confirm mode")
+            }
+        };
+        let outcome = match &result {
+            Ok(()) => "ack",
+            Err(e) => e.label(),
+        };
+        metrics::counter!("stockd_publish_total", "outcome" => outcome).increment(1);
+        result
+    }
+
+    /// Closes the connection (shutdown).
+    pub async fn close(&self) {
+        if let Some(link) = self.link.write().await.take() {
+            let _ = link.conn.close(200, "shutdown".into()).await;
+        }
+    }
+}
+
+/// Headers of a republished message (retry count).
+pub fn headers_with_attempt(attempt: u32) -> FieldTable {
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "x-stockd-attempt".into(),
+        lapin::types::AMQPValue::LongUInt(attempt),
+    );
+    headers
+}

@@ -1,0 +1,4 @@
+//! Operations that span stores (MySQL decides, Redis mirrors). Each is callable
+//! from an HTTP handler, a CLI subcommand or a background role alike.
+
+pub mod sku_admin;

@@ -1,0 +1,69 @@
+//! Removes confirmed outbox entries in batches so the hot path never pays a
+//! second Redis round trip per reservation. If an ack is lost (crash), the entry
+//! is simply republished by the relay and skipped by the idempotent consumer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::SkuId;
+use crate::redis::RedisStore;
+
+/// Confirmed entries waiting for removal; beyond this the sender drops acks
+/// (harmless: the relay republishes, the consumer skips the duplicate).
+const ACK_QUEUE_CAPACITY: usize = 65_536;
+/// Entries removed per XDEL pass.
+const ACK_BATCH_MAX: usize = 1_000;
+
+#[derive(Clone)]
+pub struct OutboxAcker {
+    tx: mpsc::Sender<(SkuId, String)>,
+}
+
+impl OutboxAcker {
+    /// Starts the background task; it drains what is queued, then stops on `cancel`.
+    pub fn spawn(redis: Arc<RedisStore>, cancel: CancellationToken) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(ACK_QUEUE_CAPACITY);
+        let task = tokio::spawn(run(redis, rx, cancel));
+        (Self { tx }, task)
+    }
+
+    /// Queues removal of a confirmed entry; never waits.
+    pub fn ack(&self, sku: SkuId, entry_id: String) {
+        if self.tx.try_send((sku, entry_id)).is_err() {
+            metrics::counter!("stockd_outbox_ack_dropped_total").increment(1);
+        }
+    }
+}
+
+async fn run(
+    redis: Arc<RedisStore>,
+    mut rx: mpsc::Receiver<(SkuId, String)>,
+    cancel: CancellationToken,
+) {
+    let mut buffer = Vec::with_capacity(ACK_BATCH_MAX);
+    loop {
+        let received = tokio::select! {
+            n = rx.recv_many(&mut buffer, ACK_BATCH_MAX) => n,
+            _ = cancel.cancelled() => {
+                // Drain what is already queued, then stop.
+                rx.close();
+                rx.recv_many(&mut buffer, ACK_QUEUE_CAPACITY).await
+            }
+        };
+        if received == 0 {
+            return;
+        }
+        let mut by_sku: BTreeMap<SkuId, Vec<String>> = BTreeMap::new();
+        for (sku, id) in buffer.drain(..) {
+            by_sku.entry(sku).or_default().push(id);
+        }
+        for (sku, ids) in by_sku {
+            if let Err(err) = redis.outbox_delete(sku, &ids).await {
+                tracing::warn!(sku.id = %sku, error = %err, "outbox.ack: removal failed; relay will republish");
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The transactional-outbox half of stage 2: getting each deduction the reserve
+//! script wrote into the outbox stream onto the broker, exactly as RocketMQ's
+//! half message + check-back would.
+//!
+//! - [`handoff`]: publish one entry with a confirm, then have it removed.
+//! - [`acker`]: removes confirmed entries from the stream in batches (XDEL).
+//! - [`relay`]: re-publishes entries left behind (api crash, broker down, timeout).
+
+pub mod acker;
+pub mod handoff;
+pub mod relay;
+
+pub use acker::OutboxAcker;
+pub use handoff::Handoff;
+pub use relay::Relay;

@@ -1,0 +1,91 @@
+//! Every Redis key stockd uses is built here, nowhere else.
+//!
+//! Layout (prefix `stockd:` by default, `{sku}` is the Redis Cluster hash tag, so
+//! every key one script touches lives in one slot):
+//!
+//! | key                                | type   | holds                                   |
+//! |------------------------------------|--------|-----------------------------------------|
+//! | `<p>{<sku>}:sku`                   | hash   | `available`, `limit`, `total`           |
+//! | `<p>{<sku>}:user:<user_id>`        | string | live units the user holds of this SKU   |
+//! | `<p>{<sku>}:res:<request_id>`      | hash   | the reservation record                  |
+//! | `<p>{<sku>}:outbox`                | stream | deductions not yet confirmed by the MQ  |
+//! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
+//!
+//! Ids reach this module only as validated domain types, so no caller can inject
+//! `{`, `}` or `*` into a key.
+
+use crate::domain::{RequestId, SkuId, UserId};
+
+#[derive(Debug, Clone)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    pub fn new(prefix: &str) -> Self {
+        assert!(
+            !prefix.contains('{') && !prefix.contains('}'),
+            "key prefix must not contain a hash tag"
+        );
+        Self {
+            prefix: prefix.to_string(),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn tagged(&self, sku: SkuId, suffix: &str) -> String {
+        format!("{}{{{}}}:{}", self.prefix, sku, suffix)
+    }
+
+    pub fn sku(&self, sku: SkuId) -> String {
+        self.tagged(sku, "sku")
+    }
+
+    pub fn user(&self, sku: SkuId, user: UserId) -> String {
+        self.tagged(sku, &format!("user:{user}"))
+    }
+
+    pub fn reservation(&self, sku: SkuId, request: &RequestId) -> String {
+        self.tagged(sku, &format!("res:{request}"))
+    }
+
+    pub fn outbox(&self, sku: SkuId) -> String {
+        self.tagged(sku, "outbox")
+    }
+
+    /// Set of every SKU id ever loaded; read by background loops, never by the hot path.
+    pub fn registry(&self) -> String {
+        format!("{}skus", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_keys_of_one_sku_share_its_hash_tag() {
+        let keys = Keys::new("stockd:");
+        let sku = SkuId::new(42).unwrap();
+        let user = UserId::new(7).unwrap();
+        let rid = RequestId::parse("r-1").unwrap();
+        for key in [
+            keys.sku(sku),
+            keys.user(sku, user),
+            keys.reservation(sku, &rid),
+            keys.outbox(sku),
+        ] {
+            assert!(key.starts_with("stockd:{42}:"), "{key}");
+        }
+        assert_eq!(keys.reservation(sku, &rid), "stockd:{42}:res:r-1");
+    }
+
+    #[test]
+    #[should_panic(expected = "hash tag")]
+    fn a_prefix_with_braces_is_refused() {
+        Keys::new("a{b}:");
+    }
+}

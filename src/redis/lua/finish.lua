@@ -1,0 +1,44 @@
+#!lua
+-- finish.lua: mirror a final state decided in MySQL onto the Redis reservation,
+-- returning stock and the user's quota exactly once however often it runs.
+--
+-- KEYS[1] sku hash  KEYS[2] reservation hash  KEYS[3] user counter
+-- ARGV[1] final status: CONFIRMED | RELEASED | REJECTED
+-- ARGV[2] user_id  ARGV[3] count  ARGV[4] record ttl ms (for a tombstone)
+--
+-- RESERVED -> RELEASED  : available += count, user -= count
+-- RESERVED -> REJECTED  : user -= count (MySQL never had the unit: Redis was ahead)
+-- RESERVED -> CONFIRMED : status only
+-- Returns {'APPLIED'} on the transition, {'ALREADY', status} when the record is
+-- already final, {'TOMBSTONE'} when no record existed (Redis lost it or it
+-- expired): a tombstone with the final status is written so a replay of the
+-- request id answers that status, and nothing is returned to stock — the
+-- reconciler settles the counters.
+
+local sku_key, res_key, user_key = KEYS[1], KEYS[2], KEYS[3]
+local final, user_id, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+local status = redis.call('HGET', res_key, 'status')
+if not status then
+  redis.call('HSET', res_key, 'user', user_id, 'count', ARGV[3], 'status', final,
+    'created_ms', '0', 'expires_ms', '0')
+  redis.call('PEXPIRE', res_key, tonumber(ARGV[4]))
+  return {'TOMBSTONE'}
+end
+if status ~= 'RESERVED' then
+  return {'ALREADY', status}
+end
+
+redis.call('HSET', res_key, 'status', final)
+if final == 'RELEASED' or final == 'REJECTED' then
+  if redis.call('EXISTS', user_key) == 1 then
+    local left = redis.call('DECRBY', user_key, count)
+    if left <= 0 then
+      redis.call('DEL', user_key)
+    end
+  end
+end
+if final == 'RELEASED' and redis.call('HEXISTS', sku_key, 'available') == 1 then
+  redis.call('HINCRBY', sku_key, 'available', count)
+end
+return {'APPLIED'}

@@ -1,0 +1,26 @@
+#!lua
+-- load_sku.lua: create or restock a SKU in Redis without clobbering live reservations.
+--
+-- KEYS[1] sku hash
+-- ARGV[1] delta of available (signed) when the SKU is already loaded
+-- ARGV[2] available to set when the SKU is not loaded (MySQL's available_stock)
+-- ARGV[3] limit_per_user  ARGV[4] total_stock
+--
+-- Returns {'OK', available} or {'BELOW_RESERVED', available} when a negative delta
+-- would take Redis below zero (units already promised to buyers).
+
+local sku_key = KEYS[1]
+local delta = tonumber(ARGV[1])
+local current = redis.call('HGET', sku_key, 'available')
+local available
+if current then
+  available = tonumber(current) + delta
+  if available < 0 then
+    return {'BELOW_RESERVED', current}
+  end
+else
+  available = tonumber(ARGV[2])
+end
+redis.call('HSET', sku_key, 'available', string.format('%.0f', available), 'limit', ARGV[3],
+  'total', ARGV[4])
+return {'OK', string.format('%.0f', available)}

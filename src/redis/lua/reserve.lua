@@ -1,0 +1,72 @@
+#!lua
+-- reserve.lua: the whole admission decision of one reservation, atomically (SPEC §2).
+-- Reads and checks first, writes last: Lua has no rollback, so nothing is written
+-- unless every check passed. The `#!lua` shebang makes Redis refuse the script
+-- whole when it is out of memory, instead of failing half-way through the writes.
+--
+-- KEYS[1] sku hash        (available, limit, total)
+-- KEYS[2] reservation hash
+-- KEYS[3] user counter    (live units of this user for this SKU)
+-- KEYS[4] outbox stream
+-- ARGV[1] request_id  ARGV[2] sku_id  ARGV[3] user_id  ARGV[4] count
+-- ARGV[5] reservation ttl ms  ARGV[6] record retention ms  ARGV[7] outbox max length
+--
+-- Every value returned is a string so no number loses precision on the way out.
+
+local sku_key, res_key, user_key, outbox_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local request_id, sku_id, user_id = ARGV[1], ARGV[2], ARGV[3]
+local count = tonumber(ARGV[4])
+local ttl_ms = tonumber(ARGV[5])
+local retention_ms = tonumber(ARGV[6])
+local outbox_max = tonumber(ARGV[7])
+
+-- 1. idempotent replay: the stored outcome wins, a different user/count is a mismatch
+local prior = redis.call('HMGET', res_key, 'user', 'count', 'status', 'created_ms', 'expires_ms')
+if prior[1] then
+  if prior[1] ~= user_id or tonumber(prior[2]) ~= count then
+    return {'MISMATCH'}
+  end
+  return {'REPLAY', prior[3], prior[4], prior[5]}
+end
+
+-- 2. a SKU that is not loaded is refused: never read a missing key as 0 or unlimited
+local sku = redis.call('HMGET', sku_key, 'available', 'limit')
+if not sku[1] or not sku[2] then
+  return {'NOT_LOADED'}
+end
+local available = tonumber(sku[1])
+local limit = tonumber(sku[2])
+
+-- 3. per-user limit, from SKU config held in Redis
+local bought = tonumber(redis.call('GET', user_key) or '0')
+if bought + count > limit then
+  return {'LIMIT', string.format('%.0f', bought), string.format('%.0f', limit)}
+end
+
+-- 4. stock
+if available < count then
+  if available <= 0 then
+    return {'SOLD_OUT'}
+  end
+  return {'INSUFFICIENT', string.format('%.0f', available)}
+end
+
+-- bounded outbox: when the broker stops confirming, refuse instead of growing forever
+if redis.call('XLEN', outbox_key) >= outbox_max then
+  return {'BACKPRESSURE'}
+end
+
+-- 5. writes; one clock (Redis TIME) for every api node
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local created = string.format('%.0f', now_ms)
+local expires = string.format('%.0f', now_ms + ttl_ms)
+local left = redis.call('HINCRBY', sku_key, 'available', -count)
+redis.call('INCRBY', user_key, count)
+redis.call('PEXPIRE', user_key, ttl_ms + retention_ms)
+redis.call('HSET', res_key, 'user', user_id, 'count', ARGV[4], 'status', 'RESERVED',
+  'created_ms', created, 'expires_ms', expires)
+redis.call('PEXPIRE', res_key, ttl_ms + retention_ms)
+local entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
+  'user_id', user_id, 'count', ARGV[4], 'created_ms', created, 'expires_ms', expires)
+return {'OK', string.format('%.0f', left), created, expires, entry}

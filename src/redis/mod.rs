@@ -1,0 +1,25 @@
+//! Stage 1: Redis. The key builder, the Lua scripts behind typed functions, and the
+//! connection handling of the hot path.
+
+pub mod conn;
+pub mod keys;
+pub mod outbox;
+pub mod reply;
+pub mod store;
+
+pub use conn::HotConnection;
+pub use keys::Keys;
+pub use outbox::OutboxEntry;
+pub use store::{FinishOutcome, LoadOutcome, RedisStore, SkuSnapshot};
+
+/// Failures talking to Redis. Business refusals are never errors (see
+/// [`crate::domain::ReserveOutcome`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RedisError {
+    #[error("redis pool: {0}")]
+    Pool(String),
+    #[error("redis: {0}")]
+    Command(#[from] deadpool_redis::redis::RedisError),
+    #[error("redis script answered something unexpected: {0}")]
+    BadReply(String),
+}

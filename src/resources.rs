@@ -1,0 +1,57 @@
+//! The shared resources every role uses: settings, the MySQL pool, the Redis
+//! store, and a broker publisher. Built once per process, checked at start-up so
+//! a wrong URL fails fast with the dependency named.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::config::Settings;
+use crate::db::Db;
+use crate::mq::{Publisher, Topology};
+use crate::redis::RedisStore;
+
+#[derive(Clone)]
+pub struct Resources {
+    pub settings: Arc<Settings>,
+    pub db: Db,
+    pub redis: Arc<RedisStore>,
+    pub publisher: Arc<Publisher>,
+}
+
+impl Resources {
+    /// Connects to MySQL, Redis and RabbitMQ and declares the broker topology.
+    pub async fn connect(settings: Settings, name: &str) -> anyhow::Result<Self> {
+        let db = Db::new(&settings.mysql).context("mysql.url")?;
+        db.ping().await.context("connecting to MySQL (mysql.url)")?;
+        let redis = RedisStore::new(&settings.redis, settings.reservation.ttl_secs)
+            .context("redis.url")?;
+        redis.ping().await.context("connecting to Redis (redis.url)")?;
+        redis.load_scripts().await.context("loading Lua scripts into Redis")?;
+        let topology = Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+        let publisher = Publisher::new(
+            &settings.amqp.url,
+            name,
+            topology,
+            Duration::from_millis(settings.amqp.publish_timeout_ms),
+            settings.amqp.publish_channels,
+        );
+        publisher
+            .ensure_connected()
+            .await
+            .context("connecting to RabbitMQ (amqp.url)")?;
+        Ok(Self {
+            settings: Arc::new(settings),
+            db,
+            redis: Arc::new(redis),
+            publisher: Arc::new(publisher),
+        })
+    }
+
+    /// Closes pools and connections (last step of shutdown).
+    pub async fn close(self) {
+        self.publisher.close().await;
+        self.db.disconnect().await;
+    }
+}

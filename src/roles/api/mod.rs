@@ -1,0 +1,104 @@
+//! `stockd --role api`: the HTTP front. The app factory is shared by `main` and
+//! the in-process integration tests, so tests exercise exactly what ships.
+
+pub mod problem;
+pub mod routes;
+pub mod views;
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use actix_web::{web, App, HttpServer};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::outbox::{Handoff, OutboxAcker, Relay};
+use crate::resources::Resources;
+
+/// Everything a request handler needs.
+pub struct ApiState {
+    pub res: Resources,
+    pub handoff: Handoff,
+    /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
+    pub draining: AtomicBool,
+    pub metrics: PrometheusHandle,
+}
+
+/// Registers every route and the JSON/path error handlers on an actix `App`.
+pub fn configure(state: web::Data<ApiState>) -> impl FnOnce(&mut web::ServiceConfig) {
+    move |cfg: &mut web::ServiceConfig| {
+        let max_body = state.res.settings.http.max_body_bytes;
+        cfg.app_data(state)
+            .app_data(routes::json_config(max_body))
+            .app_data(routes::path_config())
+            .app_data(web::PayloadConfig::new(max_body));
+        routes::register(cfg);
+    }
+}
+
+/// A running api role: the server task plus its background tasks.
+pub struct ApiHandle {
+    pub addr: std::net::SocketAddr,
+    pub state: web::Data<ApiState>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl ApiHandle {
+    /// Waits for the server and background tasks to finish after cancellation.
+    pub async fn stopped(self) {
+        let _ = self.server.await;
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Starts the api role on `listener`: HTTP server, outbox acker, relay. It stops
+/// when `cancel` fires: readiness false first, then HTTP drains, then the
+/// background tasks finish.
+pub fn start(
+    res: Resources,
+    listener: TcpListener,
+    cancel: CancellationToken,
+) -> std::io::Result<ApiHandle> {
+    let addr = listener.local_addr()?;
+    let (acker, acker_task) = OutboxAcker::spawn(res.redis.clone(), cancel.child_token());
+    let handoff = Handoff::new(res.publisher.clone(), acker);
+    let relay = Relay::new(res.redis.clone(), handoff.clone(), res.settings.relay.clone());
+    let relay_task = tokio::spawn(relay.run_until_stopped(cancel.child_token()));
+    let http = res.settings.http.clone();
+    let state = web::Data::new(ApiState {
+        res,
+        handoff,
+        draining: AtomicBool::new(false),
+        metrics: crate::telemetry::metrics_handle(),
+    });
+    let app_state = state.clone();
+    let mut server = HttpServer::new(move || App::new().configure(configure(app_state.clone())))
+        .disable_signals()
+        .shutdown_timeout(http.shutdown_grace_secs);
+    if http.workers > 0 {
+        server = server.workers(http.workers);
+    }
+    let server = server.listen(listener)?.run();
+    let handle = server.handle();
+    let drain_state = state.clone();
+    tokio::spawn(async move {
+        cancel.cancelled().await;
+        drain_state.draining.store(true, Ordering::SeqCst);
+        // Give load balancers one probe period to see /readyz fail before closing.
+        tokio::time::sleep(READINESS_GRACE).await;
+        handle.stop(true).await;
+    });
+    Ok(ApiHandle {
+        addr,
+        state,
+        tasks: vec![acker_task, relay_task],
+        server: tokio::spawn(server),
+    })
+}
+
+/// Time between readiness turning false and the listener closing.
+const READINESS_GRACE: Duration = Duration::from_millis(100);

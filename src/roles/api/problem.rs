@@ -1,0 +1,155 @@
+//! Every error the HTTP API answers, as RFC 9457 `application/problem+json` with a
+//! stable `code`. This table is the contract of SPEC §6: a client switches on
+//! `code`, never on the human-readable `detail`.
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use serde_json::json;
+
+/// Seconds a client should wait before retrying a 503.
+pub const RETRY_AFTER_SECS: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("authorization required")]
+    Unauthorized,
+    #[error("SKU {0} not found")]
+    SkuNotFound(u64),
+    #[error("reservation not found")]
+    ReservationNotFound,
+    #[error("the SKU is sold out")]
+    SoldOut,
+    #[error("only {available} units left")]
+    InsufficientStock { available: u64 },
+    #[error("per-user limit {limit} reached ({bought} held)")]
+    LimitExceeded { bought: u64, limit: u64 },
+    #[error("request_id was used with another user or count")]
+    IdempotencyMismatch,
+    #[error("the reservation was released")]
+    ReservationReleased,
+    #[error("the reservation is confirmed")]
+    ReservationConfirmed,
+    #[error("the reservation was rejected")]
+    ReservationRejected,
+    #[error("{0}")]
+    BelowReserved(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("no such route")]
+    RouteNotFound,
+    #[error("method not allowed")]
+    MethodNotAllowed,
+}
+
+impl ApiError {
+    /// The stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidRequest(_) => "INVALID_REQUEST",
+            Self::Unauthorized => "UNAUTHORIZED",
+            Self::SkuNotFound(_) => "SKU_NOT_FOUND",
+            Self::ReservationNotFound => "RESERVATION_NOT_FOUND",
+            Self::SoldOut => "SOLD_OUT",
+            Self::InsufficientStock { .. } => "INSUFFICIENT_STOCK",
+            Self::LimitExceeded { .. } => "LIMIT_EXCEEDED",
+            Self::IdempotencyMismatch => "IDEMPOTENCY_MISMATCH",
+            Self::ReservationReleased => "RESERVATION_RELEASED",
+            Self::ReservationConfirmed => "RESERVATION_CONFIRMED",
+            Self::ReservationRejected => "RESERVATION_REJECTED",
+            Self::BelowReserved(_) => "BELOW_RESERVED",
+            Self::Conflict(_) => "CONFLICT",
+            Self::Unavailable(_) => "UNAVAILABLE",
+            Self::RouteNotFound => "NOT_FOUND",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+        }
+    }
+
+    /// Logs an infrastructure failure once, here where it is handled, and hides
+    /// its details from the client.
+    pub fn unavailable(what: &str, err: impl std::fmt::Display) -> Self {
+        tracing::error!(dependency = what, error = %err, "request failed: dependency unavailable");
+        Self::Unavailable(format!("{what} is unavailable; retry shortly"))
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::SkuNotFound(_) | Self::ReservationNotFound | Self::RouteNotFound => {
+                StatusCode::NOT_FOUND
+            }
+            Self::SoldOut
+            | Self::InsufficientStock { .. }
+            | Self::LimitExceeded { .. }
+            | Self::ReservationReleased
+            | Self::ReservationConfirmed
+            | Self::ReservationRejected
+            | Self::BelowReserved(_)
+            | Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        let body = json!({
+            "type": "about:blank",
+            "title": status.canonical_reason().unwrap_or("Error"),
+            "status": status.as_u16(),
+            "detail": self.to_string(),
+            "code": self.code(),
+        });
+        let mut response = HttpResponse::build(status);
+        response.content_type("application/problem+json");
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.insert_header((header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS)));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
+        }
+        response.body(body.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_statuses_follow_the_spec_table() {
+        let cases: Vec<(ApiError, u16, &str)> = vec![
+            (ApiError::SoldOut, 409, "SOLD_OUT"),
+            (ApiError::InsufficientStock { available: 1 }, 409, "INSUFFICIENT_STOCK"),
+            (ApiError::LimitExceeded { bought: 1, limit: 1 }, 409, "LIMIT_EXCEEDED"),
+            (ApiError::IdempotencyMismatch, 422, "IDEMPOTENCY_MISMATCH"),
+            (ApiError::SkuNotFound(1), 404, "SKU_NOT_FOUND"),
+            (ApiError::InvalidRequest("x".into()), 400, "INVALID_REQUEST"),
+            (ApiError::Unavailable("x".into()), 503, "UNAVAILABLE"),
+            (ApiError::ReservationNotFound, 404, "RESERVATION_NOT_FOUND"),
+            (ApiError::ReservationReleased, 409, "RESERVATION_RELEASED"),
+            (ApiError::ReservationConfirmed, 409, "RESERVATION_CONFIRMED"),
+            (ApiError::Unauthorized, 401, "UNAUTHORIZED"),
+        ];
+        for (err, status, code) in cases {
+            assert_eq!(err.status_code().as_u16(), status, "{code}");
+            assert_eq!(err.code(), code);
+        }
+    }
+
+    #[test]
+    fn a_503_carries_retry_after_and_problem_json() {
+        let response = ApiError::Unavailable("x".into()).error_response();
+        assert!(response.headers().contains_key(header::RETRY_AFTER));
+        let ct = response.headers().get(header::CONTENT_TYPE).unwrap();
+        assert_eq!(ct, "application/problem+json");
+    }
+}

@@ -1,0 +1,143 @@
+//! `POST /v1/skus/{sku_id}/reservations` and `GET .../reservations/{request_id}`.
+//!
+//! The hot path is one EVALSHA. With `durability: queue` the handler then awaits
+//! its own publisher confirm (others' publishes pipeline beside it); with
+//! `durability: redis` the publish is spawned and the answer goes out at once.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use super::sku_from;
+use crate::config::Durability;
+use crate::db::{ledger, sku};
+use crate::domain::{RequestId, ReserveOutcome, SkuId};
+use crate::mq::DeductionMessage;
+use crate::roles::api::problem::ApiError;
+use crate::roles::api::views::{ReservationView, ReserveBody};
+use crate::roles::api::ApiState;
+
+pub async fn reserve(
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+    body: web::Json<ReserveBody>,
+) -> Result<HttpResponse, ApiError> {
+    let started = std::time::Instant::now();
+    let sku_id = sku_from(&req)?;
+    let (user_id, count) = body.validate(state.res.settings.reservation.max_count)?;
+    let outcome = state
+        .res
+        .redis
+        .reserve(sku_id, &body.request_id, user_id, count)
+        .await
+        .map_err(|e| ApiError::unavailable("redis", e))?;
+    metrics::counter!("stockd_reservations_total", "result" => outcome.label()).increment(1);
+    let response = answer(&state, sku_id, outcome).await;
+    metrics::histogram!("stockd_reserve_duration_seconds").record(started.elapsed().as_secs_f64());
+    response
+}
+
+async fn answer(
+    state: &ApiState,
+    sku_id: SkuId,
+    outcome: ReserveOutcome,
+) -> Result<HttpResponse, ApiError> {
+    match outcome {
+        ReserveOutcome::Reserved {
+            reservation,
+            outbox_id,
+            ..
+        } => {
+            let msg = DeductionMessage {
+                request_id: reservation.request_id.clone(),
+                sku_id,
+                user_id: reservation.user_id,
+                count: reservation.count,
+                created_ms: reservation.created_at_ms,
+                expires_ms: reservation.expires_at_ms,
+            };
+            let confirmed = match state.res.settings.reservation.durability {
+                Durability::Redis => {
+                    let handoff = state.handoff.clone();
+                    tokio::spawn(async move { handoff.publish(sku_id, outbox_id, &msg).await });
+                    true
+                }
+                Durability::Queue => state.handoff.publish(sku_id, outbox_id, &msg).await.is_ok(),
+            };
+            // Never undo on a late confirm: the reservation stands in the outbox
+            // and the relay will publish it; 202 tells the client exactly that.
+            let mut response = if confirmed {
+                HttpResponse::Created()
+            } else {
+                HttpResponse::Accepted()
+            };
+            let location = format!("/v1/skus/{sku_id}/reservations/{}", reservation.request_id);
+            Ok(response
+                .insert_header((header::LOCATION, location))
+                .json(ReservationView::new(&reservation, None)))
+        }
+        ReserveOutcome::Replayed { reservation } => Ok(HttpResponse::Ok()
+            .insert_header(("Idempotent-Replayed", "true"))
+            .json(ReservationView::new(&reservation, None))),
+        ReserveOutcome::Mismatch => Err(ApiError::IdempotencyMismatch),
+        ReserveOutcome::LimitExceeded { bought, limit } => {
+            Err(ApiError::LimitExceeded { bought, limit })
+        }
+        ReserveOutcome::SoldOut => Err(ApiError::SoldOut),
+        ReserveOutcome::Insufficient { available } => {
+            Err(ApiError::InsufficientStock { available })
+        }
+        ReserveOutcome::Backpressure => Err(ApiError::Unavailable(
+            "the outbox is full: the broker is not confirming; retry shortly".into(),
+        )),
+        ReserveOutcome::NotLoaded => Err(not_loaded(state, sku_id).await),
+    }
+}
+
+/// A SKU missing from Redis is either unknown (404) or not warmed up (503);
+/// never "0" and never "unlimited".
+pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
+    let known = async {
+        let mut conn = state.res.db.conn().await?;
+        sku::get(&mut conn, sku_id).await
+    };
+    match known.await {
+        Ok(Some(_)) => ApiError::Unavailable(format!(
+            "SKU {sku_id} is not loaded into Redis; warm it up"
+        )),
+        Ok(None) => ApiError::SkuNotFound(sku_id.get()),
+        Err(err) => ApiError::unavailable("mysql", err),
+    }
+}
+
+pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
+    let sku_id = sku_from(&req)?;
+    let raw_id = req.match_info().get("request_id").unwrap_or_default();
+    let request_id =
+        RequestId::parse(raw_id).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let in_redis = state
+        .res
+        .redis
+        .reservation(sku_id, &request_id)
+        .await
+        .map_err(|e| ApiError::unavailable("redis", e))?;
+    let mut conn = state
+        .res
+        .db
+        .conn()
+        .await
+        .map_err(|e| ApiError::unavailable("mysql", e))?;
+    let in_mysql = ledger::find(&mut conn, sku_id, &request_id)
+        .await
+        .map_err(|e| ApiError::unavailable("mysql", e))?;
+    let view = match (in_redis, &in_mysql) {
+        // MySQL decides final states; Redis may lag behind a transition.
+        (Some(mut r), Some(row)) => {
+            r.status = row.status;
+            ReservationView::new(&r, Some(true))
+        }
+        (Some(r), None) => ReservationView::new(&r, Some(false)),
+        (None, Some(row)) => ReservationView::new(&row.to_reservation(), Some(true)),
+        (None, None) => return Err(ApiError::ReservationNotFound),
+    };
+    Ok(HttpResponse::Ok().json(view))
+}

@@ -1,0 +1,29 @@
+//! `GET /v1/skus/{sku_id}`: the buyer-facing stock view, served from Redis.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use super::reservations::not_loaded;
+use super::sku_from;
+use crate::roles::api::problem::ApiError;
+use crate::roles::api::views::SkuView;
+use crate::roles::api::ApiState;
+
+pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
+    let sku_id = sku_from(&req)?;
+    let snapshot = state
+        .res
+        .redis
+        .sku(sku_id)
+        .await
+        .map_err(|e| ApiError::unavailable("redis", e))?;
+    let Some(snapshot) = snapshot else {
+        return Err(not_loaded(&state, sku_id).await);
+    };
+    let available = snapshot.available.max(0);
+    Ok(HttpResponse::Ok().json(SkuView {
+        sku_id: sku_id.get(),
+        available,
+        sold_out: available == 0,
+        limit_per_user: snapshot.limit_per_user,
+    }))
+}

@@ -1,0 +1,54 @@
+//! The roles one `stockd` binary can run (`--role`), and how `all` combines them.
+
+pub mod api;
+pub mod consumer;
+
+use std::net::TcpListener;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::resources::Resources;
+
+/// The roles `--role` accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// HTTP API, outbox relay.
+    Api,
+    /// Applies deduction messages to MySQL.
+    Consumer,
+    /// Every role in one process (development, small installs).
+    All,
+}
+
+/// Runs `role` until `cancel` fires, then shuts down in order and closes pools.
+pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyhow::Result<()> {
+    let mut api = None;
+    let mut workers = Vec::new();
+    if matches!(role, Role::Api | Role::All) {
+        let bind = res.settings.http.bind.clone();
+        let listener = TcpListener::bind(&bind).with_context(|| format!("binding http.bind {bind}"))?;
+        listener.set_nonblocking(true)?;
+        let handle = api::start(res.clone(), listener, cancel.clone())?;
+        tracing::info!(http.addr = %handle.addr, "api: listening");
+        api = Some(handle);
+    }
+    if matches!(role, Role::Consumer | Role::All) {
+        let consumer = consumer::Consumer::new(
+            res.settings.clone(),
+            res.db.clone(),
+            res.redis.clone(),
+            res.publisher.clone(),
+        );
+        workers.push(tokio::spawn(consumer.run_until_stopped(cancel.clone())));
+    }
+    if let Some(api) = api {
+        api.stopped().await;
+    }
+    for worker in workers {
+        let _ = worker.await;
+    }
+    res.close().await;
+    tracing::info!("stockd: stopped");
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! One shutdown signal for the whole process: SIGINT or SIGTERM cancels a token
+//! every role watches. Order on shutdown: readiness goes false, HTTP drains,
+//! consumers finish the batch in hand, then pools close.
+
+use tokio_util::sync::CancellationToken;
+
+/// Cancels `token` on the first SIGINT or SIGTERM.
+pub fn cancel_on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown: signal received; draining");
+        token.cancel();
+    });
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
