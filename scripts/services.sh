@@ -122,12 +122,14 @@ wait_for() {
 }
 
 show_log() { # show_log FILE...
-	local f
+	local f found=0
 	for f in "$@"; do
 		[ -f "$f" ] || continue
+		found=1
 		warn "--- last lines of $f:"
 		tail -n 20 "$f" | sed 's/^/services:   /' >&2
 	done
+	[ "$found" -eq 1 ] || warn "(no log found at: $*)"
 }
 
 # ---------------------------------------------------------------- install
@@ -285,6 +287,7 @@ cmd_up() {
 	fi
 	if [ "$rabbit_started" -eq 1 ] && ! wait_for rabbitmq "$RABBIT_WAIT" rabbit_up; then
 		show_log /var/log/rabbitmq/startup_err /var/log/rabbitmq/rabbit@*.log
+		warn "hint: run 'rabbitmq-server' in the foreground to see why it does not start"
 		failed+=(rabbitmq)
 	fi
 	if [[ ! " ${failed[*]} " =~ " mariadb " ]]; then

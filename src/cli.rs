@@ -5,7 +5,11 @@ use clap::{Parser, Subcommand};
 use crate::roles::Role;
 
 #[derive(Debug, Parser)]
-#[command(name = "stockd", version, about = "Flash-sale inventory deduction service")]
+#[command(
+    name = "stockd",
+    version,
+    about = "Flash-sale inventory deduction service"
+)]
 pub struct Cli {
     /// Role to run when no subcommand is given.
     #[arg(long, value_enum)]

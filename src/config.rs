@@ -69,7 +69,9 @@ impl std::fmt::Debug for AdminSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The token is a secret: never let a `{:?}` print it.
         let shown = self.token.as_ref().map(|_| "<redacted>");
-        f.debug_struct("AdminSettings").field("token", &shown).finish()
+        f.debug_struct("AdminSettings")
+            .field("token", &shown)
+            .finish()
     }
 }
 
@@ -166,7 +168,11 @@ impl Settings {
             }
         }
         let settings: Settings = serde_path_to_error::deserialize(tree).map_err(|err| {
-            anyhow::anyhow!("invalid configuration key `{}`: {}", err.path(), err.inner())
+            anyhow::anyhow!(
+                "invalid configuration key `{}`: {}",
+                err.path(),
+                err.inner()
+            )
         })?;
         settings.validate()?;
         Ok(settings)
@@ -175,17 +181,33 @@ impl Settings {
     /// Semantic checks serde cannot express; each error names its key.
     pub fn validate(&self) -> anyhow::Result<()> {
         let checks: [(bool, &str, &str); 9] = [
-            (self.http.max_body_bytes >= 64, "http.max_body_bytes", "must be >= 64"),
+            (
+                self.http.max_body_bytes >= 64,
+                "http.max_body_bytes",
+                "must be >= 64",
+            ),
             (self.mysql.pool_max >= 1, "mysql.pool_max", "must be >= 1"),
             (self.redis.pool_max >= 1, "redis.pool_max", "must be >= 1"),
-            (self.amqp.publish_channels >= 1, "amqp.publish_channels", "must be >= 1"),
-            (self.reservation.ttl_secs >= 1, "reservation.ttl_secs", "must be >= 1"),
+            (
+                self.amqp.publish_channels >= 1,
+                "amqp.publish_channels",
+                "must be >= 1",
+            ),
+            (
+                self.reservation.ttl_secs >= 1,
+                "reservation.ttl_secs",
+                "must be >= 1",
+            ),
             (
                 (1..=1000).contains(&self.reservation.max_count),
                 "reservation.max_count",
                 "must be in 1..=1000",
             ),
-            (self.consumer.batch_max >= 1, "consumer.batch_max", "must be >= 1"),
+            (
+                self.consumer.batch_max >= 1,
+                "consumer.batch_max",
+                "must be >= 1",
+            ),
             (
                 self.consumer.prefetch as usize >= self.consumer.batch_max,
                 "consumer.prefetch",
@@ -205,7 +227,9 @@ impl Settings {
         self.http
             .bind
             .parse::<std::net::SocketAddr>()
-            .with_context(|| format!("invalid configuration key `http.bind`: {}", self.http.bind))?;
+            .with_context(|| {
+                format!("invalid configuration key `http.bind`: {}", self.http.bind)
+            })?;
         Ok(())
     }
 
@@ -335,7 +359,10 @@ mod tests {
     fn env_vars_override_files_with_types_kept() {
         let vars = vec![
             ("STOCKD__RESERVATION__TTL_SECS".to_string(), "3".to_string()),
-            ("STOCKD__RESERVATION__DURABILITY".to_string(), "redis".to_string()),
+            (
+                "STOCKD__RESERVATION__DURABILITY".to_string(),
+                "redis".to_string(),
+            ),
             ("STOCKD__ADMIN__TOKEN".to_string(), "s3cret".to_string()),
         ];
         let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
@@ -353,7 +380,10 @@ mod tests {
 
     #[test]
     fn a_bad_value_is_named_in_the_error() {
-        let vars = vec![("STOCKD__RESERVATION__TTL_SECS".to_string(), "soon".to_string())];
+        let vars = vec![(
+            "STOCKD__RESERVATION__TTL_SECS".to_string(),
+            "soon".to_string(),
+        )];
         let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
         assert!(err.to_string().contains("reservation.ttl_secs"), "{err}");
         let vars = vec![("STOCKD__RESERVATION__TTL_SECS".to_string(), "0".to_string())];
@@ -372,7 +402,10 @@ mod tests {
         ];
         let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
         let printed = s.redacted_yaml().unwrap();
-        assert!(!printed.contains("hunter2") && !printed.contains("pw123"), "{printed}");
+        assert!(
+            !printed.contains("hunter2") && !printed.contains("pw123"),
+            "{printed}"
+        );
         assert!(!format!("{s:?}").contains("hunter2"));
     }
 }

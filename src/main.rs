@@ -38,11 +38,21 @@ fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = load_settings(&cli)?;
     match (&cli.command, cli.role) {
-        (Some(Command::Config { action: ConfigAction::Check }), _) => {
+        (
+            Some(Command::Config {
+                action: ConfigAction::Check,
+            }),
+            _,
+        ) => {
             println!("configuration OK (environment {})", env_name());
             Ok(ExitCode::SUCCESS)
         }
-        (Some(Command::Config { action: ConfigAction::Print }), _) => {
+        (
+            Some(Command::Config {
+                action: ConfigAction::Print,
+            }),
+            _,
+        ) => {
             print!("{}", settings.redacted_yaml()?);
             Ok(ExitCode::SUCCESS)
         }

@@ -25,10 +25,16 @@ impl Resources {
     pub async fn connect(settings: Settings, name: &str) -> anyhow::Result<Self> {
         let db = Db::new(&settings.mysql).context("mysql.url")?;
         db.ping().await.context("connecting to MySQL (mysql.url)")?;
-        let redis = RedisStore::new(&settings.redis, settings.reservation.ttl_secs)
-            .context("redis.url")?;
-        redis.ping().await.context("connecting to Redis (redis.url)")?;
-        redis.load_scripts().await.context("loading Lua scripts into Redis")?;
+        let redis =
+            RedisStore::new(&settings.redis, settings.reservation.ttl_secs).context("redis.url")?;
+        redis
+            .ping()
+            .await
+            .context("connecting to Redis (redis.url)")?;
+        redis
+            .load_scripts()
+            .await
+            .context("loading Lua scripts into Redis")?;
         let topology = Topology::new(&settings.amqp, settings.reservation.ttl_secs);
         let publisher = Publisher::new(
             &settings.amqp.url,

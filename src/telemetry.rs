@@ -28,7 +28,10 @@ pub fn metrics_handle() -> PrometheusHandle {
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS_SECONDS)
                 .and_then(|b| {
-                    b.set_buckets_for_metric(Matcher::Suffix("_batch_size".into()), BATCH_SIZE_BUCKETS)
+                    b.set_buckets_for_metric(
+                        Matcher::Suffix("_batch_size".into()),
+                        BATCH_SIZE_BUCKETS,
+                    )
                 })
                 .expect("bucket lists are non-empty")
                 .build_recorder();
@@ -52,7 +55,9 @@ pub fn metrics_handle() -> PrometheusHandle {
 pub fn init_logging(settings: &LoggingSettings) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(settings.level.clone()));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match settings.format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Pretty => builder.try_init(),

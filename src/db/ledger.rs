@@ -146,14 +146,21 @@ async fn apply_sku(
             rows.push((msg, ReservationStatus::Reserved, None));
             report.applied += 1;
         } else {
-            let why = if row.is_some() { reason::OVER_ADMITTED } else { reason::UNKNOWN_SKU };
+            let why = if row.is_some() {
+                reason::OVER_ADMITTED
+            } else {
+                reason::UNKNOWN_SKU
+            };
             rows.push((msg, ReservationStatus::Rejected, Some(why)));
             report.rejected.push((msg.clone(), why));
         }
     }
     if taken > 0 {
         let took = sku::take(tx, sku_id, taken).await?;
-        assert!(took, "the SKU row is locked and the fit was computed under the lock");
+        assert!(
+            took,
+            "the SKU row is locked and the fit was computed under the lock"
+        );
     }
     insert_rows(tx, &rows).await
 }
@@ -179,7 +186,11 @@ async fn existing_ids(
     Ok(found)
 }
 
-type NewRow<'a> = (&'a DeductionMessage, ReservationStatus, Option<&'static str>);
+type NewRow<'a> = (
+    &'a DeductionMessage,
+    ReservationStatus,
+    Option<&'static str>,
+);
 
 /// Multi-row inserts. Plain INSERT, not IGNORE: a duplicate here means another
 /// writer broke the lock protocol, and the error makes the batch retry.

@@ -7,7 +7,8 @@ use mysql_async::{Conn, Opts, OptsBuilder};
 use super::DbError;
 
 /// (version, name, SQL). Append only; never edit an applied migration.
-pub const MIGRATIONS: &[(u32, &str, &str)] = &[(1, "0001_init", include_str!("../../sql/0001_init.sql"))];
+pub const MIGRATIONS: &[(u32, &str, &str)] =
+    &[(1, "0001_init", include_str!("../../sql/0001_init.sql"))];
 
 /// Creates the database named in `url` if needed, then applies what is missing.
 /// Returns the names of the migrations applied now.
@@ -15,7 +16,9 @@ pub async fn migrate(url: &str) -> Result<Vec<&'static str>, DbError> {
     let opts = Opts::from_url(url)?;
     let db_name = opts.db_name().unwrap_or("stockd").to_string();
     assert!(
-        db_name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+        db_name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_'),
         "database name must be [A-Za-z0-9_]"
     );
     let server_opts = OptsBuilder::from_opts(opts.clone()).db_name(None::<String>);
@@ -78,8 +81,13 @@ fn split_statements(sql: &str) -> Vec<String> {
 mod tests {
     #[test]
     fn migrations_split_into_statements_without_comments() {
-        let parts = super::split_statements("-- c\nCREATE TABLE a (x INT);\n\nCREATE TABLE b (\n y INT\n);\n");
-        assert_eq!(parts, vec!["CREATE TABLE a (x INT)", "CREATE TABLE b (\n y INT\n)"]);
+        let parts = super::split_statements(
+            "-- c\nCREATE TABLE a (x INT);\n\nCREATE TABLE b (\n y INT\n);\n",
+        );
+        assert_eq!(
+            parts,
+            vec!["CREATE TABLE a (x INT)", "CREATE TABLE b (\n y INT\n)"]
+        );
     }
 
     #[test]

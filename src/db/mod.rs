@@ -22,7 +22,10 @@ pub enum DbError {
 impl DbError {
     /// Deadlocks and lock wait timeouts: the transaction may simply be retried.
     pub fn is_retryable(&self) -> bool {
-        matches!(self.server_code(), Some(codes::ER_LOCK_DEADLOCK | codes::ER_LOCK_WAIT_TIMEOUT))
+        matches!(
+            self.server_code(),
+            Some(codes::ER_LOCK_DEADLOCK | codes::ER_LOCK_WAIT_TIMEOUT)
+        )
     }
 
     pub fn server_code(&self) -> Option<u16> {

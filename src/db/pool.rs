@@ -45,11 +45,21 @@ impl Db {
         Ok(())
     }
 
+    /// Closes the pool. mysql_async waits for every checked-out connection to
+    /// come back first, so the wait is bounded: a leaked connection must not
+    /// hang shutdown.
     pub async fn disconnect(self) {
-        let _ = self.pool.disconnect().await;
+        if tokio::time::timeout(DISCONNECT_TIMEOUT, self.pool.disconnect())
+            .await
+            .is_err()
+        {
+            tracing::warn!("mysql.pool: connections still checked out at shutdown; closing anyway");
+        }
     }
 }
 
+/// Longest wait for checked-out connections on shutdown.
+const DISCONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Prepared statements kept per connection; batch inserts vary in arity, so room
 /// for a few dozen shapes.
 const STATEMENT_CACHE: usize = 64;

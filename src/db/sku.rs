@@ -108,6 +108,10 @@ pub async fn give_back(tx: &mut Transaction<'_>, sku: SkuId, units: i64) -> Resu
         (units, sku.get(), units),
     )
     .await?;
-    assert_eq!(tx.affected_rows(), 1, "a release can never exceed total stock");
+    assert_eq!(
+        tx.affected_rows(),
+        1,
+        "a release can never exceed total stock"
+    );
     Ok(())
 }

@@ -23,9 +23,16 @@ const ID_MAX: u64 = i64::MAX as u64;
 
 macro_rules! positive_id {
     ($name:ident, $field:literal) => {
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
         pub struct $name(u64);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+                let raw = u64::deserialize(de)?;
+                $name::new(raw).map_err(serde::de::Error::custom)
+            }
+        }
 
         impl $name {
             pub fn new(raw: u64) -> Result<Self, IdError> {
@@ -110,7 +117,17 @@ mod tests {
 
     #[test]
     fn zero_negative_signed_and_oversized_ids_are_refused() {
-        for bad in ["0", "-1", "+1", "", " 1", "1.0", "9223372036854775808", "abc", "1e3"] {
+        for bad in [
+            "0",
+            "-1",
+            "+1",
+            "",
+            " 1",
+            "1.0",
+            "9223372036854775808",
+            "abc",
+            "1e3",
+        ] {
             assert!(SkuId::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert!(UserId::new(0).is_err());
@@ -122,7 +139,17 @@ mod tests {
         for good in ["a", "order-1:2.3_x", &"x".repeat(64)] {
             assert!(RequestId::parse(good).is_ok(), "{good:?} refused");
         }
-        for bad in ["", "a b", "{1}", "a*b", "a}", "é", "a/b", &"x".repeat(65), "a\n"] {
+        for bad in [
+            "",
+            "a b",
+            "{1}",
+            "a*b",
+            "a}",
+            "é",
+            "a/b",
+            &"x".repeat(65),
+            "a\n",
+        ] {
             assert!(RequestId::parse(bad).is_err(), "{bad:?} accepted");
         }
     }

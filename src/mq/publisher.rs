@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use lapin::Confirmation;
 use lapin::types::FieldTable;
+use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection};
 use tokio::sync::{Mutex, RwLock};
 

@@ -87,7 +87,10 @@ impl Topology {
         // (crash loops) is dead-lettered instead of blocking the queue forever.
         let mut work = quorum();
         work.insert("x-delivery-limit".into(), long(self.delivery_limit as i64));
-        work.insert("x-dead-letter-exchange".into(), text(&self.dead_letter_exchange));
+        work.insert(
+            "x-dead-letter-exchange".into(),
+            text(&self.dead_letter_exchange),
+        );
         let mut deduct_args = work.clone();
         deduct_args.insert("x-dead-letter-routing-key".into(), text(&self.deduct_dlq));
         declare_queue(ch, &self.deduct_queue, deduct_args).await?;
@@ -102,7 +105,13 @@ impl Topology {
         declare_queue(ch, &self.deduct_retry_queue, retry).await?;
         let delay = timed(self.expiry_delay_ms, &self.expiry_queue);
         declare_queue(ch, &self.expiry_delay_queue, delay).await?;
-        bind(ch, &self.expiry_delay_queue, &self.reservations_exchange, "").await?;
+        bind(
+            ch,
+            &self.expiry_delay_queue,
+            &self.reservations_exchange,
+            "",
+        )
+        .await?;
         Ok(())
     }
 

@@ -35,7 +35,10 @@ pub async fn upsert(
     limit_per_user: u32,
 ) -> Result<SkuState, SkuAdminError> {
     let mut conn = db.conn().await?;
-    let mut tx = conn.start_transaction(ledger::tx_opts()).await.map_err(DbError::from)?;
+    let mut tx = conn
+        .start_transaction(ledger::tx_opts())
+        .await
+        .map_err(DbError::from)?;
     let (delta, available_mysql) = match sku::lock(&mut tx, sku_id).await? {
         None => {
             sku::insert(&mut tx, sku_id, total, limit_per_user).await?;
@@ -54,7 +57,13 @@ pub async fn upsert(
         }
     };
     let loaded = redis
-        .load_sku(sku_id, delta, available_mysql, u64::from(limit_per_user), total as u64)
+        .load_sku(
+            sku_id,
+            delta,
+            available_mysql,
+            u64::from(limit_per_user),
+            total as u64,
+        )
         .await?;
     let available_redis = match loaded {
         LoadOutcome::Loaded { available } => available,

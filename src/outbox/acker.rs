@@ -24,7 +24,10 @@ pub struct OutboxAcker {
 
 impl OutboxAcker {
     /// Starts the background task; it drains what is queued, then stops on `cancel`.
-    pub fn spawn(redis: Arc<RedisStore>, cancel: CancellationToken) -> (Self, tokio::task::JoinHandle<()>) {
+    pub fn spawn(
+        redis: Arc<RedisStore>,
+        cancel: CancellationToken,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(ACK_QUEUE_CAPACITY);
         let task = tokio::spawn(run(redis, rx, cancel));
         (Self { tx }, task)

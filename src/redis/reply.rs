@@ -1,9 +1,7 @@
 //! Turns the reserve script's reply (a list of strings) into a typed outcome.
 //! Kept apart from the I/O so the mapping is unit-tested.
 
-use crate::domain::{
-    RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId,
-};
+use crate::domain::{RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId};
 
 use super::RedisError;
 
@@ -21,7 +19,10 @@ pub fn parse_reserve_reply(
 ) -> Result<ReserveOutcome, RedisError> {
     let bad = || RedisError::BadReply(format!("{reply:?}"));
     let num = |i: usize| -> Result<u64, RedisError> {
-        reply.get(i).and_then(|s| s.parse::<u64>().ok()).ok_or_else(bad)
+        reply
+            .get(i)
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(bad)
     };
     let reservation = |status: ReservationStatus, created: u64, expires: u64| Reservation {
         request_id: req.request_id.clone(),
@@ -87,14 +88,22 @@ mod tests {
     #[test]
     fn a_reserved_reply_carries_times_and_the_outbox_id() {
         let out = parse(&["OK", "7", "1000", "2000", "1-0"]).unwrap();
-        let ReserveOutcome::Reserved { reservation, available_after, outbox_id } = out else {
+        let ReserveOutcome::Reserved {
+            reservation,
+            available_after,
+            outbox_id,
+        } = out
+        else {
             panic!("{out:?}")
         };
         assert_eq!(available_after, 7);
         assert_eq!(outbox_id, "1-0");
         assert_eq!(reservation.count, 3);
         assert_eq!(reservation.status, ReservationStatus::Reserved);
-        assert_eq!((reservation.created_at_ms, reservation.expires_at_ms), (1000, 2000));
+        assert_eq!(
+            (reservation.created_at_ms, reservation.expires_at_ms),
+            (1000, 2000)
+        );
     }
 
     #[test]
@@ -108,15 +117,23 @@ mod tests {
         );
         assert_eq!(
             parse(&["LIMIT", "1", "1"]).unwrap(),
-            ReserveOutcome::LimitExceeded { bought: 1, limit: 1 }
+            ReserveOutcome::LimitExceeded {
+                bought: 1,
+                limit: 1
+            }
         );
-        assert_eq!(parse(&["BACKPRESSURE"]).unwrap(), ReserveOutcome::Backpressure);
+        assert_eq!(
+            parse(&["BACKPRESSURE"]).unwrap(),
+            ReserveOutcome::Backpressure
+        );
     }
 
     #[test]
     fn a_replay_keeps_the_stored_status() {
         let out = parse(&["REPLAY", "CONFIRMED", "5", "6"]).unwrap();
-        let ReserveOutcome::Replayed { reservation } = out else { panic!() };
+        let ReserveOutcome::Replayed { reservation } = out else {
+            panic!()
+        };
         assert_eq!(reservation.status, ReservationStatus::Confirmed);
     }
 

@@ -10,9 +10,7 @@ use super::outbox::OutboxEntry;
 use super::reply::{parse_reserve_reply, ReserveRequest};
 use super::{HotConnection, Keys, RedisError};
 use crate::config::RedisSettings;
-use crate::domain::{
-    RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId,
-};
+use crate::domain::{RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId};
 
 const RESERVE_LUA: &str = include_str!("lua/reserve.lua");
 const LOAD_SKU_LUA: &str = include_str!("lua/load_sku.lua");
@@ -36,9 +34,13 @@ pub enum FinishOutcome {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadOutcome {
-    Loaded { available: i64 },
+    Loaded {
+        available: i64,
+    },
     /// A negative delta would take Redis below zero: units are already promised.
-    BelowReserved { available: i64 },
+    BelowReserved {
+        available: i64,
+    },
 }
 
 pub struct RedisStore {
@@ -158,7 +160,10 @@ impl RedisStore {
         count: u32,
         status: ReservationStatus,
     ) -> Result<FinishOutcome, RedisError> {
-        assert!(status != ReservationStatus::Reserved, "finish needs a final status");
+        assert!(
+            status != ReservationStatus::Reserved,
+            "finish needs a final status"
+        );
         let mut invocation = self.finish.prepare_invoke();
         invocation
             .key(self.keys.sku(sku_id))
@@ -180,9 +185,18 @@ impl RedisStore {
     }
 
     /// Marks a reservation MySQL rejected and returns the user's quota.
-    pub async fn mark_rejected(&self, msg: &crate::mq::DeductionMessage) -> Result<FinishOutcome, RedisError> {
-        self.finish(msg.sku_id, &msg.request_id, msg.user_id, msg.count, ReservationStatus::Rejected)
-            .await
+    pub async fn mark_rejected(
+        &self,
+        msg: &crate::mq::DeductionMessage,
+    ) -> Result<FinishOutcome, RedisError> {
+        self.finish(
+            msg.sku_id,
+            &msg.request_id,
+            msg.user_id,
+            msg.count,
+            ReservationStatus::Rejected,
+        )
+        .await
     }
 
     /// Creates or restocks the SKU in Redis (see `load_sku.lua`) and registers it.
@@ -262,7 +276,11 @@ impl RedisStore {
             return Ok(None);
         }
         let bad = || RedisError::BadReply(format!("reservation record {map:?}"));
-        let num = |name: &str| map.get(name).and_then(|v| v.parse::<u64>().ok()).ok_or_else(bad);
+        let num = |name: &str| {
+            map.get(name)
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(bad)
+        };
         Ok(Some(Reservation {
             request_id: request_id.clone(),
             sku_id,

@@ -85,7 +85,12 @@ impl Consumer {
             .await?;
         let wait = Duration::from_millis(self.settings.consumer.batch_wait_ms);
         loop {
-            let batch = next_batch(&mut consumer, self.settings.consumer.batch_max, wait, cancel);
+            let batch = next_batch(
+                &mut consumer,
+                self.settings.consumer.batch_max,
+                wait,
+                cancel,
+            );
             match batch.await? {
                 Batch::Deliveries(deliveries) => self.process(&channel, deliveries).await?,
                 Batch::Cancelled => break,
@@ -99,7 +104,11 @@ impl Consumer {
     }
 
     /// One step: apply one batch of deliveries and settle every one of them.
-    pub async fn process(&self, channel: &lapin::Channel, deliveries: Vec<Delivery>) -> Result<(), MqError> {
+    pub async fn process(
+        &self,
+        channel: &lapin::Channel,
+        deliveries: Vec<Delivery>,
+    ) -> Result<(), MqError> {
         let mut valid = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
             match DeductionMessage::from_bytes(&delivery.data) {
@@ -107,7 +116,13 @@ impl Consumer {
                 Err(why) => {
                     tracing::error!(reason = %why, "consumer.poison: dead-lettering an invalid message");
                     metrics::counter!("stockd_consumer_messages_total", "outcome" => "dead_lettered").increment(1);
-                    delivery.acker.nack(BasicNackOptions { requeue: false, multiple: false }).await?;
+                    delivery
+                        .acker
+                        .nack(BasicNackOptions {
+                            requeue: false,
+                            multiple: false,
+                        })
+                        .await?;
                 }
             }
         }
@@ -133,7 +148,11 @@ impl Consumer {
         Ok(())
     }
 
-    async fn process_alone(&self, delivery: Delivery, msg: DeductionMessage) -> Result<(), MqError> {
+    async fn process_alone(
+        &self,
+        delivery: Delivery,
+        msg: DeductionMessage,
+    ) -> Result<(), MqError> {
         let retries = self.settings.consumer.deadlock_retries;
         match ledger::apply_batch(&self.db, std::slice::from_ref(&msg), retries).await {
             Ok(report) => {
@@ -144,7 +163,11 @@ impl Consumer {
                 let attempt = attempt_of(&delivery) + 1;
                 let topology = self.publisher.topology();
                 let (exchange, key, outcome) = if attempt > self.settings.amqp.max_retries {
-                    (topology.dead_letter_exchange.as_str(), topology.deduct_dlq.as_str(), "dead_lettered")
+                    (
+                        topology.dead_letter_exchange.as_str(),
+                        topology.deduct_dlq.as_str(),
+                        "dead_lettered",
+                    )
                 } else {
                     ("", topology.deduct_retry_queue.as_str(), "retried")
                 };
@@ -153,12 +176,25 @@ impl Consumer {
                     .with_message_id(msg.message_id().into())
                     .with_delivery_mode(2)
                     .with_headers(headers_with_attempt(attempt));
-                match self.publisher.publish(exchange, key, &delivery.data, props).await {
+                match self
+                    .publisher
+                    .publish(exchange, key, &delivery.data, props)
+                    .await
+                {
                     Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await?,
                     // Could not park it: leave it to the broker's redelivery (and its delivery limit).
-                    Err(_) => delivery.acker.nack(BasicNackOptions { requeue: true, multiple: false }).await?,
+                    Err(_) => {
+                        delivery
+                            .acker
+                            .nack(BasicNackOptions {
+                                requeue: true,
+                                multiple: false,
+                            })
+                            .await?
+                    }
                 };
-                metrics::counter!("stockd_consumer_messages_total", "outcome" => outcome).increment(1);
+                metrics::counter!("stockd_consumer_messages_total", "outcome" => outcome)
+                    .increment(1);
             }
         }
         Ok(())
@@ -167,9 +203,12 @@ impl Consumer {
     async fn after_commit(&self, msgs: &[DeductionMessage], report: &BatchReport) {
         metrics::counter!("stockd_consumer_batches_total").increment(1);
         metrics::histogram!("stockd_consumer_batch_size").record(msgs.len() as f64);
-        metrics::counter!("stockd_consumer_messages_total", "outcome" => "applied").increment(report.applied as u64);
-        metrics::counter!("stockd_consumer_messages_total", "outcome" => "duplicate").increment(report.duplicates as u64);
-        metrics::counter!("stockd_consumer_messages_total", "outcome" => "rejected").increment(report.rejected.len() as u64);
+        metrics::counter!("stockd_consumer_messages_total", "outcome" => "applied")
+            .increment(report.applied as u64);
+        metrics::counter!("stockd_consumer_messages_total", "outcome" => "duplicate")
+            .increment(report.duplicates as u64);
+        metrics::counter!("stockd_consumer_messages_total", "outcome" => "rejected")
+            .increment(report.rejected.len() as u64);
         let now_ms = crate::telemetry::unix_ms();
         for msg in msgs {
             let lag_ms = now_ms.saturating_sub(msg.created_ms);

@@ -27,7 +27,8 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
     let mut workers = Vec::new();
     if matches!(role, Role::Api | Role::All) {
         let bind = res.settings.http.bind.clone();
-        let listener = TcpListener::bind(&bind).with_context(|| format!("binding http.bind {bind}"))?;
+        let listener =
+            TcpListener::bind(&bind).with_context(|| format!("binding http.bind {bind}"))?;
         listener.set_nonblocking(true)?;
         let handle = api::start(res.clone(), listener, cancel.clone())?;
         tracing::info!(http.addr = %handle.addr, "api: listening");

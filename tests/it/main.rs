@@ -1,1 +1,9 @@
+//! The one integration-test binary (one link step for every feature test).
+//! Every test runs against the real Redis, RabbitMQ and MariaDB, isolated by its
+//! own database, key prefix and queue names (see `helpers`).
 
+mod helpers;
+
+mod bad_input;
+mod pipeline;
+mod reserve;

@@ -66,7 +66,11 @@ pub fn start(
     let addr = listener.local_addr()?;
     let (acker, acker_task) = OutboxAcker::spawn(res.redis.clone(), cancel.child_token());
     let handoff = Handoff::new(res.publisher.clone(), acker);
-    let relay = Relay::new(res.redis.clone(), handoff.clone(), res.settings.relay.clone());
+    let relay = Relay::new(
+        res.redis.clone(),
+        handoff.clone(),
+        res.settings.relay.clone(),
+    );
     let relay_task = tokio::spawn(relay.run_until_stopped(cancel.child_token()));
     let http = res.settings.http.clone();
     let state = web::Data::new(ApiState {

@@ -128,8 +128,19 @@ mod tests {
     fn codes_and_statuses_follow_the_spec_table() {
         let cases: Vec<(ApiError, u16, &str)> = vec![
             (ApiError::SoldOut, 409, "SOLD_OUT"),
-            (ApiError::InsufficientStock { available: 1 }, 409, "INSUFFICIENT_STOCK"),
-            (ApiError::LimitExceeded { bought: 1, limit: 1 }, 409, "LIMIT_EXCEEDED"),
+            (
+                ApiError::InsufficientStock { available: 1 },
+                409,
+                "INSUFFICIENT_STOCK",
+            ),
+            (
+                ApiError::LimitExceeded {
+                    bought: 1,
+                    limit: 1,
+                },
+                409,
+                "LIMIT_EXCEEDED",
+            ),
             (ApiError::IdempotencyMismatch, 422, "IDEMPOTENCY_MISMATCH"),
             (ApiError::SkuNotFound(1), 404, "SKU_NOT_FOUND"),
             (ApiError::InvalidRequest("x".into()), 400, "INVALID_REQUEST"),

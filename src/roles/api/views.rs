@@ -20,9 +20,12 @@ pub struct ReserveBody {
 impl ReserveBody {
     /// Checks ranges serde cannot; returns the validated user id and count.
     pub fn validate(&self, max_count: u32) -> Result<(UserId, u32), ApiError> {
-        let user = UserId::new(self.user_id).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+        let user =
+            UserId::new(self.user_id).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
         if self.count < 1 || self.count > i64::from(max_count) {
-            return Err(ApiError::InvalidRequest(format!("count must be in 1..={max_count}")));
+            return Err(ApiError::InvalidRequest(format!(
+                "count must be in 1..={max_count}"
+            )));
         }
         Ok((user, self.count as u32))
     }

@@ -50,7 +50,9 @@ pub fn json_config(limit: usize) -> web::JsonConfig {
     web::JsonConfig::default()
         .limit(limit)
         .content_type_required(false)
-        .error_handler(|err, _req| ApiError::InvalidRequest(format!("invalid JSON body: {err}")).into())
+        .error_handler(|err, _req| {
+            ApiError::InvalidRequest(format!("invalid JSON body: {err}")).into()
+        })
 }
 
 pub fn path_config() -> web::PathConfig {

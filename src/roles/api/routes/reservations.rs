@@ -101,9 +101,9 @@ pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
         sku::get(&mut conn, sku_id).await
     };
     match known.await {
-        Ok(Some(_)) => ApiError::Unavailable(format!(
-            "SKU {sku_id} is not loaded into Redis; warm it up"
-        )),
+        Ok(Some(_)) => {
+            ApiError::Unavailable(format!("SKU {sku_id} is not loaded into Redis; warm it up"))
+        }
         Ok(None) => ApiError::SkuNotFound(sku_id.get()),
         Err(err) => ApiError::unavailable("mysql", err),
     }

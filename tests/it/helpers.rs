@@ -1,0 +1,418 @@
+//! `TestApp`: a fresh stockd for one test — its own MariaDB database, Redis key
+//! prefix and RabbitMQ queue names, the api on port 0, and (optionally) a
+//! consumer. `cleanup()` removes everything the test created.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use deadpool_redis::redis;
+use lapin::options::BasicPublishOptions;
+use mysql_async::prelude::Queryable;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use stockd::config::{Durability, Settings};
+use stockd::domain::SkuId;
+use stockd::resources::Resources;
+use stockd::roles::api::{self, ApiHandle};
+use stockd::roles::consumer::Consumer;
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// What a test wants running.
+#[derive(Clone)]
+pub struct TestOptions {
+    pub consumer: bool,
+    pub durability: Durability,
+    pub ttl_secs: u64,
+}
+
+impl Default for TestOptions {
+    fn default() -> Self {
+        Self {
+            consumer: true,
+            durability: Durability::Queue,
+            ttl_secs: 900,
+        }
+    }
+}
+
+pub struct TestApp {
+    pub id: String,
+    pub base: String,
+    pub client: reqwest::Client,
+    pub res: Resources,
+    cancel: CancellationToken,
+    api: Option<ApiHandle>,
+    consumer_cancel: CancellationToken,
+    consumer: Option<tokio::task::JoinHandle<()>>,
+}
+
+pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut s = Settings::load_with_vars(&dir, "test", &[]).expect("test config loads");
+    s.mysql.url = format!("mysql://root@127.0.0.1:3306/stockd_{id}");
+    s.redis.key_prefix = format!("{id}:");
+    s.amqp.queue_prefix = format!("{id}.");
+    s.reservation.durability = opts.durability;
+    s.reservation.ttl_secs = opts.ttl_secs;
+    s.http.bind = "127.0.0.1:0".into();
+    s.http.workers = 2;
+    s
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        Self::with(TestOptions::default()).await
+    }
+
+    pub async fn with(opts: TestOptions) -> Self {
+        init_test_logging();
+        let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let settings = test_settings(&id, &opts);
+        stockd::db::migrate::migrate(&settings.mysql.url)
+            .await
+            .expect("migrate");
+        let res = Resources::connect(settings, &id)
+            .await
+            .expect("resources connect");
+        let cancel = CancellationToken::new();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let api = api::start(res.clone(), listener, cancel.clone()).expect("api starts");
+        let base = format!("http://{}", api.addr);
+        let mut app = Self {
+            id,
+            base,
+            client: reqwest::Client::new(),
+            res,
+            cancel,
+            api: Some(api),
+            consumer_cancel: CancellationToken::new(),
+            consumer: None,
+        };
+        if opts.consumer {
+            app.start_consumer();
+        }
+        app
+    }
+
+    pub fn start_consumer(&mut self) {
+        assert!(self.consumer.is_none(), "consumer already running");
+        self.consumer_cancel = CancellationToken::new();
+        let consumer = Consumer::new(
+            self.res.settings.clone(),
+            self.res.db.clone(),
+            self.res.redis.clone(),
+            self.res.publisher.clone(),
+        );
+        self.consumer = Some(tokio::spawn(
+            consumer.run_until_stopped(self.consumer_cancel.clone()),
+        ));
+    }
+
+    pub async fn stop_consumer(&mut self) {
+        self.consumer_cancel.cancel();
+        if let Some(task) = self.consumer.take() {
+            task.await.unwrap();
+        }
+    }
+
+    pub fn sku(n: u64) -> SkuId {
+        SkuId::new(n).unwrap()
+    }
+
+    // ---- HTTP -------------------------------------------------------------
+
+    pub async fn put_sku(&self, sku: u64, total: i64, limit: i64) -> reqwest::Response {
+        self.client
+            .put(format!("{}/v1/admin/skus/{sku}", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"total_stock": total, "limit_per_user": limit}))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn create_sku(&self, sku: u64, total: i64, limit: i64) {
+        let resp = self.put_sku(sku, total, limit).await;
+        assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+    }
+
+    pub async fn reserve(
+        &self,
+        sku: u64,
+        request_id: &str,
+        user: u64,
+        count: u32,
+    ) -> reqwest::Response {
+        self.client
+            .post(format!("{}/v1/skus/{sku}/reservations", self.base))
+            .json(&json!({"request_id": request_id, "user_id": user, "count": count}))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let resp = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post_json(&self, path: &str) -> (u16, Value) {
+        let resp = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    // ---- stores -----------------------------------------------------------
+
+    pub async fn redis_conn(&self) -> redis::aio::MultiplexedConnection {
+        deadpool_redis::Connection::take(self.res.redis.pool().get().await.unwrap())
+    }
+
+    pub async fn redis_available(&self, sku: u64) -> Option<i64> {
+        self.res
+            .redis
+            .sku(Self::sku(sku))
+            .await
+            .unwrap()
+            .map(|s| s.available)
+    }
+
+    pub async fn redis_keys(&self) -> Vec<String> {
+        let mut conn = self.redis_conn().await;
+        let pattern = format!("{}:*", self.id);
+        let mut keys = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            keys.extend(batch);
+            if next == 0 {
+                return keys;
+            }
+            cursor = next;
+        }
+    }
+
+    pub async fn mysql(&self) -> mysql_async::Conn {
+        self.res.db.conn().await.unwrap()
+    }
+
+    pub async fn mysql_available(&self, sku: u64) -> Option<i64> {
+        let mut conn = self.mysql().await;
+        conn.exec_first(
+            "SELECT available_stock FROM sku_stock WHERE sku_id = ?",
+            (sku,),
+        )
+        .await
+        .unwrap()
+    }
+
+    pub async fn ledger_rows(&self) -> u64 {
+        let mut conn = self.mysql().await;
+        conn.query_first("SELECT COUNT(*) FROM stock_deduct_idempotent")
+            .await
+            .unwrap()
+            .unwrap_or(0)
+    }
+
+    /// status -> (rows, units) of one SKU's ledger.
+    pub async fn ledger_by_status(&self, sku: u64) -> HashMap<String, (u64, i64)> {
+        let mut conn = self.mysql().await;
+        let rows: Vec<(String, u64, i64)> = conn
+            .exec(
+                "SELECT status, COUNT(*), CAST(SUM(deduct_count) AS SIGNED)
+                 FROM stock_deduct_idempotent WHERE sku_id = ? GROUP BY status",
+                (sku,),
+            )
+            .await
+            .unwrap();
+        rows.into_iter().map(|(s, n, u)| (s, (n, u))).collect()
+    }
+
+    pub async fn ledger_status(&self, sku: u64, request_id: &str) -> Option<String> {
+        let mut conn = self.mysql().await;
+        conn.exec_first(
+            "SELECT status FROM stock_deduct_idempotent WHERE sku_id = ? AND deduct_request_id = ?",
+            (sku, request_id),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Messages ready in a queue (passive declare).
+    pub async fn queue_depth(&self, queue: &str) -> u32 {
+        let conn = stockd::mq::connect(&self.res.settings.amqp.url, "probe")
+            .await
+            .unwrap();
+        let ch = conn.create_channel().await.unwrap();
+        let q = ch
+            .queue_declare(
+                queue.into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                lapin::types::FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        let _ = conn.close(200, "".into()).await;
+        q.message_count()
+    }
+
+    /// Publishes raw bytes to the reservations exchange (duplicate / poison tests).
+    pub async fn publish_raw(&self, payload: &[u8]) {
+        let topology = self.res.publisher.topology();
+        self.res
+            .publisher
+            .publish(
+                &topology.reservations_exchange,
+                "",
+                payload,
+                lapin::BasicProperties::default().with_delivery_mode(2),
+            )
+            .await
+            .unwrap();
+        let _ = BasicPublishOptions::default();
+    }
+
+    // ---- waiting and invariants -------------------------------------------
+
+    /// Polls `check` until it holds or `timeout` passes (then panics with `what`).
+    pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if check().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("timed out after {timeout:?} waiting for: {what}");
+    }
+
+    pub async fn wait_ledger_rows(&self, rows: u64) {
+        self.eventually(
+            &format!("{rows} ledger rows"),
+            Duration::from_secs(20),
+            || async { self.ledger_rows().await >= rows },
+        )
+        .await;
+    }
+
+    /// Waits until every outbox entry was confirmed and the work queue is empty.
+    pub async fn wait_drained(&self, sku: u64) {
+        let topology = self.res.publisher.topology().clone();
+        self.eventually("pipeline drained", Duration::from_secs(30), || {
+            let queue = topology.deduct_queue.clone();
+            async move {
+                let outbox = self.res.redis.outbox_len(Self::sku(sku)).await.unwrap();
+                outbox == 0 && self.queue_depth(&queue).await == 0
+            }
+        })
+        .await;
+    }
+
+    /// SPEC §10 invariants 1, 2, 7 for one SKU (call after draining).
+    pub async fn assert_conserved(&self, sku: u64) {
+        let mut conn = self.mysql().await;
+        let (total, available): (i64, i64) = conn
+            .exec_first(
+                "SELECT total_stock, available_stock FROM sku_stock WHERE sku_id = ?",
+                (sku,),
+            )
+            .await
+            .unwrap()
+            .expect("sku row");
+        let live = stockd::db::ledger::live_units(&mut conn, Self::sku(sku))
+            .await
+            .unwrap();
+        assert!(
+            available >= 0,
+            "invariant 1: MySQL available {available} < 0"
+        );
+        assert!(live <= total, "invariant 1: live {live} > total {total}");
+        assert_eq!(total - available, live, "invariant 2: conservation");
+        let redis = self
+            .redis_available(sku)
+            .await
+            .expect("sku loaded in Redis");
+        assert_eq!(redis, available, "invariant 7: Redis == MySQL after drain");
+    }
+
+    /// Stops the roles and removes the database, keys and queues of this test.
+    pub async fn cleanup(mut self) {
+        self.stop_consumer().await;
+        self.cancel.cancel();
+        if let Some(api) = self.api.take() {
+            api.stopped().await;
+        }
+        tracing::info!("cleanup: roles stopped");
+        let keys = self.redis_keys().await;
+        let mut conn = self.redis_conn().await;
+        for chunk in keys.chunks(500) {
+            let _: () = redis::cmd("DEL")
+                .arg(chunk)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        let registry = self.res.redis.keys().registry();
+        let _: () = redis::cmd("DEL")
+            .arg(registry)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        tracing::info!("cleanup: redis keys removed");
+        let amqp = stockd::mq::connect(&self.res.settings.amqp.url, "cleanup")
+            .await
+            .unwrap();
+        let ch = amqp.create_channel().await.unwrap();
+        self.res.publisher.topology().delete(&ch).await.unwrap();
+        let _ = amqp.close(200, "".into()).await;
+        tracing::info!("cleanup: queues removed");
+        let mut db = self.mysql().await;
+        db.query_drop(format!("DROP DATABASE IF EXISTS stockd_{}", self.id))
+            .await
+            .unwrap();
+        drop(db);
+        self.res.close().await;
+    }
+}
+
+fn init_test_logging() {
+    if std::env::var("TEST_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_test_writer()
+            .try_init();
+    }
+}

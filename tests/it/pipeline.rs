@@ -1,0 +1,244 @@
+//! Stages 2 and 3: the broker hand-off, the relay, and the batched consumer.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use mysql_async::prelude::Queryable;
+use serde_json::Value;
+
+use stockd::db::ledger;
+use stockd::domain::{RequestId, UserId};
+use stockd::mq::DeductionMessage;
+
+use crate::helpers::{TestApp, TestOptions};
+
+fn message(sku: u64, rid: &str, user: u64, count: u32) -> DeductionMessage {
+    DeductionMessage {
+        request_id: RequestId::parse(rid).unwrap(),
+        sku_id: TestApp::sku(sku),
+        user_id: UserId::new(user).unwrap(),
+        count,
+        created_ms: 1,
+        expires_ms: u64::MAX / 4,
+    }
+}
+
+/// The same deduction delivered twice (and in one batch twice) is applied once.
+#[tokio::test]
+async fn a_duplicate_delivery_is_applied_once() {
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 10, 5).await;
+    let resp = app.reserve(1, "dup", 1, 2).await;
+    assert_eq!(resp.status(), 201);
+    app.wait_ledger_rows(1).await;
+    // The broker redelivers the same message: publish its exact bytes again.
+    let msg = DeductionMessage {
+        request_id: RequestId::parse("dup").unwrap(),
+        sku_id: TestApp::sku(1),
+        user_id: UserId::new(1).unwrap(),
+        count: 2,
+        created_ms: 1,
+        expires_ms: u64::MAX / 4,
+    };
+    app.publish_raw(&msg.to_bytes()).await;
+    app.publish_raw(&msg.to_bytes()).await;
+    // And a batch that holds it twice, applied directly.
+    let report = ledger::apply_batch(&app.res.db, &[msg.clone(), msg.clone()], 3)
+        .await
+        .unwrap();
+    assert_eq!((report.applied, report.duplicates), (0, 2));
+    app.wait_drained(1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(app.ledger_rows().await, 1);
+    assert_eq!(app.mysql_available(1).await, Some(8));
+    app.assert_conserved(1).await;
+    app.cleanup().await;
+}
+
+/// Crash window: the script wrote the outbox entry but the api never published
+/// it. The relay finds the idle entry and publishes it; it reaches MySQL.
+#[tokio::test]
+async fn the_relay_publishes_an_outbox_entry_that_was_never_published() {
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 10, 5).await;
+    // The "crash": run the script, then drop the outcome on the floor.
+    let outcome = app
+        .res
+        .redis
+        .reserve(
+            TestApp::sku(1),
+            &RequestId::parse("lost").unwrap(),
+            UserId::new(3).unwrap(),
+            1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.label(), "reserved");
+    assert_eq!(app.res.redis.outbox_len(TestApp::sku(1)).await.unwrap(), 1);
+    app.wait_ledger_rows(1).await;
+    assert_eq!(
+        app.ledger_status(1, "lost").await.as_deref(),
+        Some("RESERVED")
+    );
+    app.wait_drained(1).await;
+    app.assert_conserved(1).await;
+    app.cleanup().await;
+}
+
+/// Over-admission: Redis holds more than MySQL (lost deductions after a
+/// failover). The rows that do not fit become REJECTED; MySQL never goes below 0.
+#[tokio::test]
+async fn rows_that_do_not_fit_mysql_are_rejected_and_stock_never_negative() {
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 5, 1).await;
+    // Redis "forgot" 3 deductions: it believes 8 are available.
+    let mut conn = app.redis_conn().await;
+    let key = app.res.redis.keys().sku(TestApp::sku(1));
+    let _: () = deadpool_redis::redis::cmd("HSET")
+        .arg(&key)
+        .arg("available")
+        .arg(8)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for user in 1..=8u64 {
+        assert_eq!(
+            app.reserve(1, &format!("u{user}"), user, 1).await.status(),
+            201
+        );
+    }
+    app.wait_ledger_rows(8).await;
+    app.wait_drained(1).await;
+    let by_status = app.ledger_by_status(1).await;
+    assert_eq!(by_status.get("RESERVED"), Some(&(5, 5)));
+    assert_eq!(by_status.get("REJECTED"), Some(&(3, 3)));
+    assert_eq!(app.mysql_available(1).await, Some(0));
+    let mut db = app.mysql().await;
+    let reasons: Vec<String> = db
+        .query("SELECT DISTINCT reason FROM stock_deduct_idempotent WHERE status = 'REJECTED'")
+        .await
+        .unwrap();
+    assert_eq!(reasons, vec!["OVER_ADMITTED".to_string()]);
+    // A rejected reservation is visible as such through the API.
+    let rejected: Vec<String> = db
+        .query("SELECT deduct_request_id FROM stock_deduct_idempotent WHERE status = 'REJECTED'")
+        .await
+        .unwrap();
+    let (status, body) = app
+        .get_json(&format!("/v1/skus/1/reservations/{}", rejected[0]))
+        .await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("REJECTED")));
+    drop(db);
+    // Applying the over-admission directly: same outcome, never negative.
+    let report = ledger::apply_batch(&app.res.db, &[message(1, "late", 99, 1)], 3)
+        .await
+        .unwrap();
+    assert_eq!(report.rejected.len(), 1);
+    assert_eq!(app.mysql_available(1).await, Some(0));
+    app.cleanup().await;
+}
+
+/// A poison message goes to the dead-letter queue and does not block others.
+#[tokio::test]
+async fn a_poison_message_is_dead_lettered_without_blocking_others() {
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 10, 5).await;
+    app.publish_raw(b"{not a deduction").await;
+    app.publish_raw(
+        br#"{"request_id":"a b","sku_id":1,"user_id":1,"count":1,"created_ms":1,"expires_ms":2}"#,
+    )
+    .await;
+    assert_eq!(app.reserve(1, "fine", 1, 1).await.status(), 201);
+    app.wait_ledger_rows(1).await;
+    let dlq = app.res.publisher.topology().deduct_dlq.clone();
+    app.eventually(
+        "two messages dead-lettered",
+        Duration::from_secs(20),
+        || async { app.queue_depth(&dlq).await == 2 },
+    )
+    .await;
+    app.wait_drained(1).await;
+    app.assert_conserved(1).await;
+    app.cleanup().await;
+}
+
+/// A message for a SKU MySQL does not know is rejected, not retried forever.
+#[tokio::test]
+async fn a_deduction_for_an_unknown_sku_is_rejected() {
+    let app = TestApp::spawn().await;
+    let report = ledger::apply_batch(&app.res.db, &[message(42, "x", 1, 1)], 3)
+        .await
+        .unwrap();
+    assert_eq!(report.rejected.len(), 1);
+    assert_eq!(report.rejected[0].1, "UNKNOWN_SKU");
+    app.cleanup().await;
+}
+
+/// Oversell under concurrency: stock 100, limit 1, 2,000 concurrent requests from
+/// 700 users → exactly 100 reserved by 100 distinct users; after the drain MySQL
+/// available 0, 100 live units in the ledger, Redis 0 (SPEC §10: 1, 2, 3, 4, 6, 7).
+#[tokio::test]
+async fn no_oversell_under_two_thousand_concurrent_requests() {
+    let app = TestApp::with(TestOptions::default()).await;
+    app.create_sku(1, 100, 1).await;
+    let results: Vec<(u64, String, u16, Value)> = futures_util::stream::iter(0..2000u64)
+        .map(|i| {
+            let app = &app;
+            async move {
+                let user = i % 700 + 1;
+                let rid = format!("req-{i}");
+                let resp = app.reserve(1, &rid, user, 1).await;
+                let status = resp.status().as_u16();
+                let body: Value = resp.json().await.unwrap_or(Value::Null);
+                (user, rid, status, body)
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let mut by_status: HashMap<u16, usize> = HashMap::new();
+    for (_, _, status, _) in &results {
+        *by_status.entry(*status).or_default() += 1;
+    }
+    let winners: Vec<&(u64, String, u16, Value)> = results
+        .iter()
+        .filter(|r| r.2 == 201 || r.2 == 202)
+        .collect();
+    assert_eq!(winners.len(), 100, "statuses: {by_status:?}");
+    let users: HashSet<u64> = winners.iter().map(|r| r.0).collect();
+    assert_eq!(users.len(), 100, "invariant 6: one unit per user");
+    for (_, _, status, body) in &results {
+        if *status == 409 {
+            let code = body["code"].as_str().unwrap();
+            assert!(code == "SOLD_OUT" || code == "LIMIT_EXCEEDED", "{code}");
+        } else {
+            assert!([201, 202].contains(status), "unexpected {status}: {body}");
+        }
+    }
+    app.wait_ledger_rows(100).await;
+    app.wait_drained(1).await;
+    // Invariant 4: every 201/202 is in MySQL, live.
+    for (_, rid, _, _) in &winners {
+        assert_eq!(
+            app.ledger_status(1, rid).await.as_deref(),
+            Some("RESERVED"),
+            "{rid}"
+        );
+    }
+    assert_eq!(app.ledger_rows().await, 100, "invariant 3: applied once");
+    assert_eq!(app.mysql_available(1).await, Some(0));
+    assert_eq!(app.redis_available(1).await, Some(0));
+    let mut db = app.mysql().await;
+    let max_per_user: Option<i64> = db
+        .query_first(
+            "SELECT CAST(MAX(n) AS SIGNED) FROM (SELECT SUM(deduct_count) n FROM stock_deduct_idempotent
+             WHERE status IN ('RESERVED','CONFIRMED') GROUP BY user_id) t",
+        )
+        .await
+        .unwrap();
+    assert_eq!(max_per_user, Some(1));
+    drop(db);
+    app.assert_conserved(1).await;
+    app.cleanup().await;
+}
