@@ -159,7 +159,7 @@ impl Publisher {
                 .basic_publish(exchange.into(), routing_key.into(), options, payload, props)
                 .await
                 .map_err(MqError::from)?;
-            Ok::<_, MqError>(confirm.await.map_err(MqError::from)?)
+            confirm.await.map_err(MqError::from)
         };
         let result = match tokio::time::timeout(self.timeout, attempt).await {
             Err(_) => Err(PublishError::Timeout),
