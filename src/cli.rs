@@ -27,6 +27,8 @@ pub struct Cli {
 pub enum Command {
     /// Create the database if needed and apply pending migrations from sql/.
     Migrate,
+    /// Load generator: ceiling, reserve, sold-out, strawman, consumer phases.
+    Bench(crate::bench::BenchArgs),
     /// Configuration tools.
     Config {
         #[command(subcommand)]

@@ -42,6 +42,7 @@ pub struct Settings {
     pub reservation: ReservationSettings,
     pub relay: RelaySettings,
     pub consumer: ConsumerSettings,
+    pub closer: CloserSettings,
     pub logging: LoggingSettings,
 }
 
@@ -133,6 +134,20 @@ pub struct ConsumerSettings {
     pub batch_wait_ms: u64,
     pub prefetch: u16,
     pub deadlock_retries: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloserSettings {
+    /// Time between sweep passes that found less than a full batch.
+    pub sweep_interval_ms: u64,
+    /// Extra time past expiry before the sweep releases a row (lets the delay
+    /// queue, the primary path, act first; covers clock skew between hosts).
+    pub grace_ms: u64,
+    /// Rows released per SKU per sweep transaction.
+    pub sweep_batch: usize,
+    /// Expiry deliveries taken per batch.
+    pub expiry_batch: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -16,6 +16,7 @@
 //! - [`roles`]: what `--role` runs: api, consumer, all.
 //! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod db;

@@ -56,6 +56,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", settings.redacted_yaml()?);
             Ok(ExitCode::SUCCESS)
         }
+        (Some(Command::Bench(args)), _) => {
+            telemetry::init_logging(&settings.logging);
+            stockd::bench::run(args.clone(), settings).await
+        }
         (Some(Command::Migrate), _) => {
             telemetry::init_logging(&settings.logging);
             let applied = db::migrate::migrate(&settings.mysql.url)

@@ -283,3 +283,44 @@ pub async fn live_units<Q: Queryable>(q: &mut Q, sku_id: SkuId) -> Result<i64, D
         .await?;
     Ok(sum.flatten().unwrap_or(0))
 }
+
+/// Expired `RESERVED` rows of one SKU, locked; rows another closer holds are
+/// skipped (`SKIP LOCKED`), so concurrent sweeps split the work.
+pub async fn expired_for_update(
+    tx: &mut Transaction<'_>,
+    sku_id: SkuId,
+    cutoff_ms: u64,
+    limit: usize,
+) -> Result<Vec<LedgerRow>, DbError> {
+    let raw: Vec<RawLedger> = tx
+        .exec(
+            format!(
+                "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
+                 WHERE sku_id = ? AND status = 'RESERVED' AND expires_at_ms < ?
+                 ORDER BY expires_at_ms LIMIT {limit} FOR UPDATE SKIP LOCKED"
+            ),
+            (sku_id.get(), cutoff_ms),
+        )
+        .await?;
+    Ok(raw.into_iter().map(from_raw).collect())
+}
+
+/// Decided rows whose Redis mirror has not succeeded, oldest first. The finish
+/// time is compared so a mirror its own request is still doing is left alone.
+pub async fn pending_mirrors<Q: Queryable>(
+    q: &mut Q,
+    finished_before_ms: u64,
+    limit: usize,
+) -> Result<Vec<LedgerRow>, DbError> {
+    let raw: Vec<RawLedger> = q
+        .exec(
+            format!(
+                "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
+                 WHERE redis_pending = 1 AND (finished_at_ms IS NULL OR finished_at_ms < ?)
+                 LIMIT {limit}"
+            ),
+            (finished_before_ms,),
+        )
+        .await?;
+    Ok(raw.into_iter().map(from_raw).collect())
+}

@@ -1,4 +1,5 @@
 //! Operations that span stores (MySQL decides, Redis mirrors). Each is callable
 //! from an HTTP handler, a CLI subcommand or a background role alike.
 
+pub mod lifecycle;
 pub mod sku_admin;

@@ -1,6 +1,7 @@
 //! The roles one `stockd` binary can run (`--role`), and how `all` combines them.
 
 pub mod api;
+pub mod closer;
 pub mod consumer;
 
 use std::net::TcpListener;
@@ -17,6 +18,8 @@ pub enum Role {
     Api,
     /// Applies deduction messages to MySQL.
     Consumer,
+    /// Releases unpaid reservations (delay queue + sweep backstop).
+    Closer,
     /// Every role in one process (development, small installs).
     All,
 }
@@ -42,6 +45,10 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
             res.publisher.clone(),
         );
         workers.push(tokio::spawn(consumer.run_until_stopped(cancel.clone())));
+    }
+    if matches!(role, Role::Closer | Role::All) {
+        let closer = closer::Closer::new(res.clone());
+        workers.push(tokio::spawn(closer.run_until_stopped(cancel.clone())));
     }
     if let Some(api) = api {
         api.stopped().await;

@@ -27,6 +27,7 @@ pub const ADMIN_TOKEN: &str = "test-admin-token";
 #[derive(Clone)]
 pub struct TestOptions {
     pub consumer: bool,
+    pub closer: bool,
     pub durability: Durability,
     pub ttl_secs: u64,
 }
@@ -35,6 +36,7 @@ impl Default for TestOptions {
     fn default() -> Self {
         Self {
             consumer: true,
+            closer: false,
             durability: Durability::Queue,
             ttl_secs: 900,
         }
@@ -50,6 +52,7 @@ pub struct TestApp {
     api: Option<ApiHandle>,
     consumer_cancel: CancellationToken,
     consumer: Option<tokio::task::JoinHandle<()>>,
+    closer: Option<tokio::task::JoinHandle<()>>,
 }
 
 pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
@@ -94,9 +97,14 @@ impl TestApp {
             api: Some(api),
             consumer_cancel: CancellationToken::new(),
             consumer: None,
+            closer: None,
         };
         if opts.consumer {
             app.start_consumer();
+        }
+        if opts.closer {
+            let closer = stockd::roles::closer::Closer::new(app.res.clone());
+            app.closer = Some(tokio::spawn(closer.run_until_stopped(app.cancel.clone())));
         }
         app
     }
@@ -167,6 +175,16 @@ impl TestApp {
             .unwrap();
         let status = resp.status().as_u16();
         (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn confirm(&self, sku: u64, rid: &str) -> (u16, Value) {
+        self.post_json(&format!("/v1/skus/{sku}/reservations/{rid}/confirm"))
+            .await
+    }
+
+    pub async fn cancel(&self, sku: u64, rid: &str) -> (u16, Value) {
+        self.post_json(&format!("/v1/skus/{sku}/reservations/{rid}/cancel"))
+            .await
     }
 
     pub async fn post_json(&self, path: &str) -> (u16, Value) {
@@ -374,6 +392,9 @@ impl TestApp {
         self.cancel.cancel();
         if let Some(api) = self.api.take() {
             api.stopped().await;
+        }
+        if let Some(closer) = self.closer.take() {
+            closer.await.unwrap();
         }
         tracing::info!("cleanup: roles stopped");
         let keys = self.redis_keys().await;

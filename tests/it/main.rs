@@ -5,5 +5,6 @@
 mod helpers;
 
 mod bad_input;
+mod lifecycle;
 mod pipeline;
 mod reserve;

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod health;
+pub mod lifecycle;
 pub mod reservations;
 pub mod skus;
 
@@ -20,6 +21,16 @@ pub fn register(cfg: &mut web::ServiceConfig) {
     .service(
         web::resource("/v1/skus/{sku_id}/reservations/{request_id}")
             .route(web::get().to(reservations::get))
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/v1/skus/{sku_id}/reservations/{request_id}/confirm")
+            .route(web::post().to(lifecycle::confirm))
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/v1/skus/{sku_id}/reservations/{request_id}/cancel")
+            .route(web::post().to(lifecycle::cancel))
             .default_service(web::to(method_not_allowed)),
     )
     .service(
@@ -58,6 +69,12 @@ pub fn json_config(limit: usize) -> web::JsonConfig {
 pub fn path_config() -> web::PathConfig {
     web::PathConfig::default()
         .error_handler(|err, _req| ApiError::InvalidRequest(format!("invalid path: {err}")).into())
+}
+
+/// The `{request_id}` path segment, validated.
+pub fn request_from(req: &HttpRequest) -> Result<crate::domain::RequestId, ApiError> {
+    let raw = req.match_info().get("request_id").unwrap_or_default();
+    crate::domain::RequestId::parse(raw).map_err(|e| ApiError::InvalidRequest(e.to_string()))
 }
 
 /// The `{sku_id}` path segment, validated.

@@ -10,7 +10,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use super::sku_from;
 use crate::config::Durability;
 use crate::db::{ledger, sku};
-use crate::domain::{RequestId, ReserveOutcome, SkuId};
+use crate::domain::{ReserveOutcome, SkuId};
 use crate::mq::DeductionMessage;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{ReservationView, ReserveBody};
@@ -111,9 +111,7 @@ pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
 
 pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
-    let raw_id = req.match_info().get("request_id").unwrap_or_default();
-    let request_id =
-        RequestId::parse(raw_id).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    let request_id = super::request_from(&req)?;
     let in_redis = state
         .res
         .redis

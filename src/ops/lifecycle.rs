@@ -1,0 +1,245 @@
+//! The reservation lifecycle (SPEC §5): confirm, cancel, expire.
+//!
+//! MySQL decides. Each transition is one transaction that follows the ledger
+//! lock protocol (SKU row first, then the ledger row) and one conditional update
+//! `... WHERE status = 'RESERVED'`, so when payment and expiry race exactly one
+//! wins and the other sees the final state. A release gives the units back to
+//! `available_stock` in the same transaction.
+//!
+//! Order of arrival never matters: a transition that finds no ledger row yet
+//! (the consumer is behind) first applies the deduction from the reservation
+//! record in Redis, then transitions; the late deduction message is then a
+//! duplicate the consumer skips.
+//!
+//! Redis mirrors the decision afterwards (`finish.lua`, idempotent). The row
+//! carries `redis_pending = 1` until the mirror succeeded, and the closer's sweep
+//! retries pending mirrors, so a Redis outage delays the mirror but never loses it.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Transaction;
+
+use crate::db::ledger::{self, reason, LedgerRow};
+use crate::db::{sku, Db, DbError};
+use crate::domain::{RequestId, ReservationStatus, SkuId};
+use crate::mq::DeductionMessage;
+use crate::redis::{RedisError, RedisStore};
+
+/// Deadlock / lock-timeout retries of one transition.
+const TRANSITION_RETRIES: u32 = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// The order service reports payment.
+    Confirm,
+    /// The buyer or order service cancels.
+    Cancel,
+    /// The time to pay ran out (closer).
+    Expire,
+}
+
+impl Transition {
+    fn target(self) -> ReservationStatus {
+        match self {
+            Self::Confirm => ReservationStatus::Confirmed,
+            Self::Cancel | Self::Expire => ReservationStatus::Released,
+        }
+    }
+
+    fn reason(self) -> Option<&'static str> {
+        match self {
+            Self::Confirm => None,
+            Self::Cancel => Some(reason::CANCELLED),
+            Self::Expire => Some(reason::EXPIRED),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransitionOutcome {
+    /// The reservation is in the target state (now, or already before: a repeat).
+    Done { row: LedgerRow, changed: bool },
+    /// The reservation ended another way; `row.status` says how.
+    Conflict { row: LedgerRow },
+    /// An expiry that came before the reservation's time (it stays).
+    NotYetExpired,
+    /// No such reservation in MySQL or Redis.
+    NotFound,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Redis(#[from] RedisError),
+}
+
+/// Applies `transition` to one reservation, MySQL first, then the Redis mirror.
+pub async fn transition(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    transition: Transition,
+    now_ms: u64,
+) -> Result<TransitionOutcome, LifecycleError> {
+    // A reservation the consumer has not applied yet is read from Redis first,
+    // outside the transaction (no Redis call while holding row locks).
+    let mut attempt = 0;
+    let outcome = loop {
+        match decide(db, redis, sku_id, request_id, transition, now_ms).await {
+            Err(LifecycleError::Db(err)) if err.is_retryable() && attempt < TRANSITION_RETRIES => {
+                attempt += 1;
+            }
+            other => break other?,
+        }
+    };
+    match &outcome {
+        TransitionOutcome::Done { row, changed: true } => {
+            mirror(db, redis, row).await;
+        }
+        // Possibly inserted as REJECTED just now: return the user's quota in Redis.
+        TransitionOutcome::Conflict { row } if row.status == ReservationStatus::Rejected => {
+            mirror(db, redis, row).await;
+        }
+        _ => {}
+    }
+    Ok(outcome)
+}
+
+async fn decide(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    transition: Transition,
+    now_ms: u64,
+) -> Result<TransitionOutcome, LifecycleError> {
+    let mut conn = db.conn().await?;
+    let known = ledger::find(&mut conn, sku_id, request_id).await?;
+    let pending_apply = match known {
+        Some(_) => None,
+        None => match redis.reservation(sku_id, request_id).await? {
+            Some(r) if r.status == ReservationStatus::Reserved => Some(DeductionMessage {
+                request_id: request_id.clone(),
+                sku_id,
+                user_id: r.user_id,
+                count: r.count,
+                created_ms: r.created_at_ms,
+                expires_ms: r.expires_at_ms,
+            }),
+            _ => return Ok(TransitionOutcome::NotFound),
+        },
+    };
+    let mut tx = conn
+        .start_transaction(ledger::tx_opts())
+        .await
+        .map_err(DbError::from)?;
+    let Some(sku_row) = sku::lock(&mut tx, sku_id).await? else {
+        return Ok(TransitionOutcome::NotFound);
+    };
+    let mut row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
+    if row.is_none() {
+        if let Some(msg) = &pending_apply {
+            // The consumer is behind: apply the deduction now, as it would.
+            let fits = i64::from(msg.count) <= sku_row.available_stock;
+            let status = if fits {
+                ReservationStatus::Reserved
+            } else {
+                ReservationStatus::Rejected
+            };
+            let why = (!fits).then_some(reason::OVER_ADMITTED);
+            if fits {
+                assert!(sku::take(&mut tx, sku_id, i64::from(msg.count)).await?);
+            }
+            ledger::insert_rows(&mut tx, &[(msg, status, why)]).await?;
+            row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
+        }
+    }
+    let Some(row) = row else {
+        return Ok(TransitionOutcome::NotFound);
+    };
+    let target = transition.target();
+    if row.status == target {
+        tx.commit().await.map_err(DbError::from)?;
+        return Ok(TransitionOutcome::Done {
+            row,
+            changed: false,
+        });
+    }
+    if row.status != ReservationStatus::Reserved {
+        tx.commit().await.map_err(DbError::from)?;
+        return Ok(TransitionOutcome::Conflict { row });
+    }
+    if transition == Transition::Expire && row.expires_at_ms > now_ms {
+        tx.commit().await.map_err(DbError::from)?;
+        return Ok(TransitionOutcome::NotYetExpired);
+    }
+    finish_locked(&mut tx, &row, target, transition.reason(), now_ms).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    let row = LedgerRow {
+        status: target,
+        reason: transition.reason().map(str::to_string),
+        redis_pending: true,
+        ..row
+    };
+    Ok(TransitionOutcome::Done { row, changed: true })
+}
+
+/// The conditional update of one RESERVED row (SKU and row already locked).
+pub async fn finish_locked(
+    tx: &mut Transaction<'_>,
+    row: &LedgerRow,
+    target: ReservationStatus,
+    why: Option<&str>,
+    now_ms: u64,
+) -> Result<(), DbError> {
+    tx.exec_drop(
+        "UPDATE stock_deduct_idempotent
+         SET status = ?, reason = ?, finished_at_ms = ?, redis_pending = 1
+         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'",
+        (
+            target.as_str(),
+            why,
+            now_ms,
+            row.sku_id.get(),
+            row.request_id.as_str(),
+        ),
+    )
+    .await?;
+    assert_eq!(tx.affected_rows(), 1, "the row is locked and was RESERVED");
+    if target == ReservationStatus::Released {
+        sku::give_back(tx, row.sku_id, i64::from(row.count)).await?;
+    }
+    Ok(())
+}
+
+/// Mirrors a decided row to Redis and clears its pending flag. A failure is
+/// logged and left for the closer's sweep, which calls this again.
+pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
+    let Ok(user) = crate::domain::UserId::new(row.user_id) else {
+        return false;
+    };
+    let mirrored = redis
+        .finish(row.sku_id, &row.request_id, user, row.count, row.status)
+        .await;
+    if let Err(err) = mirrored {
+        tracing::warn!(sku.id = %row.sku_id, request.id = %row.request_id, error = %err,
+            "lifecycle.mirror: Redis not updated yet; the sweep retries");
+        return false;
+    }
+    let cleared = async {
+        let mut conn = db.conn().await?;
+        conn.exec_drop(
+            "UPDATE stock_deduct_idempotent SET redis_pending = 0
+             WHERE sku_id = ? AND deduct_request_id = ?",
+            (row.sku_id.get(), row.request_id.as_str()),
+        )
+        .await?;
+        Ok::<_, DbError>(())
+    };
+    if let Err(err) = cleared.await {
+        tracing::warn!(error = %err, "lifecycle.mirror: pending flag not cleared; mirror will repeat (idempotent)");
+    }
+    true
+}

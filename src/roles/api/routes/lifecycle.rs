@@ -1,0 +1,71 @@
+//! `POST .../reservations/{request_id}/confirm` and `/cancel` (SPEC §5, §6).
+//!
+//! What the order service does with each answer:
+//! - confirm 200 `CONFIRMED`: the unit is sold; repeats are 200 with the same body.
+//! - confirm 409 `RESERVATION_RELEASED`: the reservation expired or was cancelled
+//!   before payment; refund the buyer.
+//! - cancel 200 `RELEASED`: the unit is back on sale; repeats are 200.
+//! - cancel 409 `RESERVATION_CONFIRMED`: it was paid; run the refund flow instead.
+//! - 409 `RESERVATION_REJECTED`: stockd could not honour the reservation; refund.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use super::{request_from, sku_from};
+use crate::domain::ReservationStatus;
+use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
+use crate::roles::api::problem::ApiError;
+use crate::roles::api::views::ReservationView;
+use crate::roles::api::ApiState;
+
+pub async fn confirm(
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    apply(req, state, Transition::Confirm).await
+}
+
+pub async fn cancel(
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    apply(req, state, Transition::Cancel).await
+}
+
+async fn apply(
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+    transition: Transition,
+) -> Result<HttpResponse, ApiError> {
+    let sku_id = sku_from(&req)?;
+    let request_id = request_from(&req)?;
+    let now_ms = crate::telemetry::unix_ms();
+    let outcome = lifecycle::transition(
+        &state.res.db,
+        &state.res.redis,
+        sku_id,
+        &request_id,
+        transition,
+        now_ms,
+    )
+    .await
+    .map_err(|err| match err {
+        LifecycleError::Db(e) => ApiError::unavailable("mysql", e),
+        LifecycleError::Redis(e) => ApiError::unavailable("redis", e),
+    })?;
+    match outcome {
+        TransitionOutcome::Done { row, changed } => {
+            if changed && transition == Transition::Cancel {
+                metrics::counter!("stockd_closer_releases_total", "reason" => "CANCELLED", "path" => "api")
+                    .increment(1);
+            }
+            Ok(HttpResponse::Ok().json(ReservationView::new(&row.to_reservation(), Some(true))))
+        }
+        TransitionOutcome::Conflict { row } => Err(match row.status {
+            ReservationStatus::Confirmed => ApiError::ReservationConfirmed,
+            ReservationStatus::Released => ApiError::ReservationReleased,
+            _ => ApiError::ReservationRejected,
+        }),
+        TransitionOutcome::NotFound => Err(ApiError::ReservationNotFound),
+        TransitionOutcome::NotYetExpired => unreachable!("only the closer expires"),
+    }
+}

@@ -1,0 +1,244 @@
+//! `stockd --role closer`: ends unpaid reservations (SPEC §3 delay message, §5).
+//!
+//! Two paths, so a lost message never keeps stock locked:
+//! - primary: every reservation's message also went into the delay queue; after
+//!   `reservation.ttl_secs` it is dead-lettered into the expiry queue, and the
+//!   closer releases the reservation if it is still `RESERVED`;
+//! - backstop: a sweep finds `RESERVED` rows past expiry + grace in bounded
+//!   batches (`FOR UPDATE SKIP LOCKED`, so several closers split the work) and
+//!   releases them; the same sweep retries Redis mirrors still pending.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
+use lapin::types::FieldTable;
+use mysql_async::prelude::Queryable;
+use tokio_util::sync::CancellationToken;
+
+use crate::db::ledger::{self, LedgerRow};
+use crate::db::{sku, DbError};
+use crate::domain::{ReservationStatus, SkuId};
+use crate::mq::batching::{next_batch, Batch};
+use crate::mq::{connect, DeductionMessage, MqError};
+use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
+use crate::resources::Resources;
+use crate::telemetry::unix_ms;
+
+/// Pause before reconnecting to the broker or retrying a failed expiry batch.
+const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// SKUs examined per sweep pass.
+const SWEEP_SKUS_MAX: usize = 100;
+/// A pending mirror younger than this is still being handled by its request.
+const PENDING_MIRROR_AGE_MS: u64 = 2000;
+
+pub struct Closer {
+    res: Resources,
+}
+
+impl Closer {
+    pub fn new(res: Resources) -> Self {
+        Self { res }
+    }
+
+    /// Runs the expiry consumer and the sweep until cancelled.
+    pub async fn run_until_stopped(self, cancel: CancellationToken) {
+        let this = Arc::new(self);
+        let sweeper = {
+            let this = this.clone();
+            let cancel = cancel.clone();
+            tokio::spawn(async move { this.sweep_until_stopped(cancel).await })
+        };
+        while !cancel.is_cancelled() {
+            if let Err(err) = this.consume_expiries(&cancel).await {
+                tracing::error!(error = %err, "closer: broker connection lost; reconnecting");
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY_DELAY) => {}
+                    _ = cancel.cancelled() => {}
+                }
+            }
+        }
+        let _ = sweeper.await;
+        tracing::info!("closer: stopped");
+    }
+
+    async fn consume_expiries(&self, cancel: &CancellationToken) -> Result<(), MqError> {
+        let settings = &self.res.settings;
+        let topology = self.res.publisher.topology().clone();
+        let conn = connect(&settings.amqp.url, "stockd-closer").await?;
+        let channel = conn.create_channel().await?;
+        topology.declare(&channel).await?;
+        let prefetch = u16::try_from(settings.closer.expiry_batch * 2).unwrap_or(u16::MAX);
+        channel
+            .basic_qos(prefetch, BasicQosOptions::default())
+            .await?;
+        let mut consumer = channel
+            .basic_consume(
+                topology.expiry_queue.as_str().into(),
+                "stockd-closer".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let wait = Duration::from_millis(settings.consumer.batch_wait_ms);
+        loop {
+            match next_batch(&mut consumer, settings.closer.expiry_batch, wait, cancel).await? {
+                Batch::Deliveries(deliveries) => {
+                    for delivery in deliveries {
+                        let ok = match DeductionMessage::from_bytes(&delivery.data) {
+                            Ok(msg) => self.expire(&msg).await,
+                            Err(why) => {
+                                tracing::error!(reason = %why, "closer.poison: dead-lettering");
+                                let reject = BasicNackOptions {
+                                    requeue: false,
+                                    multiple: false,
+                                };
+                                delivery.acker.nack(reject).await?;
+                                continue;
+                            }
+                        };
+                        if ok {
+                            delivery.acker.ack(BasicAckOptions::default()).await?;
+                        } else {
+                            tokio::time::sleep(RETRY_DELAY).await;
+                            let requeue = BasicNackOptions {
+                                requeue: true,
+                                multiple: false,
+                            };
+                            delivery.acker.nack(requeue).await?;
+                        }
+                    }
+                }
+                Batch::Cancelled => break,
+                Batch::Closed => return Err(MqError::Timeout),
+            }
+        }
+        let _ = channel.close(200, "shutdown".into()).await;
+        let _ = conn.close(200, "shutdown".into()).await;
+        Ok(())
+    }
+
+    /// Expires one reservation; false when it must be retried (dependency down).
+    pub async fn expire(&self, msg: &DeductionMessage) -> bool {
+        let result = lifecycle::transition(
+            &self.res.db,
+            &self.res.redis,
+            msg.sku_id,
+            &msg.request_id,
+            Transition::Expire,
+            unix_ms(),
+        )
+        .await;
+        match result {
+            Ok(TransitionOutcome::Done { changed: true, .. }) => {
+                metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
+                true
+            }
+            Ok(_) => true,
+            Err(err) => {
+                tracing::warn!(error = %err, sku.id = %msg.sku_id, request.id = %msg.request_id, "closer.expire: failed; will retry");
+                false
+            }
+        }
+    }
+
+    async fn sweep_until_stopped(&self, cancel: CancellationToken) {
+        let idle = Duration::from_millis(self.res.settings.closer.sweep_interval_ms);
+        while !cancel.is_cancelled() {
+            let full = match self.sweep_once().await {
+                Ok(n) => n >= self.res.settings.closer.sweep_batch,
+                Err(err) => {
+                    tracing::warn!(error = %err, "closer.sweep: pass failed");
+                    false
+                }
+            };
+            if !full {
+                tokio::select! {
+                    _ = tokio::time::sleep(idle) => {}
+                    _ = cancel.cancelled() => {}
+                }
+            }
+        }
+    }
+
+    /// One sweep pass: release expired rows, retry pending mirrors. Returns the
+    /// largest batch handled (a full batch means: go again without sleeping).
+    pub async fn sweep_once(&self) -> Result<usize, DbError> {
+        let settings = &self.res.settings.closer;
+        let cutoff = unix_ms().saturating_sub(settings.grace_ms);
+        let mut conn = self.res.db.conn().await?;
+        let skus: Vec<u64> = conn
+            .exec(
+                format!(
+                    "SELECT DISTINCT sku_id FROM stock_deduct_idempotent
+                     WHERE status = 'RESERVED' AND expires_at_ms < ? LIMIT {SWEEP_SKUS_MAX}"
+                ),
+                (cutoff,),
+            )
+            .await?;
+        drop(conn);
+        let mut largest = 0;
+        for raw in skus {
+            let Ok(sku_id) = SkuId::new(raw) else {
+                continue;
+            };
+            let released = self
+                .release_expired(sku_id, cutoff, settings.sweep_batch)
+                .await?;
+            largest = largest.max(released.len());
+            for row in &released {
+                lifecycle::mirror(&self.res.db, &self.res.redis, row).await;
+            }
+            metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "sweep")
+                .increment(released.len() as u64);
+        }
+        let retried = self.retry_pending_mirrors(settings.sweep_batch).await?;
+        Ok(largest.max(retried))
+    }
+
+    /// Releases up to `limit` expired rows of one SKU in one transaction.
+    async fn release_expired(
+        &self,
+        sku_id: SkuId,
+        cutoff_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<LedgerRow>, DbError> {
+        let mut conn = self.res.db.conn().await?;
+        let mut tx = conn.start_transaction(ledger::tx_opts()).await?;
+        if sku::lock(&mut tx, sku_id).await?.is_none() {
+            return Ok(Vec::new());
+        }
+        let rows = ledger::expired_for_update(&mut tx, sku_id, cutoff_ms, limit).await?;
+        let now = unix_ms();
+        let mut released = Vec::with_capacity(rows.len());
+        for row in rows {
+            lifecycle::finish_locked(
+                &mut tx,
+                &row,
+                ReservationStatus::Released,
+                Some(ledger::reason::EXPIRED),
+                now,
+            )
+            .await?;
+            released.push(LedgerRow {
+                status: ReservationStatus::Released,
+                reason: Some(ledger::reason::EXPIRED.to_string()),
+                redis_pending: true,
+                ..row
+            });
+        }
+        tx.commit().await?;
+        Ok(released)
+    }
+
+    async fn retry_pending_mirrors(&self, limit: usize) -> Result<usize, DbError> {
+        let mut conn = self.res.db.conn().await?;
+        let older_than = unix_ms().saturating_sub(PENDING_MIRROR_AGE_MS);
+        let rows = ledger::pending_mirrors(&mut conn, older_than, limit).await?;
+        drop(conn);
+        for row in &rows {
+            lifecycle::mirror(&self.res.db, &self.res.redis, row).await;
+        }
+        Ok(rows.len())
+    }
+}
