@@ -43,6 +43,7 @@ pub struct Settings {
     pub relay: RelaySettings,
     pub consumer: ConsumerSettings,
     pub closer: CloserSettings,
+    pub soldout: SoldOutSettings,
     pub logging: LoggingSettings,
 }
 
@@ -148,6 +149,18 @@ pub struct CloserSettings {
     pub sweep_batch: usize,
     /// Expiry deliveries taken per batch.
     pub expiry_batch: usize,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoldOutSettings {
+    /// Whether api nodes answer SOLD_OUT from local memory.
+    pub enabled: bool,
+    /// Longest a local flag is trusted without re-validation against Redis.
+    pub flag_ttl_ms: u64,
+    /// Largest number of winning request ids held per sold-out SKU; above it
+    /// the SKU is not short-circuited (replays could not be told apart).
+    pub max_tracked_winners: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -12,6 +12,7 @@
 //! - [`mq`]: RabbitMQ topology, deduction message, confirming publisher.
 //! - [`outbox`]: publish-and-remove of outbox entries, the relay (check-back).
 //! - [`db`]: MySQL pool, migrations, `sku_stock`, the ledger.
+//! - [`soldout`]: local sold-out flags kept in step through Redis Pub/Sub.
 //! - [`ops`]: operations spanning stores (create/restock SKU, ...).
 //! - [`roles`]: what `--role` runs: api, consumer, all.
 //! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
@@ -28,4 +29,5 @@ pub mod redis;
 pub mod resources;
 pub mod roles;
 pub mod shutdown;
+pub mod soldout;
 pub mod telemetry;

@@ -9,7 +9,12 @@
 //! | `<p>{<sku>}:user:<user_id>`        | string | live units the user holds of this SKU   |
 //! | `<p>{<sku>}:res:<request_id>`      | hash   | the reservation record                  |
 //! | `<p>{<sku>}:outbox`                | stream | deductions not yet confirmed by the MQ  |
+//! | `<p>{<sku>}:winners`               | set    | request ids that took stock             |
 //! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
+//! | `<p>soldout` (Pub/Sub channel)     |        | `S:<sku>` sold out, `A:<sku>` available |
+//!
+//! The sold-out channel is a plain channel: on Redis Cluster a `PUBLISH` reaches
+//! every node's subscribers, so one channel serves all SKUs.
 //!
 //! Ids reach this module only as validated domain types, so no caller can inject
 //! `{`, `}` or `*` into a key.
@@ -56,6 +61,15 @@ impl Keys {
         self.tagged(sku, "outbox")
     }
 
+    pub fn winners(&self, sku: SkuId) -> String {
+        self.tagged(sku, "winners")
+    }
+
+    /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`) events.
+    pub fn soldout_channel(&self) -> String {
+        format!("{}soldout", self.prefix)
+    }
+
     /// Set of every SKU id ever loaded; read by background loops, never by the hot path.
     pub fn registry(&self) -> String {
         format!("{}skus", self.prefix)
@@ -77,6 +91,7 @@ mod tests {
             keys.user(sku, user),
             keys.reservation(sku, &rid),
             keys.outbox(sku),
+            keys.winners(sku),
         ] {
             assert!(key.starts_with("stockd:{42}:"), "{key}");
         }

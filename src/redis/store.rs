@@ -52,6 +52,8 @@ pub struct RedisStore {
     reservation_ttl_ms: u64,
     retention_ms: u64,
     outbox_max_len: u64,
+    url: String,
+    connect_timeout: Duration,
 }
 
 impl RedisStore {
@@ -79,6 +81,8 @@ impl RedisStore {
             reservation_ttl_ms: reservation_ttl_secs * 1000,
             retention_ms: settings.reservation_retention_secs * 1000,
             outbox_max_len: settings.outbox_max_len,
+            url: settings.url.clone(),
+            connect_timeout: Duration::from_millis(settings.connect_timeout_ms),
         })
     }
 
@@ -132,13 +136,15 @@ impl RedisStore {
             .key(self.keys.reservation(sku_id, request_id))
             .key(self.keys.user(sku_id, user_id))
             .key(self.keys.outbox(sku_id))
+            .key(self.keys.winners(sku_id))
             .arg(request_id.as_str())
             .arg(sku_id.get())
             .arg(user_id.get())
             .arg(count)
             .arg(self.reservation_ttl_ms)
             .arg(self.retention_ms)
-            .arg(self.outbox_max_len);
+            .arg(self.outbox_max_len)
+            .arg(self.keys.soldout_channel());
         let reply: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
@@ -172,7 +178,9 @@ impl RedisStore {
             .arg(status.as_str())
             .arg(user_id.get())
             .arg(count)
-            .arg(self.reservation_ttl_ms + self.retention_ms);
+            .arg(self.reservation_ttl_ms + self.retention_ms)
+            .arg(self.keys.soldout_channel())
+            .arg(sku_id.get());
         let reply: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
@@ -214,7 +222,9 @@ impl RedisStore {
             .arg(delta)
             .arg(available_if_absent)
             .arg(limit_per_user)
-            .arg(total);
+            .arg(total)
+            .arg(self.keys.soldout_channel())
+            .arg(sku_id.get());
         let reply: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
@@ -260,6 +270,55 @@ impl RedisStore {
             }),
             _ => None,
         })
+    }
+
+    /// Whether the SKU is sold out in Redis (marker set or nothing available);
+    /// `None` when the SKU is not loaded.
+    pub async fn sold_out(&self, sku_id: SkuId) -> Result<Option<bool>, RedisError> {
+        let key = self.keys.sku(sku_id);
+        let (available, marker): (Option<i64>, Option<String>) = self
+            .run(|mut c| async move {
+                redis::cmd("HMGET")
+                    .arg(&key)
+                    .arg("available")
+                    .arg("soldout")
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(available.map(|a| a <= 0 || marker.is_some()))
+    }
+
+    /// The request ids that took stock of this SKU, or `None` when there are more
+    /// than `cap` (too many to hold in every api node's memory).
+    pub async fn winners(
+        &self,
+        sku_id: SkuId,
+        cap: usize,
+    ) -> Result<Option<std::collections::HashSet<String>>, RedisError> {
+        let key = self.keys.winners(sku_id);
+        let size: usize = {
+            let key = key.clone();
+            self.run(|mut c| async move { redis::cmd("SCARD").arg(&key).query_async(&mut c).await })
+                .await?
+        };
+        if size > cap {
+            return Ok(None);
+        }
+        let members: std::collections::HashSet<String> = self
+            .run(|mut c| async move { redis::cmd("SMEMBERS").arg(&key).query_async(&mut c).await })
+            .await?;
+        Ok(Some(members))
+    }
+
+    /// A dedicated (non-pooled) Pub/Sub connection.
+    pub async fn pubsub(&self) -> Result<redis::aio::PubSub, RedisError> {
+        let client = redis::Client::open(self.url.as_str())?;
+        let connect = client.get_async_pubsub();
+        tokio::time::timeout(self.connect_timeout, connect)
+            .await
+            .map_err(|_| RedisError::Pool("pubsub connect timed out".into()))?
+            .map_err(RedisError::from)
     }
 
     /// The reservation record held in Redis, if it still exists.

@@ -53,6 +53,7 @@ pub struct TestApp {
     consumer_cancel: CancellationToken,
     consumer: Option<tokio::task::JoinHandle<()>>,
     closer: Option<tokio::task::JoinHandle<()>>,
+    extra_apis: Vec<ApiHandle>,
 }
 
 pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
@@ -98,6 +99,7 @@ impl TestApp {
             consumer_cancel: CancellationToken::new(),
             consumer: None,
             closer: None,
+            extra_apis: Vec::new(),
         };
         if opts.consumer {
             app.start_consumer();
@@ -107,6 +109,30 @@ impl TestApp {
             app.closer = Some(tokio::spawn(closer.run_until_stopped(app.cancel.clone())));
         }
         app
+    }
+
+    /// Starts another api instance on the same Redis/MySQL/RabbitMQ (a second
+    /// node of the fleet). Returns its base URL and state.
+    pub fn spawn_api(&mut self) -> (String, actix_web::web::Data<api::ApiState>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let cancel = self.cancel.child_token();
+        let handle = api::start(self.res.clone(), listener, cancel).expect("api starts");
+        let base = format!("http://{}", handle.addr);
+        let state = handle.state.clone();
+        self.extra_apis.push(handle);
+        (base, state)
+    }
+
+    /// The sold-out board of the first api instance.
+    pub fn board(&self) -> std::sync::Arc<stockd::soldout::SoldOutBoard> {
+        self.api
+            .as_ref()
+            .unwrap()
+            .state
+            .soldout
+            .clone()
+            .expect("sold-out enabled")
     }
 
     pub fn start_consumer(&mut self) {
@@ -149,6 +175,18 @@ impl TestApp {
     pub async fn create_sku(&self, sku: u64, total: i64, limit: i64) {
         let resp = self.put_sku(sku, total, limit).await;
         assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+    }
+
+    pub async fn reserve_at(&self, base: &str, sku: u64, rid: &str, user: u64) -> (u16, Value) {
+        let resp = self
+            .client
+            .post(format!("{base}/v1/skus/{sku}/reservations"))
+            .json(&json!({"request_id": rid, "user_id": user, "count": 1}))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
     }
 
     pub async fn reserve(
@@ -392,6 +430,9 @@ impl TestApp {
         self.cancel.cancel();
         if let Some(api) = self.api.take() {
             api.stopped().await;
+        }
+        for extra in self.extra_apis.drain(..) {
+            extra.stopped().await;
         }
         if let Some(closer) = self.closer.take() {
             closer.await.unwrap();

@@ -8,3 +8,4 @@ mod bad_input;
 mod lifecycle;
 mod pipeline;
 mod reserve;
+mod soldout;

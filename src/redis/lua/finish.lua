@@ -5,6 +5,7 @@
 -- KEYS[1] sku hash  KEYS[2] reservation hash  KEYS[3] user counter
 -- ARGV[1] final status: CONFIRMED | RELEASED | REJECTED
 -- ARGV[2] user_id  ARGV[3] count  ARGV[4] record ttl ms (for a tombstone)
+-- ARGV[5] sold-out Pub/Sub channel  ARGV[6] sku_id
 --
 -- RESERVED -> RELEASED  : available += count, user -= count
 -- RESERVED -> REJECTED  : user -= count (MySQL never had the unit: Redis was ahead)
@@ -39,6 +40,10 @@ if final == 'RELEASED' or final == 'REJECTED' then
   end
 end
 if final == 'RELEASED' and redis.call('HEXISTS', sku_key, 'available') == 1 then
-  redis.call('HINCRBY', sku_key, 'available', count)
+  local available = redis.call('HINCRBY', sku_key, 'available', count)
+  if available > 0 and redis.call('HDEL', sku_key, 'soldout') == 1 then
+    -- stock is back: clear the marker and tell every api node
+    redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6])
+  end
 end
 return {'APPLIED'}

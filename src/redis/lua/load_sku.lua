@@ -5,6 +5,7 @@
 -- ARGV[1] delta of available (signed) when the SKU is already loaded
 -- ARGV[2] available to set when the SKU is not loaded (MySQL's available_stock)
 -- ARGV[3] limit_per_user  ARGV[4] total_stock
+-- ARGV[5] sold-out Pub/Sub channel  ARGV[6] sku_id
 --
 -- Returns {'OK', available} or {'BELOW_RESERVED', available} when a negative delta
 -- would take Redis below zero (units already promised to buyers).
@@ -23,4 +24,11 @@ else
 end
 redis.call('HSET', sku_key, 'available', string.format('%.0f', available), 'limit', ARGV[3],
   'total', ARGV[4])
+if available > 0 then
+  if redis.call('HDEL', sku_key, 'soldout') == 1 then
+    redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6])
+  end
+elseif redis.call('HSET', sku_key, 'soldout', '1') == 1 then
+  redis.call('PUBLISH', ARGV[5], 'S:' .. ARGV[6])
+end
 return {'OK', string.format('%.0f', available)}

@@ -8,12 +8,15 @@
 -- KEYS[2] reservation hash
 -- KEYS[3] user counter    (live units of this user for this SKU)
 -- KEYS[4] outbox stream
+-- KEYS[5] winners set     (request ids that took stock; lets a sold-out api node
+--                          tell a replay from a new request without calling Redis)
 -- ARGV[1] request_id  ARGV[2] sku_id  ARGV[3] user_id  ARGV[4] count
 -- ARGV[5] reservation ttl ms  ARGV[6] record retention ms  ARGV[7] outbox max length
+-- ARGV[8] sold-out Pub/Sub channel
 --
 -- Every value returned is a string so no number loses precision on the way out.
 
-local sku_key, res_key, user_key, outbox_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local sku_key, res_key, user_key, outbox_key, winners_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local request_id, sku_id, user_id = ARGV[1], ARGV[2], ARGV[3]
 local count = tonumber(ARGV[4])
 local ttl_ms = tonumber(ARGV[5])
@@ -67,6 +70,13 @@ redis.call('PEXPIRE', user_key, ttl_ms + retention_ms)
 redis.call('HSET', res_key, 'user', user_id, 'count', ARGV[4], 'status', 'RESERVED',
   'created_ms', created, 'expires_ms', expires)
 redis.call('PEXPIRE', res_key, ttl_ms + retention_ms)
+redis.call('SADD', winners_key, request_id)
+redis.call('PEXPIRE', winners_key, ttl_ms + retention_ms)
+if left <= 0 then
+  -- durable marker + broadcast: every api node flags the SKU sold out locally
+  redis.call('HSET', sku_key, 'soldout', '1')
+  redis.call('PUBLISH', ARGV[8], 'S:' .. sku_id)
+end
 local entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
   'user_id', user_id, 'count', ARGV[4], 'created_ms', created, 'expires_ms', expires)
 return {'OK', string.format('%.0f', left), created, expires, entry}

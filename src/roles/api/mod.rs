@@ -15,11 +15,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::outbox::{Handoff, OutboxAcker, Relay};
 use crate::resources::Resources;
+use crate::soldout::{subscriber, SoldOutBoard};
 
 /// Everything a request handler needs.
 pub struct ApiState {
     pub res: Resources,
     pub handoff: Handoff,
+    /// Local sold-out flags (SPEC §7); `None` when `soldout.enabled` is false.
+    pub soldout: Option<std::sync::Arc<SoldOutBoard>>,
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
     pub draining: AtomicBool,
     pub metrics: PrometheusHandle,
@@ -73,9 +76,27 @@ pub fn start(
     );
     let relay_task = tokio::spawn(relay.run_until_stopped(cancel.child_token()));
     let http = res.settings.http.clone();
+    let mut tasks = vec![acker_task, relay_task];
+    let soldout = res.settings.soldout.enabled.then(|| {
+        let ttl = Duration::from_millis(res.settings.soldout.flag_ttl_ms);
+        let board = std::sync::Arc::new(SoldOutBoard::new(
+            res.redis.clone(),
+            ttl,
+            res.settings.soldout.max_tracked_winners,
+        ));
+        let listener = subscriber::run_until_stopped(
+            board.clone(),
+            res.redis.clone(),
+            ttl / 2,
+            cancel.child_token(),
+        );
+        tasks.push(tokio::spawn(listener));
+        board
+    });
     let state = web::Data::new(ApiState {
         res,
         handoff,
+        soldout,
         draining: AtomicBool::new(false),
         metrics: crate::telemetry::metrics_handle(),
     });
@@ -99,7 +120,7 @@ pub fn start(
     Ok(ApiHandle {
         addr,
         state,
-        tasks: vec![acker_task, relay_task],
+        tasks,
         server: tokio::spawn(server),
     })
 }

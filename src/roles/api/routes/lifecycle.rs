@@ -55,6 +55,9 @@ async fn apply(
     match outcome {
         TransitionOutcome::Done { row, changed } => {
             if changed && transition == Transition::Cancel {
+                if let Some(board) = &state.soldout {
+                    board.clear(sku_id);
+                }
                 metrics::counter!("stockd_closer_releases_total", "reason" => "CANCELLED", "path" => "api")
                     .increment(1);
             }

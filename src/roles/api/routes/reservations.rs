@@ -24,6 +24,12 @@ pub async fn reserve(
     let started = std::time::Instant::now();
     let sku_id = sku_from(&req)?;
     let (user_id, count) = body.validate(state.res.settings.reservation.max_count)?;
+    if let Some(board) = &state.soldout {
+        if board.short_circuits(sku_id, &body.request_id) {
+            metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
+            return Err(ApiError::SoldOut);
+        }
+    }
     let outcome = state
         .res
         .redis
@@ -31,9 +37,28 @@ pub async fn reserve(
         .await
         .map_err(|e| ApiError::unavailable("redis", e))?;
     metrics::counter!("stockd_reservations_total", "result" => outcome.label()).increment(1);
+    flag_if_sold_out(&state, sku_id, &outcome);
     let response = answer(&state, sku_id, outcome).await;
     metrics::histogram!("stockd_reserve_duration_seconds").record(started.elapsed().as_secs_f64());
     response
+}
+
+/// The SKU just sold out (or was found sold out): flag it locally without
+/// waiting for our own Pub/Sub event. Off the response path.
+fn flag_if_sold_out(state: &ApiState, sku_id: SkuId, outcome: &ReserveOutcome) {
+    let sold_out = match outcome {
+        ReserveOutcome::SoldOut => true,
+        ReserveOutcome::Reserved {
+            available_after, ..
+        } => *available_after == 0,
+        _ => false,
+    };
+    if let (true, Some(board)) = (sold_out, &state.soldout) {
+        if !board.is_flagged(sku_id) {
+            let board = board.clone();
+            tokio::spawn(async move { board.refresh(sku_id).await });
+        }
+    }
 }
 
 async fn answer(

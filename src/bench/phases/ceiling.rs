@@ -1,0 +1,72 @@
+//! Ceiling: the reserve Lua script called straight through the project's Redis
+//! client (`RedisStore::reserve`, one multiplexed connection, as the api uses
+//! it), no HTTP. The most stage 1 can give on this machine: the reserve phases
+//! are judged against it.
+
+use std::sync::Arc;
+
+use super::{key, Checked, PhaseResult};
+use crate::bench::check::{self, Expect};
+use crate::bench::load::{drive, Plan, Requester};
+use crate::bench::namespace::Namespace;
+use crate::bench::stats::Outcome;
+use crate::domain::{RequestId, ReserveOutcome, SkuId, UserId};
+use crate::redis::RedisStore;
+
+/// SKU the ceiling phase reserves from (the namespace is reset before children start).
+const CEILING_SKU: u64 = 1;
+
+struct Direct {
+    store: Arc<RedisStore>,
+    sku: SkuId,
+}
+
+impl Requester for Direct {
+    async fn call(&mut self, index: u64) -> Outcome {
+        let rid = RequestId::parse(&format!("c{index}")).expect("c<digits> is a valid id");
+        let user = UserId::new(index + 1).expect("index + 1 is positive");
+        match self.store.reserve(self.sku, &rid, user, 1).await {
+            Ok(ReserveOutcome::Reserved { .. }) => Outcome::done("reserved"),
+            Ok(other) => Outcome::refused(other.label()),
+            Err(err) => Outcome::failed(format!("redis: {err}")),
+        }
+    }
+}
+
+pub async fn run(ns: &Namespace, plan: Plan, concurrency: usize) -> anyhow::Result<Checked> {
+    let store = Arc::new(ns.redis()?);
+    store.load_scripts().await?;
+    let sku = SkuId::new(CEILING_SKU).expect("positive");
+    let total = i64::try_from(plan.requests)?;
+    store.load_sku(sku, total, total, 1, plan.requests).await?;
+    let workers = (0..concurrency)
+        .map(|_| Direct {
+            store: store.clone(),
+            sku,
+        })
+        .collect();
+    let run = drive(key::CEILING, plan, workers).await;
+    let expect = Expect {
+        sku,
+        total,
+        admitted: run.tally.done as i64,
+    };
+    let mut violations = check::answers(expect, &run.tally);
+    let available = store.sku(sku).await?.map(|s| s.available);
+    if available != Some(total - expect.admitted) {
+        violations.push(format!(
+            "ceiling: Redis available {available:?}, expected {}",
+            total - expect.admitted
+        ));
+    }
+    let outbox = store.outbox_len(sku).await?;
+    if outbox != run.tally.done {
+        violations.push(format!(
+            "ceiling: {outbox} outbox entries for {} reservations",
+            run.tally.done
+        ));
+    }
+    let title = "reserve Lua via RedisStore::reserve, no HTTP".to_string();
+    let result = PhaseResult::from_run(key::CEILING, title, "req/s", concurrency, &run);
+    Ok(Checked::one(result, violations))
+}

@@ -1,0 +1,157 @@
+//! Consumer: drain a preloaded backlog of deduction messages into MySQL, in
+//! deductions per second. Both variants run the real consumer
+//! (`roles::consumer::Consumer`, real broker, real ledger); they differ only in
+//! `consumer.batch_max`: the configured batch (ours) against 1, which is one
+//! transaction and one ack per message (the seed's consumer).
+//!
+//! The backlog is published with confirms straight to the work queue (default
+//! exchange) before the consumer starts, so the measurement is the drain alone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use lapin::BasicProperties;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{key, Checked, PhaseResult};
+use crate::bench::check::{self, wait_until, Expect, DRAIN_TIMEOUT};
+use crate::bench::namespace::Namespace;
+use crate::bench::progress::Progress;
+use crate::db::{sku, Db};
+use crate::domain::{RequestId, SkuId, UserId};
+use crate::mq::{DeductionMessage, Publisher};
+use crate::roles::consumer::Consumer;
+
+/// Publishes in flight while preloading: enough to keep the broker's confirm
+/// pipeline full (one at a time it manages ~2,000/s).
+const PRELOAD_IN_FLIGHT: usize = 512;
+/// Drain poll period: one primary-key read of `sku_stock` each time.
+const DRAIN_POLL: Duration = Duration::from_millis(10);
+/// Publish timeout while preloading.
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// AMQP delivery mode 2: persistent, as stockd publishes deductions.
+const PERSISTENT: u8 = 2;
+
+/// Runs both variants: `batched` messages through the configured batch size,
+/// then `single` messages with one transaction per message.
+pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Checked> {
+    let db = ns.db()?;
+    let redis = Arc::new(ns.redis()?);
+    redis.load_scripts().await?;
+    let publisher = Arc::new(Publisher::new(
+        &ns.settings.amqp.url,
+        "stockd-bench-preload",
+        ns.topology(),
+        PUBLISH_TIMEOUT,
+        ns.settings.amqp.publish_channels,
+    ));
+    publisher.ensure_connected().await?;
+    let mut out = Checked {
+        results: Vec::new(),
+        violations: Vec::new(),
+    };
+    let variants = [
+        (key::CONSUMER_BATCHED, 11, batched, ns.settings.consumer.batch_max),
+        (key::CONSUMER_PER_MESSAGE, 12, single, 1),
+    ];
+    for (key, sku_raw, count, batch_max) in variants {
+        let sku = SkuId::new(sku_raw)?;
+        let total = i64::try_from(count)?;
+        crate::ops::sku_admin::upsert(&db, &redis, sku, total, 1).await?;
+        preload(&publisher, sku, count, key).await?;
+        let mut settings = ns.settings.clone();
+        settings.consumer.batch_max = batch_max;
+        let consumer = Consumer::new(Arc::new(settings), db.clone(), redis.clone(), publisher.clone());
+        let cancel = CancellationToken::new();
+        let progress = Progress::start(key, count);
+        let started = Instant::now();
+        let task = tokio::spawn(consumer.run_until_stopped(cancel.clone()));
+        let counter = progress.counter();
+        let drained = wait_until(DRAIN_TIMEOUT, DRAIN_POLL, || async {
+            let taken = taken(&db, sku, total).await;
+            counter.store(taken as u64, std::sync::atomic::Ordering::Relaxed);
+            taken >= total
+        })
+        .await;
+        let elapsed = started.elapsed();
+        cancel.cancel();
+        let _ = task.await;
+        progress.finish().await;
+        if !drained {
+            out.violations.push(format!("{key}: backlog not drained within {DRAIN_TIMEOUT:?}"));
+        }
+        let expect = Expect { sku, total, admitted: total };
+        out.violations.extend(mysql_only(&db, expect).await);
+        let title = format!("drain {count} preloaded deductions, batch_max {batch_max}");
+        out.results.push(PhaseResult::from_rate(key, title, "deductions/s", count, elapsed));
+    }
+    publisher.close().await;
+    db.disconnect().await;
+    Ok(out)
+}
+
+/// Publishes `count` one-unit deductions of `sku` to the work queue, with confirms.
+async fn preload(publisher: &Publisher, sku: SkuId, count: u64, label: &str) -> anyhow::Result<()> {
+    let now_ms = crate::telemetry::unix_ms();
+    let queue = publisher.topology().deduct_queue.clone();
+    let progress = Progress::start(&format!("{label} preload"), count);
+    let counter = progress.counter();
+    let results: Vec<_> = futures_util::stream::iter(0..count)
+        .map(|i| {
+            let msg = DeductionMessage {
+                request_id: RequestId::parse(&format!("m{i}")).expect("valid id"),
+                sku_id: sku,
+                user_id: UserId::new(i + 1).expect("positive"),
+                count: 1,
+                created_ms: now_ms,
+                expires_ms: now_ms + 900_000,
+            };
+            let queue = &queue;
+            let counter = &counter;
+            async move {
+                let props = BasicProperties::default()
+                    .with_message_id(msg.message_id().into())
+                    .with_delivery_mode(PERSISTENT);
+                let r = publisher.publish("", queue, &msg.to_bytes(), props).await;
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                r
+            }
+        })
+        .buffer_unordered(PRELOAD_IN_FLIGHT)
+        .collect()
+        .await;
+    progress.finish().await;
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    anyhow::ensure!(failed == 0, "preload: {failed} of {count} publishes failed");
+    Ok(())
+}
+
+async fn taken(db: &Db, sku_id: SkuId, total: i64) -> i64 {
+    let Ok(mut conn) = db.conn().await else { return 0 };
+    match sku::get(&mut conn, sku_id).await {
+        Ok(Some(row)) => total - row.available_stock,
+        _ => 0,
+    }
+}
+
+/// The consumer phase never touched Redis' stock, so only MySQL is checked:
+/// conservation, every deduction applied once, nothing rejected.
+async fn mysql_only(db: &Db, expect: Expect) -> Vec<String> {
+    let mut conn = match db.conn().await {
+        Ok(c) => c,
+        Err(err) => return vec![format!("consumer check: {err}")],
+    };
+    let live = crate::db::ledger::live_units(&mut conn, expect.sku).await.unwrap_or(-1);
+    let available = sku::get(&mut conn, expect.sku).await.ok().flatten().map(|r| r.available_stock);
+    let mut bad = Vec::new();
+    if live != expect.admitted {
+        bad.push(format!("consumer: ledger live units {live}, expected {}", expect.admitted));
+    }
+    if available != Some(expect.total - expect.admitted) {
+        bad.push(format!("consumer: MySQL available {available:?}, expected {}", expect.total - expect.admitted));
+    }
+    let _ = check::answers; // answers are not HTTP here; conservation is the check
+    bad
+}

@@ -1,0 +1,140 @@
+//! One file per measured phase. Each returns a [`PhaseResult`] (what the table,
+//! the JSON and the chart show) and the invariants it found violated.
+
+pub mod ceiling;
+pub mod consumer;
+pub mod persist_lag;
+pub mod reserve;
+pub mod strawman;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::load::Run;
+use super::stats::{Percentiles, Tally};
+
+/// The phases, in the order the table lists them; the key is the JSON name.
+pub mod key {
+    pub const CEILING: &str = "ceiling";
+    pub const RESERVE_REDIS: &str = "reserve_redis";
+    pub const RESERVE_QUEUE: &str = "reserve_queue";
+    /// `--target`: the running stockd's durability is whatever it was started with.
+    pub const RESERVE_TARGET: &str = "reserve_target";
+    pub const SOLD_OUT: &str = "sold_out";
+    pub const HALF_LOAD: &str = "reserve_half_load";
+    pub const PERSIST_LAG: &str = "persist_lag";
+    pub const STRAWMAN: &str = "strawman";
+    pub const STRAWMAN_1000: &str = "strawman_1000";
+    pub const CONSUMER_BATCHED: &str = "consumer_batched";
+    pub const CONSUMER_PER_MESSAGE: &str = "consumer_per_message";
+}
+
+/// What one phase measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseResult {
+    pub key: &'static str,
+    /// One line saying what was measured.
+    pub title: String,
+    /// Unit of `throughput`: `req/s`, `tx/s`, `deductions/s`.
+    pub unit: &'static str,
+    /// Concurrent requesters (0 when not applicable).
+    pub concurrency: usize,
+    /// Events measured (requests, transactions, deductions).
+    pub count: u64,
+    pub elapsed_ms: f64,
+    pub throughput: f64,
+    /// Latency (or, for persist lag, the lag) percentiles in ms.
+    pub latency: Option<LatencyMs>,
+    /// Answers by label (`201`, `409 SOLD_OUT`, ...).
+    pub outcomes: std::collections::BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LatencyMs {
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl From<Percentiles> for LatencyMs {
+    fn from(p: Percentiles) -> Self {
+        Self {
+            p50: p.p50_ms,
+            p99: p.p99_ms,
+            p999: p.p999_ms,
+            max: p.max_ms,
+        }
+    }
+}
+
+impl PhaseResult {
+    /// A result from a driven phase.
+    pub fn from_run(
+        key: &'static str,
+        title: String,
+        unit: &'static str,
+        concurrency: usize,
+        run: &Run,
+    ) -> Self {
+        Self {
+            key,
+            title,
+            unit,
+            concurrency,
+            count: run.requests,
+            elapsed_ms: ms(run.elapsed),
+            throughput: run.throughput(),
+            latency: run.latency.map(LatencyMs::from),
+            outcomes: run.tally.by_label.clone(),
+        }
+    }
+
+    /// A result measured by a rate only (the consumer drains).
+    pub fn from_rate(
+        key: &'static str,
+        title: String,
+        unit: &'static str,
+        count: u64,
+        elapsed: Duration,
+    ) -> Self {
+        Self {
+            key,
+            title,
+            unit,
+            concurrency: 0,
+            count,
+            elapsed_ms: ms(elapsed),
+            throughput: super::stats::per_sec(count, elapsed),
+            latency: None,
+            outcomes: Default::default(),
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// A phase's result plus the invariants it found violated (empty = green).
+pub struct Checked {
+    pub results: Vec<PhaseResult>,
+    pub violations: Vec<String>,
+}
+
+impl Checked {
+    pub fn one(result: PhaseResult, violations: Vec<String>) -> Self {
+        Self {
+            results: vec![result],
+            violations,
+        }
+    }
+}
+
+/// Merges tallies of a warm-up and a measured run for the answer checks.
+pub fn both(a: &Tally, b: &Tally) -> Tally {
+    let mut all = a.clone();
+    all.merge(b.clone());
+    all
+}

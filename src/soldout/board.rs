@@ -1,0 +1,120 @@
+//! Local sold-out flags of one api process.
+//!
+//! A flag is trusted for at most `soldout.flag_ttl_ms` after it was last
+//! validated against Redis; the subscriber re-validates flags well within that.
+//! Pub/Sub is at-most-once, so a lost "available again" message can cause a
+//! wrong refusal for at most the TTL — never a wrong acceptance, because a
+//! flag is only ever set from Redis' own state.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::domain::{RequestId, SkuId};
+use crate::redis::{RedisError, RedisStore};
+
+struct Flag {
+    validated_at: Instant,
+    winners: Arc<HashSet<String>>,
+}
+
+pub struct SoldOutBoard {
+    redis: Arc<RedisStore>,
+    flags: RwLock<HashMap<SkuId, Flag>>,
+    refreshing: Mutex<HashSet<SkuId>>,
+    ttl: Duration,
+    max_winners: usize,
+    short_circuited: AtomicU64,
+}
+
+impl SoldOutBoard {
+    pub fn new(redis: Arc<RedisStore>, ttl: Duration, max_winners: usize) -> Self {
+        Self {
+            redis,
+            flags: RwLock::new(HashMap::new()),
+            refreshing: Mutex::new(HashSet::new()),
+            ttl,
+            max_winners,
+            short_circuited: AtomicU64::new(0),
+        }
+    }
+
+    /// True when the request can be refused with `SOLD_OUT` without Redis.
+    pub fn short_circuits(&self, sku: SkuId, request: &RequestId) -> bool {
+        let flags = self.flags.read().expect("lock poisoned");
+        let Some(flag) = flags.get(&sku) else {
+            return false;
+        };
+        let fresh = flag.validated_at.elapsed() < self.ttl;
+        let refuse = fresh && !flag.winners.contains(request.as_str());
+        if refuse {
+            self.short_circuited.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("stockd_soldout_short_circuits_total").increment(1);
+        }
+        refuse
+    }
+
+    /// Requests this board refused locally (tests and diagnostics).
+    pub fn short_circuited(&self) -> u64 {
+        self.short_circuited.load(Ordering::Relaxed)
+    }
+
+    pub fn is_flagged(&self, sku: SkuId) -> bool {
+        let flags = self.flags.read().expect("lock poisoned");
+        flags
+            .get(&sku)
+            .is_some_and(|f| f.validated_at.elapsed() < self.ttl)
+    }
+
+    pub fn clear(&self, sku: SkuId) {
+        self.flags.write().expect("lock poisoned").remove(&sku);
+    }
+
+    pub fn clear_all(&self) {
+        self.flags.write().expect("lock poisoned").clear();
+    }
+
+    pub fn flagged(&self) -> Vec<SkuId> {
+        self.flags
+            .read()
+            .expect("lock poisoned")
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Reads the SKU's state in Redis and sets or clears its flag accordingly.
+    /// Concurrent refreshes of one SKU collapse into one.
+    pub async fn refresh(&self, sku: SkuId) -> Result<(), RedisError> {
+        if !self.refreshing.lock().expect("lock poisoned").insert(sku) {
+            return Ok(());
+        }
+        let result = self.refresh_now(sku).await;
+        self.refreshing.lock().expect("lock poisoned").remove(&sku);
+        result
+    }
+
+    async fn refresh_now(&self, sku: SkuId) -> Result<(), RedisError> {
+        if self.redis.sold_out(sku).await? != Some(true) {
+            self.clear(sku);
+            return Ok(());
+        }
+        // Winners first, then the flag: no replay can be refused in between.
+        let Some(winners) = self.redis.winners(sku, self.max_winners).await? else {
+            self.clear(sku);
+            return Ok(());
+        };
+        // Re-check: a release between the two reads must not leave a stale flag.
+        if self.redis.sold_out(sku).await? != Some(true) {
+            self.clear(sku);
+            return Ok(());
+        }
+        let flag = Flag {
+            validated_at: Instant::now(),
+            winners: Arc::new(winners),
+        };
+        self.flags.write().expect("lock poisoned").insert(sku, flag);
+        Ok(())
+    }
+}

@@ -1,0 +1,113 @@
+//! Keeps a [`SoldOutBoard`] in step with Redis.
+//!
+//! A dedicated Pub/Sub connection (never a pooled one: a subscribed connection
+//! can run no other command) listens to the sold-out channel. After every
+//! (re)subscribe the durable markers of every known SKU are reloaded, because
+//! events published while we were disconnected are gone. Independently, every
+//! flag is re-validated at half its TTL, so a lost "available again" event
+//! costs at most one TTL of wrong refusals.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::SoldOutBoard;
+use crate::domain::SkuId;
+use crate::redis::RedisStore;
+
+/// Pause before resubscribing after the Pub/Sub connection dropped.
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(100);
+
+/// Runs the listener and the re-validation loop until cancelled.
+pub async fn run_until_stopped(
+    board: Arc<SoldOutBoard>,
+    redis: Arc<RedisStore>,
+    revalidate_every: Duration,
+    cancel: CancellationToken,
+) {
+    let revalidator = tokio::spawn(revalidate(board.clone(), revalidate_every, cancel.clone()));
+    while !cancel.is_cancelled() {
+        tokio::select! {
+            _ = listen(&board, &redis) => {}
+            _ = cancel.cancelled() => break,
+        }
+        tracing::warn!("soldout.subscriber: Pub/Sub connection lost; resubscribing");
+        tokio::select! {
+            _ = tokio::time::sleep(RESUBSCRIBE_DELAY) => {}
+            _ = cancel.cancelled() => break,
+        }
+    }
+    let _ = revalidator.await;
+}
+
+/// One subscription's life: subscribe, reload markers, apply events until the
+/// connection ends.
+async fn listen(board: &SoldOutBoard, redis: &RedisStore) {
+    let mut pubsub = match redis.pubsub().await {
+        Ok(p) => p,
+        Err(err) => {
+            tracing::warn!(error = %err, "soldout.subscriber: cannot connect");
+            return;
+        }
+    };
+    if let Err(err) = pubsub.subscribe(redis.keys().soldout_channel()).await {
+        tracing::warn!(error = %err, "soldout.subscriber: cannot subscribe");
+        return;
+    }
+    if let Err(err) = reload(board, redis).await {
+        tracing::warn!(error = %err, "soldout.subscriber: marker reload failed");
+        board.clear_all();
+    }
+    let mut messages = pubsub.on_message();
+    while let Some(msg) = messages.next().await {
+        let Ok(payload) = msg.get_payload::<String>() else {
+            continue;
+        };
+        let Some((kind, raw)) = payload.split_once(':') else {
+            continue;
+        };
+        let Ok(sku) = raw
+            .parse::<u64>()
+            .map_err(|_| ())
+            .and_then(|n| SkuId::new(n).map_err(|_| ()))
+        else {
+            continue;
+        };
+        match kind {
+            "S" => {
+                if let Err(err) = board.refresh(sku).await {
+                    tracing::warn!(sku.id = %sku, error = %err, "soldout.subscriber: refresh failed");
+                }
+            }
+            "A" => board.clear(sku),
+            _ => {}
+        }
+    }
+}
+
+/// Sets every flag from the durable markers of every known SKU.
+async fn reload(board: &SoldOutBoard, redis: &RedisStore) -> Result<(), crate::redis::RedisError> {
+    board.clear_all();
+    for sku in redis.registered_skus().await? {
+        board.refresh(sku).await?;
+    }
+    Ok(())
+}
+
+async fn revalidate(board: Arc<SoldOutBoard>, every: Duration, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = cancel.cancelled() => return,
+        }
+        for sku in board.flagged() {
+            if let Err(err) = board.refresh(sku).await {
+                // Unreachable Redis: let the flag age out; requests then go to
+                // Redis and fail there (503) rather than trusting a stale flag.
+                tracing::debug!(sku.id = %sku, error = %err, "soldout.revalidate: failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The sold-out short-circuit across api nodes (SPEC §7). Two api instances in
+//! one test share Redis, MySQL and RabbitMQ, as two nodes of a fleet would.
+//!
+//! "No Redis call" is observed per node through the board's own counter of
+//! local refusals: Redis' `INFO commandstats` is server-wide and other tests run
+//! in parallel, so it cannot attribute script calls to one node here.
+
+use std::time::{Duration, Instant};
+
+use deadpool_redis::redis;
+
+use crate::helpers::TestApp;
+
+const FLAG_WITHIN: Duration = Duration::from_millis(100);
+
+/// A sells the last unit → B refuses locally within 100 ms; a cancel on A → B
+/// accepts again within 100 ms.
+#[tokio::test]
+async fn a_sellout_on_one_node_short_circuits_the_other_and_a_cancel_reopens_it() {
+    let mut app = TestApp::spawn().await;
+    app.create_sku(1, 1, 1).await;
+    let (b_base, b) = app.spawn_api();
+    let b_board = b.soldout.clone().unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await; // B subscribed
+    let a_base = app.base.clone();
+    assert_eq!(app.reserve_at(&a_base, 1, "last", 1).await.0, 201);
+    let sold = Instant::now();
+    while !b_board.is_flagged(TestApp::sku(1)) {
+        assert!(sold.elapsed() < FLAG_WITHIN, "B not flagged within 100 ms");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = b_board.short_circuited();
+    for i in 0..20 {
+        let (status, body) = app
+            .reserve_at(&b_base, 1, &format!("late{i}"), 100 + i)
+            .await;
+        assert_eq!((status, body["code"].as_str()), (409, Some("SOLD_OUT")));
+    }
+    assert_eq!(
+        b_board.short_circuited() - before,
+        20,
+        "every refusal answered locally"
+    );
+    // The winner's replay on B still gets its stored answer.
+    let (status, body) = app.reserve_at(&b_base, 1, "last", 1).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("RESERVED")));
+    let (_, sku) = app.get_json("/v1/skus/1").await;
+    assert_eq!(sku["sold_out"], true);
+
+    let (status, _) = app.cancel(1, "last").await;
+    assert_eq!(status, 200);
+    let reopened = Instant::now();
+    while b_board.is_flagged(TestApp::sku(1)) {
+        assert!(
+            reopened.elapsed() < FLAG_WITHIN,
+            "B still flagged after 100 ms"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(app.reserve_at(&b_base, 1, "again", 2).await.0, 201);
+    app.wait_ledger_rows(2).await;
+    app.wait_drained(1).await;
+    app.assert_conserved(1).await;
+    app.cleanup().await;
+}
+
+/// Subscribers killed right before the sellout: nothing is ever wrongly
+/// accepted, and B's flag is right again within the TTL.
+#[tokio::test]
+async fn killed_subscribers_never_cause_a_wrong_acceptance() {
+    let mut app = TestApp::spawn().await;
+    app.create_sku(1, 3, 1).await;
+    let (b_base, b) = app.spawn_api();
+    let b_board = b.soldout.clone().unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut conn = app.redis_conn().await;
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut accepted = 0;
+    for i in 0..3u64 {
+        let (status, _) = app
+            .reserve_at(&app.base.clone(), 1, &format!("w{i}"), i + 1)
+            .await;
+        accepted += u32::from(status == 201);
+    }
+    assert_eq!(accepted, 3);
+    for i in 0..30u64 {
+        let base = if i % 2 == 0 { &b_base } else { &app.base };
+        let (status, _) = app.reserve_at(base, 1, &format!("x{i}"), 100 + i).await;
+        assert_eq!(status, 409, "never accepted after the sellout");
+    }
+    let ttl = Duration::from_millis(app.res.settings.soldout.flag_ttl_ms);
+    let start = Instant::now();
+    app.eventually(
+        "B flagged again",
+        ttl + Duration::from_millis(500),
+        || async { b_board.is_flagged(TestApp::sku(1)) },
+    )
+    .await;
+    assert!(start.elapsed() <= ttl + Duration::from_millis(500));
+    app.wait_ledger_rows(3).await;
+    app.wait_drained(1).await;
+    app.assert_conserved(1).await;
+    app.cleanup().await;
+}
+
+/// A restarted api node starts with the right flags, from the durable markers.
+#[tokio::test]
+async fn a_restarted_node_loads_its_flags_from_the_durable_markers() {
+    let mut app = TestApp::spawn().await;
+    app.create_sku(1, 1, 1).await;
+    app.create_sku(2, 5, 1).await;
+    assert_eq!(app.reserve(1, "only", 1, 1).await.status(), 201);
+    let (_, fresh) = app.spawn_api();
+    let board = fresh.soldout.clone().unwrap();
+    app.eventually(
+        "new node flagged sku 1 at start",
+        Duration::from_secs(2),
+        || async { board.is_flagged(TestApp::sku(1)) },
+    )
+    .await;
+    assert!(!board.is_flagged(TestApp::sku(2)));
+    app.wait_ledger_rows(1).await;
+    app.wait_drained(1).await;
+    app.cleanup().await;
+}
