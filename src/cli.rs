@@ -29,6 +29,31 @@ pub enum Command {
     Migrate,
     /// Load generator: ceiling, reserve, sold-out, strawman, consumer phases.
     Bench(crate::bench::BenchArgs),
+    /// Copy MySQL available stock and SKU config into Redis (refused while
+    /// deductions are in flight unless --force).
+    Warmup {
+        /// SKU to warm up (repeatable).
+        #[arg(long = "sku", required_unless_present = "all", conflicts_with = "all")]
+        skus: Vec<u64>,
+        /// Every SKU in MySQL.
+        #[arg(long)]
+        all: bool,
+        /// Proceed even with deductions in flight.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Compare Redis, MySQL and the ledger per SKU (SPEC §8).
+    Reconcile {
+        /// One check, then exit 0 if every SKU is OK/IN_FLIGHT, 1 otherwise.
+        #[arg(long)]
+        once: bool,
+        /// Repair drift (REDIS_AHEAD at once, REDIS_BEHIND once stable).
+        #[arg(long)]
+        repair: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Configuration tools.
     Config {
         #[command(subcommand)]

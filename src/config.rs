@@ -44,6 +44,7 @@ pub struct Settings {
     pub consumer: ConsumerSettings,
     pub closer: CloserSettings,
     pub soldout: SoldOutSettings,
+    pub reconcile: ReconcileSettings,
     pub logging: LoggingSettings,
 }
 
@@ -161,6 +162,33 @@ pub struct SoldOutSettings {
     /// Largest number of winning request ids held per sold-out SKU; above it
     /// the SKU is not short-circuited (replays could not be told apart).
     pub max_tracked_winners: usize,
+}
+
+/// Body format of the alert webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookFormat {
+    /// The finding as a JSON object.
+    Json,
+    /// DingTalk robot text message: `{"msgtype":"text","text":{"content":...}}`.
+    Dingtalk,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcileSettings {
+    /// Time between checks of the reconciler role.
+    pub interval_ms: u64,
+    /// Repair drift (REDIS_AHEAD at once, REDIS_BEHIND once stable).
+    pub repair: bool,
+    /// Winning reservations listed per SKU for the exact in-flight count.
+    pub max_winners: usize,
+    /// Optional alert webhook (plain `http://`).
+    pub webhook_url: Option<String>,
+    pub webhook_format: WebhookFormat,
+    /// Attempts per alert before it is given up (logged).
+    pub webhook_attempts: u32,
+    pub webhook_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -17,8 +17,10 @@
 //! - [`roles`]: what `--role` runs: api, consumer, all.
 //! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
 
+pub mod alert;
 pub mod bench;
 pub mod cli;
+pub mod cli_jobs;
 pub mod config;
 pub mod db;
 pub mod domain;

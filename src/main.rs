@@ -60,6 +60,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             telemetry::init_logging(&settings.logging);
             stockd::bench::run(args.clone(), settings).await
         }
+        (Some(Command::Warmup { skus, all, force }), _) => {
+            telemetry::init_logging(&settings.logging);
+            let res = Resources::connect(settings, "stockd-warmup").await?;
+            let code = stockd::cli_jobs::warmup(&res, skus, *all, *force).await;
+            res.close().await;
+            code
+        }
+        (Some(Command::Reconcile { once, repair, json }), _) => {
+            telemetry::init_logging(&settings.logging);
+            let res = Resources::connect(settings, "stockd-reconcile").await?;
+            let cancel = CancellationToken::new();
+            shutdown::cancel_on_signal(cancel.clone());
+            let code = stockd::cli_jobs::reconcile(&res, *once, *repair, *json, cancel).await;
+            res.close().await;
+            code
+        }
         (Some(Command::Migrate), _) => {
             telemetry::init_logging(&settings.logging);
             let applied = db::migrate::migrate(&settings.mysql.url)

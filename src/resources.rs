@@ -10,6 +10,7 @@ use anyhow::Context;
 use crate::config::Settings;
 use crate::db::Db;
 use crate::mq::{Publisher, Topology};
+use crate::ops::reconcile::Reconciler;
 use crate::redis::RedisStore;
 
 #[derive(Clone)]
@@ -18,6 +19,8 @@ pub struct Resources {
     pub db: Db,
     pub redis: Arc<RedisStore>,
     pub publisher: Arc<Publisher>,
+    /// Shared so `/v1/admin/reconcile` and the reconciler role see one history.
+    pub reconciler: Arc<Reconciler>,
 }
 
 impl Resources {
@@ -47,11 +50,18 @@ impl Resources {
             .ensure_connected()
             .await
             .context("connecting to RabbitMQ (amqp.url)")?;
+        let redis = Arc::new(redis);
+        let reconciler = Arc::new(Reconciler::new(
+            db.clone(),
+            redis.clone(),
+            &settings.reconcile,
+        ));
         Ok(Self {
             settings: Arc::new(settings),
             db,
-            redis: Arc::new(redis),
+            redis,
             publisher: Arc::new(publisher),
+            reconciler,
         })
     }
 

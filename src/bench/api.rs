@@ -125,7 +125,11 @@ impl Requester for Reserver {
         };
         let rid = format!("{}{index}", self.tag);
         let body = format!(r#"{{"request_id":"{rid}","user_id":{user},"count":1}}"#);
-        let resp = match self.conn.request("POST", &self.path, "", body.as_bytes()).await {
+        let resp = match self
+            .conn
+            .request("POST", &self.path, "", body.as_bytes())
+            .await
+        {
             Ok(resp) => resp,
             Err(err) => return Outcome::failed(format!("transport: {}", err.kind())),
         };

@@ -131,7 +131,11 @@ async fn stores_inner(db: &Db, redis: &RedisStore, e: Expect) -> anyhow::Result<
         }
     };
     expect_eq("Redis available", redis_available, expected_available);
-    expect_eq("MySQL available (== Redis after drain)", mysql, redis_available);
+    expect_eq(
+        "MySQL available (== Redis after drain)",
+        mysql,
+        redis_available,
+    );
     expect_eq("ledger live units (== stock taken)", live, e.total - mysql);
     expect_eq("ledger live units (== units admitted)", live, e.admitted);
     expect_eq("REJECTED ledger rows", rejected.unwrap_or(0), 0);

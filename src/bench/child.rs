@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::http_client::HttpConn;
 use super::check::wait_until;
+use super::http_client::HttpConn;
 use super::namespace::Namespace;
 use crate::config::Durability;
 
@@ -52,8 +52,8 @@ impl StockdChild {
             String::from_utf8_lossy(&migrate.stderr)
         );
         let log_path = out_dir.join(format!("{label}.log"));
-        let log = File::create(&log_path)
-            .with_context(|| format!("creating {}", log_path.display()))?;
+        let log =
+            File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
         let child = Command::new(&exe)
             .args(["--role", "all"])
             .envs(env)
@@ -67,9 +67,9 @@ impl StockdChild {
             addr,
             label: label.to_string(),
         };
-        me.wait_ready().await.with_context(|| {
-            format!("child {label} not ready; see {}", log_path.display())
-        })?;
+        me.wait_ready()
+            .await
+            .with_context(|| format!("child {label} not ready; see {}", log_path.display()))?;
         Ok(me)
     }
 

@@ -74,9 +74,8 @@ impl HttpConn {
         );
         wire.extend_from_slice(body);
         let result = tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(&wire)).await;
-        let result = result.unwrap_or_else(|_| {
-            Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"))
-        });
+        let result = result
+            .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out")));
         if result.is_err() {
             // The connection's state is unknown now: start the next request afresh.
             self.stream = None;

@@ -1,8 +1,50 @@
-//! `stockd bench`: the load generator (placeholder; see issue "Benchmarks").
+//! `stockd bench`: the load generator. It answers the question buyers of a
+//! flash-sale system ask — how many reservations a second on one hot SKU, and
+//! how much better than the old way — with phases measured side by side in one
+//! run on one machine, reported as ratios against the targets of the
+//! benchmark issue, and checked for correctness after every phase.
+//!
+//! - [`suite`]: the standard scenario (`make bench`); [`demo`]: `make demo`.
+//! - [`phases`]: ceiling, reserve, sold-out, persist lag, strawman, consumer.
+//! - [`load`], [`http_client`], [`api`]: the driver and its HTTP/1.1 client.
+//! - [`child`], [`namespace`]: the stockd under test and its isolated data.
+//! - [`check`]: the invariants; [`report`], [`ratios`], [`svg`], [`machine`]: output.
 
+pub mod api;
+pub mod check;
+pub mod child;
+pub mod demo;
+pub mod http_client;
+pub mod load;
+pub mod machine;
+pub mod namespace;
+pub mod phases;
+pub mod progress;
+pub mod ratios;
+pub mod report;
+pub mod stats;
+pub mod suite;
+pub mod svg;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
 
 use crate::config::Settings;
+use machine::Machine;
+use namespace::Namespace;
+use progress::note;
+use report::Report;
+
+/// Most concurrent requesters a phase may use: far above a realistic front
+/// tier per node, and the bench must stay a bounded guest on a shared machine.
+const CONCURRENCY_MAX: usize = 1_024;
+/// Most requests per full-speed phase (a few tens of seconds at worst).
+const REQUESTS_MAX: u64 = 200_000;
+/// Longest half-load (persist lag) phase.
+const LAG_SECS_MAX: u64 = 60;
 
 /// Options of `stockd bench`.
 #[derive(Debug, Clone, clap::Args)]
@@ -10,8 +52,104 @@ pub struct BenchArgs {
     /// Run the flash-sale demo instead of the benchmark.
     #[arg(long)]
     pub demo: bool,
+    /// Drive an already running stockd at this loopback base URL (e.g.
+    /// http://127.0.0.1:8080) instead of starting child processes.
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Admin token of the `--target` stockd (default: `admin.token` from config).
+    #[arg(long, env = "STOCKD_BENCH_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Concurrent requesters of every phase (the strawman also runs at 1,000).
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Requests of each full-speed phase (ceiling, reserve, sold-out).
+    #[arg(long, default_value_t = 30_000)]
+    pub requests: u64,
+    /// Seconds of the half-load run that measures persist lag.
+    #[arg(long, default_value_t = 5)]
+    pub lag_secs: u64,
+    /// Where bench.json, bench.md, bench.svg and the child logs go.
+    #[arg(long, default_value = "bench-out")]
+    pub out_dir: PathBuf,
+    /// Keep the bench database, Redis keys and queues afterwards (debugging).
+    #[arg(long)]
+    pub keep: bool,
 }
 
-pub async fn run(_args: BenchArgs, _settings: Settings) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("stockd bench is not built yet")
+impl BenchArgs {
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=CONCURRENCY_MAX).contains(&self.concurrency),
+            "--concurrency must be in 1..={CONCURRENCY_MAX}"
+        );
+        anyhow::ensure!(
+            (1..=REQUESTS_MAX).contains(&self.requests),
+            "--requests must be in 1..={REQUESTS_MAX}"
+        );
+        anyhow::ensure!(
+            (1..=LAG_SECS_MAX).contains(&self.lag_secs),
+            "--lag-secs must be in 1..={LAG_SECS_MAX}"
+        );
+        Ok(())
+    }
+}
+
+pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode> {
+    args.validate()?;
+    if args.demo {
+        return demo::run(args, settings).await;
+    }
+    let started = Instant::now();
+    let ns = Namespace::new(&settings, "bench")?;
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("creating {}", args.out_dir.display()))?;
+    let machine = Machine::detect(&ns).await;
+    note(&machine.summary());
+    ns.cleanup()
+        .await
+        .context("removing leftovers of an earlier run")?;
+    let mut collected = suite::Collected::default();
+    let outcome = suite::run_phases(&args, &ns, &mut collected).await;
+    if !args.keep {
+        if let Err(err) = ns.cleanup().await {
+            note(&format!("cleanup failed: {err:#}"));
+        }
+    }
+    outcome?;
+    let violations = std::mem::take(&mut collected.violations);
+    let report = Report {
+        generated_at: now_rfc3339(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        concurrency: args.concurrency,
+        machine,
+        ratios: ratios::compute(&collected.phases, &collected.memory),
+        phases: collected.phases,
+        memory: collected.memory,
+        correctness: if violations.is_empty() {
+            "all invariants held after every phase".into()
+        } else {
+            format!("FAILED: {}", violations.join("; "))
+        },
+    };
+    print!("{}", report.text());
+    report.write(&args.out_dir)?;
+    note(&format!(
+        "wrote {dir}/bench.json, {dir}/bench.md, {dir}/bench.svg in {:.0} s",
+        started.elapsed().as_secs_f64(),
+        dir = args.out_dir.display()
+    ));
+    if violations.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "\n!!!!!!!! stockd bench: CORRECTNESS VIOLATED — the numbers above do not count !!!!!!!!"
+    );
+    for v in &violations {
+        eprintln!("  ✗ {v}");
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+fn now_rfc3339() -> String {
+    crate::roles::api::views::rfc3339_ms(crate::telemetry::unix_ms())
 }

@@ -3,7 +3,6 @@
 //! keep their data; the bench removes everything under its names before a run
 //! (leftovers of an interrupted run) and after it.
 
-
 use anyhow::Context;
 use deadpool_redis::redis;
 use mysql_async::prelude::Queryable;
@@ -25,12 +24,17 @@ pub struct Namespace {
     pub settings: Settings,
     /// Admin token the child stockd is started with (random per run).
     pub admin_token: String,
+    /// `admin.token` of the loaded configuration (for `--target`).
+    pub base_admin_token: Option<String>,
 }
 
 impl Namespace {
     /// `name` is `bench` or `demo`: `[a-z]+`, so every name derived from it is valid.
     pub fn new(base: &Settings, name: &str) -> anyhow::Result<Self> {
-        assert!(name.bytes().all(|b| b.is_ascii_lowercase()), "bad namespace");
+        assert!(
+            name.bytes().all(|b| b.is_ascii_lowercase()),
+            "bad namespace"
+        );
         let mut settings = base.clone();
         settings.mysql.url = with_database(&base.mysql.url, &format!("stockd_{name}"))?;
         settings.redis.key_prefix = format!("{name}:");
@@ -41,6 +45,7 @@ impl Namespace {
         Ok(Self {
             settings,
             admin_token,
+            base_admin_token: base.admin.token.clone(),
         })
     }
 
@@ -54,13 +59,16 @@ impl Namespace {
             ("STOCKD__HTTP__BIND", bind),
             ("STOCKD__MYSQL__URL", self.settings.mysql.url.as_str()),
             ("STOCKD__REDIS__KEY_PREFIX", &self.settings.redis.key_prefix),
-            ("STOCKD__AMQP__QUEUE_PREFIX", &self.settings.amqp.queue_prefix),
+            (
+                "STOCKD__AMQP__QUEUE_PREFIX",
+                &self.settings.amqp.queue_prefix,
+            ),
             ("STOCKD__RESERVATION__DURABILITY", durability),
             ("STOCKD__ADMIN__TOKEN", &self.admin_token),
             ("STOCKD__LOGGING__LEVEL", "warn"),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.to_string(), yaml_string(v)))
         .collect()
     }
 
@@ -88,6 +96,12 @@ impl Namespace {
         let _ = conn.close(200, "bench cleanup".into()).await;
         Ok(())
     }
+}
+
+/// `value` as a double-quoted YAML scalar. Override values are parsed as YAML,
+/// where a plain `bench:` would be a mapping, not the string "bench:".
+fn yaml_string(value: &str) -> String {
+    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 /// `url` with its database path replaced by `db_name` (query string kept).
@@ -154,14 +168,26 @@ pub async fn delete_keys(store: &RedisStore, prefix: &str) -> anyhow::Result<u64
 
 #[cfg(test)]
 mod tests {
-    use super::with_database;
+    use super::{with_database, yaml_string};
+
+    #[test]
+    fn override_values_are_quoted_so_yaml_keeps_them_strings() {
+        assert_eq!(yaml_string("bench:"), r#""bench:""#);
+        assert_eq!(yaml_string(r#"a"b\c"#), r#""a\"b\\c""#);
+    }
 
     #[test]
     fn the_database_name_is_replaced_and_the_query_kept() {
         let cases = [
-            ("mysql://root@127.0.0.1:3306/stockd", "mysql://root@127.0.0.1:3306/stockd_bench"),
+            (
+                "mysql://root@127.0.0.1:3306/stockd",
+                "mysql://root@127.0.0.1:3306/stockd_bench",
+            ),
             ("mysql://root@h:3306", "mysql://root@h:3306/stockd_bench"),
-            ("mysql://u:p@h/x?pool_max=3", "mysql://u:p@h/stockd_bench?pool_max=3"),
+            (
+                "mysql://u:p@h/x?pool_max=3",
+                "mysql://u:p@h/stockd_bench?pool_max=3",
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(with_database(input, "stockd_bench").unwrap(), want);

@@ -65,7 +65,11 @@ async fn report(
         }
         let n = done.load(Ordering::Relaxed);
         let elapsed = started.elapsed().as_secs_f64();
-        let rate = if elapsed > 0.0 { n as f64 / elapsed } else { 0.0 };
+        let rate = if elapsed > 0.0 {
+            n as f64 / elapsed
+        } else {
+            0.0
+        };
         let of = if total > 0 {
             format!("{n}/{total}")
         } else {

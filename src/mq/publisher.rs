@@ -182,6 +182,22 @@ impl Publisher {
         result
     }
 
+    /// Messages ready in `queue` (passive declare on a throw-away channel, so a
+    /// missing queue cannot close a publishing channel).
+    pub async fn queue_depth(&self, queue: &str) -> Result<u32, MqError> {
+        let link = self.current_link().await?;
+        let ch = link.conn.create_channel().await?;
+        let options = lapin::options::QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        let declared = ch
+            .queue_declare(queue.into(), options, FieldTable::default())
+            .await;
+        let _ = ch.close(200, "".into()).await;
+        Ok(declared?.message_count())
+    }
+
     /// Closes the connection (shutdown).
     pub async fn close(&self) {
         if let Some(link) = self.link.write().await.take() {

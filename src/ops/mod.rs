@@ -2,4 +2,7 @@
 //! from an HTTP handler, a CLI subcommand or a background role alike.
 
 pub mod lifecycle;
+pub mod observe;
+pub mod reconcile;
 pub mod sku_admin;
+pub mod warmup;

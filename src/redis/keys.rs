@@ -57,6 +57,11 @@ impl Keys {
         self.tagged(sku, &format!("res:{request}"))
     }
 
+    /// Prefix of every reservation key of one SKU (for scripts that build them).
+    pub fn reservation_prefix(&self, sku: SkuId) -> String {
+        self.tagged(sku, "res:")
+    }
+
     pub fn outbox(&self, sku: SkuId) -> String {
         self.tagged(sku, "outbox")
     }

@@ -2,12 +2,14 @@
 //! connection handling of the hot path.
 
 pub mod conn;
+pub mod drift;
 pub mod keys;
 pub mod outbox;
 pub mod reply;
 pub mod store;
 
 pub use conn::HotConnection;
+pub use drift::{AdjustOutcome, RedisSnapshot, WinnerRecord};
 pub use keys::Keys;
 pub use outbox::OutboxEntry;
 pub use store::{FinishOutcome, LoadOutcome, RedisStore, SkuSnapshot};

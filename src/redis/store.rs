@@ -94,7 +94,7 @@ impl RedisStore {
         self.hot.pool()
     }
 
-    async fn run<T, F, Fut>(&self, op: F) -> Result<T, RedisError>
+    pub(super) async fn run<T, F, Fut>(&self, op: F) -> Result<T, RedisError>
     where
         F: FnOnce(redis::aio::MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
@@ -232,6 +232,16 @@ impl RedisStore {
             .get(1)
             .and_then(|s| s.parse::<i64>().ok())
             .ok_or_else(|| RedisError::BadReply(format!("{reply:?}")))?;
+        self.register(sku_id).await?;
+        match reply.first().map(String::as_str) {
+            Some("OK") => Ok(LoadOutcome::Loaded { available }),
+            Some("BELOW_RESERVED") => Ok(LoadOutcome::BelowReserved { available }),
+            _ => Err(RedisError::BadReply(format!("{reply:?}"))),
+        }
+    }
+
+    /// Adds the SKU to the registry the background loops iterate over.
+    pub async fn register(&self, sku_id: SkuId) -> Result<(), RedisError> {
         let registry = self.keys.registry();
         self.run(|mut c| async move {
             redis::cmd("SADD")
@@ -240,12 +250,8 @@ impl RedisStore {
                 .query_async::<i64>(&mut c)
                 .await
         })
-        .await?;
-        match reply.first().map(String::as_str) {
-            Some("OK") => Ok(LoadOutcome::Loaded { available }),
-            Some("BELOW_RESERVED") => Ok(LoadOutcome::BelowReserved { available }),
-            _ => Err(RedisError::BadReply(format!("{reply:?}"))),
-        }
+        .await
+        .map(|_| ())
     }
 
     /// The SKU hash, or `None` when the SKU is not loaded.

@@ -3,6 +3,7 @@
 pub mod api;
 pub mod closer;
 pub mod consumer;
+pub mod reconciler;
 
 use std::net::TcpListener;
 
@@ -20,6 +21,8 @@ pub enum Role {
     Consumer,
     /// Releases unpaid reservations (delay queue + sweep backstop).
     Closer,
+    /// Compares Redis, MySQL and the ledger; alerts and repairs drift.
+    Reconciler,
     /// Every role in one process (development, small installs).
     All,
 }
@@ -49,6 +52,16 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
     if matches!(role, Role::Closer | Role::All) {
         let closer = closer::Closer::new(res.clone());
         workers.push(tokio::spawn(closer.run_until_stopped(cancel.clone())));
+    }
+    if matches!(role, Role::Reconciler | Role::All) {
+        let interval = std::time::Duration::from_millis(res.settings.reconcile.interval_ms);
+        let task = reconciler::run_until_stopped(
+            res.reconciler.clone(),
+            interval,
+            res.settings.reconcile.repair,
+            cancel.clone(),
+        );
+        workers.push(tokio::spawn(task));
     }
     if let Some(api) = api {
         api.stopped().await;

@@ -30,6 +30,7 @@ pub struct TestOptions {
     pub closer: bool,
     pub durability: Durability,
     pub ttl_secs: u64,
+    pub webhook_url: Option<String>,
 }
 
 impl Default for TestOptions {
@@ -39,6 +40,7 @@ impl Default for TestOptions {
             closer: false,
             durability: Durability::Queue,
             ttl_secs: 900,
+            webhook_url: None,
         }
     }
 }
@@ -66,6 +68,7 @@ pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
     s.reservation.ttl_secs = opts.ttl_secs;
     s.http.bind = "127.0.0.1:0".into();
     s.http.workers = 2;
+    s.reconcile.webhook_url = opts.webhook_url.clone();
     s
 }
 
@@ -318,6 +321,23 @@ impl TestApp {
         )
         .await
         .unwrap()
+    }
+
+    /// Moves Redis `available` behind the service's back (failover / leak simulation).
+    pub async fn redis_incr_available(&self, sku: u64, delta: i64) {
+        let mut conn = self.redis_conn().await;
+        let key = self.res.redis.keys().sku(Self::sku(sku));
+        let _: i64 = redis::cmd("HINCRBY")
+            .arg(&key)
+            .arg("available")
+            .arg(delta)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    pub async fn reconcile(&self, repair: bool) -> stockd::ops::reconcile::Report {
+        self.res.reconciler.run_once(&[], repair).await.unwrap()
     }
 
     /// Messages ready in a queue (passive declare).

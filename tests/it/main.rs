@@ -7,5 +7,6 @@ mod helpers;
 mod bad_input;
 mod lifecycle;
 mod pipeline;
+mod reconcile;
 mod reserve;
 mod soldout;

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{key, Checked, PhaseResult};
-use crate::bench::check::{self, wait_until, Expect, DRAIN_TIMEOUT};
+use crate::bench::check::{wait_until, Expect, DRAIN_TIMEOUT};
 use crate::bench::namespace::Namespace;
 use crate::bench::progress::Progress;
 use crate::db::{sku, Db};
@@ -53,17 +53,28 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
         violations: Vec::new(),
     };
     let variants = [
-        (key::CONSUMER_BATCHED, 11, batched, ns.settings.consumer.batch_max),
+        (
+            key::CONSUMER_BATCHED,
+            11,
+            batched,
+            ns.settings.consumer.batch_max,
+        ),
         (key::CONSUMER_PER_MESSAGE, 12, single, 1),
     ];
     for (key, sku_raw, count, batch_max) in variants {
         let sku = SkuId::new(sku_raw)?;
         let total = i64::try_from(count)?;
         crate::ops::sku_admin::upsert(&db, &redis, sku, total, 1).await?;
-        preload(&publisher, sku, count, key).await?;
+        let ttl_ms = ns.settings.reservation.ttl_secs * 1000;
+        preload(&publisher, sku, count, ttl_ms, key).await?;
         let mut settings = ns.settings.clone();
         settings.consumer.batch_max = batch_max;
-        let consumer = Consumer::new(Arc::new(settings), db.clone(), redis.clone(), publisher.clone());
+        let consumer = Consumer::new(
+            Arc::new(settings),
+            db.clone(),
+            redis.clone(),
+            publisher.clone(),
+        );
         let cancel = CancellationToken::new();
         let progress = Progress::start(key, count);
         let started = Instant::now();
@@ -80,12 +91,24 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
         let _ = task.await;
         progress.finish().await;
         if !drained {
-            out.violations.push(format!("{key}: backlog not drained within {DRAIN_TIMEOUT:?}"));
+            out.violations.push(format!(
+                "{key}: backlog not drained within {DRAIN_TIMEOUT:?}"
+            ));
         }
-        let expect = Expect { sku, total, admitted: total };
+        let expect = Expect {
+            sku,
+            total,
+            admitted: total,
+        };
         out.violations.extend(mysql_only(&db, expect).await);
         let title = format!("drain {count} preloaded deductions, batch_max {batch_max}");
-        out.results.push(PhaseResult::from_rate(key, title, "deductions/s", count, elapsed));
+        out.results.push(PhaseResult::from_rate(
+            key,
+            title,
+            "deductions/s",
+            count,
+            elapsed,
+        ));
     }
     publisher.close().await;
     db.disconnect().await;
@@ -93,7 +116,13 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
 }
 
 /// Publishes `count` one-unit deductions of `sku` to the work queue, with confirms.
-async fn preload(publisher: &Publisher, sku: SkuId, count: u64, label: &str) -> anyhow::Result<()> {
+async fn preload(
+    publisher: &Publisher,
+    sku: SkuId,
+    count: u64,
+    ttl_ms: u64,
+    label: &str,
+) -> anyhow::Result<()> {
     let now_ms = crate::telemetry::unix_ms();
     let queue = publisher.topology().deduct_queue.clone();
     let progress = Progress::start(&format!("{label} preload"), count);
@@ -106,7 +135,7 @@ async fn preload(publisher: &Publisher, sku: SkuId, count: u64, label: &str) -> 
                 user_id: UserId::new(i + 1).expect("positive"),
                 count: 1,
                 created_ms: now_ms,
-                expires_ms: now_ms + 900_000,
+                expires_ms: now_ms + ttl_ms,
             };
             let queue = &queue;
             let counter = &counter;
@@ -129,7 +158,9 @@ async fn preload(publisher: &Publisher, sku: SkuId, count: u64, label: &str) -> 
 }
 
 async fn taken(db: &Db, sku_id: SkuId, total: i64) -> i64 {
-    let Ok(mut conn) = db.conn().await else { return 0 };
+    let Ok(mut conn) = db.conn().await else {
+        return 0;
+    };
     match sku::get(&mut conn, sku_id).await {
         Ok(Some(row)) => total - row.available_stock,
         _ => 0,
@@ -143,15 +174,26 @@ async fn mysql_only(db: &Db, expect: Expect) -> Vec<String> {
         Ok(c) => c,
         Err(err) => return vec![format!("consumer check: {err}")],
     };
-    let live = crate::db::ledger::live_units(&mut conn, expect.sku).await.unwrap_or(-1);
-    let available = sku::get(&mut conn, expect.sku).await.ok().flatten().map(|r| r.available_stock);
+    let live = crate::db::ledger::live_units(&mut conn, expect.sku)
+        .await
+        .unwrap_or(-1);
+    let available = sku::get(&mut conn, expect.sku)
+        .await
+        .ok()
+        .flatten()
+        .map(|r| r.available_stock);
     let mut bad = Vec::new();
     if live != expect.admitted {
-        bad.push(format!("consumer: ledger live units {live}, expected {}", expect.admitted));
+        bad.push(format!(
+            "consumer: ledger live units {live}, expected {}",
+            expect.admitted
+        ));
     }
     if available != Some(expect.total - expect.admitted) {
-        bad.push(format!("consumer: MySQL available {available:?}, expected {}", expect.total - expect.admitted));
+        bad.push(format!(
+            "consumer: MySQL available {available:?}, expected {}",
+            expect.total - expect.admitted
+        ));
     }
-    let _ = check::answers; // answers are not HTTP here; conservation is the check
     bad
 }

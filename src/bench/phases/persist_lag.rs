@@ -71,7 +71,8 @@ pub async fn run(
         total,
         admitted: run.tally.done as i64,
     };
-    let mut violations = check::after_phase(target, expect, &both(&run.tally, &Tally::default())).await;
+    let mut violations =
+        check::after_phase(target, expect, &both(&run.tally, &Tally::default())).await;
     if unpersisted > 0 {
         violations.push(format!(
             "{unpersisted} reservations answered 201/202 were not in MySQL within {DRAIN_TIMEOUT:?}"
@@ -79,7 +80,7 @@ pub async fn run(
     }
     let half = PhaseResult::from_run(
         key::HALF_LOAD,
-        format!("POST reservations at {rate_per_sec:.0}/s (half of reserve_queue)"),
+        format!("POST reservations at {rate_per_sec:.0}/s (half the measured reserve rate)"),
         "req/s",
         concurrency,
         &run,
@@ -160,7 +161,12 @@ async fn persisted(
                 list.join(",")
             );
             match db.conn().await {
-                Ok(mut conn) => conn.query(sql).await.unwrap_or_default().into_iter().collect(),
+                Ok(mut conn) => conn
+                    .query(sql)
+                    .await
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect(),
                 Err(_) => Default::default(),
             }
         }

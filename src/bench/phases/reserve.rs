@@ -91,8 +91,7 @@ pub async fn sold_out(
         total: 1,
         admitted: (1 + warm.tally.done + run.tally.done) as i64,
     };
-    let mut violations =
-        check::after_phase(target, expect, &both(&warm.tally, &run.tally)).await;
+    let mut violations = check::after_phase(target, expect, &both(&warm.tally, &run.tally)).await;
     let sold_out = run.tally.by_label.get("409 SOLD_OUT").copied().unwrap_or(0);
     if sold_out != run.requests {
         violations.push(format!(

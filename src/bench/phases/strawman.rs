@@ -75,10 +75,9 @@ pub async fn run(
 ) -> anyhow::Result<Checked> {
     let connections = requesters.min(POOL_MAX);
     let constraints = PoolConstraints::new(connections, connections).expect("min == max");
-    let opts = mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(
-        &ns.settings.mysql.url,
-    )?)
-    .pool_opts(PoolOpts::default().with_constraints(constraints));
+    let opts =
+        mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(&ns.settings.mysql.url)?)
+            .pool_opts(PoolOpts::default().with_constraints(constraints));
     let pool = Pool::new(opts);
     let total = i64::try_from(plan.requests)?;
     reset_table(&pool, total).await?;
@@ -136,11 +135,8 @@ async fn reset_table(pool: &Pool, total: i64) -> anyhow::Result<()> {
 /// Opens every pooled connection up front, so the measurement has no connects.
 async fn warm_pool(pool: &Pool, connections: usize) -> anyhow::Result<()> {
     let opens = (0..connections).map(|_| pool.get_conn());
-    let conns = tokio::time::timeout(
-        POOL_WARM_TIMEOUT,
-        futures_util::future::try_join_all(opens),
-    )
-    .await??;
+    let conns = tokio::time::timeout(POOL_WARM_TIMEOUT, futures_util::future::try_join_all(opens))
+        .await??;
     drop(conns);
     Ok(())
 }

@@ -35,6 +35,7 @@ pub fn configure(state: web::Data<ApiState>) -> impl FnOnce(&mut web::ServiceCon
         cfg.app_data(state)
             .app_data(routes::json_config(max_body))
             .app_data(routes::path_config())
+            .app_data(routes::query_config())
             .app_data(web::PayloadConfig::new(max_body));
         routes::register(cfg);
     }

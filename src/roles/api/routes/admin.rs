@@ -7,7 +7,9 @@ use serde_json::json;
 use subtle::ConstantTimeEq;
 
 use super::sku_from;
+use crate::ops::observe::ObserveError;
 use crate::ops::sku_admin::{self, SkuAdminError};
+use crate::ops::warmup::{self as warm, WarmupOutcome};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::SkuBody;
 use crate::roles::api::ApiState;
@@ -54,4 +56,96 @@ pub async fn put_sku(
         "sold_out": sku.available_redis <= 0,
         "limit_per_user": sku.limit_per_user,
     })))
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarmupQuery {
+    #[serde(default)]
+    pub force: bool,
+}
+
+fn observe_failed(err: ObserveError) -> ApiError {
+    match err {
+        ObserveError::UnknownSku(sku) => ApiError::SkuNotFound(sku.get()),
+        ObserveError::Db(e) => ApiError::unavailable("mysql", e),
+        ObserveError::Redis(e) => ApiError::unavailable("redis", e),
+    }
+}
+
+/// `POST /v1/admin/skus/{sku_id}/warmup[?force=true]`
+pub async fn warmup(
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+    query: web::Query<WarmupQuery>,
+) -> Result<HttpResponse, ApiError> {
+    require_admin(&req, &state)?;
+    let sku_id = sku_from(&req)?;
+    let res = &state.res;
+    let max_winners = res.settings.reconcile.max_winners;
+    let outcome = warm::warmup(
+        &res.db,
+        &res.redis,
+        &res.publisher,
+        sku_id,
+        query.force,
+        max_winners,
+    )
+    .await
+    .map_err(observe_failed)?;
+    match outcome {
+        WarmupOutcome::Warmed {
+            available,
+            limit_per_user,
+        } => {
+            if let Some(board) = &state.soldout {
+                let _ = board.refresh(sku_id).await;
+            }
+            Ok(HttpResponse::Ok().json(json!({
+                "sku_id": sku_id.get(),
+                "available": available,
+                "limit_per_user": limit_per_user,
+                "forced": query.force,
+            })))
+        }
+        WarmupOutcome::Refused(reason) => Err(ApiError::Conflict(format!(
+            "deductions in flight: {reason}; retry when drained or use ?force=true"
+        ))),
+        WarmupOutcome::NotFound => Err(ApiError::SkuNotFound(sku_id.get())),
+    }
+}
+
+/// `POST /v1/admin/reconcile`: check every SKU now (repairing per config).
+pub async fn reconcile_now(
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    require_admin(&req, &state)?;
+    let repair = state.res.settings.reconcile.repair;
+    let report = state
+        .res
+        .reconciler
+        .run_once(&[], repair)
+        .await
+        .map_err(observe_failed)?;
+    Ok(HttpResponse::Ok().json(report))
+}
+
+/// `GET /v1/admin/reconcile`: the latest report (a fresh check without repair
+/// when none ran yet in this process).
+pub async fn last_reconcile(
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    require_admin(&req, &state)?;
+    let report = match state.res.reconciler.last_report() {
+        Some(report) => report,
+        None => state
+            .res
+            .reconciler
+            .run_once(&[], false)
+            .await
+            .map_err(observe_failed)?,
+    };
+    Ok(HttpResponse::Ok().json(report))
 }

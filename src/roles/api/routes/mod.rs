@@ -43,6 +43,17 @@ pub fn register(cfg: &mut web::ServiceConfig) {
             .route(web::put().to(admin::put_sku))
             .default_service(web::to(method_not_allowed)),
     )
+    .service(
+        web::resource("/v1/admin/skus/{sku_id}/warmup")
+            .route(web::post().to(admin::warmup))
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/v1/admin/reconcile")
+            .route(web::post().to(admin::reconcile_now))
+            .route(web::get().to(admin::last_reconcile))
+            .default_service(web::to(method_not_allowed)),
+    )
     .route("/livez", web::get().to(health::livez))
     .route("/readyz", web::get().to(health::readyz))
     .route("/metrics", web::get().to(health::metrics))
@@ -64,6 +75,11 @@ pub fn json_config(limit: usize) -> web::JsonConfig {
         .error_handler(|err, _req| {
             ApiError::InvalidRequest(format!("invalid JSON body: {err}")).into()
         })
+}
+
+pub fn query_config() -> web::QueryConfig {
+    web::QueryConfig::default()
+        .error_handler(|err, _req| ApiError::InvalidRequest(format!("invalid query: {err}")).into())
 }
 
 pub fn path_config() -> web::PathConfig {

@@ -1,0 +1,183 @@
+//! The run's report: a table on stdout, `bench.json` (everything, for tools),
+//! `bench.md` (the tables as BENCHMARKS.md shows them) and `bench.svg`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::machine::Machine;
+use super::phases::PhaseResult;
+use super::ratios::Ratio;
+
+/// Peak resident memory of one stockd process.
+#[derive(Debug, Clone, Serialize)]
+pub struct Memory {
+    pub process: String,
+    pub pid: u32,
+    pub peak_rss_mib: f64,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub generated_at: String,
+    pub command: String,
+    pub concurrency: usize,
+    pub machine: Machine,
+    pub phases: Vec<PhaseResult>,
+    pub memory: Vec<Memory>,
+    pub ratios: Vec<Ratio>,
+    /// Correctness: every phase's invariants held (the run fails otherwise).
+    pub correctness: String,
+}
+
+impl Report {
+    /// The phase table and the target table as plain text.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "\n{:<22} {:>6} {:>8} {:>13} {:<12} {:>9} {:>9} {:>9}",
+            "phase", "conc", "count", "throughput", "unit", "p50 ms", "p99 ms", "p999 ms"
+        );
+        for p in &self.phases {
+            let (p50, p99, p999) = latency_cells(p);
+            let _ = writeln!(
+                out,
+                "{:<22} {:>6} {:>8} {:>13} {:<12} {p50:>9} {p99:>9} {p999:>9}",
+                p.key,
+                conc_cell(p),
+                p.count,
+                thousands(p.throughput),
+                p.unit
+            );
+        }
+        let _ = writeln!(out);
+        for m in &self.memory {
+            let _ = writeln!(
+                out,
+                "peak RSS {:<28} {:>7.1} MiB",
+                m.process, m.peak_rss_mib
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n{:<62} {:>9} {:>8}  result",
+            "target", "measured", "goal"
+        );
+        for r in &self.ratios {
+            let _ = writeln!(
+                out,
+                "{:<62} {:>9} {:>8}  {}",
+                r.name,
+                r.value.map_or("n/a".into(), |v| format!("{v:.2}")),
+                r.goal.text(),
+                verdict(r)
+            );
+        }
+        let _ = writeln!(out, "\ncorrectness: {}", self.correctness);
+        out
+    }
+
+    /// The same tables in Markdown, for BENCHMARKS.md.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "| phase | what | concurrency | count | throughput | p50 ms | p99 ms | p999 ms |"
+        );
+        let _ = writeln!(out, "|---|---|--:|--:|--:|--:|--:|--:|");
+        for p in &self.phases {
+            let (p50, p99, p999) = latency_cells(p);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} {} | {p50} | {p99} | {p999} |",
+                p.key,
+                p.title,
+                conc_cell(p),
+                p.count,
+                thousands(p.throughput),
+                p.unit
+            );
+        }
+        let _ = writeln!(out, "\n| target | measured | goal | result | data |");
+        let _ = writeln!(out, "|---|--:|--:|---|---|");
+        for r in &self.ratios {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                r.name,
+                r.value.map_or("n/a".into(), |v| format!("{v:.2}")),
+                r.goal.text(),
+                verdict(r),
+                r.data
+            );
+        }
+        out
+    }
+
+    /// Writes `bench.json`, `bench.md` and `bench.svg` into `dir`.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let json = serde_json::to_string_pretty(self)?;
+        std::fs::write(dir.join("bench.json"), json + "\n")?;
+        std::fs::write(dir.join("bench.md"), self.markdown())?;
+        std::fs::write(dir.join("bench.svg"), super::svg::chart(self))?;
+        Ok(())
+    }
+}
+
+fn verdict(r: &Ratio) -> &'static str {
+    match r.met {
+        Some(true) => "met",
+        Some(false) => "MISSED",
+        None => "n/a",
+    }
+}
+
+fn conc_cell(p: &PhaseResult) -> String {
+    if p.concurrency == 0 {
+        "-".into()
+    } else {
+        p.concurrency.to_string()
+    }
+}
+
+fn latency_cells(p: &PhaseResult) -> (String, String, String) {
+    match p.latency {
+        Some(l) => (
+            format!("{:.2}", l.p50),
+            format!("{:.2}", l.p99),
+            format!("{:.2}", l.p999),
+        ),
+        None => ("-".into(), "-".into(), "-".into()),
+    }
+}
+
+/// `12345.6` → `12,346`.
+pub fn thousands(value: f64) -> String {
+    let digits = format!("{:.0}", value.max(0.0));
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thousands;
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(thousands(0.4), "0");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(1234.0), "1,234");
+        assert_eq!(thousands(1234567.8), "1,234,568");
+    }
+}

@@ -1,0 +1,144 @@
+//! One-shot operator jobs behind `stockd warmup` and `stockd reconcile`.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::SkuId;
+use crate::ops::reconcile::Report;
+use crate::ops::warmup::{warmup as warm, WarmupOutcome};
+use crate::resources::Resources;
+
+/// Width of the terminal progress bar, in characters.
+const BAR_WIDTH: usize = 30;
+
+/// `stockd warmup`: exit 0 when every SKU was warmed, 1 otherwise.
+pub async fn warmup(
+    res: &Resources,
+    skus: &[u64],
+    all: bool,
+    force: bool,
+) -> anyhow::Result<ExitCode> {
+    let ids: Vec<SkuId> = if all {
+        crate::db::sku::all_ids(&res.db).await?
+    } else {
+        skus.iter()
+            .map(|&raw| SkuId::new(raw).map_err(|e| anyhow::anyhow!("--sku {raw}: {e}")))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let tty = std::io::stderr().is_terminal();
+    let mut failed = 0;
+    for (done, sku) in ids.iter().enumerate() {
+        let outcome = warm(
+            &res.db,
+            &res.redis,
+            &res.publisher,
+            *sku,
+            force,
+            res.settings.reconcile.max_winners,
+        )
+        .await;
+        let line = match outcome {
+            Ok(WarmupOutcome::Warmed { available, .. }) => {
+                format!("sku {sku}: warmed, available {available}")
+            }
+            Ok(WarmupOutcome::Refused(reason)) => {
+                failed += 1;
+                format!("sku {sku}: REFUSED: {reason} (use --force to override)")
+            }
+            Ok(WarmupOutcome::NotFound) => {
+                failed += 1;
+                format!("sku {sku}: NOT FOUND in MySQL")
+            }
+            Err(err) => {
+                failed += 1;
+                format!("sku {sku}: ERROR: {err}")
+            }
+        };
+        if tty && ids.len() > 1 {
+            let filled = (done + 1) * BAR_WIDTH / ids.len();
+            eprint!(
+                "\r[{}{}] {}/{} ",
+                "#".repeat(filled),
+                " ".repeat(BAR_WIDTH - filled),
+                done + 1,
+                ids.len()
+            );
+            if !line.contains("warmed") {
+                eprintln!("\n{line}");
+            }
+        } else {
+            println!("warmup: {line}");
+        }
+    }
+    if tty && ids.len() > 1 {
+        eprintln!();
+    }
+    println!(
+        "warmup: {} of {} SKUs warmed",
+        ids.len() - failed,
+        ids.len()
+    );
+    let _ = std::io::stdout().flush();
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `stockd reconcile`: with `--once` exit 0 when healthy, 1 otherwise; without,
+/// check every `reconcile.interval_ms` until interrupted.
+pub async fn reconcile(
+    res: &Resources,
+    once: bool,
+    repair: bool,
+    json: bool,
+    cancel: CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    let interval = Duration::from_millis(res.settings.reconcile.interval_ms);
+    loop {
+        let report = res.reconciler.run_once(&[], repair).await?;
+        print_report(&report, json)?;
+        if once {
+            return Ok(if report.healthy() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = cancel.cancelled() => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+fn print_report(report: &Report, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+        return Ok(());
+    }
+    println!("checked at {}", report.checked_at);
+    println!(
+        "{:>12} {:<19} {:>10} {:>10} {:>10} {:>10} {:>7} {:>9}",
+        "sku", "verdict", "redis", "mysql", "ledger", "in_flight", "drift", "repaired"
+    );
+    for s in &report.skus {
+        let redis = s.redis_available.map_or("-".to_string(), |v| v.to_string());
+        println!(
+            "{:>12} {:<19} {:>10} {:>10} {:>10} {:>10} {:>7} {:>9}",
+            s.sku_id,
+            s.verdict.as_str(),
+            redis,
+            s.mysql_available,
+            s.ledger_units,
+            s.in_flight,
+            s.drift,
+            s.repaired
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! The reconciler's verdict per SKU (SPEC §8) and its repairs.
+//!
+//! - `MYSQL_INCONSISTENT`: `total - available != live ledger units`. Never
+//!   repaired automatically: it pages.
+//! - `REDIS_AHEAD`: Redis has more available than MySQL minus in-flight work —
+//!   lost Redis writes (failover). Confirmed by an immediate second look, then
+//!   repaired at once by a compare-and-set down to the truth.
+//! - `REDIS_BEHIND`: Redis has less — leaked stock, or not loaded at all.
+//!   Repaired only when two consecutive checks saw the same drift with nothing
+//!   in flight; a SKU that is not loaded waits for an explicit warm-up.
+//! - `IN_FLIGHT`: the stores differ exactly by work in flight. `OK`: no gap.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use super::observe::{observe, Observation, ObserveError};
+use crate::alert::{Alerter, Finding};
+use crate::db::Db;
+use crate::domain::SkuId;
+use crate::redis::{AdjustOutcome, RedisStore};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    Ok,
+    InFlight,
+    RedisAhead,
+    RedisBehind,
+    MysqlInconsistent,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "OK",
+            Self::InFlight => "IN_FLIGHT",
+            Self::RedisAhead => "REDIS_AHEAD",
+            Self::RedisBehind => "REDIS_BEHIND",
+            Self::MysqlInconsistent => "MYSQL_INCONSISTENT",
+        }
+    }
+
+    /// Healthy verdicts: `stockd reconcile --once` exits 0 on these only.
+    pub fn is_healthy(self) -> bool {
+        matches!(self, Self::Ok | Self::InFlight)
+    }
+}
+
+/// Verdict and drift (Redis minus what it should hold) of one observation.
+pub fn classify(obs: &Observation) -> (Verdict, i64) {
+    if obs.total_stock - obs.mysql_available != obs.ledger_units || obs.mysql_available < 0 {
+        return (Verdict::MysqlInconsistent, 0);
+    }
+    let Some(redis) = &obs.redis else {
+        return (Verdict::RedisBehind, -(obs.mysql_available - obs.in_flight));
+    };
+    let drift = redis.available - (obs.mysql_available - obs.in_flight);
+    let verdict = match drift {
+        d if d > 0 => Verdict::RedisAhead,
+        d if d < 0 => Verdict::RedisBehind,
+        _ if obs.in_flight != 0 => Verdict::InFlight,
+        _ => Verdict::Ok,
+    };
+    (verdict, drift)
+}
+
+/// One SKU's line of the report (SPEC §8), plus `drift` and Redis' own check.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkuReport {
+    pub sku_id: u64,
+    pub verdict: Verdict,
+    pub redis_available: Option<i64>,
+    pub mysql_available: i64,
+    pub ledger_units: i64,
+    pub in_flight: i64,
+    pub repaired: bool,
+    pub drift: i64,
+    pub redis_conserved: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub checked_at: String,
+    pub skus: Vec<SkuReport>,
+}
+
+impl Report {
+    pub fn healthy(&self) -> bool {
+        self.skus.iter().all(|s| s.verdict.is_healthy())
+    }
+}
+
+pub struct Reconciler {
+    db: Db,
+    redis: std::sync::Arc<RedisStore>,
+    alerter: Alerter,
+    max_winners: usize,
+    /// Verdict and drift of the previous check, per SKU ("stable across checks").
+    previous: Mutex<HashMap<SkuId, (Verdict, i64)>>,
+    last: Mutex<Option<Report>>,
+}
+
+impl Reconciler {
+    pub fn new(
+        db: Db,
+        redis: std::sync::Arc<RedisStore>,
+        settings: &crate::config::ReconcileSettings,
+    ) -> Self {
+        Self {
+            db,
+            redis,
+            alerter: Alerter::new(settings.clone()),
+            max_winners: settings.max_winners,
+            previous: Mutex::new(HashMap::new()),
+            last: Mutex::new(None),
+        }
+    }
+
+    pub fn last_report(&self) -> Option<Report> {
+        self.last.lock().expect("lock poisoned").clone()
+    }
+
+    /// Checks `skus` (every SKU in MySQL when empty), repairing if asked.
+    pub async fn run_once(&self, skus: &[SkuId], repair: bool) -> Result<Report, ObserveError> {
+        let skus = if skus.is_empty() {
+            crate::db::sku::all_ids(&self.db).await?
+        } else {
+            skus.to_vec()
+        };
+        let mut lines = Vec::with_capacity(skus.len());
+        for sku in skus {
+            let line = self.check(sku, repair).await?;
+            metrics::counter!("stockd_reconcile_verdicts_total", "verdict" => line.verdict.as_str()).increment(1);
+            lines.push(line);
+        }
+        let drift_total: i64 = lines.iter().map(|l| l.drift.abs()).sum();
+        metrics::gauge!("stockd_reconcile_drift_units").set(drift_total as f64);
+        metrics::gauge!("stockd_reconcile_last_success_timestamp_seconds")
+            .set(crate::telemetry::unix_ms() as f64 / 1000.0);
+        let report = Report {
+            checked_at: crate::roles::api::views::rfc3339_ms(crate::telemetry::unix_ms()),
+            skus: lines,
+        };
+        *self.last.lock().expect("lock poisoned") = Some(report.clone());
+        Ok(report)
+    }
+
+    async fn check(&self, sku: SkuId, repair: bool) -> Result<SkuReport, ObserveError> {
+        let mut obs = observe(&self.db, &self.redis, sku, self.max_winners).await?;
+        let (mut verdict, mut drift) = classify(&obs);
+        if matches!(verdict, Verdict::RedisAhead | Verdict::RedisBehind) {
+            // A second look filters a change that landed between the two reads.
+            obs = observe(&self.db, &self.redis, sku, self.max_winners).await?;
+            (verdict, drift) = classify(&obs);
+        }
+        let previous = self
+            .previous
+            .lock()
+            .expect("lock poisoned")
+            .insert(sku, (verdict, drift));
+        let mut repaired = false;
+        if repair {
+            repaired = self.repair(&obs, verdict, drift, previous).await?;
+        }
+        let line = SkuReport {
+            sku_id: sku.get(),
+            verdict,
+            redis_available: obs.redis.as_ref().map(|r| r.available),
+            mysql_available: obs.mysql_available,
+            ledger_units: obs.ledger_units,
+            in_flight: obs.in_flight,
+            repaired,
+            drift,
+            redis_conserved: obs.redis.as_ref().and_then(|r| r.internally_conserved()),
+        };
+        if verdict.is_healthy() {
+            self.alerter.resolved(sku);
+        } else {
+            let finding = Finding {
+                sku_id: sku,
+                verdict: verdict.as_str(),
+                drift,
+                redis_available: line.redis_available,
+                mysql_available: line.mysql_available,
+                in_flight: line.in_flight,
+                repaired,
+            };
+            self.alerter.raise(&finding).await;
+        }
+        Ok(line)
+    }
+
+    async fn repair(
+        &self,
+        obs: &Observation,
+        verdict: Verdict,
+        drift: i64,
+        previous: Option<(Verdict, i64)>,
+    ) -> Result<bool, ObserveError> {
+        let Some(redis) = &obs.redis else {
+            return Ok(false); // not loaded: an operator warms it up
+        };
+        let allowed = match verdict {
+            Verdict::RedisAhead => true,
+            Verdict::RedisBehind => {
+                let stable = previous == Some((verdict, drift));
+                let drained = obs.exact
+                    && obs.in_flight == 0
+                    && self.redis.outbox_len(obs.sku_id).await? == 0;
+                stable && drained
+            }
+            _ => false,
+        };
+        if !allowed {
+            return Ok(false);
+        }
+        let new_available = redis.available - drift;
+        let new_adjust = match redis.recorded_units() {
+            Some(units) => redis.total - new_available - units,
+            None => redis.adjust + drift,
+        };
+        let outcome = self
+            .redis
+            .adjust(obs.sku_id, redis.available, -drift, new_adjust)
+            .await?;
+        let applied = matches!(outcome, AdjustOutcome::Applied { .. });
+        if applied {
+            tracing::warn!(sku.id = %obs.sku_id, verdict = verdict.as_str(), drift_units = drift,
+                "reconcile.repair: Redis available brought to the truth");
+            self.previous
+                .lock()
+                .expect("lock poisoned")
+                .remove(&obs.sku_id);
+        }
+        Ok(applied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::RedisSnapshot;
+
+    fn obs(total: i64, mysql: i64, live: i64, redis: Option<i64>, in_flight: i64) -> Observation {
+        Observation {
+            sku_id: SkuId::new(1).unwrap(),
+            total_stock: total,
+            mysql_available: mysql,
+            ledger_units: live,
+            redis: redis.map(|available| RedisSnapshot {
+                available,
+                total,
+                adjust: 0,
+                limit_per_user: 1,
+                winners: Some(Vec::new()),
+            }),
+            in_flight,
+            unapplied: in_flight.max(0),
+            exact: true,
+        }
+    }
+
+    #[test]
+    fn verdicts_follow_the_spec() {
+        assert_eq!(classify(&obs(10, 7, 3, Some(7), 0)), (Verdict::Ok, 0));
+        assert_eq!(classify(&obs(10, 7, 3, Some(5), 2)), (Verdict::InFlight, 0));
+        assert_eq!(
+            classify(&obs(10, 7, 3, Some(9), 0)),
+            (Verdict::RedisAhead, 2)
+        );
+        assert_eq!(
+            classify(&obs(10, 7, 3, Some(4), 2)),
+            (Verdict::RedisBehind, -1)
+        );
+        assert_eq!(
+            classify(&obs(10, 7, 2, Some(7), 0)).0,
+            Verdict::MysqlInconsistent
+        );
+        assert_eq!(classify(&obs(10, 7, 3, None, 0)).0, Verdict::RedisBehind);
+    }
+
+    #[test]
+    fn only_ok_and_in_flight_are_healthy() {
+        assert!(Verdict::Ok.is_healthy() && Verdict::InFlight.is_healthy());
+        for v in [
+            Verdict::RedisAhead,
+            Verdict::RedisBehind,
+            Verdict::MysqlInconsistent,
+        ] {
+            assert!(!v.is_healthy());
+        }
+    }
+}

@@ -1,0 +1,30 @@
+#!lua
+-- adjust.lua: the reconciler's repair, as a compare-and-set. Brings `available`
+-- to the truth only if it still holds the value the check saw, so a repair can
+-- never race a reservation into a wrong number.
+--
+-- KEYS[1] sku hash
+-- ARGV[1] expected available  ARGV[2] delta  ARGV[3] sold-out channel  ARGV[4] sku_id
+-- ARGV[5] new `adjust` value
+--
+-- `adjust` is the part of `total - available` no reservation record explains
+-- (records lost in a failover, then repaired). The caller re-baselines it so
+-- Redis' internal conservation holds after the repair:
+--   total - available == units of live or rejected winning records + adjust
+-- Returns {'OK', available} or {'CHANGED', available}.
+
+local current = redis.call('HGET', KEYS[1], 'available')
+if not current or current ~= ARGV[1] then
+  return {'CHANGED', current or ''}
+end
+local delta = tonumber(ARGV[2])
+local available = redis.call('HINCRBY', KEYS[1], 'available', delta)
+redis.call('HSET', KEYS[1], 'adjust', ARGV[5])
+if available <= 0 then
+  if redis.call('HSET', KEYS[1], 'soldout', '1') == 1 then
+    redis.call('PUBLISH', ARGV[3], 'S:' .. ARGV[4])
+  end
+elseif redis.call('HDEL', KEYS[1], 'soldout') == 1 then
+  redis.call('PUBLISH', ARGV[3], 'A:' .. ARGV[4])
+end
+return {'OK', tostring(available)}

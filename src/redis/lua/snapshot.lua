@@ -1,0 +1,30 @@
+#!lua flags=no-writes
+-- snapshot.lua: one atomic read of a SKU's Redis state for the reconciler.
+--
+-- KEYS[1] sku hash  KEYS[2] winners set
+-- ARGV[1] reservation key prefix (`<p>{<sku>}:res:`)  ARGV[2] most winners to list
+--
+-- Returns {available, total, adjust, limit, n, rid1, status1, count1, ...} with
+-- n = -1 when there are more winners than ARGV[2] (records not listed), and
+-- available = '' when the SKU is not loaded. A winner whose record expired is
+-- listed with status ''.
+
+local sku = redis.call('HMGET', KEYS[1], 'available', 'total', 'adjust', 'limit')
+if not sku[1] then
+  return {'', '', '', '', '0'}
+end
+local out = {sku[1], sku[2] or '0', sku[3] or '0', sku[4] or '0'}
+local size = redis.call('SCARD', KEYS[2])
+if size > tonumber(ARGV[2]) then
+  table.insert(out, '-1')
+  return out
+end
+local members = redis.call('SMEMBERS', KEYS[2])
+table.insert(out, tostring(#members))
+for _, rid in ipairs(members) do
+  local rec = redis.call('HMGET', ARGV[1] .. rid, 'status', 'count')
+  table.insert(out, rid)
+  table.insert(out, rec[1] or '')
+  table.insert(out, rec[2] or '0')
+end
+return out

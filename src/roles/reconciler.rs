@@ -1,0 +1,34 @@
+//! `stockd --role reconciler`: checks every SKU each `reconcile.interval_ms`,
+//! repairs per `reconcile.repair`, alerts on findings (SPEC §8).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::ops::reconcile::Reconciler;
+
+pub async fn run_until_stopped(
+    reconciler: Arc<Reconciler>,
+    interval: Duration,
+    repair: bool,
+    cancel: CancellationToken,
+) {
+    while !cancel.is_cancelled() {
+        match reconciler.run_once(&[], repair).await {
+            Ok(report) if !report.healthy() => {
+                tracing::warn!(
+                    skus = report.skus.len(),
+                    "reconcile.check: findings (see alerts)"
+                );
+            }
+            Ok(_) => {}
+            Err(err) => tracing::error!(error = %err, "reconcile.check: failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = cancel.cancelled() => {}
+        }
+    }
+    tracing::info!("reconciler: stopped");
+}
