@@ -45,6 +45,7 @@ pub struct Settings {
     pub closer: CloserSettings,
     pub soldout: SoldOutSettings,
     pub reconcile: ReconcileSettings,
+    pub metrics: MetricsSettings,
     pub logging: LoggingSettings,
 }
 
@@ -164,6 +165,18 @@ pub struct SoldOutSettings {
     pub max_tracked_winners: usize,
 }
 
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// Listener for `/metrics` and `/livez` of roles without the HTTP API.
+    pub bind: String,
+    /// Seconds between refreshes of dependency, queue and stock gauges.
+    pub refresh_secs: u64,
+    /// SKUs whose available stock is exported with a `sku` label (bounded on
+    /// purpose: per-SKU labels for every SKU would explode the series count).
+    pub sku_allowlist: Vec<u64>,
+}
+
 /// Body format of the alert webhook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -236,7 +249,7 @@ impl Settings {
 
     /// Semantic checks serde cannot express; each error names its key.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let checks: [(bool, &str, &str); 9] = [
+        let checks: [(bool, &str, &str); 10] = [
             (
                 self.http.max_body_bytes >= 64,
                 "http.max_body_bytes",
@@ -270,9 +283,14 @@ impl Settings {
                 "must be >= consumer.batch_max",
             ),
             (
-                valid_prefix(&self.redis.key_prefix) && valid_prefix(&self.amqp.queue_prefix),
+                valid_prefix(&self.redis.key_prefix),
                 "redis.key_prefix",
-                "prefixes may hold only [A-Za-z0-9_.:-] and no `{`/`}`",
+                "may hold only [A-Za-z0-9_.:-] (no `{`/`}`: they would break hash tags)",
+            ),
+            (
+                valid_prefix(&self.amqp.queue_prefix),
+                "amqp.queue_prefix",
+                "may hold only [A-Za-z0-9_.:-]",
             ),
         ];
         for (ok, key, why) in checks {
@@ -350,9 +368,12 @@ fn apply_env_override(tree: &mut Value, path: &str, raw: &str) -> anyhow::Result
     if keys.iter().any(String::is_empty) {
         bail!("invalid environment variable {ENV_PREFIX}{path}: empty key segment");
     }
-    let value: Value = serde_yaml::from_str(raw).unwrap_or_else(|_| Value::String(raw.into()));
-    // A URL or token that happens to parse as a YAML number or null stays a string
-    // only when the target is a string; serde will name the key if the type is wrong.
+    // Numbers, booleans and null keep their YAML types; anything else (a prefix
+    // like `stockd:` would parse as a YAML map) is taken verbatim as a string.
+    let value = match serde_yaml::from_str::<Value>(raw) {
+        Ok(v @ (Value::Number(_) | Value::Bool(_) | Value::Null)) => v,
+        _ => Value::String(raw.into()),
+    };
     let mut node = tree;
     for key in &keys[..keys.len() - 1] {
         let map = node
@@ -425,6 +446,25 @@ mod tests {
         assert_eq!(s.reservation.ttl_secs, 3);
         assert_eq!(s.reservation.durability, Durability::Redis);
         assert_eq!(s.admin.token.as_deref(), Some("s3cret"));
+    }
+
+    #[test]
+    fn env_strings_that_look_like_yaml_stay_strings() {
+        let vars = vec![
+            (
+                "STOCKD__REDIS__KEY_PREFIX".to_string(),
+                "shop1:".to_string(),
+            ),
+            ("STOCKD__AMQP__QUEUE_PREFIX".to_string(), "- x".to_string()),
+        ];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("amqp.queue_prefix"), "{err}");
+        let vars = vec![(
+            "STOCKD__REDIS__KEY_PREFIX".to_string(),
+            "shop1:".to_string(),
+        )];
+        let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
+        assert_eq!(s.redis.key_prefix, "shop1:");
     }
 
     #[test]

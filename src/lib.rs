@@ -30,6 +30,7 @@ pub mod outbox;
 pub mod redis;
 pub mod resources;
 pub mod roles;
+pub mod sdnotify;
 pub mod shutdown;
 pub mod soldout;
 pub mod telemetry;

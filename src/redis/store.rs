@@ -116,6 +116,25 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Whether Redis still holds every script (a restart or SCRIPT FLUSH empties
+    /// the cache; EVALSHA then falls back to loading, but readiness reports it).
+    pub async fn scripts_loaded(&self) -> Result<bool, RedisError> {
+        let hashes: Vec<String> = [&self.reserve, &self.load_sku, &self.finish]
+            .iter()
+            .map(|s| s.get_hash().to_string())
+            .collect();
+        let found: Vec<bool> = self
+            .run(|mut c| async move {
+                redis::cmd("SCRIPT")
+                    .arg("EXISTS")
+                    .arg(&hashes)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(found.iter().all(|f| *f))
+    }
+
     pub async fn ping(&self) -> Result<(), RedisError> {
         self.run(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
             .await

@@ -3,6 +3,8 @@
 pub mod api;
 pub mod closer;
 pub mod consumer;
+pub mod gauges;
+pub mod metrics_listener;
 pub mod reconciler;
 
 use std::net::TcpListener;
@@ -40,6 +42,19 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
         tracing::info!(http.addr = %handle.addr, "api: listening");
         api = Some(handle);
     }
+    let mut metrics_server = None;
+    if !matches!(role, Role::Api | Role::All) {
+        let bind = res.settings.metrics.bind.clone();
+        let listener =
+            TcpListener::bind(&bind).with_context(|| format!("binding metrics.bind {bind}"))?;
+        listener.set_nonblocking(true)?;
+        tracing::info!(metrics.addr = %bind, "metrics: listening");
+        metrics_server = Some(metrics_listener::start(listener, cancel.clone())?);
+    }
+    workers.push(tokio::spawn(gauges::run_until_stopped(
+        res.clone(),
+        cancel.clone(),
+    )));
     if matches!(role, Role::Consumer | Role::All) {
         let consumer = consumer::Consumer::new(
             res.settings.clone(),
@@ -63,8 +78,12 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
         );
         workers.push(tokio::spawn(task));
     }
+    crate::sdnotify::ready_and_watch(cancel.clone());
     if let Some(api) = api {
         api.stopped().await;
+    }
+    if let Some(server) = metrics_server {
+        let _ = server.await;
     }
     for worker in workers {
         let _ = worker.await;

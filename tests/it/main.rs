@@ -5,6 +5,8 @@
 mod helpers;
 
 mod bad_input;
+mod cli;
+mod deploy;
 mod lifecycle;
 mod pipeline;
 mod reconcile;

@@ -1,6 +1,7 @@
 //! `stockd --role api`: the HTTP front. The app factory is shared by `main` and
 //! the in-process integration tests, so tests exercise exactly what ships.
 
+pub mod http_metrics;
 pub mod problem;
 pub mod routes;
 pub mod views;
@@ -102,9 +103,13 @@ pub fn start(
         metrics: crate::telemetry::metrics_handle(),
     });
     let app_state = state.clone();
-    let mut server = HttpServer::new(move || App::new().configure(configure(app_state.clone())))
-        .disable_signals()
-        .shutdown_timeout(http.shutdown_grace_secs);
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .wrap_fn(http_metrics::record)
+            .configure(configure(app_state.clone()))
+    })
+    .disable_signals()
+    .shutdown_timeout(http.shutdown_grace_secs);
     if http.workers > 0 {
         server = server.workers(http.workers);
     }

@@ -42,8 +42,9 @@ pub enum ApiError {
     Unavailable(String),
     #[error("no such route")]
     RouteNotFound,
-    #[error("method not allowed")]
-    MethodNotAllowed,
+    /// Carries the `Allow` header value: the methods the route serves.
+    #[error("method not allowed; this route serves {0}")]
+    MethodNotAllowed(&'static str),
 }
 
 impl ApiError {
@@ -65,7 +66,7 @@ impl ApiError {
             Self::Conflict(_) => "CONFLICT",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::RouteNotFound => "NOT_FOUND",
-            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Self::MethodNotAllowed(_) => "METHOD_NOT_ALLOWED",
         }
     }
 
@@ -95,7 +96,7 @@ impl ResponseError for ApiError {
             | Self::Conflict(_) => StatusCode::CONFLICT,
             Self::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
 
@@ -115,6 +116,9 @@ impl ResponseError for ApiError {
         }
         if status == StatusCode::UNAUTHORIZED {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
+        }
+        if let Self::MethodNotAllowed(allow) = self {
+            response.insert_header((header::ALLOW, HeaderValue::from_static(allow)));
         }
         response.body(body.to_string())
     }

@@ -1,19 +1,33 @@
 //! JSON bodies of the API: what clients send (validated, unknown fields refused)
 //! and what they get back.
 
+//!
+//! The `#[schema(...)]` attributes are the OpenAPI contract (`GET /openapi.json`);
+//! the `validate` methods enforce the same ranges at run time.
+
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
+use utoipa::ToSchema;
 
 use super::problem::ApiError;
-use crate::domain::{RequestId, Reservation, UserId};
+use crate::domain::{RequestId, Reservation, ReservationStatus, UserId};
+
+/// Pattern of a `request_id` (SPEC §6), as in `RequestId::parse`.
+pub const REQUEST_ID_PATTERN: &str = "^[A-Za-z0-9_.:-]{1,64}$";
 
 /// `POST /v1/skus/{sku_id}/reservations`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReserveBody {
+    /// The client's idempotency key: a retry with the same id, user and count
+    /// replays the first answer.
+    #[schema(value_type = String, min_length = 1, max_length = 64,
+             pattern = "^[A-Za-z0-9_.:-]{1,64}$", example = "order-4711:1")]
     pub request_id: RequestId,
+    #[schema(minimum = 1, maximum = 9223372036854775807_i64, example = 42)]
     pub user_id: u64,
+    #[schema(minimum = 1, maximum = 1000, example = 1)]
     pub count: i64,
 }
 
@@ -32,10 +46,13 @@ impl ReserveBody {
 }
 
 /// `PUT /v1/admin/skus/{sku_id}`
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkuBody {
+    /// Units ever put on sale, sold ones included.
+    #[schema(minimum = 0, maximum = 1_000_000_000_000_i64, example = 100)]
     pub total_stock: i64,
+    #[schema(minimum = 1, maximum = 1_000_000, example = 2)]
     pub limit_per_user: i64,
 }
 
@@ -61,17 +78,47 @@ impl SkuBody {
 }
 
 /// A reservation as the API shows it (SPEC §6).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Reservation)]
 pub struct ReservationView {
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_.:-]{1,64}$")]
     pub request_id: String,
+    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
     pub sku_id: u64,
+    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
     pub user_id: u64,
+    #[schema(minimum = 1, maximum = 1000)]
     pub count: u32,
-    pub status: &'static str,
+    pub status: StatusView,
+    /// When an unconfirmed reservation is released (RFC 3339, UTC).
+    #[schema(format = DateTime)]
     pub expires_at: String,
     /// Only on `GET`: whether the reservation is in MySQL yet.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub persisted: Option<bool>,
+}
+
+/// Where a reservation is in its lifecycle (SPEC §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[schema(as = ReservationStatus)]
+pub enum StatusView {
+    Reserved,
+    Confirmed,
+    Released,
+    Rejected,
+}
+
+impl From<ReservationStatus> for StatusView {
+    fn from(status: ReservationStatus) -> Self {
+        match status {
+            ReservationStatus::Reserved => Self::Reserved,
+            ReservationStatus::Confirmed => Self::Confirmed,
+            ReservationStatus::Released => Self::Released,
+            ReservationStatus::Rejected => Self::Rejected,
+        }
+    }
 }
 
 impl ReservationView {
@@ -81,7 +128,7 @@ impl ReservationView {
             sku_id: r.sku_id.get(),
             user_id: r.user_id.get(),
             count: r.count,
-            status: r.status.as_str(),
+            status: r.status.into(),
             expires_at: rfc3339_ms(r.expires_at_ms),
             persisted,
         }
@@ -89,12 +136,49 @@ impl ReservationView {
 }
 
 /// `GET /v1/skus/{sku_id}`
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Sku)]
 pub struct SkuView {
+    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
     pub sku_id: u64,
+    /// Units still on sale (never negative).
+    #[schema(minimum = 0)]
     pub available: i64,
     pub sold_out: bool,
+    #[schema(minimum = 1)]
     pub limit_per_user: u64,
+}
+
+/// `PUT /v1/admin/skus/{sku_id}`: the SKU as stored in MySQL and loaded into Redis.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AdminSku)]
+pub struct AdminSkuView {
+    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
+    pub sku_id: u64,
+    #[schema(minimum = 0)]
+    pub total_stock: i64,
+    /// Units on sale in Redis (never negative).
+    #[schema(minimum = 0)]
+    pub available: i64,
+    /// Units on sale according to the MySQL ledger (lags Redis while in flight).
+    pub mysql_available: i64,
+    pub sold_out: bool,
+    #[schema(minimum = 1)]
+    pub limit_per_user: u64,
+}
+
+/// `POST /v1/admin/skus/{sku_id}/warmup`: what was loaded into Redis.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Warmup)]
+pub struct WarmupView {
+    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
+    pub sku_id: u64,
+    #[schema(minimum = 0)]
+    pub available: i64,
+    #[schema(minimum = 1)]
+    pub limit_per_user: u64,
+    /// Whether `?force=true` overrode the in-flight check.
+    pub forced: bool,
 }
 
 /// Formats milliseconds since the epoch as RFC 3339 (UTC, millisecond precision).

@@ -3,15 +3,18 @@
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde_json::json;
 use subtle::ConstantTimeEq;
 
+use super::openapi::{
+    BelowReserved, InvalidRequest, ReconcileReport, SkuNotFound, SkuPath, Unauthorized,
+    Unavailable, WarmupConflict,
+};
 use super::sku_from;
 use crate::ops::observe::ObserveError;
 use crate::ops::sku_admin::{self, SkuAdminError};
 use crate::ops::warmup::{self as warm, WarmupOutcome};
 use crate::roles::api::problem::ApiError;
-use crate::roles::api::views::SkuBody;
+use crate::roles::api::views::{AdminSkuView, SkuBody, WarmupView};
 use crate::roles::api::ApiState;
 
 /// Refuses the request unless it carries the admin bearer token.
@@ -32,7 +35,26 @@ pub fn require_admin(req: &HttpRequest, state: &ApiState) -> Result<(), ApiError
     }
 }
 
-/// `PUT /v1/admin/skus/{sku_id}`: create or restock, in MySQL and Redis.
+/// Create or restock a SKU, in MySQL and Redis.
+///
+/// `total_stock` counts every unit ever put on sale; lowering it below what is
+/// already reserved or sold is refused.
+#[utoipa::path(
+    put,
+    path = "/v1/admin/skus/{sku_id}",
+    tag = "admin",
+    operation_id = "put_sku",
+    params(SkuPath),
+    request_body(content = SkuBody, content_type = "application/json"),
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "Stored in MySQL and loaded into Redis", body = AdminSkuView),
+        (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthorized),
+        (status = 409, response = BelowReserved),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn put_sku(
     req: HttpRequest,
     state: web::Data<ApiState>,
@@ -48,20 +70,23 @@ pub async fn put_sku(
         SkuAdminError::Redis(e) => ApiError::unavailable("redis", e),
     })?;
     tracing::info!(sku.id = %sku_id, total_stock = total, limit_per_user = limit, "admin.sku: stored and loaded");
-    Ok(HttpResponse::Ok().json(json!({
-        "sku_id": sku_id.get(),
-        "total_stock": sku.total_stock,
-        "available": sku.available_redis.max(0),
-        "mysql_available": sku.available_mysql,
-        "sold_out": sku.available_redis <= 0,
-        "limit_per_user": sku.limit_per_user,
-    })))
+    Ok(HttpResponse::Ok().json(AdminSkuView {
+        sku_id: sku_id.get(),
+        total_stock: sku.total_stock,
+        available: sku.available_redis.max(0),
+        mysql_available: sku.available_mysql,
+        sold_out: sku.available_redis <= 0,
+        limit_per_user: u64::from(sku.limit_per_user),
+    }))
 }
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct WarmupQuery {
+    /// Load even while deductions are in flight between Redis and MySQL.
     #[serde(default)]
+    #[param(required = false)]
     pub force: bool,
 }
 
@@ -73,7 +98,23 @@ fn observe_failed(err: ObserveError) -> ApiError {
     }
 }
 
-/// `POST /v1/admin/skus/{sku_id}/warmup[?force=true]`
+/// Load a SKU from MySQL into Redis (after a Redis loss or failover).
+#[utoipa::path(
+    post,
+    path = "/v1/admin/skus/{sku_id}/warmup",
+    tag = "admin",
+    operation_id = "warmup_sku",
+    params(SkuPath, WarmupQuery),
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "Loaded into Redis", body = WarmupView),
+        (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = SkuNotFound),
+        (status = 409, response = WarmupConflict),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn warmup(
     req: HttpRequest,
     state: web::Data<ApiState>,
@@ -101,12 +142,12 @@ pub async fn warmup(
             if let Some(board) = &state.soldout {
                 let _ = board.refresh(sku_id).await;
             }
-            Ok(HttpResponse::Ok().json(json!({
-                "sku_id": sku_id.get(),
-                "available": available,
-                "limit_per_user": limit_per_user,
-                "forced": query.force,
-            })))
+            Ok(HttpResponse::Ok().json(WarmupView {
+                sku_id: sku_id.get(),
+                available,
+                limit_per_user: u64::from(limit_per_user),
+                forced: query.force,
+            }))
         }
         WarmupOutcome::Refused(reason) => Err(ApiError::Conflict(format!(
             "deductions in flight: {reason}; retry when drained or use ?force=true"
@@ -115,7 +156,19 @@ pub async fn warmup(
     }
 }
 
-/// `POST /v1/admin/reconcile`: check every SKU now (repairing per config).
+/// Reconcile every SKU now (repairing drift when `reconcile.repair` is on).
+#[utoipa::path(
+    post,
+    path = "/v1/admin/reconcile",
+    tag = "admin",
+    operation_id = "reconcile_now",
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "The report, one line per SKU", body = ReconcileReport),
+        (status = 401, response = Unauthorized),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn reconcile_now(
     req: HttpRequest,
     state: web::Data<ApiState>,
@@ -131,8 +184,20 @@ pub async fn reconcile_now(
     Ok(HttpResponse::Ok().json(report))
 }
 
-/// `GET /v1/admin/reconcile`: the latest report (a fresh check without repair
-/// when none ran yet in this process).
+/// The latest reconcile report (a fresh check without repair when none ran yet
+/// in this process).
+#[utoipa::path(
+    get,
+    path = "/v1/admin/reconcile",
+    tag = "admin",
+    operation_id = "last_reconcile",
+    security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "The report, one line per SKU", body = ReconcileReport),
+        (status = 401, response = Unauthorized),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn last_reconcile(
     req: HttpRequest,
     state: web::Data<ApiState>,

@@ -1,27 +1,37 @@
-//! `/livez` (the process runs), `/readyz` (dependencies answer and we are not
-//! draining) and `/metrics` (Prometheus text format).
+//! `/livez` (the process runs), `/readyz` (dependencies answer, scripts are
+//! loaded and we are not draining; `?verbose` lists each check) and `/metrics`
+//! (Prometheus text format).
 
 use std::sync::atomic::Ordering;
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::json;
 
 use crate::roles::api::ApiState;
 
+#[utoipa::path(get, path = "/livez", tag = "operations", operation_id = "livez", responses((status = 200, description = "The process runs", body = crate::roles::api::routes::openapi::Liveness)))]
 pub async fn livez() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
-pub async fn readyz(state: web::Data<ApiState>) -> HttpResponse {
+#[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz", params(("verbose" = Option<bool>, Query, description = "Present (any value): list each check")), responses((status = 200, description = "Ready: dependencies answer, scripts loaded, not draining", body = crate::roles::api::routes::openapi::Readiness), (status = 503, description = "Not ready (or draining); take this instance out of rotation", body = crate::roles::api::routes::openapi::Readiness)))]
+pub async fn readyz(req: HttpRequest, state: web::Data<ApiState>) -> HttpResponse {
     let draining = state.draining.load(Ordering::SeqCst);
     let redis = state.res.redis.ping().await.is_ok();
+    let scripts = redis && state.res.redis.scripts_loaded().await.unwrap_or(false);
     let mysql = state.res.db.ping().await.is_ok();
     let amqp = state.res.publisher.ensure_connected().await.is_ok();
-    let ready = !draining && redis && mysql && amqp;
-    let body = json!({
-        "status": if ready { "ready" } else { "not_ready" },
-        "checks": {"redis": redis, "mysql": mysql, "amqp": amqp, "draining": draining},
-    });
+    let ready = !draining && redis && scripts && mysql && amqp;
+    let mut body = json!({"status": if ready { "ready" } else { "not_ready" }});
+    if req
+        .query_string()
+        .split('&')
+        .any(|p| p == "verbose" || p.starts_with("verbose="))
+    {
+        body["checks"] = json!({
+            "redis": redis, "scripts_loaded": scripts, "mysql": mysql, "amqp": amqp, "not_draining": !draining,
+        });
+    }
     if ready {
         HttpResponse::Ok().json(body)
     } else {
@@ -29,6 +39,7 @@ pub async fn readyz(state: web::Data<ApiState>) -> HttpResponse {
     }
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "operations", operation_id = "metrics", responses((status = 200, description = "Prometheus text exposition format", content_type = "text/plain", body = String)))]
 pub async fn metrics(state: web::Data<ApiState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")

@@ -10,6 +10,10 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
+use super::openapi::{
+    CancelConflict, ConfirmConflict, InvalidRequest, ReservationNotFound, ReservationPath,
+    Unavailable,
+};
 use super::{request_from, sku_from};
 use crate::domain::ReservationStatus;
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
@@ -17,6 +21,21 @@ use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::ReservationView;
 use crate::roles::api::ApiState;
 
+/// Confirm a reservation (the order was paid). Repeats answer 200 again.
+#[utoipa::path(
+    post,
+    path = "/v1/skus/{sku_id}/reservations/{request_id}/confirm",
+    tag = "reservations",
+    operation_id = "confirm_reservation",
+    params(ReservationPath),
+    responses(
+        (status = 200, description = "Confirmed (status `CONFIRMED`); the unit is sold", body = ReservationView),
+        (status = 400, response = InvalidRequest),
+        (status = 404, response = ReservationNotFound),
+        (status = 409, response = ConfirmConflict),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn confirm(
     req: HttpRequest,
     state: web::Data<ApiState>,
@@ -24,6 +43,21 @@ pub async fn confirm(
     apply(req, state, Transition::Confirm).await
 }
 
+/// Cancel a reservation: its units go back on sale. Repeats answer 200 again.
+#[utoipa::path(
+    post,
+    path = "/v1/skus/{sku_id}/reservations/{request_id}/cancel",
+    tag = "reservations",
+    operation_id = "cancel_reservation",
+    params(ReservationPath),
+    responses(
+        (status = 200, description = "Released (status `RELEASED`); the units are back on sale", body = ReservationView),
+        (status = 400, response = InvalidRequest),
+        (status = 404, response = ReservationNotFound),
+        (status = 409, response = CancelConflict),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn cancel(
     req: HttpRequest,
     state: web::Data<ApiState>,

@@ -4,68 +4,59 @@
 pub mod admin;
 pub mod health;
 pub mod lifecycle;
+pub mod openapi;
 pub mod reservations;
 pub mod skus;
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse, Resource};
 
 use super::problem::ApiError;
 use crate::domain::SkuId;
 
 pub fn register(cfg: &mut web::ServiceConfig) {
     cfg.service(
-        web::resource("/v1/skus/{sku_id}/reservations")
-            .route(web::post().to(reservations::reserve))
-            .default_service(web::to(method_not_allowed)),
+        resource("/v1/skus/{sku_id}/reservations", "POST")
+            .route(web::post().to(reservations::reserve)),
     )
     .service(
-        web::resource("/v1/skus/{sku_id}/reservations/{request_id}")
-            .route(web::get().to(reservations::get))
-            .default_service(web::to(method_not_allowed)),
+        resource("/v1/skus/{sku_id}/reservations/{request_id}", "GET")
+            .route(web::get().to(reservations::get)),
     )
     .service(
-        web::resource("/v1/skus/{sku_id}/reservations/{request_id}/confirm")
-            .route(web::post().to(lifecycle::confirm))
-            .default_service(web::to(method_not_allowed)),
+        resource("/v1/skus/{sku_id}/reservations/{request_id}/confirm", "POST")
+            .route(web::post().to(lifecycle::confirm)),
     )
     .service(
-        web::resource("/v1/skus/{sku_id}/reservations/{request_id}/cancel")
-            .route(web::post().to(lifecycle::cancel))
-            .default_service(web::to(method_not_allowed)),
+        resource("/v1/skus/{sku_id}/reservations/{request_id}/cancel", "POST")
+            .route(web::post().to(lifecycle::cancel)),
+    )
+    .service(resource("/v1/skus/{sku_id}", "GET").route(web::get().to(skus::get)))
+    .service(resource("/v1/admin/skus/{sku_id}", "PUT").route(web::put().to(admin::put_sku)))
+    .service(
+        resource("/v1/admin/skus/{sku_id}/warmup", "POST")
+            .route(web::post().to(admin::warmup)),
     )
     .service(
-        web::resource("/v1/skus/{sku_id}")
-            .route(web::get().to(skus::get))
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/v1/admin/skus/{sku_id}")
-            .route(web::put().to(admin::put_sku))
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/v1/admin/skus/{sku_id}/warmup")
-            .route(web::post().to(admin::warmup))
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/v1/admin/reconcile")
+        resource("/v1/admin/reconcile", "GET, POST")
             .route(web::post().to(admin::reconcile_now))
-            .route(web::get().to(admin::last_reconcile))
-            .default_service(web::to(method_not_allowed)),
+            .route(web::get().to(admin::last_reconcile)),
     )
-    .route("/livez", web::get().to(health::livez))
-    .route("/readyz", web::get().to(health::readyz))
-    .route("/metrics", web::get().to(health::metrics))
+    .service(resource("/livez", "GET").route(web::get().to(health::livez)))
+    .service(resource("/readyz", "GET").route(web::get().to(health::readyz)))
+    .service(resource("/metrics", "GET").route(web::get().to(health::metrics)))
+    .service(resource("/openapi.json", "GET").route(web::get().to(openapi::serve)))
     .default_service(web::to(not_found));
+}
+
+/// A route whose other methods answer 405 problem+json with `Allow: {allow}`.
+fn resource(path: &str, allow: &'static str) -> Resource {
+    web::resource(path).default_service(web::to(move || async move {
+        Err::<HttpResponse, _>(ApiError::MethodNotAllowed(allow))
+    }))
 }
 
 async fn not_found() -> Result<HttpResponse, ApiError> {
     Err(ApiError::RouteNotFound)
-}
-
-async fn method_not_allowed() -> Result<HttpResponse, ApiError> {
-    Err(ApiError::MethodNotAllowed)
 }
 
 pub fn json_config(limit: usize) -> web::JsonConfig {

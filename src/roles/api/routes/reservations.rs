@@ -7,6 +7,10 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 
+use super::openapi::{
+    IdempotencyMismatch, InvalidRequest, ReservationNotFound, ReservationPath, ReserveConflict,
+    SkuNotFound, SkuPath, Unavailable,
+};
 use super::sku_from;
 use crate::config::Durability;
 use crate::db::{ledger, sku};
@@ -16,6 +20,35 @@ use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{ReservationView, ReserveBody};
 use crate::roles::api::ApiState;
 
+/// Reserve units of a SKU.
+///
+/// Idempotent on `request_id`: an identical retry replays the first answer
+/// (200 with `Idempotent-Replayed: true`); the same id with another user or
+/// count is 422.
+#[utoipa::path(
+    post,
+    path = "/v1/skus/{sku_id}/reservations",
+    tag = "reservations",
+    operation_id = "reserve",
+    params(SkuPath),
+    request_body(content = ReserveBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Reserved, and the hand-off to the ledger is confirmed by the broker",
+         body = ReservationView,
+         headers(("Location" = String, description = "URL of the reservation"))),
+        (status = 202, description = "Reserved; the broker has not confirmed the hand-off yet, the outbox relay will (SPEC §3)",
+         body = ReservationView,
+         headers(("Location" = String, description = "URL of the reservation"))),
+        (status = 200, description = "An identical replay: the reservation made by the first request",
+         body = ReservationView,
+         headers(("Idempotent-Replayed" = String, description = "Always `true`"))),
+        (status = 400, response = InvalidRequest),
+        (status = 404, response = SkuNotFound),
+        (status = 409, response = ReserveConflict),
+        (status = 422, response = IdempotencyMismatch),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn reserve(
     req: HttpRequest,
     state: web::Data<ApiState>,
@@ -134,6 +167,21 @@ pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
     }
 }
 
+/// Look up a reservation.
+#[utoipa::path(
+    get,
+    path = "/v1/skus/{sku_id}/reservations/{request_id}",
+    tag = "reservations",
+    operation_id = "get_reservation",
+    params(ReservationPath),
+    responses(
+        (status = 200, description = "The reservation; `persisted` tells whether it is in MySQL yet",
+         body = ReservationView),
+        (status = 400, response = InvalidRequest),
+        (status = 404, response = ReservationNotFound),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let request_id = super::request_from(&req)?;

@@ -2,12 +2,27 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
+use super::openapi::{InvalidRequest, SkuNotFound, SkuPath, Unavailable};
 use super::reservations::not_loaded;
 use super::sku_from;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::SkuView;
 use crate::roles::api::ApiState;
 
+/// The stock of a SKU as buyers see it (served from Redis).
+#[utoipa::path(
+    get,
+    path = "/v1/skus/{sku_id}",
+    tag = "skus",
+    operation_id = "get_sku",
+    params(SkuPath),
+    responses(
+        (status = 200, description = "The SKU", body = SkuView),
+        (status = 400, response = InvalidRequest),
+        (status = 404, response = SkuNotFound),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let snapshot = state

@@ -1,0 +1,67 @@
+//! Periodic gauges every role exports: dependency health, queue depths, outbox
+//! backlog and the stock of allow-listed SKUs. Counters and histograms are
+//! recorded where things happen; these are states that must be polled.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::SkuId;
+use crate::resources::Resources;
+
+pub async fn run_until_stopped(res: Resources, cancel: CancellationToken) {
+    let every = Duration::from_secs(res.settings.metrics.refresh_secs.max(1));
+    while !cancel.is_cancelled() {
+        refresh(&res).await;
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = cancel.cancelled() => {}
+        }
+    }
+}
+
+/// One refresh of every polled gauge.
+pub async fn refresh(res: &Resources) {
+    let up = |ok: bool| if ok { 1.0 } else { 0.0 };
+    let redis_ok = res.redis.ping().await.is_ok();
+    metrics::gauge!("stockd_dependency_up", "dependency" => "redis").set(up(redis_ok));
+    metrics::gauge!("stockd_dependency_up", "dependency" => "mysql").set(up(res
+        .db
+        .ping()
+        .await
+        .is_ok()));
+    let topology = res.publisher.topology().clone();
+    let mut amqp_ok = true;
+    for queue in [
+        &topology.deduct_queue,
+        &topology.deduct_retry_queue,
+        &topology.deduct_dlq,
+        &topology.expiry_queue,
+        &topology.expiry_dlq,
+    ] {
+        match res.publisher.queue_depth(queue).await {
+            Ok(n) => {
+                metrics::gauge!("stockd_queue_messages", "queue" => queue.clone()).set(f64::from(n))
+            }
+            Err(_) => amqp_ok = false,
+        }
+    }
+    metrics::gauge!("stockd_dependency_up", "dependency" => "amqp").set(up(amqp_ok));
+    if !redis_ok {
+        return;
+    }
+    if let Ok(skus) = res.redis.registered_skus().await {
+        let mut backlog = 0;
+        for sku in skus {
+            backlog += res.redis.outbox_len(sku).await.unwrap_or(0);
+        }
+        metrics::gauge!("stockd_outbox_entries").set(backlog as f64);
+    }
+    for raw in &res.settings.metrics.sku_allowlist {
+        let Ok(sku) = SkuId::new(*raw) else { continue };
+        if let Ok(Some(snapshot)) = res.redis.sku(sku).await {
+            metrics::gauge!("stockd_sku_available", "sku" => sku.to_string())
+                .set(snapshot.available as f64);
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The binary's command line: roles, config check and print.
+
+use std::process::Command;
+
+fn stockd(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stockd"));
+    cmd.args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("STOCKD_ENV", "local");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// An unknown role fails and lists the valid ones.
+#[test]
+fn an_unknown_role_lists_the_valid_ones() {
+    let (code, text) = stockd(&["--role", "cashier"], &[]);
+    assert_ne!(code, 0);
+    for role in ["api", "consumer", "closer", "reconciler", "all"] {
+        assert!(text.contains(role), "{role} missing from: {text}");
+    }
+}
+
+/// `config check` passes on the shipped files and names a bad key.
+#[test]
+fn config_check_names_the_bad_key() {
+    let (code, text) = stockd(&["config", "check"], &[]);
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = stockd(
+        &["config", "check"],
+        &[("STOCKD__RESERVATION__DURABILITY", "disk")],
+    );
+    assert_ne!(code, 0);
+    assert!(text.contains("reservation.durability"), "{text}");
+    let (code, text) = stockd(&["config", "check"], &[("STOCKD_ENV", "nowhere")]);
+    assert_ne!(code, 0);
+    assert!(text.contains("nowhere"), "{text}");
+}
+
+/// `config print` shows the effective settings with secrets redacted.
+#[test]
+fn config_print_redacts_secrets() {
+    let env = [
+        ("STOCKD__ADMIN__TOKEN", "tok-very-secret"),
+        ("STOCKD__MYSQL__URL", "mysql://app:pw-secret@db:3306/stockd"),
+    ];
+    let (code, text) = stockd(&["config", "print"], &env);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("db:3306"));
+    assert!(
+        !text.contains("tok-very-secret") && !text.contains("pw-secret"),
+        "{text}"
+    );
+}

@@ -1,0 +1,54 @@
+//! The deployment artifacts are checked by their own validators: systemd units
+//! by `systemd-analyze verify`, alert rules by `promtool check rules` (and their
+//! unit tests), the dashboard's queries by promtool's PromQL parser.
+
+use std::process::Command;
+
+fn run(script: &str) -> (bool, String) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let tools = Command::new("bash")
+        .arg(format!("{root}/scripts/check-tools.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        tools.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tools.stderr)
+    );
+    let out = Command::new("sh")
+        .arg(format!("{root}/{script}"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `systemd-analyze verify` accepts every unit (any warning fails).
+#[test]
+fn the_systemd_units_verify() {
+    let (ok, text) = run("deploy/systemd/verify.sh");
+    assert!(ok, "{text}");
+    assert!(
+        !text.contains("SKIPPED"),
+        "verification must not be skipped: {text}"
+    );
+}
+
+/// `promtool check rules` and `promtool test rules` pass on the alert rules.
+#[test]
+fn the_alert_rules_are_valid() {
+    let (ok, text) = run("deploy/prometheus/check.sh");
+    assert!(ok, "{text}");
+    assert!(text.contains("SUCCESS"), "{text}");
+}
+
+/// The Grafana dashboard is valid JSON and every query parses as PromQL.
+#[test]
+fn the_dashboard_queries_parse() {
+    let (ok, text) = run("deploy/grafana/check.sh");
+    assert!(ok, "{text}");
+}
