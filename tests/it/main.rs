@@ -12,3 +12,4 @@ mod pipeline;
 mod reconcile;
 mod reserve;
 mod soldout;
+mod telemetry;

@@ -1,13 +1,36 @@
-//! Request count and latency per route pattern and status. The label is the
-//! matched pattern (`/v1/skus/{sku_id}/reservations`), never the raw path, so
-//! the number of series stays bounded whatever clients send.
+//! Per-request telemetry: a request id (the client's `X-Request-Id` when it is
+//! sane, a fresh UUID otherwise) on a tracing span around the handler and on the
+//! response; request count and latency per route pattern and status. The metric
+//! label is the matched pattern (`/v1/skus/{sku_id}/reservations`), never the raw
+//! path, so the number of series stays bounded whatever clients send.
 
 use std::future::Future;
 use std::time::Instant;
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::Error;
+use tracing::Instrument;
+
+/// Longest client-supplied request id kept; longer ones are replaced.
+const REQUEST_ID_MAX_LEN: usize = 64;
+
+const X_REQUEST_ID: &str = "x-request-id";
+
+fn request_id(req: &ServiceRequest) -> String {
+    req.headers()
+        .get(X_REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= REQUEST_ID_MAX_LEN
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
 
 /// `wrap_fn` middleware body.
 pub fn record<S>(
@@ -18,17 +41,22 @@ where
     S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = Error>,
 {
     let started = Instant::now();
+    let id = request_id(&req);
+    let span = tracing::info_span!("http.request", request.id = %id, http.method = %req.method());
     let call = srv.call(req);
     async move {
-        let response = call.await?;
-        let route = response
-            .request()
-            .match_pattern()
-            .unwrap_or_else(|| "unmatched".to_string());
-        let status = response.status().as_u16().to_string();
-        metrics::counter!("stockd_http_requests_total", "route" => route.clone(), "status" => status).increment(1);
-        metrics::histogram!("stockd_http_request_duration_seconds", "route" => route)
-            .record(started.elapsed().as_secs_f64());
+        let mut response = call.await?;
+        let route = response.request().match_pattern().unwrap_or_else(|| "unmatched".to_string());
+        let status = response.status().as_u16();
+        let elapsed = started.elapsed();
+        tracing::debug!(http.route = %route, http.status = status, duration_ms = elapsed.as_millis() as u64, "http.request: done");
+        metrics::counter!("stockd_http_requests_total", "route" => route.clone(), "status" => status.to_string())
+            .increment(1);
+        metrics::histogram!("stockd_http_request_duration_seconds", "route" => route).record(elapsed.as_secs_f64());
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            response.headers_mut().insert(HeaderName::from_static(X_REQUEST_ID), value);
+        }
         Ok(response)
     }
+    .instrument(span)
 }
