@@ -61,3 +61,49 @@ pub fn attempt_of(delivery: &Delivery) -> u32 {
         })
         .unwrap_or(0)
 }
+
+/// A consuming subscription: the connection, its channel and the delivery stream.
+pub struct Subscription {
+    pub conn: lapin::Connection,
+    pub channel: lapin::Channel,
+    pub consumer: Consumer,
+}
+
+impl Subscription {
+    /// Connects, declares the topology, sets the prefetch and starts consuming
+    /// `queue` with manual acks.
+    pub async fn open(
+        url: &str,
+        topology: &super::Topology,
+        queue: &str,
+        prefetch: u16,
+        tag: &str,
+    ) -> Result<Self, MqError> {
+        use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+        let conn = super::connect(url, tag).await?;
+        let channel = conn.create_channel().await?;
+        topology.declare(&channel).await?;
+        channel
+            .basic_qos(prefetch, BasicQosOptions::default())
+            .await?;
+        let consumer = channel
+            .basic_consume(
+                queue.into(),
+                tag.into(),
+                BasicConsumeOptions::default(),
+                lapin::types::FieldTable::default(),
+            )
+            .await?;
+        Ok(Self {
+            conn,
+            channel,
+            consumer,
+        })
+    }
+
+    /// Closes channel and connection; unacked deliveries return to the queue.
+    pub async fn close(self) {
+        let _ = self.channel.close(200, "shutdown".into()).await;
+        let _ = self.conn.close(200, "shutdown".into()).await;
+    }
+}

@@ -11,16 +11,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
-use lapin::types::FieldTable;
+use lapin::options::{BasicAckOptions, BasicNackOptions};
 use mysql_async::prelude::Queryable;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::ledger::{self, LedgerRow};
 use crate::db::{sku, DbError};
 use crate::domain::{ReservationStatus, SkuId};
-use crate::mq::batching::{next_batch, Batch};
-use crate::mq::{connect, DeductionMessage, MqError};
+use crate::mq::batching::{next_batch, Batch, Subscription};
+use crate::mq::{DeductionMessage, MqError};
 use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
 use crate::resources::Resources;
 use crate::telemetry::unix_ms;
@@ -65,24 +64,26 @@ impl Closer {
     async fn consume_expiries(&self, cancel: &CancellationToken) -> Result<(), MqError> {
         let settings = &self.res.settings;
         let topology = self.res.publisher.topology().clone();
-        let conn = connect(&settings.amqp.url, "stockd-closer").await?;
-        let channel = conn.create_channel().await?;
-        topology.declare(&channel).await?;
         let prefetch = u16::try_from(settings.closer.expiry_batch * 2).unwrap_or(u16::MAX);
-        channel
-            .basic_qos(prefetch, BasicQosOptions::default())
-            .await?;
-        let mut consumer = channel
-            .basic_consume(
-                topology.expiry_queue.as_str().into(),
-                "stockd-closer".into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await?;
+        let queue = topology.expiry_queue.clone();
+        let mut sub = Subscription::open(
+            &settings.amqp.url,
+            &topology,
+            &queue,
+            prefetch,
+            "stockd-closer",
+        )
+        .await?;
         let wait = Duration::from_millis(settings.consumer.batch_wait_ms);
         loop {
-            match next_batch(&mut consumer, settings.closer.expiry_batch, wait, cancel).await? {
+            match next_batch(
+                &mut sub.consumer,
+                settings.closer.expiry_batch,
+                wait,
+                cancel,
+            )
+            .await?
+            {
                 Batch::Deliveries(deliveries) => {
                     for delivery in deliveries {
                         let ok = match DeductionMessage::from_bytes(&delivery.data) {
@@ -113,8 +114,7 @@ impl Closer {
                 Batch::Closed => return Err(MqError::Timeout),
             }
         }
-        let _ = channel.close(200, "shutdown".into()).await;
-        let _ = conn.close(200, "shutdown".into()).await;
+        sub.close().await;
         Ok(())
     }
 

@@ -15,17 +15,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
-use lapin::types::FieldTable;
+use lapin::options::{BasicAckOptions, BasicNackOptions};
 use lapin::BasicProperties;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::db::ledger::{self, BatchReport};
 use crate::db::Db;
-use crate::mq::batching::{attempt_of, next_batch, Batch};
+use crate::mq::batching::{attempt_of, next_batch, Batch, Subscription};
 use crate::mq::publisher::headers_with_attempt;
-use crate::mq::{connect, DeductionMessage, MqError, Publisher};
+use crate::mq::{DeductionMessage, MqError, Publisher};
 use crate::redis::RedisStore;
 
 /// Pause before reconnecting after the broker connection was lost.
@@ -69,37 +68,33 @@ impl Consumer {
 
     async fn consume(&self, cancel: &CancellationToken) -> Result<(), MqError> {
         let topology = self.publisher.topology().clone();
-        let conn = connect(&self.settings.amqp.url, "stockd-consumer").await?;
-        let channel = conn.create_channel().await?;
-        topology.declare(&channel).await?;
-        channel
-            .basic_qos(self.settings.consumer.prefetch, BasicQosOptions::default())
-            .await?;
-        let mut consumer = channel
-            .basic_consume(
-                topology.deduct_queue.as_str().into(),
-                "stockd-consumer".into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await?;
+        let settings = &self.settings;
+        let queue = topology.deduct_queue.clone();
+        let prefetch = settings.consumer.prefetch;
+        let mut sub = Subscription::open(
+            &settings.amqp.url,
+            &topology,
+            &queue,
+            prefetch,
+            "stockd-consumer",
+        )
+        .await?;
         let wait = Duration::from_millis(self.settings.consumer.batch_wait_ms);
         loop {
             let batch = next_batch(
-                &mut consumer,
+                &mut sub.consumer,
                 self.settings.consumer.batch_max,
                 wait,
                 cancel,
             );
             match batch.await? {
-                Batch::Deliveries(deliveries) => self.process(&channel, deliveries).await?,
+                Batch::Deliveries(deliveries) => self.process(&sub.channel, deliveries).await?,
                 Batch::Cancelled => break,
                 Batch::Closed => return Err(MqError::Timeout),
             }
         }
         // Unacked prefetched deliveries go back to the queue when the channel closes.
-        let _ = channel.close(200, "shutdown".into()).await;
-        let _ = conn.close(200, "shutdown".into()).await;
+        sub.close().await;
         Ok(())
     }
 
