@@ -31,6 +31,8 @@ pub struct TestOptions {
     pub durability: Durability,
     pub ttl_secs: u64,
     pub webhook_url: Option<String>,
+    /// Another Redis than the shared one (tests that read server-wide stats).
+    pub redis_url: Option<String>,
 }
 
 impl Default for TestOptions {
@@ -41,6 +43,7 @@ impl Default for TestOptions {
             durability: Durability::Queue,
             ttl_secs: 900,
             webhook_url: None,
+            redis_url: None,
         }
     }
 }
@@ -69,6 +72,9 @@ pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
     s.http.bind = "127.0.0.1:0".into();
     s.http.workers = 2;
     s.reconcile.webhook_url = opts.webhook_url.clone();
+    if let Some(url) = &opts.redis_url {
+        s.redis.url = url.clone();
+    }
     s
 }
 
@@ -496,5 +502,79 @@ fn init_test_logging() {
             .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
             .with_test_writer()
             .try_init();
+    }
+}
+
+/// A private redis-server for one test (its `INFO commandstats` count only that
+/// test's commands). Killed on drop.
+pub struct PrivateRedis {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl PrivateRedis {
+    pub async fn start() -> Self {
+        let port = {
+            let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        };
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH");
+        let url = format!("redis://127.0.0.1:{port}");
+        let client = redis::Client::open(url.as_str()).unwrap();
+        for _ in 0..100 {
+            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
+                if redis::cmd("PING")
+                    .query_async::<String>(&mut conn)
+                    .await
+                    .is_ok()
+                {
+                    return Self { child, url };
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("private redis-server did not start on {port}");
+    }
+
+    /// `calls` of EVAL + EVALSHA so far.
+    pub async fn script_calls(&self) -> u64 {
+        let client = redis::Client::open(self.url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
