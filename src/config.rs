@@ -112,6 +112,10 @@ pub struct AmqpSettings {
     pub delivery_limit: u32,
     pub max_retries: u32,
     pub retry_delay_ms: u64,
+    /// Most deductions carried by one broker message (outbox group commit).
+    pub group_max: usize,
+    /// Most group messages awaiting their confirms at once.
+    pub group_in_flight: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -38,6 +38,49 @@ impl DeductionMessage {
     }
 }
 
+/// Several deductions in one broker message (the outbox's group commit).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeductionBatch {
+    deductions: Vec<DeductionMessage>,
+}
+
+/// Most deductions one message may carry (a bound for the consumer's memory).
+pub const BATCH_MAX: usize = 1000;
+
+/// Encodes deductions for one message: a single one as the plain object (its
+/// `message_id` is its request id), several as `{"deductions": [...]}`.
+pub fn encode(msgs: &[DeductionMessage]) -> Vec<u8> {
+    assert!(
+        !msgs.is_empty() && msgs.len() <= BATCH_MAX,
+        "batch size out of range"
+    );
+    if msgs.len() == 1 {
+        return msgs[0].to_bytes();
+    }
+    serde_json::to_vec(&DeductionBatch {
+        deductions: msgs.to_vec(),
+    })
+    .expect("a batch always serializes")
+}
+
+/// Decodes a delivery into its deductions; `Err` means a poison message.
+pub fn decode(bytes: &[u8]) -> Result<Vec<DeductionMessage>, String> {
+    if let Ok(single) = DeductionMessage::from_bytes(bytes) {
+        return Ok(vec![single]);
+    }
+    let batch: DeductionBatch = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if batch.deductions.is_empty() || batch.deductions.len() > BATCH_MAX {
+        return Err(format!("batch of {} deductions", batch.deductions.len()));
+    }
+    for msg in &batch.deductions {
+        if msg.count == 0 || msg.count > 1000 {
+            return Err(format!("count {} out of 1..=1000", msg.count));
+        }
+    }
+    Ok(batch.deductions)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +96,13 @@ mod tests {
             expires_ms: 20,
         };
         assert_eq!(DeductionMessage::from_bytes(&msg.to_bytes()).unwrap(), msg);
+        assert_eq!(
+            decode(&encode(std::slice::from_ref(&msg))).unwrap(),
+            vec![msg.clone()]
+        );
+        let two = vec![msg.clone(), msg.clone()];
+        assert_eq!(decode(&encode(&two)).unwrap(), two);
+        assert!(decode(br#"{"deductions":[]}"#).is_err());
         for poison in [
             &b"not json"[..],
             br#"{"request_id":"a b","sku_id":1,"user_id":2,"count":3,"created_ms":1,"expires_ms":2}"#,

@@ -35,6 +35,17 @@ pub enum PublishError {
 }
 
 impl PublishError {
+    /// The same failure without its source (one batch failure is reported to
+    /// every deduction of the batch).
+    pub fn clone_kind(&self) -> Self {
+        match self {
+            Self::Nack => Self::Nack,
+            Self::Returned => Self::Returned,
+            Self::Timeout => Self::Timeout,
+            Self::Broker(_) => Self::Broker(MqError::Timeout),
+        }
+    }
+
     /// Label of the `outcome` dimension of the publish metric.
     pub fn label(&self) -> &'static str {
         match self {
@@ -131,12 +142,25 @@ impl Publisher {
 
     /// Publishes one deduction to the reservations exchange (work + delay queues).
     pub async fn publish_deduction(&self, msg: &DeductionMessage) -> Result<(), PublishError> {
+        self.publish_deductions(std::slice::from_ref(msg)).await
+    }
+
+    /// Publishes deductions as one message to the reservations exchange. The
+    /// `message_id` is the request id of a single deduction, and for a batch the
+    /// first request id with the batch size (`<id>+<n>`).
+    pub async fn publish_deductions(&self, msgs: &[DeductionMessage]) -> Result<(), PublishError> {
+        let message_id = match msgs {
+            [one] => one.message_id(),
+            [first, ..] => format!("{}+{}", first.message_id(), msgs.len()),
+            [] => return Ok(()),
+        };
         let props = BasicProperties::default()
-            .with_message_id(msg.message_id().into())
+            .with_message_id(message_id.into())
             .with_content_type("application/json".into())
             .with_delivery_mode(PERSISTENT);
         let exchange = self.topology.reservations_exchange.clone();
-        self.publish(&exchange, "", &msg.to_bytes(), props).await
+        self.publish(&exchange, "", &super::message::encode(msgs), props)
+            .await
     }
 
     /// Publishes `payload` and waits for its confirm. Mandatory: an unroutable

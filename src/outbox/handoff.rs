@@ -1,20 +1,21 @@
-//! Publish one outbox entry with a confirm; on the confirm, queue its removal.
+//! Publish one outbox entry with a confirm (through the group commit); on the
+//! confirm, its removal from the outbox is queued.
 
 use std::sync::Arc;
 
-use super::OutboxAcker;
+use super::GroupCommit;
 use crate::domain::SkuId;
 use crate::mq::{DeductionMessage, PublishError, Publisher};
 
 #[derive(Clone)]
 pub struct Handoff {
     publisher: Arc<Publisher>,
-    acker: OutboxAcker,
+    group: GroupCommit,
 }
 
 impl Handoff {
-    pub fn new(publisher: Arc<Publisher>, acker: OutboxAcker) -> Self {
-        Self { publisher, acker }
+    pub fn new(publisher: Arc<Publisher>, group: GroupCommit) -> Self {
+        Self { publisher, group }
     }
 
     pub fn publisher(&self) -> &Arc<Publisher> {
@@ -29,8 +30,6 @@ impl Handoff {
         entry_id: String,
         msg: &DeductionMessage,
     ) -> Result<(), PublishError> {
-        self.publisher.publish_deduction(msg).await?;
-        self.acker.ack(sku, entry_id);
-        Ok(())
+        self.group.publish(sku, entry_id, msg.clone()).await
     }
 }

@@ -19,7 +19,7 @@ use crate::db::ledger::{self, LedgerRow};
 use crate::db::{sku, DbError};
 use crate::domain::{ReservationStatus, SkuId};
 use crate::mq::batching::{next_batch, Batch, Subscription};
-use crate::mq::{DeductionMessage, MqError};
+use crate::mq::{message, DeductionMessage, MqError};
 use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
 use crate::resources::Resources;
 use crate::telemetry::unix_ms;
@@ -86,28 +86,7 @@ impl Closer {
             {
                 Batch::Deliveries(deliveries) => {
                     for delivery in deliveries {
-                        let ok = match DeductionMessage::from_bytes(&delivery.data) {
-                            Ok(msg) => self.expire(&msg).await,
-                            Err(why) => {
-                                tracing::error!(reason = %why, "closer.poison: dead-lettering");
-                                let reject = BasicNackOptions {
-                                    requeue: false,
-                                    multiple: false,
-                                };
-                                delivery.acker.nack(reject).await?;
-                                continue;
-                            }
-                        };
-                        if ok {
-                            delivery.acker.ack(BasicAckOptions::default()).await?;
-                        } else {
-                            tokio::time::sleep(RETRY_DELAY).await;
-                            let requeue = BasicNackOptions {
-                                requeue: true,
-                                multiple: false,
-                            };
-                            delivery.acker.nack(requeue).await?;
-                        }
+                        self.settle_expiry(delivery).await?;
                     }
                 }
                 Batch::Cancelled => break,
@@ -115,6 +94,38 @@ impl Closer {
             }
         }
         sub.close().await;
+        Ok(())
+    }
+
+    /// Expires every reservation a delivery carries, then settles it: ack when
+    /// all were handled, requeue (after a pause) when a dependency was down.
+    async fn settle_expiry(&self, delivery: lapin::message::Delivery) -> Result<(), MqError> {
+        let msgs = match message::decode(&delivery.data) {
+            Ok(msgs) => msgs,
+            Err(why) => {
+                tracing::error!(reason = %why, "closer.poison: dead-lettering");
+                let reject = BasicNackOptions {
+                    requeue: false,
+                    multiple: false,
+                };
+                delivery.acker.nack(reject).await?;
+                return Ok(());
+            }
+        };
+        let mut all_ok = true;
+        for msg in &msgs {
+            all_ok &= self.expire(msg).await;
+        }
+        if all_ok {
+            delivery.acker.ack(BasicAckOptions::default()).await?;
+        } else {
+            tokio::time::sleep(RETRY_DELAY).await;
+            let requeue = BasicNackOptions {
+                requeue: true,
+                multiple: false,
+            };
+            delivery.acker.nack(requeue).await?;
+        }
         Ok(())
     }
 

@@ -24,7 +24,7 @@ use crate::db::ledger::{self, BatchReport};
 use crate::db::Db;
 use crate::mq::batching::{attempt_of, next_batch, Batch, Subscription};
 use crate::mq::publisher::headers_with_attempt;
-use crate::mq::{DeductionMessage, MqError, Publisher};
+use crate::mq::{message, DeductionMessage, MqError, Publisher};
 use crate::redis::RedisStore;
 
 /// Pause before reconnecting after the broker connection was lost.
@@ -98,7 +98,8 @@ impl Consumer {
         Ok(())
     }
 
-    /// One step: apply one batch of deliveries and settle every one of them.
+    /// One step: apply one batch of deliveries (each carrying one or more
+    /// deductions) in one transaction, and settle every delivery.
     pub async fn process(
         &self,
         channel: &lapin::Channel,
@@ -106,25 +107,24 @@ impl Consumer {
     ) -> Result<(), MqError> {
         let mut valid = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
-            match DeductionMessage::from_bytes(&delivery.data) {
-                Ok(msg) => valid.push((delivery, msg)),
+            match message::decode(&delivery.data) {
+                Ok(msgs) => valid.push((delivery, msgs)),
                 Err(why) => {
                     tracing::error!(reason = %why, "consumer.poison: dead-lettering an invalid message");
                     metrics::counter!("stockd_consumer_messages_total", "outcome" => "dead_lettered").increment(1);
-                    delivery
-                        .acker
-                        .nack(BasicNackOptions {
-                            requeue: false,
-                            multiple: false,
-                        })
-                        .await?;
+                    let reject = BasicNackOptions {
+                        requeue: false,
+                        multiple: false,
+                    };
+                    delivery.acker.nack(reject).await?;
                 }
             }
         }
         let Some(last_tag) = valid.last().map(|(d, _)| d.delivery_tag) else {
             return Ok(());
         };
-        let msgs: Vec<DeductionMessage> = valid.iter().map(|(_, m)| m.clone()).collect();
+        let msgs: Vec<DeductionMessage> =
+            valid.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
         let retries = self.settings.consumer.deadlock_retries;
         match ledger::apply_batch(&self.db, &msgs, retries).await {
             Ok(report) => {
@@ -135,64 +135,71 @@ impl Consumer {
             }
             Err(err) => {
                 tracing::warn!(error = %err, batch.size = msgs.len(), "consumer.batch: failed; applying one by one");
-                for (delivery, msg) in valid {
-                    self.process_alone(delivery, msg).await?;
+                for (delivery, msgs) in valid {
+                    self.process_alone(delivery, msgs).await?;
                 }
             }
         }
         Ok(())
     }
 
+    /// Applies the deductions of one delivery one by one; each that still fails
+    /// is parked in the retry queue (or the DLQ once its attempts are used up).
     async fn process_alone(
         &self,
         delivery: Delivery,
-        msg: DeductionMessage,
+        msgs: Vec<DeductionMessage>,
     ) -> Result<(), MqError> {
         let retries = self.settings.consumer.deadlock_retries;
-        match ledger::apply_batch(&self.db, std::slice::from_ref(&msg), retries).await {
-            Ok(report) => {
-                delivery.acker.ack(BasicAckOptions::default()).await?;
-                self.after_commit(std::slice::from_ref(&msg), &report).await;
-            }
-            Err(err) => {
-                let attempt = attempt_of(&delivery) + 1;
-                let topology = self.publisher.topology();
-                let (exchange, key, outcome) = if attempt > self.settings.amqp.max_retries {
-                    (
-                        topology.dead_letter_exchange.as_str(),
-                        topology.deduct_dlq.as_str(),
-                        "dead_lettered",
-                    )
-                } else {
-                    ("", topology.deduct_retry_queue.as_str(), "retried")
-                };
-                tracing::error!(error = %err, sku.id = %msg.sku_id, request.id = %msg.request_id, attempt, outcome, "consumer.message: failed");
-                let props = BasicProperties::default()
-                    .with_message_id(msg.message_id().into())
-                    .with_delivery_mode(2)
-                    .with_headers(headers_with_attempt(attempt));
-                match self
-                    .publisher
-                    .publish(exchange, key, &delivery.data, props)
-                    .await
-                {
-                    Ok(()) => delivery.acker.ack(BasicAckOptions::default()).await?,
-                    // Could not park it: leave it to the broker's redelivery (and its delivery limit).
-                    Err(_) => {
-                        delivery
-                            .acker
-                            .nack(BasicNackOptions {
-                                requeue: true,
-                                multiple: false,
-                            })
-                            .await?
-                    }
-                };
-                metrics::counter!("stockd_consumer_messages_total", "outcome" => outcome)
-                    .increment(1);
+        let attempt = attempt_of(&delivery) + 1;
+        let mut parked_all = true;
+        for msg in msgs {
+            match ledger::apply_batch(&self.db, std::slice::from_ref(&msg), retries).await {
+                Ok(report) => self.after_commit(std::slice::from_ref(&msg), &report).await,
+                Err(err) => parked_all &= self.park(&msg, attempt, &err).await,
             }
         }
+        if parked_all {
+            delivery.acker.ack(BasicAckOptions::default()).await?;
+        } else {
+            // Could not park a failed deduction: the broker redelivers the whole
+            // message (applied ones are skipped) until its delivery limit.
+            let requeue = BasicNackOptions {
+                requeue: true,
+                multiple: false,
+            };
+            delivery.acker.nack(requeue).await?;
+        }
         Ok(())
+    }
+
+    /// Republishes one failed deduction to the retry queue, or to the DLQ once
+    /// `amqp.max_retries` is used up. Returns whether the broker took it.
+    async fn park(&self, msg: &DeductionMessage, attempt: u32, err: &crate::db::DbError) -> bool {
+        let topology = self.publisher.topology();
+        let (exchange, key, outcome) = if attempt > self.settings.amqp.max_retries {
+            (
+                topology.dead_letter_exchange.as_str(),
+                topology.deduct_dlq.as_str(),
+                "dead_lettered",
+            )
+        } else {
+            ("", topology.deduct_retry_queue.as_str(), "retried")
+        };
+        tracing::error!(error = %err, sku.id = %msg.sku_id, request.id = %msg.request_id, attempt, outcome, "consumer.message: failed");
+        let props = BasicProperties::default()
+            .with_message_id(msg.message_id().into())
+            .with_delivery_mode(2)
+            .with_headers(headers_with_attempt(attempt));
+        let parked = self
+            .publisher
+            .publish(exchange, key, &msg.to_bytes(), props)
+            .await
+            .is_ok();
+        if parked {
+            metrics::counter!("stockd_consumer_messages_total", "outcome" => outcome).increment(1);
+        }
+        parked
     }
 
     async fn after_commit(&self, msgs: &[DeductionMessage], report: &BatchReport) {

@@ -532,8 +532,12 @@ impl PrivateRedis {
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("redis-server on PATH");
-        let url = format!("redis://127.0.0.1:{port}");
-        let client = redis::Client::open(url.as_str()).unwrap();
+        // Owned at once, so a failed start still kills the child (Drop).
+        let server = Self {
+            child,
+            url: format!("redis://127.0.0.1:{port}"),
+        };
+        let client = redis::Client::open(server.url.as_str()).unwrap();
         for _ in 0..100 {
             if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
                 if redis::cmd("PING")
@@ -541,7 +545,7 @@ impl PrivateRedis {
                     .await
                     .is_ok()
                 {
-                    return Self { child, url };
+                    return server;
                 }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -47,6 +47,11 @@ async fn a_sellout_on_one_node_short_circuits_the_other_and_a_cancel_reopens_it(
         20,
         "every refusal answered locally"
     );
+    assert_eq!(
+        private.script_calls().await,
+        scripts_before,
+        "no script call reached Redis while B refused"
+    );
     // The winner's replay on B still gets its stored answer.
     let (status, body) = app.reserve_at(&b_base, 1, "last", 1).await;
     assert_eq!((status, body["status"].as_str()), (200, Some("RESERVED")));

@@ -14,7 +14,7 @@ use actix_web::{web, App, HttpServer};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::outbox::{Handoff, OutboxAcker, Relay};
+use crate::outbox::{GroupCommit, Handoff, OutboxAcker, Relay};
 use crate::resources::Resources;
 use crate::soldout::{subscriber, SoldOutBoard};
 
@@ -70,7 +70,15 @@ pub fn start(
 ) -> std::io::Result<ApiHandle> {
     let addr = listener.local_addr()?;
     let (acker, acker_task) = OutboxAcker::spawn(res.redis.clone(), cancel.child_token());
-    let handoff = Handoff::new(res.publisher.clone(), acker);
+    let amqp = &res.settings.amqp;
+    let (group, group_task) = GroupCommit::spawn(
+        res.publisher.clone(),
+        acker,
+        amqp.group_max,
+        amqp.group_in_flight,
+        cancel.child_token(),
+    );
+    let handoff = Handoff::new(res.publisher.clone(), group);
     let relay = Relay::new(
         res.redis.clone(),
         handoff.clone(),
@@ -78,7 +86,7 @@ pub fn start(
     );
     let relay_task = tokio::spawn(relay.run_until_stopped(cancel.child_token()));
     let http = res.settings.http.clone();
-    let mut tasks = vec![acker_task, relay_task];
+    let mut tasks = vec![acker_task, relay_task, group_task];
     let soldout = res.settings.soldout.enabled.then(|| {
         let ttl = Duration::from_millis(res.settings.soldout.flag_ttl_ms);
         let board = std::sync::Arc::new(SoldOutBoard::new(
