@@ -8,6 +8,7 @@ mod bad_input;
 mod cli;
 mod deploy;
 mod lifecycle;
+mod openapi;
 mod pipeline;
 mod reconcile;
 mod reserve;

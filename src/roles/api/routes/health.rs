@@ -14,7 +14,7 @@ pub async fn livez() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
-#[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz", params(("verbose" = Option<bool>, Query, description = "Present (any value): list each check")), responses((status = 200, description = "Ready: dependencies answer, scripts loaded, not draining", body = crate::roles::api::routes::openapi::Readiness), (status = 503, description = "Not ready (or draining); take this instance out of rotation", body = crate::roles::api::routes::openapi::Readiness)))]
+#[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz", params(("verbose" = Option<String>, Query, description = "A flag: when present, with any value or none, the answer lists each check")), responses((status = 200, description = "Ready: dependencies answer, scripts loaded, not draining", body = crate::roles::api::routes::openapi::Readiness), (status = 503, description = "Not ready (or draining); take this instance out of rotation", body = crate::roles::api::routes::openapi::Readiness)))]
 pub async fn readyz(req: HttpRequest, state: web::Data<ApiState>) -> HttpResponse {
     let draining = state.draining.load(Ordering::SeqCst);
     let redis = state.res.redis.ping().await.is_ok();

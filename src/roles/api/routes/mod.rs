@@ -23,8 +23,11 @@ pub fn register(cfg: &mut web::ServiceConfig) {
             .route(web::get().to(reservations::get)),
     )
     .service(
-        resource("/v1/skus/{sku_id}/reservations/{request_id}/confirm", "POST")
-            .route(web::post().to(lifecycle::confirm)),
+        resource(
+            "/v1/skus/{sku_id}/reservations/{request_id}/confirm",
+            "POST",
+        )
+        .route(web::post().to(lifecycle::confirm)),
     )
     .service(
         resource("/v1/skus/{sku_id}/reservations/{request_id}/cancel", "POST")
@@ -33,8 +36,7 @@ pub fn register(cfg: &mut web::ServiceConfig) {
     .service(resource("/v1/skus/{sku_id}", "GET").route(web::get().to(skus::get)))
     .service(resource("/v1/admin/skus/{sku_id}", "PUT").route(web::put().to(admin::put_sku)))
     .service(
-        resource("/v1/admin/skus/{sku_id}/warmup", "POST")
-            .route(web::post().to(admin::warmup)),
+        resource("/v1/admin/skus/{sku_id}/warmup", "POST").route(web::post().to(admin::warmup)),
     )
     .service(
         resource("/v1/admin/reconcile", "GET, POST")

@@ -95,7 +95,7 @@ pub async fn serve() -> HttpResponse {
 #[allow(dead_code)] // documentation only: handlers parse with `routes::sku_from`
 pub struct SkuPath {
     /// The SKU: a positive 64-bit integer, decimal, no sign.
-    #[param(minimum = 1, maximum = 9223372036854775807_i64)]
+    #[param(minimum = 1, maximum = 9223372036854775807_i64, example = 1)]
     sku_id: u64,
 }
 
@@ -105,12 +105,17 @@ pub struct SkuPath {
 #[allow(dead_code)] // documentation only: handlers parse with `routes::request_from`
 pub struct ReservationPath {
     /// The SKU: a positive 64-bit integer, decimal, no sign.
-    #[param(minimum = 1, maximum = 9223372036854775807_i64)]
+    #[param(minimum = 1, maximum = 9223372036854775807_i64, example = 1)]
     sku_id: u64,
     /// The `request_id` the reservation was made with. An id made of dots only
     /// (`.`, `..`) must be sent percent-encoded (`%2E`): HTTP clients remove such
     /// path segments (RFC 3986 §5.2.4).
-    #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_.:-]{1,64}$")]
+    #[param(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_.:-]{1,64}$",
+        example = "order-4711:1"
+    )]
     request_id: String,
 }
 
@@ -250,7 +255,9 @@ fn problem_response(kind: &ProblemKind) -> RefOr<Response> {
     };
     match kind.status {
         401 => {
-            let schema = string_schema("").description(None::<String>).enum_values(Some(["Bearer"]));
+            let schema = string_schema("")
+                .description(None::<String>)
+                .enum_values(Some(["Bearer"]));
             response = response.header(
                 "WWW-Authenticate",
                 header("The admin routes take a bearer token", schema.into()),
@@ -266,7 +273,9 @@ fn problem_response(kind: &ProblemKind) -> RefOr<Response> {
             );
         }
         503 => {
-            let schema = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0));
+            let schema = ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0));
             response = response.header(
                 "Retry-After",
                 header("Seconds to wait before retrying", schema.into()),
@@ -371,4 +380,212 @@ pub enum Verdict {
     RedisAhead,
     RedisBehind,
     MysqlInconsistent,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use actix_web::ResponseError;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::roles::api::problem::ApiError;
+
+    fn doc() -> Value {
+        serde_json::from_str(document()).unwrap()
+    }
+
+    /// One value of every `ApiError` variant.
+    fn every_error() -> Vec<ApiError> {
+        vec![
+            ApiError::InvalidRequest("x".into()),
+            ApiError::Unauthorized,
+            ApiError::SkuNotFound(1),
+            ApiError::ReservationNotFound,
+            ApiError::SoldOut,
+            ApiError::InsufficientStock { available: 1 },
+            ApiError::LimitExceeded {
+                bought: 1,
+                limit: 1,
+            },
+            ApiError::IdempotencyMismatch,
+            ApiError::ReservationReleased,
+            ApiError::ReservationConfirmed,
+            ApiError::ReservationRejected,
+            ApiError::BelowReserved("x".into()),
+            ApiError::Conflict("x".into()),
+            ApiError::Unavailable("x".into()),
+            ApiError::RouteNotFound,
+            ApiError::MethodNotAllowed("GET"),
+        ]
+    }
+
+    #[test]
+    fn every_route_of_the_spec_is_described() {
+        let doc = doc();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let expected = [
+            ("/v1/skus/{sku_id}/reservations", "post"),
+            ("/v1/skus/{sku_id}/reservations/{request_id}", "get"),
+            (
+                "/v1/skus/{sku_id}/reservations/{request_id}/confirm",
+                "post",
+            ),
+            ("/v1/skus/{sku_id}/reservations/{request_id}/cancel", "post"),
+            ("/v1/skus/{sku_id}", "get"),
+            ("/v1/admin/skus/{sku_id}", "put"),
+            ("/v1/admin/skus/{sku_id}/warmup", "post"),
+            ("/v1/admin/reconcile", "post"),
+            ("/v1/admin/reconcile", "get"),
+            ("/livez", "get"),
+            ("/readyz", "get"),
+            ("/metrics", "get"),
+            ("/openapi.json", "get"),
+        ];
+        let mut described = 0;
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            described += ops.as_object().unwrap().len();
+            for method in ops.as_object().unwrap().keys() {
+                assert!(
+                    expected.contains(&(path.as_str(), method.as_str())),
+                    "{method} {path} is not in SPEC §6"
+                );
+            }
+        }
+        for (path, method) in expected {
+            let op = &doc["paths"][path][method];
+            assert!(op.is_object(), "{method} {path} missing");
+            let admin = path.starts_with("/v1/admin/");
+            assert_eq!(
+                op["security"][0][ADMIN_SECURITY].is_array(),
+                admin,
+                "{method} {path}"
+            );
+            assert_eq!(op["security"].is_array(), admin, "{method} {path}");
+        }
+        assert_eq!(described, expected.len());
+    }
+
+    #[test]
+    fn problem_codes_match_the_api_errors() {
+        let documented: BTreeSet<(u16, &str)> = PROBLEMS
+            .iter()
+            .flat_map(|k| k.codes.iter().map(move |c| (k.status, *c)))
+            .collect();
+        let actual: BTreeSet<(u16, &str)> = every_error()
+            .iter()
+            .map(|e| (e.status_code().as_u16(), e.code()))
+            .collect();
+        assert_eq!(documented, actual);
+    }
+
+    #[test]
+    fn every_problem_response_is_problem_json_with_its_codes() {
+        let doc = doc();
+        let responses = doc["components"]["responses"].as_object().unwrap();
+        for kind in PROBLEMS {
+            let schema = &doc["components"]["schemas"][kind.name];
+            assert_eq!(schema["properties"]["status"]["enum"][0], kind.status);
+            let codes: Vec<&str> = schema["properties"]["code"]["enum"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap())
+                .collect();
+            assert_eq!(codes, kind.codes);
+            assert!(responses[kind.name]["content"][PROBLEM_JSON].is_object());
+        }
+        // Each operation's problem responses sit under the status they carry.
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for (method, op) in ops.as_object().unwrap() {
+                for (status, response) in op["responses"].as_object().unwrap() {
+                    let Some(reference) = response["$ref"].as_str() else {
+                        continue;
+                    };
+                    let name = reference.rsplit('/').next().unwrap();
+                    let kind = PROBLEMS.iter().find(|k| k.name == name).unwrap();
+                    assert_eq!(status, &kind.status.to_string(), "{method} {path}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn request_bodies_refuse_unknown_fields_and_carry_the_ranges() {
+        let doc = doc();
+        let schemas = &doc["components"]["schemas"];
+        for name in ["ReserveBody", "SkuBody"] {
+            assert_eq!(schemas[name]["additionalProperties"], false, "{name}");
+        }
+        let reserve = &schemas["ReserveBody"]["properties"];
+        assert_eq!(reserve["count"]["minimum"], 1);
+        assert_eq!(reserve["count"]["maximum"], 1000);
+        assert_eq!(reserve["user_id"]["minimum"], 1);
+        assert_eq!(reserve["user_id"]["maximum"], i64::MAX);
+        assert_eq!(
+            reserve["request_id"]["pattern"],
+            crate::roles::api::views::REQUEST_ID_PATTERN
+        );
+        let params =
+            &doc["paths"]["/v1/skus/{sku_id}/reservations/{request_id}"]["get"]["parameters"];
+        assert_eq!(params[0]["name"], "sku_id");
+        assert_eq!(params[0]["schema"]["minimum"], 1);
+        assert_eq!(params[0]["schema"]["maximum"], i64::MAX);
+        assert_eq!(
+            params[1]["schema"]["pattern"],
+            crate::roles::api::views::REQUEST_ID_PATTERN
+        );
+        let scheme = &doc["components"]["securitySchemes"][ADMIN_SECURITY];
+        assert_eq!(scheme["scheme"], "bearer");
+    }
+
+    #[test]
+    fn the_reconcile_mirror_matches_the_report() {
+        use crate::ops::reconcile::{Report, SkuReport, Verdict as Real};
+        let verdicts = [
+            Real::Ok,
+            Real::InFlight,
+            Real::RedisAhead,
+            Real::RedisBehind,
+            Real::MysqlInconsistent,
+        ];
+        let report = Report {
+            checked_at: "1970-01-01T00:00:00Z".into(),
+            skus: verdicts
+                .iter()
+                .map(|&verdict| SkuReport {
+                    sku_id: 1,
+                    verdict,
+                    redis_available: None,
+                    mysql_available: 0,
+                    ledger_units: 0,
+                    in_flight: 0,
+                    repaired: false,
+                    drift: 0,
+                    redis_conserved: None,
+                })
+                .collect(),
+        };
+        let shown = serde_json::to_value(&report).unwrap();
+        let doc = doc();
+        let schemas = &doc["components"]["schemas"];
+        let keys =
+            |v: &Value| -> BTreeSet<String> { v.as_object().unwrap().keys().cloned().collect() };
+        assert_eq!(
+            keys(&shown),
+            keys(&schemas["ReconcileReport"]["properties"])
+        );
+        assert_eq!(
+            keys(&shown["skus"][0]),
+            keys(&schemas["SkuReconcileLine"]["properties"])
+        );
+        let names: Vec<Value> = shown["skus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["verdict"].clone())
+            .collect();
+        assert_eq!(Value::Array(names), schemas["Verdict"]["enum"]);
+    }
 }
