@@ -146,6 +146,16 @@ async fn admin_needs_the_token_and_cannot_go_below_reserved() {
     let (s, c) = problem_code(resp).await;
     assert_eq!((s, c.as_str()), (401, "UNAUTHORIZED"));
     assert_eq!(app.mysql_available(1).await, None);
+    // The token is checked before the body: anonymous garbage is 401, not 400.
+    let resp = app
+        .client
+        .put(format!("{}/v1/admin/skus/1", app.base))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    let (s, c) = problem_code(resp).await;
+    assert_eq!((s, c.as_str()), (401, "UNAUTHORIZED"));
     app.create_sku(1, 5, 5).await;
     assert_eq!(app.reserve(1, "a", 1, 3).await.status(), 201);
     let (s, _) = problem_code(app.put_sku(1, 2, 5).await).await;

@@ -17,6 +17,25 @@ use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{AdminSkuView, SkuBody, WarmupView};
 use crate::roles::api::ApiState;
 
+/// Extractor that refuses the request unless it carries the admin bearer
+/// token. It is the first argument of every admin handler, so the token is
+/// checked before the body is read: an anonymous caller gets 401, never a
+/// body validation error.
+pub struct Admin;
+
+impl actix_web::FromRequest for Admin {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let verdict = match req.app_data::<web::Data<ApiState>>() {
+            Some(state) => require_admin(req, state).map(|()| Admin),
+            None => Err(ApiError::Unauthorized),
+        };
+        std::future::ready(verdict)
+    }
+}
+
 /// Refuses the request unless it carries the admin bearer token.
 pub fn require_admin(req: &HttpRequest, state: &ApiState) -> Result<(), ApiError> {
     let Some(expected) = state.res.settings.admin.token.as_deref() else {
@@ -56,11 +75,11 @@ pub fn require_admin(req: &HttpRequest, state: &ApiState) -> Result<(), ApiError
     )
 )]
 pub async fn put_sku(
+    _admin: Admin,
     req: HttpRequest,
     state: web::Data<ApiState>,
     body: web::Json<SkuBody>,
 ) -> Result<HttpResponse, ApiError> {
-    require_admin(&req, &state)?;
     let sku_id = sku_from(&req)?;
     let (total, limit) = body.validate()?;
     let result = sku_admin::upsert(&state.res.db, &state.res.redis, sku_id, total, limit).await;
@@ -116,11 +135,11 @@ fn observe_failed(err: ObserveError) -> ApiError {
     )
 )]
 pub async fn warmup(
+    _admin: Admin,
     req: HttpRequest,
     state: web::Data<ApiState>,
     query: web::Query<WarmupQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    require_admin(&req, &state)?;
     let sku_id = sku_from(&req)?;
     let res = &state.res;
     let max_winners = res.settings.reconcile.max_winners;
