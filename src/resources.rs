@@ -55,6 +55,7 @@ impl Resources {
             db.clone(),
             redis.clone(),
             &settings.reconcile,
+            settings.metrics.sku_allowlist.clone(),
         ));
         Ok(Self {
             settings: Arc::new(settings),

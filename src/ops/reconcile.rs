@@ -100,6 +100,8 @@ pub struct Reconciler {
     /// Verdict and drift of the previous check, per SKU ("stable across checks").
     previous: Mutex<HashMap<SkuId, (Verdict, i64)>>,
     last: Mutex<Option<Report>>,
+    /// SKUs exported with a `sku` label (`metrics.sku_allowlist`).
+    sku_allowlist: Vec<u64>,
 }
 
 impl Reconciler {
@@ -107,6 +109,7 @@ impl Reconciler {
         db: Db,
         redis: std::sync::Arc<RedisStore>,
         settings: &crate::config::ReconcileSettings,
+        sku_allowlist: Vec<u64>,
     ) -> Self {
         Self {
             db,
@@ -115,6 +118,7 @@ impl Reconciler {
             max_winners: settings.max_winners,
             previous: Mutex::new(HashMap::new()),
             last: Mutex::new(None),
+            sku_allowlist,
         }
     }
 
@@ -136,7 +140,14 @@ impl Reconciler {
             lines.push(line);
         }
         let drift_total: i64 = lines.iter().map(|l| l.drift.abs()).sum();
-        metrics::gauge!("stockd_reconcile_drift_units").set(drift_total as f64);
+        metrics::gauge!("stockd_reconcile_drift_units_sum").set(drift_total as f64);
+        for line in lines
+            .iter()
+            .filter(|l| self.sku_allowlist.contains(&l.sku_id))
+        {
+            metrics::gauge!("stockd_reconcile_drift_units", "sku" => line.sku_id.to_string())
+                .set(line.drift as f64);
+        }
         metrics::gauge!("stockd_reconcile_last_success_timestamp_seconds")
             .set(crate::telemetry::unix_ms() as f64 / 1000.0);
         let report = Report {
