@@ -336,6 +336,13 @@ impl RedisStore {
         Ok(Some(members))
     }
 
+    /// Size of the SKU's winners set (O(1)).
+    pub async fn winners_count(&self, sku_id: SkuId) -> Result<usize, RedisError> {
+        let key = self.keys.winners(sku_id);
+        self.run(|mut c| async move { redis::cmd("SCARD").arg(&key).query_async(&mut c).await })
+            .await
+    }
+
     /// A dedicated (non-pooled) Pub/Sub connection.
     pub async fn pubsub(&self) -> Result<redis::aio::PubSub, RedisError> {
         let client = redis::Client::open(self.url.as_str())?;

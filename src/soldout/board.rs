@@ -100,10 +100,24 @@ impl SoldOutBoard {
             self.clear(sku);
             return Ok(());
         }
-        // Winners first, then the flag: no replay can be refused in between.
-        let Some(winners) = self.redis.winners(sku, self.max_winners).await? else {
-            self.clear(sku);
-            return Ok(());
+        // The winners set only grows, so an unchanged size means an unchanged
+        // set: re-validation of a flagged SKU then costs two O(1) reads.
+        let known = self
+            .flags
+            .read()
+            .expect("lock poisoned")
+            .get(&sku)
+            .map(|f| f.winners.clone());
+        let winners = match known {
+            Some(w) if self.redis.winners_count(sku).await? == w.len() => w,
+            // Winners first, then the flag: no replay can be refused in between.
+            _ => match self.redis.winners(sku, self.max_winners).await? {
+                Some(w) => Arc::new(w),
+                None => {
+                    self.clear(sku);
+                    return Ok(());
+                }
+            },
         };
         // Re-check: a release between the two reads must not leave a stale flag.
         if self.redis.sold_out(sku).await? != Some(true) {
@@ -112,7 +126,7 @@ impl SoldOutBoard {
         }
         let flag = Flag {
             validated_at: Instant::now(),
-            winners: Arc::new(winners),
+            winners,
         };
         self.flags.write().expect("lock poisoned").insert(sku, flag);
         Ok(())
