@@ -59,6 +59,75 @@ pub struct TestApp {
     consumer: Option<tokio::task::JoinHandle<()>>,
     closer: Option<tokio::task::JoinHandle<()>>,
     extra_apis: Vec<ApiHandle>,
+    /// Set once the test's data is gone; otherwise `Drop` removes it (a test
+    /// that panicked never reaches `cleanup`).
+    purged: bool,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if self.purged {
+            return;
+        }
+        let settings = (*self.res.settings).clone();
+        // Drop runs inside the test's runtime, which cannot be blocked on: purge
+        // from a thread with a runtime of its own.
+        let purger = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(purge(&settings));
+        });
+        let _ = purger.join();
+    }
+}
+
+/// Removes everything a test created: its Redis keys, queues, exchanges and
+/// database. Used by `cleanup()` and, after a panic, by `Drop`.
+pub async fn purge(settings: &Settings) {
+    let prefix = settings.redis.key_prefix.clone();
+    if let Ok(client) = redis::Client::open(settings.redis.url.as_str()) {
+        if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
+            let mut cursor: u64 = 0;
+            loop {
+                let scanned: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(format!("{prefix}*"))
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut conn)
+                    .await;
+                let Ok((next, keys)) = scanned else { break };
+                if !keys.is_empty() {
+                    let _: redis::RedisResult<()> =
+                        redis::cmd("DEL").arg(&keys).query_async(&mut conn).await;
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+    }
+    if let Ok(amqp) = stockd::mq::connect(&settings.amqp.url, "cleanup").await {
+        if let Ok(ch) = amqp.create_channel().await {
+            let topology = stockd::mq::Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+            let _ = topology.delete(&ch).await;
+        }
+        let _ = amqp.close(200, "".into()).await;
+    }
+    if let Ok(opts) = mysql_async::Opts::from_url(&settings.mysql.url) {
+        let db_name = opts.db_name().unwrap_or_default().to_string();
+        let server = mysql_async::OptsBuilder::from_opts(opts).db_name(None::<String>);
+        if let Ok(mut conn) = mysql_async::Conn::new(server).await {
+            let _ = conn
+                .query_drop(format!("DROP DATABASE IF EXISTS `{db_name}`"))
+                .await;
+            let _ = conn.disconnect().await;
+        }
+    }
 }
 
 pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
@@ -109,6 +178,7 @@ impl TestApp {
             consumer: None,
             closer: None,
             extra_apis: Vec::new(),
+            purged: false,
         };
         if opts.consumer {
             app.start_consumer();
@@ -464,35 +534,9 @@ impl TestApp {
             closer.await.unwrap();
         }
         tracing::info!("cleanup: roles stopped");
-        let keys = self.redis_keys().await;
-        let mut conn = self.redis_conn().await;
-        for chunk in keys.chunks(500) {
-            let _: () = redis::cmd("DEL")
-                .arg(chunk)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-        }
-        let registry = self.res.redis.keys().registry();
-        let _: () = redis::cmd("DEL")
-            .arg(registry)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        tracing::info!("cleanup: redis keys removed");
-        let amqp = stockd::mq::connect(&self.res.settings.amqp.url, "cleanup")
-            .await
-            .unwrap();
-        let ch = amqp.create_channel().await.unwrap();
-        self.res.publisher.topology().delete(&ch).await.unwrap();
-        let _ = amqp.close(200, "".into()).await;
-        tracing::info!("cleanup: queues removed");
-        let mut db = self.mysql().await;
-        db.query_drop(format!("DROP DATABASE IF EXISTS stockd_{}", self.id))
-            .await
-            .unwrap();
-        drop(db);
-        self.res.close().await;
+        purge(&self.res.settings).await;
+        self.purged = true;
+        self.res.clone().close().await;
     }
 }
 
