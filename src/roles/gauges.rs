@@ -52,11 +52,38 @@ pub async fn refresh(res: &Resources) {
     }
     if let Ok(skus) = res.redis.registered_skus().await {
         let mut backlog = 0;
+        let mut oldest_ms: u64 = 0;
+        let now_ms = res.redis.now_ms().await.unwrap_or(0);
         for sku in skus {
             backlog += res.redis.outbox_len(sku).await.unwrap_or(0);
+            // Stream ids are Redis TIME in ms: the first entry's id is its age.
+            if let Ok(first) = res.redis.outbox_stale(sku, 0, 1).await {
+                if let Some(ms) = first
+                    .first()
+                    .and_then(|e| e.id.split('-').next()?.parse::<u64>().ok())
+                {
+                    oldest_ms = oldest_ms.max(now_ms.saturating_sub(ms));
+                }
+            }
         }
         metrics::gauge!("stockd_outbox_entries").set(backlog as f64);
+        metrics::gauge!("stockd_outbox_oldest_age_seconds").set(oldest_ms as f64 / 1000.0);
     }
+    let redis_pool = res.redis.pool().status();
+    metrics::gauge!("stockd_pool_connections", "pool" => "redis", "state" => "open")
+        .set(redis_pool.size as f64);
+    metrics::gauge!("stockd_pool_connections", "pool" => "redis", "state" => "idle")
+        .set(redis_pool.available as f64);
+    metrics::gauge!("stockd_pool_connections", "pool" => "mysql", "state" => "max")
+        .set(res.settings.mysql.pool_max as f64);
+    let amqp_up = res.publisher.is_connected().await;
+    metrics::gauge!("stockd_pool_connections", "pool" => "amqp", "state" => "open").set(
+        if amqp_up {
+            res.settings.amqp.publish_channels as f64
+        } else {
+            0.0
+        },
+    );
     for raw in &res.settings.metrics.sku_allowlist {
         let Ok(sku) = SkuId::new(*raw) else { continue };
         if let Ok(Some(snapshot)) = res.redis.sku(sku).await {

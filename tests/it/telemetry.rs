@@ -40,6 +40,7 @@ async fn health_metrics_and_request_ids_are_served() {
     let (_, terse) = app.get_json("/readyz").await;
     assert!(terse.get("checks").is_none());
 
+    stockd::roles::gauges::refresh(&app.res).await;
     let text = app
         .client
         .get(format!("{}/metrics", app.base))
@@ -54,6 +55,12 @@ async fn health_metrics_and_request_ids_are_served() {
         "stockd_reservations_total{result=\"reserved\"}",
         "stockd_publish_total{outcome=\"ack\"}",
         "stockd_reserve_duration_seconds_bucket",
+        "stockd_dependency_up{dependency=\"redis\"} 1",
+        "stockd_dependency_up{dependency=\"mysql\"} 1",
+        "stockd_dependency_up{dependency=\"amqp\"} 1",
+        "stockd_queue_messages{queue=",
+        "stockd_outbox_oldest_age_seconds",
+        "stockd_pool_connections{pool=\"redis\"",
     ] {
         assert!(text.contains(series), "missing {series}");
     }

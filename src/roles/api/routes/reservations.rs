@@ -68,10 +68,20 @@ pub async fn reserve(
         .redis
         .reserve(sku_id, &body.request_id, user_id, count)
         .await
-        .map_err(|e| ApiError::unavailable("redis", e))?;
-    metrics::counter!("stockd_reservations_total", "result" => outcome.label()).increment(1);
+        .map_err(|e| {
+            metrics::counter!("stockd_reservations_total", "result" => "error").increment(1);
+            ApiError::unavailable("redis", e)
+        })?;
     flag_if_sold_out(&state, sku_id, &outcome);
+    let label = outcome.label();
     let response = answer(&state, sku_id, outcome).await;
+    // A SKU missing from Redis is counted by what it turned out to be.
+    let label = match (&response, label) {
+        (Err(ApiError::SkuNotFound(_)), _) => "not_found",
+        (Err(ApiError::Unavailable(_)), "not_loaded") => "not_loaded",
+        (_, label) => label,
+    };
+    metrics::counter!("stockd_reservations_total", "result" => label).increment(1);
     metrics::histogram!("stockd_reserve_duration_seconds").record(started.elapsed().as_secs_f64());
     response
 }
