@@ -60,6 +60,14 @@ impl Api {
         Ok(value["persisted"].as_bool() == Some(true))
     }
 
+    /// `POST /v1/admin/reconcile`: the reconciler's report, one entry per SKU.
+    pub async fn reconcile(&mut self) -> anyhow::Result<serde_json::Value> {
+        let path = "/v1/admin/reconcile";
+        let resp = self.conn.request("POST", path, &self.auth, b"").await?;
+        ensure_status(&resp, 200, path)?;
+        Ok(serde_json::from_slice(&resp.body)?)
+    }
+
     /// One reservation outside any measurement (e.g. to sell a SKU out); its
     /// request id is `<tag>0`.
     pub async fn reserve_one(&self, sku: u64, tag: &str, user: u64) -> Outcome {

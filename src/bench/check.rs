@@ -62,9 +62,8 @@ pub fn answers(expect: Expect, tally: &Tally) -> Vec<String> {
     let mut bad = Vec::new();
     if tally.failed > 0 {
         let failed: Vec<String> = tally
-            .by_label
+            .failures
             .iter()
-            .filter(|(label, _)| is_failure_label(label))
             .map(|(label, n)| format!("{n} × {label}"))
             .collect();
         bad.push(format!(
@@ -80,10 +79,6 @@ pub fn answers(expect: Expect, tally: &Tally) -> Vec<String> {
         ));
     }
     bad
-}
-
-fn is_failure_label(label: &str) -> bool {
-    !(label.starts_with("20") || label.starts_with("409") || label == "ok" || label == "sold_out")
 }
 
 /// Waits for MySQL to hold every admitted unit, then checks both stores.
@@ -165,17 +160,55 @@ pub async fn users_over_limit(db: &Db, sku_id: SkuId, limit: i64) -> anyhow::Res
     Ok(over.unwrap_or(0) as u64)
 }
 
-/// `--target`: what HTTP shows. Redis' view of the stock must match the answers.
-pub async fn over_http(api: &mut Api, expect: Expect) -> Vec<String> {
-    match api.available(expect.sku.get()).await {
-        Ok(available) if available == expect.total - expect.admitted => Vec::new(),
-        Ok(available) => vec![format!(
-            "GET /v1/skus/{}: available {available}, expected {}",
-            expect.sku,
-            expect.total - expect.admitted
-        )],
-        Err(err) => vec![format!("GET /v1/skus/{}: {err:#}", expect.sku)],
+/// Reconcile poll period with `--target` (each poll checks every SKU).
+const RECONCILE_POLL: Duration = Duration::from_millis(250);
+
+/// `--target`: what HTTP shows. Redis' view must match the answers, and the
+/// reconciler's report (SPEC §8: both stores and the ledger, per SKU) must
+/// reach `OK` — drained — with every number agreeing.
+pub async fn over_http(api: &mut Api, e: Expect) -> Vec<String> {
+    let want = e.total - e.admitted;
+    let mut bad = Vec::new();
+    match api.available(e.sku.get()).await {
+        Ok(available) if available == want => {}
+        Ok(available) => bad.push(format!(
+            "GET /v1/skus/{}: available {available}, expected {want}",
+            e.sku
+        )),
+        Err(err) => bad.push(format!("GET /v1/skus/{}: {err:#}", e.sku)),
     }
+    let mut last = serde_json::Value::Null;
+    let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+    while tokio::time::Instant::now() < deadline {
+        match api.reconcile().await {
+            Ok(report) => {
+                let entry = report["skus"]
+                    .as_array()
+                    .and_then(|skus| skus.iter().find(|s| s["sku_id"] == e.sku.get()))
+                    .cloned()
+                    .unwrap_or_default();
+                if entry["verdict"] == "OK" {
+                    last = entry;
+                    break;
+                }
+                last = entry;
+            }
+            Err(err) => last = serde_json::json!({ "error": format!("{err:#}") }),
+        }
+        tokio::time::sleep(RECONCILE_POLL).await;
+    }
+    let num = |k: &str| last[k].as_i64();
+    let agrees = last["verdict"] == "OK"
+        && num("redis_available") == Some(want)
+        && num("mysql_available") == Some(want)
+        && num("ledger_units") == Some(e.admitted);
+    if !agrees {
+        bad.push(format!(
+            "reconcile report for SKU {} did not reach OK with available {want} and {} ledger units within {DRAIN_TIMEOUT:?}: {last}",
+            e.sku, e.admitted
+        ));
+    }
+    bad
 }
 
 /// Polls `probe` every `every` until it returns true or `limit` passes.

@@ -63,15 +63,21 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
     };
     let run = drive("flash sale", plan, workers).await;
     let sold = run.tally.done as i64;
-    println!("\n  units sold            {sold:>7}");
+    println!("\n  {:<24} {:>7}", "units sold", sold);
     for (label, n) in &run.tally.by_label {
         if !label.starts_with("20") {
-            println!("  refused {label:<21} {:>7}", thousands(*n as f64));
+            let reason = label.strip_prefix("409 ").unwrap_or(label);
+            println!(
+                "  {:<24} {:>7}",
+                format!("refused {reason}"),
+                thousands(*n as f64)
+            );
         }
     }
     let p = run.latency.unwrap_or_default();
     println!(
-        "  time taken            {:>7.2} s  ({} req/s, p50 {:.2} ms, p99 {:.2} ms)",
+        "  {:<24} {:>7.2} s  ({} req/s, p50 {:.2} ms, p99 {:.2} ms)",
+        "time taken",
         run.elapsed.as_secs_f64(),
         thousands(run.throughput()),
         p.p50_ms,

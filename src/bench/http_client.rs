@@ -257,3 +257,56 @@ pub async fn loopback_addr(base_url: &str) -> anyhow::Result<SocketAddr> {
         .find(|a| a.ip().is_loopback())
         .ok_or_else(|| anyhow::anyhow!("--target {base_url} is not a loopback address"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake server that answers two requests on one connection: a sized
+    /// body, then a chunked one split across writes.
+    async fn serve_twice(listener: std::net::TcpListener) {
+        listener.set_nonblocking(true).unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        let answers: [&[&[u8]]; 2] = [
+            &[b"HTTP/1.1 201 Created\r\ncontent-length: 5\r\n\r\nhello"],
+            &[
+                b"HTTP/1.1 409 Conflict\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"co\r\n9\r\nde\":\"S",
+                b"OLD\r\n6\r\n_OUT\"}\r\n0\r\n\r\n",
+            ],
+        ];
+        let mut buf = Vec::new();
+        for parts in answers {
+            while find(&buf, b"\r\n\r\n").is_none() {
+                read_more(&stream, &mut buf).await.unwrap();
+            }
+            buf.clear();
+            for part in parts {
+                write_all(&stream, part).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn sized_and_chunked_answers_are_read_on_one_kept_alive_connection() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(serve_twice(listener));
+        let mut conn = HttpConn::new(addr);
+        let first = conn.request("GET", "/a", "", b"").await.unwrap();
+        assert_eq!((first.status, first.body.as_slice()), (201, &b"hello"[..]));
+        let second = conn.request("GET", "/b", "", b"").await.unwrap();
+        assert_eq!(second.status, 409);
+        assert_eq!(second.problem_code().as_deref(), Some("SOLD_OUT"));
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn only_loopback_targets_are_accepted() {
+        assert!(loopback_addr("http://127.0.0.1:8080").await.is_ok());
+        assert!(loopback_addr("http://127.0.0.1:8080/v1").await.is_err());
+        assert!(loopback_addr("https://127.0.0.1:8080").await.is_err());
+        assert!(loopback_addr("http://10.1.2.3:8080").await.is_err());
+    }
+}

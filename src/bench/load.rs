@@ -7,6 +7,7 @@
 //! measured from that due time, not from when a worker got round to it, so a
 //! stall shows up in the percentiles instead of hiding (coordinated omission).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -41,6 +42,8 @@ pub struct Run {
     pub elapsed: Duration,
     pub latency: Option<Percentiles>,
     pub tally: Tally,
+    /// CPU milliseconds per process group during the phase (see [`super::cpu`]).
+    pub cpu_ms: BTreeMap<String, f64>,
 }
 
 impl Run {
@@ -53,6 +56,7 @@ impl Run {
 pub async fn drive<R: Requester>(label: &str, plan: Plan, workers: Vec<R>) -> Run {
     assert!(!workers.is_empty(), "a phase needs at least one worker");
     let progress = Progress::start(label, plan.requests);
+    let cpu_before = super::cpu::snapshot();
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let deadline = started + plan.max_duration;
@@ -78,12 +82,14 @@ pub async fn drive<R: Requester>(label: &str, plan: Plan, workers: Vec<R>) -> Ru
         tally.merge(t);
         finished = finished.max(end);
     }
+    let cpu_ms = cpu_before.elapsed_ms();
     progress.finish().await;
     Run {
         requests: samples.len() as u64,
         elapsed: finished - started,
         latency: Percentiles::of_micros(&mut samples),
         tally,
+        cpu_ms,
     }
 }
 

@@ -22,6 +22,9 @@ pub struct Machine {
     pub cpu_model: String,
     pub memory_gib: f64,
     pub kernel: String,
+    /// 1-minute load average when the run began: above ~0.5 on this box,
+    /// something else was running and the numbers are disturbed.
+    pub load_avg_1m_at_start: f64,
     pub redis: String,
     pub mariadb: String,
     pub rabbitmq: String,
@@ -38,6 +41,10 @@ impl Machine {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| unknown()),
+            load_avg_1m_at_start: std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0.0),
             redis: redis_version(ns).await.unwrap_or_else(unknown),
             mariadb: mysql_version(ns).await.unwrap_or_else(unknown),
             rabbitmq: rabbitmq_version().await.unwrap_or_else(unknown),
@@ -46,11 +53,12 @@ impl Machine {
 
     pub fn summary(&self) -> String {
         format!(
-            "{} CPUs ({}), {:.1} GiB RAM, Linux {}; Redis {}, MariaDB {}, RabbitMQ {}",
+            "{} CPUs ({}), {:.1} GiB RAM, Linux {}, load {:.2} at start; Redis {}, MariaDB {}, RabbitMQ {}",
             self.cpus,
             self.cpu_model,
             self.memory_gib,
             self.kernel,
+            self.load_avg_1m_at_start,
             self.redis,
             self.mariadb,
             self.rabbitmq

@@ -8,11 +8,13 @@
 //! - [`phases`]: ceiling, reserve, sold-out, persist lag, strawman, consumer.
 //! - [`load`], [`http_client`], [`api`]: the driver and its HTTP/1.1 client.
 //! - [`child`], [`namespace`]: the stockd under test and its isolated data.
+//! - [`cpu`], [`slowlog`]: where the time went (CPU per process, Redis stalls).
 //! - [`check`]: the invariants; [`report`], [`ratios`], [`svg`], [`machine`]: output.
 
 pub mod api;
 pub mod check;
 pub mod child;
+pub mod cpu;
 pub mod demo;
 pub mod http_client;
 pub mod load;
@@ -22,6 +24,7 @@ pub mod phases;
 pub mod progress;
 pub mod ratios;
 pub mod report;
+pub mod slowlog;
 pub mod stats;
 pub mod suite;
 pub mod svg;
@@ -59,6 +62,9 @@ pub struct BenchArgs {
     /// Admin token of the `--target` stockd (default: `admin.token` from config).
     #[arg(long, env = "STOCKD_BENCH_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// Pid of the `--target` stockd, for its CPU time and peak RSS.
+    #[arg(long, value_name = "PID", requires = "target")]
+    pub target_pid: Option<u32>,
     /// Concurrent requesters of every phase (the strawman also runs at 1,000).
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
@@ -68,6 +74,10 @@ pub struct BenchArgs {
     /// Seconds of the half-load run that measures persist lag.
     #[arg(long, default_value_t = 5)]
     pub lag_secs: u64,
+    /// First SKU id of the HTTP phases. With `--target` the default is fresh
+    /// per run (9e12 + seconds), because the target keeps what the bench creates.
+    #[arg(long, value_name = "ID")]
+    pub sku_base_id: Option<u64>,
     /// Where bench.json, bench.md, bench.svg and the child logs go.
     #[arg(long, default_value = "bench-out")]
     pub out_dir: PathBuf,
@@ -100,6 +110,9 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
         return demo::run(args, settings).await;
     }
     let started = Instant::now();
+    if let Some(pid) = args.target_pid {
+        cpu::watch_target(pid);
+    }
     let ns = Namespace::new(&settings, "bench")?;
     std::fs::create_dir_all(&args.out_dir)
         .with_context(|| format!("creating {}", args.out_dir.display()))?;
@@ -108,7 +121,7 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
     ns.cleanup()
         .await
         .context("removing leftovers of an earlier run")?;
-    let mut collected = suite::Collected::default();
+    let mut collected = suite::Collected::new(&ns)?;
     let outcome = suite::run_phases(&args, &ns, &mut collected).await;
     if !args.keep {
         if let Err(err) = ns.cleanup().await {

@@ -68,7 +68,7 @@ impl Namespace {
             ("STOCKD__LOGGING__LEVEL", "warn"),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_string(), yaml_string(v)))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
     }
 
@@ -96,12 +96,6 @@ impl Namespace {
         let _ = conn.close(200, "bench cleanup".into()).await;
         Ok(())
     }
-}
-
-/// `value` as a double-quoted YAML scalar. Override values are parsed as YAML,
-/// where a plain `bench:` would be a mapping, not the string "bench:".
-fn yaml_string(value: &str) -> String {
-    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 /// `url` with its database path replaced by `db_name` (query string kept).
@@ -168,13 +162,7 @@ pub async fn delete_keys(store: &RedisStore, prefix: &str) -> anyhow::Result<u64
 
 #[cfg(test)]
 mod tests {
-    use super::{with_database, yaml_string};
-
-    #[test]
-    fn override_values_are_quoted_so_yaml_keeps_them_strings() {
-        assert_eq!(yaml_string("bench:"), r#""bench:""#);
-        assert_eq!(yaml_string(r#"a"b\c"#), r#""a\"b\\c""#);
-    }
+    use super::with_database;
 
     #[test]
     fn the_database_name_is_replaced_and_the_query_kept() {

@@ -133,3 +133,47 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
         row("peak RSS per process (MiB)", Goal::AtMost(150.0), peak),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(key: &'static str, throughput: f64, p99: Option<f64>) -> PhaseResult {
+        let mut p = PhaseResult::from_rate(key, String::new(), "req/s", 1, Default::default());
+        p.throughput = throughput;
+        p.latency = p99.map(|v| crate::bench::phases::LatencyMs {
+            p50: v,
+            p99: v,
+            p999: v,
+            max: v,
+        });
+        p
+    }
+
+    #[test]
+    fn ratios_are_met_or_missed_against_their_goals() {
+        let phases = vec![
+            phase(key::CEILING, 40_000.0, None),
+            phase(key::RESERVE_REDIS, 24_000.0, None),
+            phase(key::RESERVE_QUEUE, 8_000.0, None),
+            phase(key::HALF_LOAD, 4_000.0, Some(12.0)),
+        ];
+        let rows = compute(&phases, &[]);
+        let by_name = |n: &str| rows.iter().find(|r| r.name.starts_with(n)).unwrap();
+        assert_eq!(
+            by_name("reserve (durability: redis) / ceiling").met,
+            Some(true)
+        );
+        assert_eq!(
+            by_name("reserve (durability: queue) / ceiling").met,
+            Some(false)
+        );
+        assert_eq!(by_name("reserve p99").met, Some(false));
+        assert_eq!(
+            by_name("consumer").met,
+            None,
+            "phases that did not run are n/a"
+        );
+        assert_eq!(by_name("peak RSS").value, None);
+    }
+}

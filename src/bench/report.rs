@@ -39,14 +39,14 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "\n{:<22} {:>6} {:>8} {:>13} {:<12} {:>9} {:>9} {:>9}",
+            "\n{:<24} {:>6} {:>8} {:>13} {:<12} {:>9} {:>9} {:>9}",
             "phase", "conc", "count", "throughput", "unit", "p50 ms", "p99 ms", "p999 ms"
         );
         for p in &self.phases {
             let (p50, p99, p999) = latency_cells(p);
             let _ = writeln!(
                 out,
-                "{:<22} {:>6} {:>8} {:>13} {:<12} {p50:>9} {p99:>9} {p999:>9}",
+                "{:<24} {:>6} {:>8} {:>13} {:<12} {p50:>9} {p99:>9} {p999:>9}",
                 p.key,
                 conc_cell(p),
                 p.count,
@@ -54,6 +54,15 @@ impl Report {
                 p.unit
             );
         }
+        let _ = writeln!(
+            out,
+            "\nCPU µs per event, by process (cores busy = CPU time / wall time)"
+        );
+        let _ = writeln!(out, "{:<24} {}", "phase", cpu_header(|c| format!("{c:>9}")));
+        for p in self.phases.iter().filter(|p| !p.cpu_ms.is_empty()) {
+            let _ = writeln!(out, "{:<24} {}", p.key, cpu_cells(p, |c| format!("{c:>9}")));
+        }
+        let _ = write!(out, "{}", self.stalls_text());
         let _ = writeln!(out);
         for m in &self.memory {
             let _ = writeln!(
@@ -81,6 +90,28 @@ impl Report {
         out
     }
 
+    /// Redis SLOWLOG entries on the bench's keys, per phase that had any.
+    pub fn stalls_text(&self) -> String {
+        let mut out = String::new();
+        for p in self.phases.iter().filter(|p| !p.redis_stalls.is_empty()) {
+            let worst = &p.redis_stalls[0];
+            let total: f64 = p.redis_stalls.iter().map(|s| s.blocked_ms).sum();
+            let _ = writeln!(
+                out,
+                "redis stalls in {:<24} {:>3} slow commands, {:>7.1} ms blocked; worst {:.1} ms: {}",
+                p.key,
+                p.redis_stalls.len(),
+                total,
+                worst.blocked_ms,
+                worst.command
+            );
+        }
+        if !out.is_empty() {
+            out.insert(0, '\n');
+        }
+        out
+    }
+
     /// The same tables in Markdown, for BENCHMARKS.md.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
@@ -100,6 +131,30 @@ impl Report {
                 p.count,
                 thousands(p.throughput),
                 p.unit
+            );
+        }
+        let _ = writeln!(out, "\nCPU µs per event, by process:\n");
+        let _ = writeln!(
+            out,
+            "| phase | {} |",
+            cpu_header(|c| c.to_string())
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        let _ = writeln!(out, "|---|{}", "--:|".repeat(CPU_COLUMNS.len() + 2));
+        for p in self.phases.iter().filter(|p| !p.cpu_ms.is_empty()) {
+            let cells: Vec<String> = cpu_cells(p, |c| c.to_string())
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            let _ = writeln!(out, "| {} | {} |", p.key, cells.join(" | "));
+        }
+        let stalls = self.stalls_text();
+        if !stalls.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nRedis SLOWLOG during the phases (bench keys only):\n\n```text{stalls}```"
             );
         }
         let _ = writeln!(out, "\n| target | measured | goal | result | data |");
@@ -127,6 +182,29 @@ impl Report {
         std::fs::write(dir.join("bench.svg"), super::svg::chart(self))?;
         Ok(())
     }
+}
+
+/// Process groups of the CPU table, in pipeline order.
+const CPU_COLUMNS: &[&str] = &["bench", "stockd", "redis", "rabbitmq", "mariadb"];
+
+fn cpu_header(cell: impl Fn(&str) -> String) -> String {
+    let mut cols: Vec<String> = CPU_COLUMNS.iter().map(|c| cell(c)).collect();
+    cols.push(cell("total"));
+    cols.push(cell("cores"));
+    cols.join(" ")
+}
+
+fn cpu_cells(p: &PhaseResult, cell: impl Fn(&str) -> String) -> String {
+    let per = p.cpu_us_per_event();
+    let mut cols: Vec<String> = CPU_COLUMNS
+        .iter()
+        .map(|c| cell(&per.get(*c).map_or("-".into(), |v| format!("{v:.0}"))))
+        .collect();
+    let total: f64 = per.values().sum();
+    let cores = p.cpu_ms.values().sum::<f64>() / p.elapsed_ms.max(1.0);
+    cols.push(cell(&format!("{total:.0}")));
+    cols.push(cell(&format!("{cores:.2}")));
+    cols.join(" ")
 }
 
 fn verdict(r: &Ratio) -> &'static str {

@@ -52,6 +52,8 @@ impl Outcome {
 #[derive(Debug, Default, Clone)]
 pub struct Tally {
     pub by_label: BTreeMap<String, u64>,
+    /// The labels of [`Kind::Failed`] outcomes only, for the failure report.
+    pub failures: BTreeMap<String, u64>,
     pub done: u64,
     pub refused: u64,
     pub failed: u64,
@@ -62,7 +64,10 @@ impl Tally {
         match outcome.kind {
             Kind::Done => self.done += 1,
             Kind::Refused => self.refused += 1,
-            Kind::Failed => self.failed += 1,
+            Kind::Failed => {
+                self.failed += 1;
+                *self.failures.entry(outcome.label.to_string()).or_default() += 1;
+            }
         }
         match self.by_label.get_mut(outcome.label.as_ref()) {
             Some(n) => *n += 1,
@@ -78,6 +83,9 @@ impl Tally {
         self.failed += other.failed;
         for (label, n) in other.by_label {
             *self.by_label.entry(label).or_default() += n;
+        }
+        for (label, n) in other.failures {
+            *self.failures.entry(label).or_default() += n;
         }
     }
 
@@ -157,5 +165,6 @@ mod tests {
         a.merge(b);
         assert_eq!((a.done, a.refused, a.failed, a.total()), (1, 2, 1, 4));
         assert_eq!(a.by_label["409 SOLD_OUT"], 2);
+        assert_eq!(a.failures.keys().collect::<Vec<_>>(), ["503 UNAVAILABLE"]);
     }
 }

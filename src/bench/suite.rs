@@ -13,6 +13,7 @@ use super::phases::persist_lag::Probe;
 use super::phases::{self, key, Checked, PhaseResult};
 use super::progress::note;
 use super::report::Memory;
+use super::slowlog::stalls;
 use super::BenchArgs;
 use crate::config::Durability;
 
@@ -22,28 +23,49 @@ const PHASE_MAX: Duration = Duration::from_secs(30);
 const STRAWMAN_REQUESTS: u64 = 8_000;
 /// Concurrent requesters of the strawman's "old way at peak" run.
 pub const STRAWMAN_PEAK_REQUESTERS: usize = 1_000;
-/// Backlog drained by the batched consumer: ~1 s at its expected rate.
-const CONSUMER_BATCHED_MESSAGES: u64 = 40_000;
-/// Backlog drained one transaction per message: ~1–3 s at ~2,000–5,000/s.
-const CONSUMER_SINGLE_MESSAGES: u64 = 4_000;
-/// SKU ids of the child phases (each child starts from an empty namespace).
-const SKU_RESERVE: u64 = 101;
-const SKU_SOLD_OUT: u64 = 102;
-const SKU_LAG: u64 = 103;
+/// Deductions drained by the batched consumer: a second or two at its rate.
+const CONSUMER_BATCHED_DEDUCTIONS: u64 = 100_000;
+/// Deductions drained one per message and transaction: a few seconds at its rate.
+const CONSUMER_SINGLE_DEDUCTIONS: u64 = 4_000;
+/// Default `--sku-base-id` with a child stockd.
+const CHILD_SKU_BASE: u64 = 100;
+/// Default `--sku-base-id` with `--target`, plus seconds: far above real SKU ids.
+const TARGET_SKU_BASE: u64 = 9_000_000_000_000;
+/// SKU ids of the HTTP phases, added to the base.
+const SKU_RESERVE: u64 = 1;
+const SKU_SOLD_OUT: u64 = 2;
+const SKU_LAG: u64 = 3;
 /// Share of the measured reserve throughput the persist-lag run offers.
 const HALF_LOAD: f64 = 0.5;
 
 /// Results collected so far, and the first violations (which stop the run).
-#[derive(Default)]
 pub struct Collected {
     pub phases: Vec<PhaseResult>,
     pub memory: Vec<Memory>,
     pub violations: Vec<String>,
+    /// Reads Redis' SLOWLOG after each phase.
+    redis: crate::redis::RedisStore,
+    prefix: String,
 }
 
 impl Collected {
+    pub fn new(ns: &Namespace) -> anyhow::Result<Self> {
+        Ok(Self {
+            phases: Vec::new(),
+            memory: Vec::new(),
+            violations: Vec::new(),
+            redis: ns.redis()?,
+            prefix: ns.settings.redis.key_prefix.clone(),
+        })
+    }
+
     /// Records a checked phase; `false` (stop) when it violated anything.
-    fn gate(&mut self, checked: Checked) -> bool {
+    async fn gate(&mut self, mut checked: Checked) -> bool {
+        let to_s = crate::telemetry::unix_ms() / 1000;
+        for result in &mut checked.results {
+            let from_s = result.started_unix_ms / 1000;
+            result.redis_stalls = stalls(&self.redis, &self.prefix, from_s, to_s).await;
+        }
         for result in &checked.results {
             note(&format!(
                 "{} {:.0} {} {}",
@@ -85,7 +107,8 @@ pub async fn run_phases(
 ) -> anyhow::Result<()> {
     let conc = args.concurrency;
     note("phase ceiling: reserve Lua through RedisStore, no HTTP");
-    if !out.gate(phases::ceiling::run(ns, plan(args.requests), conc).await?) {
+    let checked = phases::ceiling::run(ns, plan(args.requests), conc).await?;
+    if !out.gate(checked).await {
         return Ok(());
     }
     ns.cleanup().await?;
@@ -105,25 +128,54 @@ pub async fn run_phases(
         note(&format!(
             "phase {k}: SELECT ... FOR UPDATE + UPDATE, {requesters} requesters"
         ));
-        if !out.gate(phases::strawman::run(ns, k, plan(STRAWMAN_REQUESTS), requesters).await?) {
+        let checked = phases::strawman::run(ns, k, plan(STRAWMAN_REQUESTS), requesters).await?;
+        if !out.gate(checked).await {
             return Ok(());
         }
     }
     note("phase consumer: drain a preloaded backlog, batched vs one transaction per message");
     let checked =
-        phases::consumer::run(ns, CONSUMER_BATCHED_MESSAGES, CONSUMER_SINGLE_MESSAGES).await?;
-    out.gate(checked);
+        phases::consumer::run(ns, CONSUMER_BATCHED_DEDUCTIONS, CONSUMER_SINGLE_DEDUCTIONS).await?;
+    out.gate(checked).await;
     Ok(())
 }
 
-/// The HTTP phases against child stockd processes: one per durability.
+/// First SKU id of the HTTP phases: `--sku-base-id`, else 100 for a child (its
+/// namespace starts empty) and a fresh base per run for `--target`.
+fn sku_base(args: &BenchArgs) -> u64 {
+    let fresh = || TARGET_SKU_BASE + (crate::telemetry::unix_ms() / 1000 % 1_000_000) * 10;
+    match (args.sku_base_id, &args.target) {
+        (Some(base), _) => base,
+        (None, None) => CHILD_SKU_BASE,
+        (None, Some(_)) => fresh(),
+    }
+}
+
+/// Keys of one child's phases: (reserve, half load, persist lag).
+type ChildKeys = (&'static str, &'static str, &'static str);
+
+/// The HTTP phases against child stockd processes: one per durability. Each
+/// child is measured at full speed, then at half of its own full speed for the
+/// persist lag; the default-durability child also runs the sold-out phase.
 async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyhow::Result<bool> {
-    let conc = args.concurrency;
     let out_dir = Path::new(&args.out_dir);
-    for (durability, k, label) in [
-        (Durability::Redis, key::RESERVE_REDIS, "child-redis"),
-        (Durability::Queue, key::RESERVE_QUEUE, "child-queue"),
-    ] {
+    let runs: [(Durability, &str, ChildKeys); 2] = [
+        (
+            Durability::Redis,
+            "child-redis",
+            (
+                key::RESERVE_REDIS,
+                key::HALF_LOAD_REDIS,
+                key::PERSIST_LAG_REDIS,
+            ),
+        ),
+        (
+            Durability::Queue,
+            "child-queue",
+            (key::RESERVE_QUEUE, key::HALF_LOAD, key::PERSIST_LAG),
+        ),
+    ];
+    for (durability, label, keys) in runs {
         note(&format!(
             "starting stockd --role all ({label}); logs in {}/{label}.log",
             out_dir.display()
@@ -138,15 +190,9 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
             admin_token: &ns.admin_token,
             stores: Some(&stores),
         };
-        let title = format!("POST reservations, durability {label}");
-        note(&format!("phase {k}"));
-        let mut ok = out.gate(
-            phases::reserve::reserve(&target, k, title, SKU_RESERVE, plan(args.requests), conc)
-                .await?,
-        );
-        if ok && durability == Durability::Queue {
-            ok = queue_only(args, &target, &stores, out).await?;
-        }
+        let probe = Probe::Mysql(&stores.db);
+        let sold_out = durability == Durability::Queue;
+        let ok = http_phases(args, &target, probe, keys, sold_out, out).await?;
         out.memory.push(Memory {
             process: format!("stockd --role all ({label})"),
             pid: child.pid(),
@@ -162,36 +208,52 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
     Ok(true)
 }
 
-/// Sold-out and persist lag, on the default-durability child.
-async fn queue_only(
+/// Reserve at full speed, sold-out (if asked), then half load with persist lag.
+async fn http_phases(
     args: &BenchArgs,
     target: &Target<'_>,
-    stores: &Stores,
+    probe: Probe<'_>,
+    (reserve_key, half_key, lag_key): ChildKeys,
+    with_sold_out: bool,
     out: &mut Collected,
 ) -> anyhow::Result<bool> {
-    note("phase sold_out");
     let conc = args.concurrency;
-    if !out.gate(
-        phases::reserve::sold_out(
-            target,
-            key::SOLD_OUT,
-            SKU_SOLD_OUT,
-            plan(args.requests),
-            conc,
-        )
-        .await?,
-    ) {
+    let base = sku_base(args);
+    note(&format!("phase {reserve_key}"));
+    let title = match reserve_key {
+        key::RESERVE_REDIS => "POST reservations, durability: redis".to_string(),
+        key::RESERVE_QUEUE => "POST reservations, durability: queue".to_string(),
+        _ => "POST reservations on the --target stockd".to_string(),
+    };
+    let sku = base + SKU_RESERVE;
+    let checked =
+        phases::reserve::reserve(target, reserve_key, title, sku, plan(args.requests), conc);
+    if !out.gate(checked.await?).await {
         return Ok(false);
     }
-    let rate = out.throughput(key::RESERVE_QUEUE).unwrap_or(0.0) * HALF_LOAD;
-    anyhow::ensure!(rate >= 1.0, "reserve_queue measured no throughput");
+    if with_sold_out {
+        note("phase sold_out");
+        let checked = phases::reserve::sold_out(
+            target,
+            key::SOLD_OUT,
+            base + SKU_SOLD_OUT,
+            plan(args.requests),
+            conc,
+        );
+        if !out.gate(checked.await?).await {
+            return Ok(false);
+        }
+    }
+    let rate = out.throughput(reserve_key).unwrap_or(0.0) * HALF_LOAD;
+    anyhow::ensure!(rate >= 1.0, "{reserve_key} measured no throughput");
     note(&format!(
-        "phase persist_lag: {rate:.0} req/s for {} s",
+        "phase {lag_key}: {rate:.0} req/s for {} s",
         args.lag_secs
     ));
     let lag = Duration::from_secs(args.lag_secs);
-    let probe = Probe::Mysql(&stores.db);
-    Ok(out.gate(phases::persist_lag::run(target, probe, SKU_LAG, rate, lag, conc).await?))
+    let keys = (half_key, lag_key);
+    let checked = phases::persist_lag::run(target, probe, keys, base + SKU_LAG, rate, lag, conc);
+    Ok(out.gate(checked.await?).await)
 }
 
 /// `--target`: the HTTP phases against a running stockd, checked over HTTP.
@@ -214,36 +276,18 @@ async fn target(
         admin_token: &token,
         stores: None,
     };
-    // Fresh SKU ids per run: the target's database keeps what the bench creates.
-    let base = 9_000_000_000_000 + (crate::telemetry::unix_ms() / 1000 % 1_000_000) * 10;
-    let conc = args.concurrency;
     note(&format!(
-        "phase {} against {url} (SKUs from {base})",
-        key::RESERVE_TARGET
+        "driving {url}: SKU ids from {}",
+        sku_base(args) + 1
     ));
-    let title = format!("POST reservations on {url}");
-    if !out.gate(
-        phases::reserve::reserve(
-            &target,
-            key::RESERVE_TARGET,
-            title,
-            base + 1,
-            plan(args.requests),
-            conc,
-        )
-        .await?,
-    ) {
-        return Ok(false);
+    let keys = (key::RESERVE_TARGET, key::HALF_LOAD, key::PERSIST_LAG);
+    let ok = http_phases(args, &target, Probe::http(addr, &token), keys, true, out).await?;
+    if let Some(pid) = args.target_pid {
+        out.memory.push(Memory {
+            process: format!("stockd --target {url}"),
+            pid,
+            peak_rss_mib: super::child::peak_rss_mib(pid)?,
+        });
     }
-    if !out.gate(
-        phases::reserve::sold_out(&target, key::SOLD_OUT, base + 2, plan(args.requests), conc)
-            .await?,
-    ) {
-        return Ok(false);
-    }
-    let rate = out.throughput(key::RESERVE_TARGET).unwrap_or(0.0) * HALF_LOAD;
-    anyhow::ensure!(rate >= 1.0, "reserve_target measured no throughput");
-    let probe = Probe::Http(super::api::Api::new(addr, &token));
-    let lag = Duration::from_secs(args.lag_secs);
-    Ok(out.gate(phases::persist_lag::run(&target, probe, base + 3, rate, lag, conc).await?))
+    Ok(ok)
 }

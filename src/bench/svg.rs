@@ -16,7 +16,7 @@ const BAR_W: f64 = 620.0;
 const ROW_H: f64 = 22.0;
 const BAR_H: f64 = 15.0;
 const PANEL_GAP: f64 = 56.0;
-const TOP: f64 = 48.0;
+const TOP: f64 = 46.0;
 /// Smallest p99 on the log axis (0.1 ms); anything faster is drawn at the floor.
 const LOG_FLOOR_MS: f64 = 0.1;
 
@@ -33,7 +33,7 @@ pub fn chart(report: &Report) -> String {
     let rates: Vec<&PhaseResult> = report
         .phases
         .iter()
-        .filter(|p| p.key != key::PERSIST_LAG && p.throughput > 0.0)
+        .filter(|p| !p.key.starts_with(key::PERSIST_LAG) && p.throughput > 0.0)
         .collect();
     let p99s: Vec<(&PhaseResult, f64)> = report
         .phases
@@ -56,11 +56,19 @@ pub fn chart(report: &Report) -> String {
         svg,
         r#"<text x="10" y="20" font-size="15" font-weight="bold">stockd bench — throughput per phase (linear)</text>"#
     );
+    let m = &report.machine;
     let _ = writeln!(
         svg,
-        r##"<text x="10" y="36" fill="#555">concurrency {}; {}</text>"##,
+        r##"<text x="10" y="34" fill="#555" font-size="11">concurrency {}, {} CPUs ({}), {:.1} GiB, load {:.2} at start; Redis {}, MariaDB {}, RabbitMQ {}; {}</text>"##,
         report.concurrency,
-        esc(&report.machine.summary())
+        m.cpus,
+        esc(&m.cpu_model),
+        m.memory_gib,
+        m.load_avg_1m_at_start,
+        esc(&m.redis),
+        esc(&m.mariadb),
+        esc(&m.rabbitmq),
+        esc(&report.generated_at)
     );
     let max_rate = rates.iter().map(|p| p.throughput).fold(1.0, f64::max);
     for (i, p) in rates.iter().enumerate() {

@@ -34,7 +34,14 @@ impl Requester for Direct {
 }
 
 pub async fn run(ns: &Namespace, plan: Plan, concurrency: usize) -> anyhow::Result<Checked> {
-    let store = Arc::new(ns.redis()?);
+    // Nothing drains the outbox here: let it hold every entry instead of
+    // measuring backpressure refusals.
+    let mut settings = ns.settings.redis.clone();
+    settings.outbox_max_len = settings.outbox_max_len.max(plan.requests + 1);
+    let store = Arc::new(RedisStore::new(
+        &settings,
+        ns.settings.reservation.ttl_secs,
+    )?);
     store.load_scripts().await?;
     let sku = SkuId::new(CEILING_SKU).expect("positive");
     let total = i64::try_from(plan.requests)?;

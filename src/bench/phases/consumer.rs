@@ -1,8 +1,10 @@
 //! Consumer: drain a preloaded backlog of deduction messages into MySQL, in
 //! deductions per second. Both variants run the real consumer
 //! (`roles::consumer::Consumer`, real broker, real ledger); they differ only in
-//! `consumer.batch_max`: the configured batch (ours) against 1, which is one
-//! transaction and one ack per message (the seed's consumer).
+//! how deductions are packed and applied: ours carries `amqp.group_max`
+//! deductions per message (the api's group commit) and applies
+//! `consumer.batch_max` messages per transaction; the seed's carries one
+//! deduction per message and applies one message per transaction and ack.
 //!
 //! The backlog is published with confirms straight to the work queue (default
 //! exchange) before the consumer starts, so the measurement is the drain alone.
@@ -21,7 +23,7 @@ use crate::bench::namespace::Namespace;
 use crate::bench::progress::Progress;
 use crate::db::{sku, Db};
 use crate::domain::{RequestId, SkuId, UserId};
-use crate::mq::{DeductionMessage, Publisher};
+use crate::mq::{message, DeductionMessage, Publisher};
 use crate::roles::consumer::Consumer;
 
 /// Publishes in flight while preloading: enough to keep the broker's confirm
@@ -52,21 +54,26 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
         results: Vec::new(),
         violations: Vec::new(),
     };
+    // Ours: deductions grouped per message as the api's group commit publishes
+    // them, applied `consumer.batch_max` messages per transaction. The seed's:
+    // one deduction per message, one transaction per message.
+    let group = ns.settings.amqp.group_max.clamp(1, message::BATCH_MAX);
     let variants = [
         (
             key::CONSUMER_BATCHED,
             11,
             batched,
+            group,
             ns.settings.consumer.batch_max,
         ),
-        (key::CONSUMER_PER_MESSAGE, 12, single, 1),
+        (key::CONSUMER_PER_MESSAGE, 12, single, 1, 1),
     ];
-    for (key, sku_raw, count, batch_max) in variants {
+    for (key, sku_raw, count, group, batch_max) in variants {
         let sku = SkuId::new(sku_raw)?;
         let total = i64::try_from(count)?;
         crate::ops::sku_admin::upsert(&db, &redis, sku, total, 1).await?;
         let ttl_ms = ns.settings.reservation.ttl_secs * 1000;
-        preload(&publisher, sku, count, ttl_ms, key).await?;
+        preload(&publisher, sku, (count, group), ttl_ms, key).await?;
         let mut settings = ns.settings.clone();
         settings.consumer.batch_max = batch_max;
         let consumer = Consumer::new(
@@ -77,6 +84,7 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
         );
         let cancel = CancellationToken::new();
         let progress = Progress::start(key, count);
+        let cpu_before = crate::bench::cpu::snapshot();
         let started = Instant::now();
         let task = tokio::spawn(consumer.run_until_stopped(cancel.clone()));
         let counter = progress.counter();
@@ -87,6 +95,7 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
         })
         .await;
         let elapsed = started.elapsed();
+        let cpu_ms = cpu_before.elapsed_ms();
         cancel.cancel();
         let _ = task.await;
         progress.finish().await;
@@ -101,25 +110,24 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
             admitted: total,
         };
         out.violations.extend(mysql_only(&db, expect).await);
-        let title = format!("drain {count} preloaded deductions, batch_max {batch_max}");
-        out.results.push(PhaseResult::from_rate(
-            key,
-            title,
-            "deductions/s",
-            count,
-            elapsed,
-        ));
+        let title = format!(
+            "drain {count} preloaded deductions, {group} per message, batch_max {batch_max}"
+        );
+        let mut result = PhaseResult::from_rate(key, title, "deductions/s", count, elapsed);
+        result.cpu_ms = cpu_ms;
+        out.results.push(result);
     }
     publisher.close().await;
     db.disconnect().await;
     Ok(out)
 }
 
-/// Publishes `count` one-unit deductions of `sku` to the work queue, with confirms.
+/// Publishes `count` one-unit deductions of `sku` to the work queue, `group`
+/// per message (encoded as the api encodes them), with confirms.
 async fn preload(
     publisher: &Publisher,
     sku: SkuId,
-    count: u64,
+    (count, group): (u64, usize),
     ttl_ms: u64,
     label: &str,
 ) -> anyhow::Result<()> {
@@ -127,24 +135,32 @@ async fn preload(
     let queue = publisher.topology().deduct_queue.clone();
     let progress = Progress::start(&format!("{label} preload"), count);
     let counter = progress.counter();
-    let results: Vec<_> = futures_util::stream::iter(0..count)
-        .map(|i| {
-            let msg = DeductionMessage {
-                request_id: RequestId::parse(&format!("m{i}")).expect("valid id"),
-                sku_id: sku,
-                user_id: UserId::new(i + 1).expect("positive"),
-                count: 1,
-                created_ms: now_ms,
-                expires_ms: now_ms + ttl_ms,
-            };
-            let queue = &queue;
-            let counter = &counter;
+    let deduction = |i: u64| DeductionMessage {
+        request_id: RequestId::parse(&format!("m{i}")).expect("valid id"),
+        sku_id: sku,
+        user_id: UserId::new(i + 1).expect("positive"),
+        count: 1,
+        created_ms: now_ms,
+        expires_ms: now_ms + ttl_ms,
+    };
+    let group = group as u64;
+    let results: Vec<_> = futures_util::stream::iter((0..count).step_by(group as usize))
+        .map(|first| {
+            let msgs: Vec<DeductionMessage> =
+                (first..(first + group).min(count)).map(deduction).collect();
+            let (queue, counter) = (&queue, &counter);
             async move {
+                let id = match msgs.len() {
+                    1 => msgs[0].message_id(),
+                    n => format!("{}+{n}", msgs[0].message_id()),
+                };
                 let props = BasicProperties::default()
-                    .with_message_id(msg.message_id().into())
+                    .with_message_id(id.into())
                     .with_delivery_mode(PERSISTENT);
-                let r = publisher.publish("", queue, &msg.to_bytes(), props).await;
-                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let r = publisher
+                    .publish("", queue, &message::encode(&msgs), props)
+                    .await;
+                counter.fetch_add(msgs.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 r
             }
         })
@@ -153,7 +169,7 @@ async fn preload(
         .await;
     progress.finish().await;
     let failed = results.iter().filter(|r| r.is_err()).count();
-    anyhow::ensure!(failed == 0, "preload: {failed} of {count} publishes failed");
+    anyhow::ensure!(failed == 0, "preload: {failed} publishes failed");
     Ok(())
 }
 

@@ -7,6 +7,7 @@ pub mod persist_lag;
 pub mod reserve;
 pub mod strawman;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -24,6 +25,8 @@ pub mod key {
     pub const SOLD_OUT: &str = "sold_out";
     pub const HALF_LOAD: &str = "reserve_half_load";
     pub const PERSIST_LAG: &str = "persist_lag";
+    pub const HALF_LOAD_REDIS: &str = "reserve_half_load_redis";
+    pub const PERSIST_LAG_REDIS: &str = "persist_lag_redis";
     pub const STRAWMAN: &str = "strawman";
     pub const STRAWMAN_1000: &str = "strawman_1000";
     pub const CONSUMER_BATCHED: &str = "consumer_batched";
@@ -47,7 +50,14 @@ pub struct PhaseResult {
     /// Latency (or, for persist lag, the lag) percentiles in ms.
     pub latency: Option<LatencyMs>,
     /// Answers by label (`201`, `409 SOLD_OUT`, ...).
-    pub outcomes: std::collections::BTreeMap<String, u64>,
+    pub outcomes: BTreeMap<String, u64>,
+    /// CPU milliseconds per process group during the phase.
+    pub cpu_ms: BTreeMap<String, f64>,
+    /// When the phase started (Unix ms), to find what happened during it.
+    pub started_unix_ms: u64,
+    /// Redis commands on the bench's keys that blocked Redis during the phase
+    /// (from SLOWLOG), slowest first.
+    pub redis_stalls: Vec<crate::bench::slowlog::Stall>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -70,6 +80,15 @@ impl From<Percentiles> for LatencyMs {
 }
 
 impl PhaseResult {
+    /// CPU microseconds per counted event, by process group.
+    pub fn cpu_us_per_event(&self) -> BTreeMap<String, f64> {
+        let n = self.count.max(1) as f64;
+        self.cpu_ms
+            .iter()
+            .map(|(k, ms)| (k.clone(), ms * 1000.0 / n))
+            .collect()
+    }
+
     /// A result from a driven phase.
     pub fn from_run(
         key: &'static str,
@@ -88,6 +107,9 @@ impl PhaseResult {
             throughput: run.throughput(),
             latency: run.latency.map(LatencyMs::from),
             outcomes: run.tally.by_label.clone(),
+            cpu_ms: run.cpu_ms.clone(),
+            started_unix_ms: started_unix_ms(run.elapsed),
+            redis_stalls: Vec::new(),
         }
     }
 
@@ -109,8 +131,16 @@ impl PhaseResult {
             throughput: super::stats::per_sec(count, elapsed),
             latency: None,
             outcomes: Default::default(),
+            cpu_ms: Default::default(),
+            started_unix_ms: started_unix_ms(elapsed),
+            redis_stalls: Vec::new(),
         }
     }
+}
+
+/// A phase that just ended after `elapsed` started this long ago.
+fn started_unix_ms(elapsed: Duration) -> u64 {
+    crate::telemetry::unix_ms().saturating_sub(elapsed.as_millis() as u64)
 }
 
 fn ms(d: Duration) -> f64 {
