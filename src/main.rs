@@ -57,7 +57,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         (Some(Command::Bench(args)), _) => {
-            telemetry::init_logging(&settings.logging);
+            // The bench prints a progress line; the in-process roles' INFO lines
+            // would tear it. RUST_LOG still wins.
+            let mut quiet = settings.logging.clone();
+            quiet.level = "warn".into();
+            telemetry::init_logging(&quiet);
             stockd::bench::run(args.clone(), settings).await
         }
         (Some(Command::Warmup { skus, all, force }), _) => {
