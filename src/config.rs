@@ -79,7 +79,7 @@ impl std::fmt::Debug for AdminSettings {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct MysqlSettings {
     pub url: String,
@@ -88,7 +88,7 @@ pub struct MysqlSettings {
     pub connect_timeout_secs: u64,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSettings {
     pub url: String,
@@ -102,7 +102,7 @@ pub struct RedisSettings {
     pub outbox_max_len: u64,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AmqpSettings {
     pub url: String,
@@ -324,6 +324,22 @@ impl Settings {
     }
 }
 
+/// Debug output of the sections with URLs: the password in a URL never shows.
+macro_rules! debug_redacting_url {
+    ($($name:ident),*) => {$(
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let mut shown = self.clone();
+                shown.url = redact_url_password(&shown.url);
+                let yaml = serde_yaml::to_string(&shown).map_err(|_| std::fmt::Error)?;
+                write!(f, "{} {{ {} }}", stringify!($name), yaml.trim().replace('\n', ", "))
+            }
+        }
+    )*};
+}
+
+debug_redacting_url!(MysqlSettings, RedisSettings, AmqpSettings);
+
 /// The configuration directory: `STOCKD_CONFIG_DIR` or `./config`.
 pub fn config_dir() -> PathBuf {
     std::env::var_os("STOCKD_CONFIG_DIR")
@@ -506,6 +522,10 @@ mod tests {
             !printed.contains("hunter2") && !printed.contains("pw123"),
             "{printed}"
         );
-        assert!(!format!("{s:?}").contains("hunter2"));
+        let debug = format!("{s:?}");
+        assert!(
+            !debug.contains("hunter2") && !debug.contains("pw123"),
+            "{debug}"
+        );
     }
 }
