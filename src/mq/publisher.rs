@@ -140,11 +140,6 @@ impl Publisher {
         *self.link.write().await = None;
     }
 
-    /// Publishes one deduction to the reservations exchange (work + delay queues).
-    pub async fn publish_deduction(&self, msg: &DeductionMessage) -> Result<(), PublishError> {
-        self.publish_deductions(std::slice::from_ref(msg)).await
-    }
-
     /// Publishes deductions as one message to the reservations exchange. The
     /// `message_id` is the request id of a single deduction, and for a batch the
     /// first request id with the batch size (`<id>+<n>`).

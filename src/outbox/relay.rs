@@ -14,21 +14,21 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio_util::sync::CancellationToken;
 
-use super::Handoff;
+use super::GroupCommit;
 use crate::config::RelaySettings;
 use crate::redis::{RedisError, RedisStore};
 
 pub struct Relay {
     redis: Arc<RedisStore>,
-    handoff: Handoff,
+    group: GroupCommit,
     settings: RelaySettings,
 }
 
 impl Relay {
-    pub fn new(redis: Arc<RedisStore>, handoff: Handoff, settings: RelaySettings) -> Self {
+    pub fn new(redis: Arc<RedisStore>, group: GroupCommit, settings: RelaySettings) -> Self {
         Self {
             redis,
-            handoff,
+            group,
             settings,
         }
     }
@@ -64,7 +64,7 @@ impl Relay {
                 .await?;
             backlog += stale.len() as u64;
             let results = join_all(stale.into_iter().map(|entry| async move {
-                self.handoff.publish(sku, entry.id, &entry.message).await
+                self.group.publish(sku, entry.id, entry.message).await
             }))
             .await;
             republished += results.iter().filter(|r| r.is_ok()).count();

@@ -14,14 +14,15 @@ use actix_web::{web, App, HttpServer};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::outbox::{GroupCommit, Handoff, OutboxAcker, Relay};
+use crate::outbox::{GroupCommit, OutboxAcker, Relay};
 use crate::resources::Resources;
 use crate::soldout::{subscriber, SoldOutBoard};
 
 /// Everything a request handler needs.
 pub struct ApiState {
     pub res: Resources,
-    pub handoff: Handoff,
+    /// Publishes outbox entries (group commit) and queues their removal.
+    pub handoff: GroupCommit,
     /// Local sold-out flags (SPEC §7); `None` when `soldout.enabled` is false.
     pub soldout: Option<std::sync::Arc<SoldOutBoard>>,
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
@@ -78,12 +79,7 @@ pub fn start(
         amqp.group_in_flight,
         cancel.child_token(),
     );
-    let handoff = Handoff::new(res.publisher.clone(), group);
-    let relay = Relay::new(
-        res.redis.clone(),
-        handoff.clone(),
-        res.settings.relay.clone(),
-    );
+    let relay = Relay::new(res.redis.clone(), group.clone(), res.settings.relay.clone());
     let relay_task = tokio::spawn(relay.run_until_stopped(cancel.child_token()));
     let http = res.settings.http.clone();
     let mut tasks = vec![acker_task, relay_task, group_task];
@@ -105,7 +101,7 @@ pub fn start(
     });
     let state = web::Data::new(ApiState {
         res,
-        handoff,
+        handoff: group,
         soldout,
         draining: AtomicBool::new(false),
         metrics: crate::telemetry::metrics_handle(),
