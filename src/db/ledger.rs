@@ -119,7 +119,10 @@ async fn apply_batch_once(db: &Db, batch: &[DeductionMessage]) -> Result<BatchRe
     Ok(report)
 }
 
-async fn apply_sku(
+/// Applies one SKU's deductions inside `tx` (locks the SKU row first). Shared
+/// by the consumer's batch and by a lifecycle transition that finds the
+/// consumer behind, so both apply a deduction the same way.
+pub async fn apply_sku(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
     msgs: Vec<&DeductionMessage>,

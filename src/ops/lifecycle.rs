@@ -135,45 +135,37 @@ async fn decide(
         .start_transaction(ledger::tx_opts())
         .await
         .map_err(DbError::from)?;
-    let Some(sku_row) = sku::lock(&mut tx, sku_id).await? else {
+    // The ledger lock protocol: the SKU row first, then the ledger row.
+    if sku::lock(&mut tx, sku_id).await?.is_none() {
         return Ok(TransitionOutcome::NotFound);
-    };
+    }
     let mut row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
-    if row.is_none() {
-        if let Some(msg) = &pending_apply {
-            // The consumer is behind: apply the deduction now, as it would.
-            let fits = i64::from(msg.count) <= sku_row.available_stock;
-            let status = if fits {
-                ReservationStatus::Reserved
-            } else {
-                ReservationStatus::Rejected
-            };
-            let why = (!fits).then_some(reason::OVER_ADMITTED);
-            if fits {
-                assert!(sku::take(&mut tx, sku_id, i64::from(msg.count)).await?);
-            }
-            ledger::insert_rows(&mut tx, &[(msg, status, why)]).await?;
-            row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
-        }
+    if let (None, Some(msg)) = (&row, pending_apply) {
+        // The consumer is behind: apply the deduction now, exactly as it would.
+        let mut report = ledger::BatchReport::default();
+        ledger::apply_sku(&mut tx, sku_id, vec![&msg], &mut report).await?;
+        row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
     }
     let Some(row) = row else {
         return Ok(TransitionOutcome::NotFound);
     };
     let target = transition.target();
-    if row.status == target {
-        tx.commit().await.map_err(DbError::from)?;
-        return Ok(TransitionOutcome::Done {
-            row,
+    let early = if row.status == target {
+        Some(TransitionOutcome::Done {
+            row: row.clone(),
             changed: false,
-        });
-    }
-    if row.status != ReservationStatus::Reserved {
+        })
+    } else if row.status != ReservationStatus::Reserved {
+        Some(TransitionOutcome::Conflict { row: row.clone() })
+    } else if transition == Transition::Expire && row.expires_at_ms > now_ms {
+        Some(TransitionOutcome::NotYetExpired)
+    } else {
+        None
+    };
+    if let Some(outcome) = early {
+        // Commit, not roll back: a deduction applied above must stay.
         tx.commit().await.map_err(DbError::from)?;
-        return Ok(TransitionOutcome::Conflict { row });
-    }
-    if transition == Transition::Expire && row.expires_at_ms > now_ms {
-        tx.commit().await.map_err(DbError::from)?;
-        return Ok(TransitionOutcome::NotYetExpired);
+        return Ok(outcome);
     }
     finish_locked(&mut tx, &row, target, transition.reason(), now_ms).await?;
     tx.commit().await.map_err(DbError::from)?;
