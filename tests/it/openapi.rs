@@ -18,26 +18,6 @@ use serde_json::Value;
 
 use crate::helpers::{TestApp, ADMIN_TOKEN};
 
-/// (path, method) of every route in SPEC §6.
-const SPEC_ROUTES: &[(&str, &str)] = &[
-    ("/v1/skus/{sku_id}/reservations", "post"),
-    ("/v1/skus/{sku_id}/reservations/{request_id}", "get"),
-    (
-        "/v1/skus/{sku_id}/reservations/{request_id}/confirm",
-        "post",
-    ),
-    ("/v1/skus/{sku_id}/reservations/{request_id}/cancel", "post"),
-    ("/v1/skus/{sku_id}", "get"),
-    ("/v1/admin/skus/{sku_id}", "put"),
-    ("/v1/admin/skus/{sku_id}/warmup", "post"),
-    ("/v1/admin/reconcile", "post"),
-    ("/v1/admin/reconcile", "get"),
-    ("/livez", "get"),
-    ("/readyz", "get"),
-    ("/metrics", "get"),
-    ("/openapi.json", "get"),
-];
-
 const DEFAULT_EXAMPLES: u32 = 30;
 
 /// The checks of issue 7: no 5xx; status, content type and body as documented.
@@ -45,7 +25,7 @@ const CHECKS: &str =
     "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance";
 
 #[tokio::test]
-async fn the_document_describes_every_route_of_the_spec() {
+async fn the_served_document_is_the_generated_one_with_every_problem_code() {
     let app = TestApp::spawn().await;
     let resp = app
         .client
@@ -57,12 +37,11 @@ async fn the_document_describes_every_route_of_the_spec() {
     let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
     assert_eq!(ct, "application/json");
     let doc: Value = resp.json().await.unwrap();
-    assert_eq!(doc["openapi"], "3.1.0");
-    for (path, method) in SPEC_ROUTES {
-        let op = &doc["paths"][path][method];
-        assert!(op.is_object(), "{method} {path} is not described");
-        assert!(op["responses"].is_object(), "{method} {path}: no responses");
-    }
+    // What is served is the generated document, whose unit test checks that
+    // every SPEC route and method is described.
+    let generated: Value =
+        serde_json::from_str(stockd::roles::api::routes::openapi::document()).unwrap();
+    assert_eq!(doc, generated);
     // The problem codes of SPEC §6 all appear, as problem+json.
     let text = doc.to_string();
     for code in [
