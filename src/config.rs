@@ -86,6 +86,9 @@ pub struct MysqlSettings {
     pub pool_min: usize,
     pub pool_max: usize,
     pub connect_timeout_secs: u64,
+    /// Longest one MySQL operation (its statements, or one transaction) may
+    /// take before it is abandoned as a dependency failure.
+    pub query_timeout_ms: u64,
 }
 
 #[derive(Clone, Deserialize, Serialize)]
@@ -253,7 +256,12 @@ impl Settings {
 
     /// Semantic checks serde cannot express; each error names its key.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let checks: [(bool, &str, &str); 10] = [
+        let checks: [(bool, &str, &str); 11] = [
+            (
+                self.mysql.query_timeout_ms >= 100,
+                "mysql.query_timeout_ms",
+                "must be >= 100",
+            ),
             (
                 self.http.max_body_bytes >= 64,
                 "http.max_body_bytes",

@@ -12,6 +12,7 @@
 //! - [`mq`]: RabbitMQ topology, deduction message, confirming publisher.
 //! - [`outbox`]: publish-and-remove of outbox entries, the relay (check-back).
 //! - [`db`]: MySQL pool, migrations, `sku_stock`, the ledger.
+//! - [`health`]: circuit breaker and outage log (dependency failures).
 //! - [`soldout`]: local sold-out flags kept in step through Redis Pub/Sub.
 //! - [`ops`]: operations spanning stores (create/restock SKU, ...).
 //! - [`roles`]: what `--role` runs: api, consumer, all.
@@ -24,6 +25,7 @@ pub mod cli_jobs;
 pub mod config;
 pub mod db;
 pub mod domain;
+pub mod health;
 pub mod mq;
 pub mod ops;
 pub mod outbox;

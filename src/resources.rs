@@ -9,6 +9,7 @@ use anyhow::Context;
 
 use crate::config::Settings;
 use crate::db::Db;
+use crate::health::Breaker;
 use crate::mq::{Publisher, Topology};
 use crate::ops::reconcile::Reconciler;
 use crate::redis::RedisStore;
@@ -21,6 +22,8 @@ pub struct Resources {
     pub publisher: Arc<Publisher>,
     /// Shared so `/v1/admin/reconcile` and the reconciler role see one history.
     pub reconciler: Arc<Reconciler>,
+    /// The workers' MySQL circuit breaker (consumer and closer), shown by `/readyz`.
+    pub mysql_breaker: Arc<Breaker>,
 }
 
 impl Resources {
@@ -63,6 +66,7 @@ impl Resources {
             redis,
             publisher: Arc::new(publisher),
             reconciler,
+            mysql_breaker: Arc::new(Breaker::new("mysql")),
         })
     }
 

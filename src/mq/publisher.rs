@@ -158,6 +158,11 @@ impl Publisher {
             .await
     }
 
+    /// `amqp.publish_timeout_ms`: the longest wait for one confirm.
+    pub fn confirm_timeout(&self) -> std::time::Duration {
+        self.timeout
+    }
+
     /// Publishes `payload` and waits for its confirm. Mandatory: an unroutable
     /// message comes back as [`PublishError::Returned`], never as a silent loss.
     pub async fn publish(
@@ -234,3 +239,17 @@ pub fn headers_with_attempt(attempt: u32) -> FieldTable {
     );
     headers
 }
+
+/// Headers of a message stockd dead-letters itself: the attempt and why, so
+/// `stockd dlq list` and an operator can tell poison from anything else.
+pub fn headers_with_reason(attempt: u32, reason: &str) -> FieldTable {
+    let mut headers = headers_with_attempt(attempt);
+    headers.insert(
+        DEAD_LETTER_REASON_HEADER.into(),
+        lapin::types::AMQPValue::LongString(reason.into()),
+    );
+    headers
+}
+
+/// Header carrying the reason stockd dead-lettered a message.
+pub const DEAD_LETTER_REASON_HEADER: &str = "x-stockd-reason";

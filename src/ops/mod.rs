@@ -3,6 +3,7 @@
 
 pub mod lifecycle;
 pub mod observe;
+pub mod rebuild;
 pub mod reconcile;
 pub mod sku_admin;
 pub mod warmup;

@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use serde::Serialize;
 
 use super::observe::{observe, Observation, ObserveError};
+use super::rebuild::{rebuild_buyer_side, RebuildError};
 use crate::alert::{Alerter, Finding};
 use crate::db::Db;
 use crate::domain::SkuId;
@@ -50,7 +51,10 @@ impl Verdict {
 
 /// Verdict and drift (Redis minus what it should hold) of one observation.
 pub fn classify(obs: &Observation) -> (Verdict, i64) {
-    if obs.total_stock - obs.mysql_available != obs.ledger_units || obs.mysql_available < 0 {
+    if obs.total_stock - obs.mysql_available != obs.ledger_units
+        || obs.mysql_available < 0
+        || obs.buyers_over_limit > 0
+    {
         return (Verdict::MysqlInconsistent, 0);
     }
     let Some(redis) = &obs.redis else {
@@ -58,6 +62,9 @@ pub fn classify(obs: &Observation) -> (Verdict, i64) {
     };
     let drift = redis.available - (obs.mysql_available - obs.in_flight);
     let verdict = match drift {
+        // Records of live rows are gone: Redis lost acknowledged writes, even
+        // where the stock figures happen to agree.
+        _ if obs.missing_in_redis > 0 => Verdict::RedisAhead,
         d if d > 0 => Verdict::RedisAhead,
         d if d < 0 => Verdict::RedisBehind,
         _ if obs.in_flight != 0 => Verdict::InFlight,
@@ -78,6 +85,10 @@ pub struct SkuReport {
     pub repaired: bool,
     pub drift: i64,
     pub redis_conserved: Option<bool>,
+    /// Live ledger rows whose Redis record is missing (lost writes).
+    pub missing_in_redis: i64,
+    /// Buyers over `limit_per_user` in MySQL (makes the SKU MYSQL_INCONSISTENT).
+    pub buyers_over_limit: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -172,8 +183,21 @@ impl Reconciler {
             .expect("lock poisoned")
             .insert(sku, (verdict, drift));
         let mut repaired = false;
+        if repair && verdict == Verdict::RedisAhead && obs.redis.is_some() {
+            // Lost writes: records, winners and buyer counters first (limits
+            // and replays), then look again and bring the stock down.
+            let counts = rebuild_buyer_side(&self.db, &self.redis, sku)
+                .await
+                .map_err(|e| match e {
+                    RebuildError::Db(e) => ObserveError::Db(e),
+                    RebuildError::Redis(e) => ObserveError::Redis(e),
+                })?;
+            repaired = counts.restored + counts.finished > 0;
+            obs = observe(&self.db, &self.redis, sku, self.max_winners).await?;
+            (verdict, drift) = classify(&obs);
+        }
         if repair {
-            repaired = self.repair(&obs, verdict, drift, previous).await?;
+            repaired |= self.repair(&obs, verdict, drift, previous).await?;
         }
         let line = SkuReport {
             sku_id: sku.get(),
@@ -185,6 +209,8 @@ impl Reconciler {
             repaired,
             drift,
             redis_conserved: obs.redis.as_ref().and_then(|r| r.internally_conserved()),
+            missing_in_redis: obs.missing_in_redis,
+            buyers_over_limit: obs.buyers_over_limit,
         };
         if verdict.is_healthy() {
             self.alerter.resolved(sku);
@@ -270,6 +296,8 @@ mod tests {
             in_flight,
             unapplied: in_flight.max(0),
             exact: true,
+            missing_in_redis: 0,
+            buyers_over_limit: 0,
         }
     }
 

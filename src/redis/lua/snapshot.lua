@@ -7,7 +7,8 @@
 -- Returns {available, total, adjust, limit, n, rid1, status1, count1, ...} with
 -- n = -1 when there are more winners than ARGV[2] (records not listed), and
 -- available = '' when the SKU is not loaded. A winner whose record expired is
--- listed with status ''.
+-- listed with status ''. A rejected record whose unit went back to `available`
+-- (`returned`) is listed with count 0: it holds no stock.
 
 local sku = redis.call('HMGET', KEYS[1], 'available', 'total', 'adjust', 'limit')
 if not sku[1] then
@@ -22,9 +23,13 @@ end
 local members = redis.call('SMEMBERS', KEYS[2])
 table.insert(out, tostring(#members))
 for _, rid in ipairs(members) do
-  local rec = redis.call('HMGET', ARGV[1] .. rid, 'status', 'count')
+  local rec = redis.call('HMGET', ARGV[1] .. rid, 'status', 'count', 'returned')
   table.insert(out, rid)
   table.insert(out, rec[1] or '')
-  table.insert(out, rec[2] or '0')
+  if rec[3] then
+    table.insert(out, '0')
+  else
+    table.insert(out, rec[2] or '0')
+  end
 end
 return out

@@ -368,6 +368,10 @@ pub struct SkuReconcileLine {
     /// Redis' own conservation check; `null` when not loaded.
     #[schema(required = true)]
     redis_conserved: Option<bool>,
+    /// Live ledger rows whose Redis record is missing (Redis lost writes).
+    missing_in_redis: i64,
+    /// Buyers holding more than `limit_per_user` live units in MySQL.
+    buyers_over_limit: i64,
 }
 
 /// Mirrors `ops::reconcile::Verdict`.
@@ -564,6 +568,8 @@ mod tests {
                     repaired: false,
                     drift: 0,
                     redis_conserved: None,
+                    missing_in_redis: 0,
+                    buyers_over_limit: 0,
                 })
                 .collect(),
         };
