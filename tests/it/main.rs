@@ -3,12 +3,14 @@
 //! own database, key prefix and queue names (see `helpers`).
 
 mod helpers;
+mod proxy;
 
 mod bad_input;
 mod cli;
 mod deploy;
 mod lifecycle;
 mod openapi;
+mod outage;
 mod pipeline;
 mod reconcile;
 mod reserve;
