@@ -9,6 +9,7 @@ mod bad_input;
 mod cli;
 mod deploy;
 mod lifecycle;
+mod lost_writes;
 mod openapi;
 mod outage;
 mod pipeline;
