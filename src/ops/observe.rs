@@ -32,8 +32,19 @@ pub struct Observation {
     pub in_flight: i64,
     /// Units of reservations Redis took that MySQL has not applied yet.
     pub unapplied: i64,
+    /// Those reservations one by one, with their age (empty when not `exact`).
+    pub unapplied_records: Vec<Unapplied>,
     /// False when the in-flight figure is an estimate (too many winners).
     pub exact: bool,
+}
+
+/// A reservation Redis took (RESERVED/CONFIRMED) that the ledger lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unapplied {
+    pub request_id: String,
+    pub count: i64,
+    /// Admission time, Redis clock.
+    pub created_ms: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +101,7 @@ pub async fn observe(
     let snapshot = redis.snapshot(sku_id, max_winners).await?;
     let mut in_flight = 0;
     let mut unapplied = 0;
+    let mut unapplied_records = Vec::new();
     let mut exact = true;
     match snapshot.as_ref().and_then(|s| s.winners.as_ref()) {
         Some(winners) => {
@@ -101,6 +113,11 @@ pub async fn observe(
                 in_flight += c;
                 if mysql.is_none() && c > 0 {
                     unapplied += c;
+                    unapplied_records.push(Unapplied {
+                        request_id: w.request_id.clone(),
+                        count: w.count,
+                        created_ms: w.created_ms,
+                    });
                 }
             }
         }
@@ -122,6 +139,7 @@ pub async fn observe(
         redis: snapshot,
         in_flight,
         unapplied,
+        unapplied_records,
         exact,
     })
 }

@@ -49,7 +49,14 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         health::metrics,
         serve,
     ),
-    components(schemas(Liveness, Readiness, ReconcileReport, SkuReconcileLine, Verdict)),
+    components(schemas(
+        Liveness,
+        Readiness,
+        ReconcileReport,
+        SkuReconcileLine,
+        Verdict,
+        StuckWhere
+    )),
     modifiers(&ProblemsAndSecurity),
     tags(
         (name = "reservations", description = "Reserve units and move reservations through their lifecycle"),
@@ -368,6 +375,25 @@ pub struct SkuReconcileLine {
     /// Redis' own conservation check; `null` when not loaded.
     #[schema(required = true)]
     redis_conserved: Option<bool>,
+    /// Units of STUCK work: dead-lettered, or in flight past
+    /// `reconcile.stuck_after_ms`.
+    #[schema(minimum = 0)]
+    stuck_units: i64,
+    /// Where the stuck units sit; `null` when nothing is stuck.
+    #[schema(required = true)]
+    stuck_where: Option<StuckWhere>,
+}
+
+/// Where STUCK units sit (see `ops::stuck`).
+#[derive(ToSchema, serde::Serialize)]
+#[allow(dead_code)]
+pub enum StuckWhere {
+    #[serde(rename = "dlq")]
+    Dlq,
+    #[serde(rename = "in_flight")]
+    InFlight,
+    #[serde(rename = "dlq+in_flight")]
+    Both,
 }
 
 /// Mirrors `ops::reconcile::Verdict`.
@@ -380,6 +406,7 @@ pub enum Verdict {
     RedisAhead,
     RedisBehind,
     MysqlInconsistent,
+    Stuck,
 }
 
 #[cfg(test)]
@@ -549,6 +576,7 @@ mod tests {
             Real::RedisAhead,
             Real::RedisBehind,
             Real::MysqlInconsistent,
+            Real::Stuck,
         ];
         let report = Report {
             checked_at: "1970-01-01T00:00:00Z".into(),
@@ -564,6 +592,8 @@ mod tests {
                     repaired: false,
                     drift: 0,
                     redis_conserved: None,
+                    stuck_units: 0,
+                    stuck_where: None,
                 })
                 .collect(),
         };
@@ -587,5 +617,10 @@ mod tests {
             .map(|l| l["verdict"].clone())
             .collect();
         assert_eq!(Value::Array(names), schemas["Verdict"]["enum"]);
+        let places: Vec<Value> = ["dlq", "in_flight", "dlq+in_flight"]
+            .iter()
+            .map(|p| Value::from(*p))
+            .collect();
+        assert_eq!(Value::Array(places), schemas["StuckWhere"]["enum"]);
     }
 }
