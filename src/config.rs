@@ -524,7 +524,10 @@ mod tests {
             "100".to_string(),
         )];
         let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
-        assert!(err.to_string().contains("reconcile.stuck_after_ms"), "{err}");
+        assert!(
+            err.to_string().contains("reconcile.stuck_after_ms"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -290,8 +290,14 @@ mod tests {
             AMQPValue::FieldTable(death("delivery_limit")),
             AMQPValue::FieldTable(death("rejected")),
         ];
-        headers.insert("x-death".into(), AMQPValue::FieldArray(FieldArray::from(deaths)));
-        assert_eq!(letter(headers.clone()).reason().as_deref(), Some("delivery_limit"));
+        headers.insert(
+            "x-death".into(),
+            AMQPValue::FieldArray(FieldArray::from(deaths)),
+        );
+        assert_eq!(
+            letter(headers.clone()).reason().as_deref(),
+            Some("delivery_limit")
+        );
         headers.insert(REASON_HEADER.into(), long("retries_exhausted"));
         headers.insert(ATTEMPT_HEADER.into(), AMQPValue::LongUInt(6));
         let both = letter(headers);
@@ -306,7 +312,9 @@ mod tests {
         let mut headers = FieldTable::default();
         headers.insert(
             "x-death".into(),
-            AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::FieldTable(death("rejected"))])),
+            AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::FieldTable(death(
+                "rejected",
+            ))])),
         );
         headers.insert("x-first-death-reason".into(), long("rejected"));
         headers.insert(REASON_HEADER.into(), long("retries_exhausted"));
@@ -314,7 +322,10 @@ mod tests {
         let dead = letter(headers);
         let replay = dead.properties_for_replay(None);
         let kept = replay.headers().as_ref().unwrap().inner();
-        assert_eq!(kept.keys().map(|k| k.as_str()).collect::<Vec<_>>(), [ATTEMPT_HEADER]);
+        assert_eq!(
+            kept.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            [ATTEMPT_HEADER]
+        );
         assert_eq!(replay.message_id().as_ref().unwrap().as_str(), "m-1");
         assert_eq!(*replay.delivery_mode(), Some(2));
         let back = dead.properties_for_return(Some("r-2".into()));

@@ -234,7 +234,9 @@ async fn settle_in(
             Err(error) if action == Action::Drop && filter.sku.is_none() => {
                 session.ack(letter).await?;
                 report.messages_settled += 1;
-                report.poison_dropped.push(poison(filter.kind, letter, error));
+                report
+                    .poison_dropped
+                    .push(poison(filter.kind, letter, error));
                 continue;
             }
             Err(_) => {
@@ -247,15 +249,27 @@ async fn settle_in(
         if chosen.is_empty() {
             continue;
         }
-        if !settle_one(session, topology, filter.kind, action, letter, &chosen, &others).await? {
+        if !settle_one(
+            session,
+            topology,
+            filter.kind,
+            action,
+            letter,
+            &chosen,
+            &others,
+        )
+        .await?
+        {
             report.failed += 1;
             continue;
         }
         report.messages_settled += 1;
         report.returned += others.len();
-        report
-            .deductions
-            .extend(chosen.iter().map(|d| dead_deduction(filter.kind, letter, d)));
+        report.deductions.extend(
+            chosen
+                .iter()
+                .map(|d| dead_deduction(filter.kind, letter, d)),
+        );
     }
     Ok(report)
 }

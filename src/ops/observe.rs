@@ -144,7 +144,8 @@ pub async fn observe(
     })
 }
 
-async fn ledger_statuses<Q: Queryable>(
+/// Ledger status of each of `ids` that has a row (any status).
+pub(crate) async fn ledger_statuses<Q: Queryable>(
     q: &mut Q,
     sku_id: SkuId,
     ids: &[&str],

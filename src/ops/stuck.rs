@@ -88,7 +88,10 @@ mod tests {
     fn young_in_flight_work_is_not_stuck_and_old_work_is() {
         let young = [record("a", 2, NOW_MS - 1_000)];
         assert_eq!(stuck(None, &young, NOW_MS, BOUND_MS), Stuck::default());
-        let old = [record("a", 2, NOW_MS - 1_000), record("b", 3, NOW_MS - 61_000)];
+        let old = [
+            record("a", 2, NOW_MS - 1_000),
+            record("b", 3, NOW_MS - 61_000),
+        ];
         assert_eq!(
             stuck(None, &old, NOW_MS, BOUND_MS),
             Stuck {
@@ -109,7 +112,10 @@ mod tests {
                 place: Some("dlq")
             }
         );
-        let both = [record("b", 3, NOW_MS - 61_000), record("c", 1, NOW_MS - 90_000)];
+        let both = [
+            record("b", 3, NOW_MS - 61_000),
+            record("c", 1, NOW_MS - 90_000),
+        ];
         assert_eq!(
             stuck(Some(&dead), &both, NOW_MS, BOUND_MS),
             Stuck {
