@@ -17,7 +17,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{IntoParams, Modify, OpenApi, PartialSchema, ToResponse, ToSchema};
 
-use super::{admin, health, lifecycle, reservations, skus};
+use super::{admin, dlq, health, lifecycle, reservations, skus};
 
 /// Media type of every error body (RFC 9457).
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -44,6 +44,8 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         admin::warmup,
         admin::reconcile_now,
         admin::last_reconcile,
+        dlq::list,
+        dlq::replay,
         health::livez,
         health::readyz,
         health::metrics,
@@ -465,6 +467,8 @@ mod tests {
             ("/v1/admin/skus/{sku_id}/warmup", "post"),
             ("/v1/admin/reconcile", "post"),
             ("/v1/admin/reconcile", "get"),
+            ("/v1/admin/dlq", "get"),
+            ("/v1/admin/dlq/replay", "post"),
             ("/livez", "get"),
             ("/readyz", "get"),
             ("/metrics", "get"),
