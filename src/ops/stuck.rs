@@ -12,6 +12,13 @@ use super::dlq::DeadDeduction;
 use super::observe::Unapplied;
 use crate::domain::SkuId;
 
+/// Values of a report line's `stuck_where`.
+pub const IN_DLQ: &str = "dlq";
+pub const IN_FLIGHT: &str = "in_flight";
+pub const IN_DLQ_AND_FLIGHT: &str = "dlq+in_flight";
+/// Every `stuck_where` value (the OpenAPI document lists the same).
+pub const PLACES: [&str; 3] = [IN_DLQ, IN_FLIGHT, IN_DLQ_AND_FLIGHT];
+
 /// Dead-lettered deductions per SKU: request id -> units.
 pub type DeadLettered = HashMap<SkuId, HashMap<String, i64>>;
 
@@ -58,9 +65,9 @@ pub fn stuck(
         .map(|r| r.count)
         .sum();
     let place = match (dlq_units > 0, old_units > 0) {
-        (true, true) => Some("dlq+in_flight"),
-        (true, false) => Some("dlq"),
-        (false, true) => Some("in_flight"),
+        (true, true) => Some(IN_DLQ_AND_FLIGHT),
+        (true, false) => Some(IN_DLQ),
+        (false, true) => Some(IN_FLIGHT),
         (false, false) => None,
     };
     Stuck {

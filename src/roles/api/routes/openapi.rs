@@ -572,6 +572,30 @@ mod tests {
     }
 
     #[test]
+    fn every_schema_a_dlq_route_refers_to_is_defined() {
+        let doc = doc();
+        let schemas = &doc["components"]["schemas"];
+        for name in [
+            "DlqListing",
+            "DeadDeduction",
+            "PoisonLetter",
+            "DlqKind",
+            "ReplayView",
+        ] {
+            assert!(schemas[name].is_object(), "{name} missing");
+        }
+        let text = doc.to_string();
+        for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(schemas[name].is_object(), "dangling $ref to {name}");
+        }
+        assert_eq!(
+            schemas["DlqKind"]["enum"],
+            serde_json::json!(["deduct", "expiry"])
+        );
+    }
+
+    #[test]
     fn the_reconcile_mirror_matches_the_report() {
         use crate::ops::reconcile::{Report, SkuReport, Verdict as Real};
         let verdicts = [
@@ -621,7 +645,7 @@ mod tests {
             .map(|l| l["verdict"].clone())
             .collect();
         assert_eq!(Value::Array(names), schemas["Verdict"]["enum"]);
-        let places: Vec<Value> = ["dlq", "in_flight", "dlq+in_flight"]
+        let places: Vec<Value> = crate::ops::stuck::PLACES
             .iter()
             .map(|p| Value::from(*p))
             .collect();
