@@ -3,14 +3,18 @@
 //! own database, key prefix and queue names (see `helpers`).
 
 mod helpers;
+mod support;
 
+mod audit;
 mod bad_input;
 mod cli;
 mod deploy;
+mod dlq;
 mod lifecycle;
 mod openapi;
 mod pipeline;
 mod reconcile;
 mod reserve;
 mod soldout;
+mod stuck;
 mod telemetry;
