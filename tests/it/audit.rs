@@ -18,7 +18,12 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
     let app = TestApp::spawn().await;
     app.create_sku(1, 10, 3).await;
     app.create_sku(2, 5, 1).await;
-    for (sku, rid, user, count) in [(1, "a", 1, 2), (1, "b", 2, 1), (1, "c", 2, 1), (2, "d", 1, 1)] {
+    for (sku, rid, user, count) in [
+        (1, "a", 1, 2),
+        (1, "b", 2, 1),
+        (1, "c", 2, 1),
+        (2, "d", 1, 1),
+    ] {
         assert_eq!(app.reserve(sku, rid, user, count).await.status(), 201);
     }
     app.wait_ledger_rows(4).await;
@@ -35,9 +40,15 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
     let json = run.json();
     assert_eq!(json["ok"], true);
     assert!(json["checked_at"].as_str().unwrap().ends_with('Z'));
-    assert_eq!(json["checks"].as_array().unwrap().len(), audit::CHECKS.len());
+    assert_eq!(
+        json["checks"].as_array().unwrap().len(),
+        audit::CHECKS.len()
+    );
     for check in json["checks"].as_array().unwrap() {
-        assert_eq!((&check["ok"], &check["violations"]), (&true.into(), &0.into()));
+        assert_eq!(
+            (&check["ok"], &check["violations"]),
+            (&true.into(), &0.into())
+        );
     }
     let table = app.stockd(&["audit", "--sku", "2"], &[]).await;
     assert_eq!(table.code, 0, "{table:?}");
@@ -101,8 +112,18 @@ async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
     let record = keys.reservation(sku, &rid);
     let (created, expires) = (now_ms.to_string(), expires_ms.to_string());
     app.redis_cmd(&[
-        "HSET", &record, "user", "7", "count", "1", "status", "RESERVED", "created_ms", &created,
-        "expires_ms", &expires,
+        "HSET",
+        &record,
+        "user",
+        "7",
+        "count",
+        "1",
+        "status",
+        "RESERVED",
+        "created_ms",
+        &created,
+        "expires_ms",
+        &expires,
     ])
     .await;
     app.redis_cmd(&["SADD", &keys.winners(sku), "extra"]).await;
@@ -112,7 +133,10 @@ async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
     assert_eq!(report.failed(), [audit::BUYER_LIMIT], "{}", report.table());
     let check = report.check(audit::BUYER_LIMIT).unwrap();
     assert_eq!(check.violations, 1);
-    assert_eq!(check.details, ["sku 1 user 7: 2 live units > limit_per_user 1"]);
+    assert_eq!(
+        check.details,
+        ["sku 1 user 7: 2 live units > limit_per_user 1"]
+    );
     app.cleanup().await;
 }
 
@@ -130,7 +154,12 @@ async fn a_lost_reservation_record_fails_ledger_in_redis() {
     let record = app.res.redis.keys().reservation(TestApp::sku(1), &rid);
     app.redis_cmd(&["DEL", &record]).await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [audit::LEDGER_IN_REDIS], "{}", report.table());
+    assert_eq!(
+        report.failed(),
+        [audit::LEDGER_IN_REDIS],
+        "{}",
+        report.table()
+    );
     let check = report.check(audit::LEDGER_IN_REDIS).unwrap();
     assert_eq!(check.violations, 1);
     assert!(

@@ -43,10 +43,18 @@ async fn a_replayed_dead_letter_is_applied_once_even_when_replayed_twice() {
     assert_eq!(listing.messages_read, 1);
     let dead = &listing.deductions[0];
     assert_eq!(
-        (dead.sku_id, dead.request_id.as_str(), dead.user_id, dead.count),
+        (
+            dead.sku_id,
+            dead.request_id.as_str(),
+            dead.user_id,
+            dead.count
+        ),
         (1, "r1", 1, 2)
     );
-    assert_eq!((dead.reason.as_str(), dead.attempts), ("retries_exhausted", Some(6)));
+    assert_eq!(
+        (dead.reason.as_str(), dead.attempts),
+        ("retries_exhausted", Some(6))
+    );
     assert_eq!(dead.message_id.as_deref(), Some("r1"));
     assert_eq!(app.dlq_depth().await, 1, "listing returns what it read");
     // The admin route shows the same.
@@ -67,6 +75,10 @@ async fn a_replayed_dead_letter_is_applied_once_even_when_replayed_twice() {
         .unwrap();
     assert_eq!((report.deductions.len(), report.failed), (1, 0));
     assert_eq!(app.dlq_depth().await, 0);
+    // Straight to the work queue: no second copy in the delay queue.
+    let topology = app.res.publisher.topology().clone();
+    assert_eq!(app.queue_depth(&topology.expiry_delay_queue).await, 1);
+    assert_eq!(app.queue_depth(&topology.deduct_queue).await, 1);
     app.start_consumer();
     app.wait_ledger_rows(1).await;
     wait_work_queue_empty(&app).await;
@@ -105,7 +117,10 @@ async fn a_sku_filter_replays_that_sku_and_leaves_the_others_dead_lettered() {
     app.create_sku(2, 10, 5).await;
     app.reserve_and_lose_the_message(1, "one", 1, 1).await;
     app.reserve_and_lose_the_message(2, "two", 1, 3).await;
-    let batch = vec![app.deduction_of(1, "one").await, app.deduction_of(2, "two").await];
+    let batch = vec![
+        app.deduction_of(1, "one").await,
+        app.deduction_of(2, "two").await,
+    ];
     app.dead_letter(&batch, "retries_exhausted", 6).await;
 
     let report = dlq::replay(&app.res.publisher, filter(Some(1)), &mut |_| {})
@@ -119,13 +134,19 @@ async fn a_sku_filter_replays_that_sku_and_leaves_the_others_dead_lettered() {
     assert_eq!(left.messages_read, 1);
     assert_eq!(left.deductions.len(), 1);
     assert_eq!(left.deductions[0].request_id, "two");
-    assert_eq!(left.deductions[0].reason, "retries_exhausted", "headers kept");
+    assert_eq!(
+        left.deductions[0].reason, "retries_exhausted",
+        "headers kept"
+    );
     assert_eq!(left.deductions[0].message_id.as_deref(), Some("two"));
 
     app.start_consumer();
     app.wait_ledger_rows(1).await;
     wait_work_queue_empty(&app).await;
-    assert_eq!(app.ledger_status(1, "one").await.as_deref(), Some("RESERVED"));
+    assert_eq!(
+        app.ledger_status(1, "one").await.as_deref(),
+        Some("RESERVED")
+    );
     assert_eq!(app.ledger_status(2, "two").await, None);
 
     let run = app
@@ -160,7 +181,10 @@ async fn dropping_needs_yes_and_lists_show_poison_with_the_brokers_reason() {
     assert_eq!(app.dlq_depth().await, 1);
     let dropped = app.stockd(&["dlq", "drop", "--yes"], &[]).await;
     assert_eq!(dropped.code, 0, "{dropped:?}");
-    assert!(dropped.stdout.contains("dropped: deduct  POISON"), "{dropped:?}");
+    assert!(
+        dropped.stdout.contains("dropped: deduct  POISON"),
+        "{dropped:?}"
+    );
     assert_eq!(app.dlq_depth().await, 0);
     let expiry = app
         .stockd(&["dlq", "list", "--queue", "expiry", "--json"], &[])
@@ -178,7 +202,13 @@ async fn the_dlq_routes_need_the_token_and_a_valid_filter() {
     let anonymous = app.client.get(url("")).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
     for bad in ["?sku=0", "?queue=other", "?sku=x", "?nope=1"] {
-        let resp = app.client.get(url(bad)).bearer_auth(ADMIN_TOKEN).send().await.unwrap();
+        let resp = app
+            .client
+            .get(url(bad))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 400, "{bad}");
         assert_eq!(resp.headers()["content-type"], "application/problem+json");
     }
@@ -190,6 +220,9 @@ async fn the_dlq_routes_need_the_token_and_a_valid_filter() {
         .await
         .unwrap();
     assert_eq!(replay.status(), 200);
-    assert_eq!(replay.json::<serde_json::Value>().await.unwrap()["replayed"], 0);
+    assert_eq!(
+        replay.json::<serde_json::Value>().await.unwrap()["replayed"],
+        0
+    );
     app.cleanup().await;
 }

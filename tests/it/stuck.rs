@@ -59,7 +59,12 @@ async fn an_in_flight_reservation_older_than_the_bound_is_stuck() {
     app.create_sku(1, 10, 5).await;
     app.reserve_and_lose_the_message(1, "lost", 9, 2).await;
     let young = reconciler.run_once(&[], false).await.unwrap();
-    assert_eq!(young.skus[0].verdict, Verdict::InFlight, "{:?}", young.skus[0]);
+    assert_eq!(
+        young.skus[0].verdict,
+        Verdict::InFlight,
+        "{:?}",
+        young.skus[0]
+    );
     assert_eq!(young.skus[0].stuck_units, 0);
     tokio::time::sleep(Duration::from_millis(STUCK_AFTER_MS + 500)).await;
     let old = reconciler.run_once(&[], false).await.unwrap();

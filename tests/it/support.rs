@@ -38,9 +38,15 @@ impl TestApp {
             ("STOCKD_ENV".into(), "test".into()),
             ("STOCKD__MYSQL__URL".into(), s.mysql.url.clone()),
             ("STOCKD__REDIS__URL".into(), s.redis.url.clone()),
-            ("STOCKD__REDIS__KEY_PREFIX".into(), s.redis.key_prefix.clone()),
+            (
+                "STOCKD__REDIS__KEY_PREFIX".into(),
+                s.redis.key_prefix.clone(),
+            ),
             ("STOCKD__AMQP__URL".into(), s.amqp.url.clone()),
-            ("STOCKD__AMQP__QUEUE_PREFIX".into(), s.amqp.queue_prefix.clone()),
+            (
+                "STOCKD__AMQP__QUEUE_PREFIX".into(),
+                s.amqp.queue_prefix.clone(),
+            ),
             (
                 "STOCKD__RESERVATION__TTL_SECS".into(),
                 s.reservation.ttl_secs.to_string(),
@@ -133,7 +139,13 @@ impl TestApp {
     /// Reserves with the consumer stopped and drops the deduction message, so
     /// Redis holds the reservation and MySQL never hears of it. The consumer
     /// is left stopped.
-    pub async fn reserve_and_lose_the_message(&mut self, sku: u64, rid: &str, user: u64, count: u32) {
+    pub async fn reserve_and_lose_the_message(
+        &mut self,
+        sku: u64,
+        rid: &str,
+        user: u64,
+        count: u32,
+    ) {
         self.stop_consumer().await;
         let resp = self.reserve(sku, rid, user, count).await;
         assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap());
@@ -144,7 +156,10 @@ impl TestApp {
             self.res.redis.outbox_len(Self::sku(sku)).await.unwrap() == 0
         })
         .await;
-        assert!(self.purge_queue(&queue).await >= 1, "the deduction message was queued");
+        assert!(
+            self.purge_queue(&queue).await >= 1,
+            "the deduction message was queued"
+        );
     }
 
     /// Runs one SQL statement against this test's database.
