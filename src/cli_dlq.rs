@@ -15,12 +15,11 @@ pub async fn run(res: &Resources, action: &DlqAction) -> ExitCode {
     let (args, verb) = match action {
         DlqAction::List(args) => (args, "list"),
         DlqAction::Replay(args) => (args, "replay"),
-        DlqAction::Drop { args, yes: false } => {
+        DlqAction::Drop { yes: false, .. } => {
             eprintln!(
                 "stockd dlq drop: refused without --yes (dropping loses the deductions; \
                  `stockd dlq list` shows them, `stockd dlq replay` applies them)"
             );
-            let _ = args;
             return ExitCode::from(EXIT_VIOLATION);
         }
         DlqAction::Drop { args, yes: true } => (args, "drop"),
