@@ -54,18 +54,20 @@ impl Resources {
             .await
             .context("connecting to RabbitMQ (amqp.url)")?;
         let redis = Arc::new(redis);
-        let reconciler = Arc::new(Reconciler::new(
+        let publisher = Arc::new(publisher);
+        let reconciler = Reconciler::new(
             db.clone(),
             redis.clone(),
             &settings.reconcile,
             settings.metrics.sku_allowlist.clone(),
-        ));
+        )
+        .with_dead_letters(publisher.clone());
         Ok(Self {
             settings: Arc::new(settings),
             db,
             redis,
-            publisher: Arc::new(publisher),
-            reconciler,
+            publisher,
+            reconciler: Arc::new(reconciler),
             mysql_breaker: Arc::new(Breaker::new("mysql")),
         })
     }

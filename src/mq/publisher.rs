@@ -20,7 +20,7 @@ use tokio::sync::{Mutex, RwLock};
 use super::{connect, DeductionMessage, MqError, Topology};
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
-const PERSISTENT: u8 = 2;
+pub const PERSISTENT: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
@@ -144,10 +144,8 @@ impl Publisher {
     /// `message_id` is the request id of a single deduction, and for a batch the
     /// first request id with the batch size (`<id>+<n>`).
     pub async fn publish_deductions(&self, msgs: &[DeductionMessage]) -> Result<(), PublishError> {
-        let message_id = match msgs {
-            [one] => one.message_id(),
-            [first, ..] => format!("{}+{}", first.message_id(), msgs.len()),
-            [] => return Ok(()),
+        let Some(message_id) = super::message::message_id_of(msgs) else {
+            return Ok(());
         };
         let props = BasicProperties::default()
             .with_message_id(message_id.into())
@@ -204,6 +202,14 @@ impl Publisher {
         };
         metrics::counter!("stockd_publish_total", "outcome" => outcome).increment(1);
         result
+    }
+
+    /// A fresh channel on the publisher's connection, for short-lived work that
+    /// must not disturb the publishing channels (dead-letter browsing). The
+    /// caller closes it; deliveries it left unacked then return to their queue.
+    pub async fn open_channel(&self) -> Result<Channel, MqError> {
+        let link = self.current_link().await?;
+        Ok(link.conn.create_channel().await?)
     }
 
     /// Messages ready in `queue` (passive declare on a throw-away channel, so a

@@ -32,6 +32,8 @@ pub struct Observation {
     pub in_flight: i64,
     /// Units of reservations Redis took that MySQL has not applied yet.
     pub unapplied: i64,
+    /// Those reservations one by one, with their age (empty when not `exact`).
+    pub unapplied_records: Vec<Unapplied>,
     /// False when the in-flight figure is an estimate (too many winners).
     pub exact: bool,
     /// Live ledger rows Redis should still hold but has no record of: Redis
@@ -40,6 +42,15 @@ pub struct Observation {
     pub missing_in_redis: i64,
     /// Buyers holding more live units than `limit_per_user` in MySQL.
     pub buyers_over_limit: i64,
+}
+
+/// A reservation Redis took (RESERVED/CONFIRMED) that the ledger lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unapplied {
+    pub request_id: String,
+    pub count: i64,
+    /// Admission time, Redis clock.
+    pub created_ms: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +126,7 @@ async fn observe_unbounded(
     let mut missing_in_redis = 0;
     let mut in_flight = 0;
     let mut unapplied = 0;
+    let mut unapplied_records = Vec::new();
     let mut exact = true;
     match snapshot.as_ref().and_then(|s| s.winners.as_ref()) {
         Some(winners) => {
@@ -127,6 +139,11 @@ async fn observe_unbounded(
                 in_flight += c;
                 if mysql.is_none() && c > 0 {
                     unapplied += c;
+                    unapplied_records.push(Unapplied {
+                        request_id: w.request_id.clone(),
+                        count: w.count,
+                        created_ms: w.created_ms,
+                    });
                 }
             }
         }
@@ -148,6 +165,7 @@ async fn observe_unbounded(
         redis: snapshot,
         in_flight,
         unapplied,
+        unapplied_records,
         exact,
         missing_in_redis,
         buyers_over_limit,
@@ -181,7 +199,8 @@ async fn count_missing<Q: Queryable>(
     Ok(live.iter().filter(|id| !held.contains(id.as_str())).count() as i64)
 }
 
-async fn ledger_statuses<Q: Queryable>(
+/// Ledger status of each of `ids` that has a row (any status).
+pub(crate) async fn ledger_statuses<Q: Queryable>(
     q: &mut Q,
     sku_id: SkuId,
     ids: &[&str],

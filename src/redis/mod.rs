@@ -3,6 +3,7 @@
 
 pub mod conn;
 pub mod drift;
+pub mod inspect;
 pub mod keys;
 pub mod outbox;
 pub mod readmit;

@@ -4,10 +4,13 @@
 
 mod helpers;
 mod proxy;
+mod support;
 
+mod audit;
 mod bad_input;
 mod cli;
 mod deploy;
+mod dlq;
 mod lifecycle;
 mod lost_writes;
 mod openapi;
@@ -16,4 +19,5 @@ mod pipeline;
 mod reconcile;
 mod reserve;
 mod soldout;
+mod stuck;
 mod telemetry;
