@@ -23,6 +23,9 @@ use stockd::roles::consumer::Consumer;
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
+/// A test's last change to its settings.
+pub type SettingsTweak = std::sync::Arc<dyn Fn(&mut Settings) + Send + Sync>;
+
 /// What a test wants running.
 #[derive(Clone)]
 pub struct TestOptions {
@@ -35,7 +38,7 @@ pub struct TestOptions {
     pub redis_url: Option<String>,
     /// Last word on the settings (fault tests: URLs through a `FaultProxy`,
     /// short timeouts). Test helpers still reach MySQL directly.
-    pub tweak: Option<std::sync::Arc<dyn Fn(&mut Settings) + Send + Sync>>,
+    pub tweak: Option<SettingsTweak>,
 }
 
 impl Default for TestOptions {
