@@ -11,6 +11,11 @@ use crate::stores;
 
 /// Pause between two looks.
 const POLL: Duration = Duration::from_millis(500);
+/// When nothing moves any more (queues, outbox and mirrors settled, every
+/// accepted reservation in MySQL) but the stores still differ by the same
+/// amounts for this long, the difference is a finding, not work in flight:
+/// stop waiting and let the audit report it.
+const STUCK_AFTER: Duration = Duration::from_secs(10);
 
 /// What the last look saw; `drained` when every part was settled.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +32,14 @@ pub struct Look {
 }
 
 impl Look {
+    /// Everything but the store comparison is settled.
+    fn quiet(&self) -> bool {
+        self.outbox == 0
+            && self.queued.iter().all(|(_, n)| *n == Some(0))
+            && self.missing == 0
+            && self.pending_mirrors == 0
+    }
+
     pub fn drained(&self) -> bool {
         self.outbox == 0
             && self.queued.iter().all(|(_, n)| *n == Some(0))
@@ -87,8 +100,25 @@ pub async fn wait_drained(
 ) -> (bool, Look) {
     let start = Instant::now();
     let mut settled_once = false;
+    let mut stuck: Option<(Instant, Vec<(u64, Option<i64>, i64)>)> = None;
     loop {
         let seen = look(stack, skus, accepted).await;
+        if seen.quiet() && !seen.disagree.is_empty() {
+            match &stuck {
+                Some((since, same)) if *same == seen.disagree => {
+                    if since.elapsed() > STUCK_AFTER {
+                        println!(
+                            "  pipeline quiet but Redis != MySQL unchanged for {STUCK_AFTER:?}: {:?}",
+                            seen.disagree
+                        );
+                        return (false, seen);
+                    }
+                }
+                _ => stuck = Some((Instant::now(), seen.disagree.clone())),
+            }
+        } else {
+            stuck = None;
+        }
         if seen.drained() {
             if settled_once {
                 println!(

@@ -169,6 +169,15 @@ impl Stack {
         }
     }
 
+    /// Whether this binary accepts a configuration variable (keys being added
+    /// on main are used once they exist; an unknown key stops every process).
+    pub async fn accepts_setting(&self, var: &str, value: &str) -> bool {
+        let mut env = self.env.clone();
+        env.set(var, value);
+        let out = run_cli(&env, &["config", "check"], &self.dir.path.join("cli"), CLI_LIMIT).await;
+        out.code == Some(0)
+    }
+
     pub async fn cli(&self, args: &[&str]) -> CliOutput {
         run_cli(&self.env, args, &self.dir.path.join("cli"), CLI_LIMIT).await
     }

@@ -194,3 +194,15 @@ pub async fn ready_counts(stack: &Stack, queues: &[String]) -> Vec<(String, Opti
 pub fn sku_id(sku: u64) -> stockd::domain::SkuId {
     stockd::domain::SkuId::new(sku).expect("valid sku id")
 }
+
+/// Ledger status of one (sku, request id); None when MySQL has no row.
+pub async fn ledger_status(stack: &Stack, sku: u64, rid: &str) -> Option<String> {
+    let mut db = stack.db().await;
+    let status: Option<String> = sql(db.exec_first(
+        "SELECT status FROM stock_deduct_idempotent WHERE sku_id = ? AND deduct_request_id = ?",
+        (sku, rid),
+    ))
+    .await;
+    let _ = db.disconnect().await;
+    status
+}

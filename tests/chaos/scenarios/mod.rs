@@ -3,17 +3,17 @@
 //! expectations it collects, and the closing drain + audit.
 
 mod s01_redis_kill;
-
-
-
-
-
-
-
-
-
-
-
+mod s02_redis_empty;
+mod s03_redis_rollback;
+mod s04_broker_kill;
+mod s05_mysql_outage;
+mod s06_api_kill;
+mod s07_consumer_kill;
+mod s08_expiry_backlog;
+mod s09_frozen;
+mod s10_expiry_outage;
+mod s11_memory_alarm;
+mod s12_redis_maxmemory;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -135,6 +135,67 @@ impl Scenario {
             self.failures.len(),
             self.failures.join("\n  ")
         );
+    }
+}
+
+/// One direct answer (outside the load driver).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub code: String,
+    pub replayed: bool,
+    pub body: serde_json::Value,
+}
+
+impl Scenario {
+    /// `POST /v1/skus/{sku}/reservations` once.
+    pub async fn reserve(&self, sku: u64, rid: &str, user: u64, count: u32) -> Reply {
+        let resp = self
+            .stack
+            .http
+            .post(format!("{}/v1/skus/{sku}/reservations", self.stack.base))
+            .json(&serde_json::json!({"request_id": rid, "user_id": user, "count": count}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("reserve {sku}/{rid}: {e}"));
+        let status = resp.status().as_u16();
+        let replayed = resp
+            .headers()
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true");
+        let body: serde_json::Value = resp.json().await.unwrap_or_default();
+        let code = body["code"].as_str().unwrap_or("").to_string();
+        let reply = Reply {
+            status,
+            code,
+            replayed,
+            body,
+        };
+        println!(
+            "  reserve sku {sku} {rid} user {user} x{count} -> {} {}{}",
+            reply.status,
+            reply.code,
+            if reply.replayed { " (replayed)" } else { "" }
+        );
+        reply
+    }
+
+    /// Polls `check` until it holds or `limit` passes; returns whether it held.
+    pub async fn wait_for<F, Fut>(&self, what: &str, limit: Duration, mut check: F) -> bool
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if check().await {
+                self.note(&format!("{what} (after {:.1} s)", start.elapsed().as_secs_f64()));
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.note(&format!("NOT {what} within {limit:?}"));
+        false
     }
 }
 
