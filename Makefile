@@ -9,10 +9,10 @@ CARGO        ?= cargo
 TEST_THREADS ?= 4
 STOCKD       := ./target/release/stockd
 
-.PHONY: help services run test lint check bench demo clean-test-data fuzz
+.PHONY: help services run test lint check bench demo clean-test-data fuzz chaos
 
 help:
-	@echo "targets: services run test lint check bench demo clean-test-data fuzz"
+	@echo "targets: services run test lint check bench demo clean-test-data fuzz chaos"
 	@echo "  test uses TEST_THREADS=$(TEST_THREADS) (override: make test TEST_THREADS=8)"
 
 services:
@@ -49,3 +49,10 @@ FUZZ_EXAMPLES ?= 500
 
 fuzz: services
 	STOCKD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(CARGO) test --test it openapi::schemathesis -- --nocapture
+
+# The fault suite (tests/chaos, docs/chaos.md): private redis-server, mariadbd
+# and RabbitMQ nodes on free loopback ports, stockd roles as processes, one
+# injected fault per scenario, an audit at the end. Replay with CHAOS_SEED=<n>.
+# Not yet part of .ci/run: see docs/chaos.md for its status.
+chaos: services
+	$(CARGO) test --test chaos -- --ignored --test-threads=1 --nocapture

@@ -1,0 +1,219 @@
+//! The fault scenarios, one test each (all `#[ignore]`: `make chaos` runs
+//! them), and what every scenario shares: its seed and clock, the stack, the
+//! expectations it collects, and the closing drain + audit.
+
+mod s01_redis_kill;
+mod s02_redis_empty;
+mod s03_redis_rollback;
+mod s04_broker_kill;
+mod s05_mysql_outage;
+mod s06_api_kill;
+mod s07_consumer_kill;
+mod s08_expiry_backlog;
+mod s09_frozen;
+mod s10_expiry_outage;
+mod s11_memory_alarm;
+mod s12_redis_maxmemory;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::load::{Load, LoadPlan, LoadReport};
+use crate::seed::{run_seed, scenario_seed, Rng};
+use crate::stack::Stack;
+use crate::{audit, drain};
+
+/// How long a scenario waits for the pipeline to drain before auditing anyway.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(90);
+
+pub struct Scenario {
+    pub name: String,
+    pub rng: Rng,
+    started: Instant,
+    pub stack: Stack,
+    /// Expectations that did not hold, reported together at the end.
+    failures: Vec<String>,
+}
+
+impl Scenario {
+    /// Prints the header and seed, starts the private servers and migrates.
+    pub async fn begin(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
+        let run = run_seed();
+        let seed = scenario_seed(run, name);
+        println!("\n===== {name}: {title}");
+        println!(
+            "[{name}] seed {seed} (run seed {run}; replay: CHAOS_SEED={run} make chaos, or \
+             CHAOS_SEED={run} cargo test --test chaos -- --ignored --nocapture {name})"
+        );
+        if !extra.is_empty() {
+            println!("[{name}] settings: {extra:?}");
+        }
+        let started = Instant::now();
+        let stack = Stack::start(name, extra).await;
+        Self {
+            name: name.to_string(),
+            rng: Rng::new(seed),
+            started,
+            stack,
+            failures: Vec::new(),
+        }
+    }
+
+    pub fn secs(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// Prints a timestamped line (what is injected and when).
+    pub fn note(&self, what: &str) {
+        println!("[{} +{:.1}s] {what}", self.name, self.secs());
+    }
+
+    /// Records an expectation; a false one fails the scenario at the end
+    /// (after the audit ran, so the report has every number).
+    pub fn expect(&mut self, holds: bool, what: String) {
+        let mark = if holds { "ok  " } else { "FAIL" };
+        println!("[{} +{:.1}s] {mark} {what}", self.name, self.secs());
+        if !holds {
+            self.failures.push(what);
+        }
+    }
+
+    /// No answer was a 500 or went unanswered (transport error, timeout):
+    /// a failing dependency must give 503 + Retry-After.
+    pub fn expect_sane_answers(&mut self, report: &LoadReport) {
+        let bad: Vec<String> = report
+            .answers
+            .iter()
+            .filter(|a| a.status == 0 || a.status >= 500 && a.status != 503)
+            .take(5)
+            .map(|a| format!("{:?} {} -> {} {}", a.op, a.rid, a.status, a.code))
+            .collect();
+        let n = report
+            .answers
+            .iter()
+            .filter(|a| a.status == 0 || a.status >= 500 && a.status != 503)
+            .count();
+        self.expect(
+            n == 0,
+            format!("no 5xx other than 503 and no unanswered request ({n}: {bad:?})"),
+        );
+    }
+
+    /// Starts a load plan on the stack's api with a fork of the scenario rng.
+    pub fn load(&mut self, plan: LoadPlan) -> Load {
+        let mut rng = self.rng.fork();
+        Load::start(&self.stack.base, plan, &mut rng)
+    }
+
+    /// Sleeps `base_ms` plus seeded jitter up to `jitter_ms`.
+    pub async fn pause(&mut self, base_ms: u64, jitter_ms: u64) {
+        let d = self.rng.jitter_ms(base_ms, jitter_ms);
+        tokio::time::sleep(d).await;
+    }
+
+    /// Waits for the drain, audits, prints the table and the duration, and
+    /// fails with every unmet expectation and failed check.
+    pub async fn finish(mut self, report: &LoadReport) {
+        report.print_summary();
+        let accepted = report.accepted();
+        let skus: Vec<u64> = accepted
+            .keys()
+            .map(|k| k.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        self.note("load stopped; waiting for the pipeline to drain");
+        let (drained, _) = drain::wait_drained(&self.stack, &skus, &accepted, DRAIN_LIMIT).await;
+        self.expect(drained, format!("pipeline drained within {DRAIN_LIMIT:?}"));
+        self.stack.assert_roles_alive();
+        let failed = audit::audit_all(&self.stack, &accepted).await;
+        self.failures.extend(failed);
+        let secs = self.secs();
+        if self.failures.is_empty() {
+            println!("[{}] PASSED in {secs:.1} s", self.name);
+            return;
+        }
+        println!("[{}] FAILED in {secs:.1} s", self.name);
+        panic!(
+            "{}: {} failure(s):\n  {}",
+            self.name,
+            self.failures.len(),
+            self.failures.join("\n  ")
+        );
+    }
+}
+
+/// One direct answer (outside the load driver).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub code: String,
+    pub replayed: bool,
+    pub body: serde_json::Value,
+}
+
+impl Scenario {
+    /// `POST /v1/skus/{sku}/reservations` once.
+    pub async fn reserve(&self, sku: u64, rid: &str, user: u64, count: u32) -> Reply {
+        let resp = self
+            .stack
+            .http
+            .post(format!("{}/v1/skus/{sku}/reservations", self.stack.base))
+            .json(&serde_json::json!({"request_id": rid, "user_id": user, "count": count}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("reserve {sku}/{rid}: {e}"));
+        let status = resp.status().as_u16();
+        let replayed = resp
+            .headers()
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true");
+        let body: serde_json::Value = resp.json().await.unwrap_or_default();
+        let code = body["code"].as_str().unwrap_or("").to_string();
+        let reply = Reply {
+            status,
+            code,
+            replayed,
+            body,
+        };
+        println!(
+            "  reserve sku {sku} {rid} user {user} x{count} -> {} {}{}",
+            reply.status,
+            reply.code,
+            if reply.replayed { " (replayed)" } else { "" }
+        );
+        reply
+    }
+
+    /// Polls `check` until it holds or `limit` passes; returns whether it held.
+    pub async fn wait_for<F, Fut>(&self, what: &str, limit: Duration, mut check: F) -> bool
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if check().await {
+                self.note(&format!(
+                    "{what} (after {:.1} s)",
+                    start.elapsed().as_secs_f64()
+                ));
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.note(&format!("NOT {what} within {limit:?}"));
+        false
+    }
+}
+
+/// The usual load: `requests` reservations at `rate` per second over `skus`,
+/// `buyers` buyers, 10 % replays, 5 % confirmed and 5 % cancelled.
+pub fn plan(tag: &str, skus: &[u64], buyers: u64, requests: usize, rate: u32) -> LoadPlan {
+    LoadPlan::new(tag, skus, buyers, requests, rate)
+}
+
+/// Accepted reservations of several reports.
+pub fn accepted_of(reports: &[&LoadReport]) -> BTreeMap<(u64, String), (u64, u32)> {
+    LoadReport::merge(reports).accepted()
+}

@@ -1,0 +1,72 @@
+//! Scenario 7: the consumer is killed with SIGKILL five times while it holds
+//! deliveries. A backlog is built with the consumer stopped; the SKU rows are
+//! then locked in MySQL by the harness (SELECT … FOR UPDATE), so each consumer
+//! that starts fills its prefetch and blocks in its batch transaction — and
+//! is killed there. Crashes are not attempts the message caused: nothing may
+//! be dead-lettered (today the quorum `x-delivery-limit` does it).
+
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+
+use super::{plan, Scenario};
+
+/// Kills of a consumer holding deliveries.
+const KILLS: usize = 5;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "chaos suite: make chaos"]
+async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing() {
+    let mut sc = Scenario::begin("s07", "consumer kill -9 x5 while holding deliveries", &[]).await;
+    sc.stack.start_roles(&["api", "closer"]).await;
+    let skus = [71];
+    sc.stack.create_sku(71, 2_000, 2).await;
+    let report = sc
+        .load(plan("s07", &skus, 1_200, 1_200, 150))
+        .finish()
+        .await;
+    let deduct = sc.stack.topology.deduct_queue.clone();
+    let backlog = sc.stack.rabbit.ready(&deduct).await.unwrap_or(0);
+    sc.expect(
+        backlog > 0,
+        format!("backlog of {backlog} messages in {deduct}"),
+    );
+
+    sc.note("lock sku 71's row in MySQL so the consumer's batch blocks");
+    let mut lock = sc.stack.db().await;
+    lock.query_drop("START TRANSACTION").await.unwrap();
+    lock.query_drop("SELECT * FROM sku_stock WHERE sku_id = 71 FOR UPDATE")
+        .await
+        .unwrap();
+    for kill in 1..=KILLS {
+        sc.stack.start_role("consumer").await;
+        let stack = &sc.stack;
+        let queue = deduct.clone();
+        let holding = sc
+            .wait_for(
+                "consumer holds deliveries",
+                Duration::from_secs(20),
+                || async { stack.rabbit.ready(&queue).await.unwrap_or(u32::MAX) < backlog },
+            )
+            .await;
+        sc.expect(holding, format!("kill {kill}: consumer took deliveries"));
+        sc.pause(300, 300).await;
+        let queues = sc.stack.rabbit.list_queues().await;
+        let q = queues.iter().find(|q| q.0 == deduct);
+        sc.note(&format!(
+            "inject: kill -9 consumer #{kill} (queue {deduct}: messages/ready/unacked {q:?})"
+        ));
+        sc.stack.kill_role("consumer");
+        sc.pause(200, 300).await;
+    }
+    sc.note("release the lock; start the consumer");
+    lock.query_drop("ROLLBACK").await.unwrap();
+    let _ = lock.disconnect().await;
+    let dlq = sc.stack.rabbit.ready(&sc.stack.topology.deduct_dlq).await;
+    sc.note(&format!(
+        "{} right after the kills: {dlq:?} messages",
+        sc.stack.topology.deduct_dlq
+    ));
+    sc.stack.start_role("consumer").await;
+    sc.finish(&report).await;
+}

@@ -1,0 +1,170 @@
+//! Scenario 9: a dependency that is frozen (SIGSTOP: connections stay open,
+//! nothing answers) for 10 s must give bounded answers (SPEC §10.9):
+//! - MySQL frozen: confirm/cancel answer 503 within `mysql.query_timeout_ms`
+//!   (default 2000) + margin; reserves do not need MySQL;
+//! - Redis frozen: reserves answer 503 within `redis.command_timeout_ms`
+//!   (set to 500 here) + margin;
+//! - broker frozen: reserves answer 202 within `amqp.publish_timeout_ms`
+//!   (2000) + margin.
+//!
+//! The slowest answer sent during each freeze is recorded and compared with
+//! its bound; after SIGCONT everything drains and the audit is clean.
+
+use std::time::Duration;
+
+use super::{plan, Scenario};
+use crate::load::{LoadReport, Op};
+
+/// How long each dependency stays frozen.
+const FREEZE: Duration = Duration::from_secs(10);
+/// Scheduling slack on a busy 2-core machine with debug builds.
+const MARGIN_MS: u64 = 1_000;
+/// The Redis command timeout this scenario runs with.
+const REDIS_TIMEOUT_MS: u64 = 500;
+/// `mysql.query_timeout_ms` default promised on main (used until the key exists).
+const MYSQL_TIMEOUT_MS: u64 = 2_000;
+
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Mysql,
+    Redis,
+    Broker,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "chaos suite: make chaos"]
+async fn s09_frozen_dependencies_give_bounded_answers() {
+    let extra = [(
+        "STOCKD__REDIS__COMMAND_TIMEOUT_MS",
+        REDIS_TIMEOUT_MS.to_string(),
+    )];
+    let mut sc = Scenario::begin(
+        "s09",
+        "MySQL, Redis, broker frozen (SIGSTOP) 10 s each",
+        &extra,
+    )
+    .await;
+    let key = "STOCKD__MYSQL__QUERY_TIMEOUT_MS";
+    if sc
+        .stack
+        .accepts_setting(key, &MYSQL_TIMEOUT_MS.to_string())
+        .await
+    {
+        sc.stack.env.set(key, MYSQL_TIMEOUT_MS);
+        sc.note(&format!("{key}={MYSQL_TIMEOUT_MS}"));
+    } else {
+        sc.note("mysql.query_timeout_ms is not a setting of this binary yet; bound uses its promised default");
+    }
+    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
+    sc.stack.create_sku(91, 3_000, 3).await;
+    let publish_ms = sc.stack.settings.amqp.publish_timeout_ms;
+
+    let mysql = freeze_phase(&mut sc, Target::Mysql).await;
+    let bound = MYSQL_TIMEOUT_MS + MARGIN_MS;
+    for op in [Op::Confirm, Op::Cancel] {
+        judge(&mut sc, &mysql, op, bound, &[503, 200], "MySQL frozen");
+    }
+    judge(
+        &mut sc,
+        &mysql,
+        Op::Reserve,
+        publish_ms + MARGIN_MS,
+        &[201, 202],
+        "MySQL frozen",
+    );
+
+    let redis = freeze_phase(&mut sc, Target::Redis).await;
+    judge(
+        &mut sc,
+        &redis,
+        Op::Reserve,
+        REDIS_TIMEOUT_MS + MARGIN_MS,
+        &[503],
+        "Redis frozen",
+    );
+
+    let broker = freeze_phase(&mut sc, Target::Broker).await;
+    judge(
+        &mut sc,
+        &broker,
+        Op::Reserve,
+        publish_ms + MARGIN_MS,
+        &[201, 202],
+        "broker frozen",
+    );
+
+    let all = LoadReport::merge(&[&mysql.report, &redis.report, &broker.report]);
+    sc.finish(&all).await;
+}
+
+/// One freeze under load, and the window (ms since the load started) it covered.
+struct Phase {
+    report: LoadReport,
+    from_ms: u64,
+    to_ms: u64,
+}
+
+async fn freeze_phase(sc: &mut Scenario, target: Target) -> Phase {
+    let tag = format!("s09{}", format!("{target:?}").to_lowercase());
+    let mut p = plan(&tag, &[91], 1_500, 700, 40);
+    p.concurrency = 16;
+    if matches!(target, Target::Mysql) {
+        p.confirm_share = 0.3;
+        p.cancel_share = 0.3;
+    }
+    let load = sc.load(p);
+    sc.pause(3_000, 1_000).await;
+    sc.note(&format!("inject: SIGSTOP {target:?} for {FREEZE:?}"));
+    let from_ms = load.elapsed_ms();
+    process_of(sc, target).freeze();
+    tokio::time::sleep(FREEZE).await;
+    process_of(sc, target).thaw();
+    let to_ms = load.elapsed_ms();
+    sc.note(&format!("SIGCONT {target:?}"));
+    let report = load.finish().await;
+    Phase {
+        report,
+        from_ms,
+        to_ms,
+    }
+}
+
+fn process_of(sc: &mut Scenario, target: Target) -> &mut crate::servers::process::OwnedProcess {
+    match target {
+        Target::Mysql => sc.stack.mysql.process(),
+        Target::Redis => sc.stack.redis.process(),
+        Target::Broker => sc.stack.rabbit.process(),
+    }
+}
+
+/// Every `op` answer sent during the freeze came within `bound_ms` with one
+/// of `statuses`.
+fn judge(sc: &mut Scenario, phase: &Phase, op: Op, bound_ms: u64, statuses: &[u16], what: &str) {
+    let during: Vec<_> = phase
+        .report
+        .answers
+        .iter()
+        .filter(|a| a.op == op && a.sent_ms >= phase.from_ms && a.sent_ms < phase.to_ms)
+        .collect();
+    let slowest = during.iter().map(|a| a.latency_ms).max().unwrap_or(0);
+    let late = during.iter().filter(|a| a.latency_ms > bound_ms).count();
+    let mut by_status: std::collections::BTreeMap<(u16, &str), usize> = Default::default();
+    for a in &during {
+        *by_status.entry((a.status, a.code.as_str())).or_default() += 1;
+    }
+    let wrong = during
+        .iter()
+        .filter(|a| !statuses.contains(&a.status))
+        .count();
+    sc.expect(
+        !during.is_empty() && late == 0,
+        format!(
+            "{what}: {op:?} max latency {slowest} ms <= {bound_ms} ms ({late} of {} late)",
+            during.len()
+        ),
+    );
+    sc.expect(
+        wrong == 0,
+        format!("{what}: {op:?} answers {by_status:?}, expected statuses {statuses:?}"),
+    );
+}

@@ -1,0 +1,154 @@
+//! A private mariadbd: its own datadir made by mariadb-install-db (root with an
+//! empty password over TCP), a small buffer pool and redo log so it starts in
+//! well under a second; kill -9 + restart on the same datadir (crash
+//! recovery); freeze with SIGSTOP.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+
+use super::process::{free_port, log_tail, OwnedProcess};
+use super::wait_ready;
+
+/// install-db takes ~3 s on an idle machine; crash recovery well under 10 s.
+const START_LIMIT: Duration = Duration::from_secs(60);
+/// Any single query of the harness.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Small InnoDB sizes: the suite's data is a few thousand rows.
+const SERVER_ARGS: [&str; 4] = [
+    "--innodb-buffer-pool-size=32M",
+    "--innodb-log-file-size=8M",
+    "--skip-name-resolve",
+    "--max-connections=300",
+];
+
+pub struct Mariadb {
+    pub port: u16,
+    datadir: PathBuf,
+    root: PathBuf,
+    log: PathBuf,
+    process: Option<OwnedProcess>,
+}
+
+impl Mariadb {
+    pub async fn start(root: &Path) -> Self {
+        let datadir = root.join("mariadb");
+        let log = root.join("logs/mariadb.log");
+        std::fs::create_dir_all(root.join("logs")).unwrap();
+        let install = Command::new("mariadb-install-db")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", datadir.display()))
+            .args([
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--user=root",
+            ])
+            .args(&SERVER_ARGS[..2])
+            .output()
+            .expect("mariadb-install-db on PATH");
+        assert!(
+            install.status.success(),
+            "mariadb-install-db failed: {}{}",
+            String::from_utf8_lossy(&install.stdout),
+            String::from_utf8_lossy(&install.stderr)
+        );
+        let mut db = Self {
+            port: free_port(),
+            datadir,
+            root: root.to_path_buf(),
+            log,
+            process: None,
+        };
+        db.spawn().await;
+        db
+    }
+
+    /// URL of database `name` on this server (root, empty password).
+    pub fn url(&self, name: &str) -> String {
+        format!("mysql://root@127.0.0.1:{}/{name}", self.port)
+    }
+
+    async fn spawn(&mut self) {
+        let mut cmd = Command::new("/usr/sbin/mariadbd");
+        cmd.arg("--no-defaults")
+            .arg(format!("--datadir={}", self.datadir.display()))
+            .arg(format!("--port={}", self.port))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!(
+                "--socket={}",
+                self.root.join("mariadb.sock").display()
+            ))
+            .arg(format!(
+                "--pid-file={}",
+                self.root.join("mariadb.pid").display()
+            ))
+            .arg("--user=root")
+            .args(SERVER_ARGS);
+        let name = format!("mariadbd :{}", self.port);
+        let started = Instant::now();
+        self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
+        let url = self.url("mysql");
+        let log = self.log.clone();
+        wait_ready(
+            &name,
+            START_LIMIT,
+            || select_one(url.clone()),
+            || log_tail(&log, 30),
+        )
+        .await;
+        println!(
+            "  mariadbd :{} up in {} ms",
+            self.port,
+            started.elapsed().as_millis()
+        );
+    }
+
+    pub fn process(&mut self) -> &mut OwnedProcess {
+        self.process.as_mut().expect("mariadbd running")
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            p.kill9();
+        }
+    }
+
+    /// Start again on the same datadir (InnoDB crash recovery).
+    pub async fn restart(&mut self) {
+        assert!(self.process.is_none(), "mariadbd still running");
+        self.spawn().await;
+    }
+
+    /// A connection to database `name`.
+    pub async fn conn(&self, name: &str) -> mysql_async::Conn {
+        let opts = mysql_async::Opts::from_url(&self.url(name)).unwrap();
+        tokio::time::timeout(QUERY_TIMEOUT, mysql_async::Conn::new(opts))
+            .await
+            .unwrap_or_else(|_| panic!("connecting to mariadbd :{} timed out", self.port))
+            .unwrap_or_else(|e| panic!("connecting to mariadbd :{}: {e}", self.port))
+    }
+}
+
+async fn select_one(url: String) -> bool {
+    let attempt = async {
+        let opts = mysql_async::Opts::from_url(&url).ok()?;
+        let mut conn = mysql_async::Conn::new(opts).await.ok()?;
+        let one: Option<u8> = conn.query_first("SELECT 1").await.ok()?;
+        let _ = conn.disconnect().await;
+        one
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), attempt).await,
+        Ok(Some(1))
+    )
+}
+
+/// Runs one harness query with [`QUERY_TIMEOUT`]; panics on error.
+pub async fn timed<T>(fut: impl std::future::Future<Output = mysql_async::Result<T>>) -> T {
+    tokio::time::timeout(QUERY_TIMEOUT, fut)
+        .await
+        .expect("mysql query timed out")
+        .expect("mysql query failed")
+}

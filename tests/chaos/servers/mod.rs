@@ -1,0 +1,41 @@
+//! Private Redis, MariaDB and RabbitMQ servers, one set per scenario, on free
+//! loopback ports with data under the scenario's temp dir. The shared services
+//! on 6379/3306/5672 are never touched.
+
+pub mod mariadb;
+pub mod process;
+pub mod rabbitmq;
+pub mod redis;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Pause between readiness probes.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// Polls `ready` until it returns true; panics after `limit` with `what` and
+/// the log tail `context()` returns (the server's own explanation).
+pub async fn wait_ready<F, Fut>(
+    what: &str,
+    limit: Duration,
+    mut ready: F,
+    context: impl Fn() -> String,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if ready().await {
+            return;
+        }
+        if start.elapsed() > limit {
+            panic!(
+                "{what}: not ready after {:.1} s\n{}",
+                start.elapsed().as_secs_f64(),
+                context()
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}

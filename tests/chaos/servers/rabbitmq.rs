@@ -1,0 +1,250 @@
+//! A private RabbitMQ node: its own epmd (so the host's epmd and broker are not
+//! involved), node name, AMQP and distribution ports, Erlang cookie (HOME),
+//! mnesia and logs under the scenario dir, no plugins (no management listener).
+//! kill -9 and restart on the same mnesia dir; SIGSTOP freeze; memory alarm.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use lapin::options::QueueDeclareOptions;
+use lapin::types::FieldTable;
+
+use super::process::{free_port, log_tail, OwnedProcess};
+use super::wait_ready;
+
+/// A fresh node boots in 5–15 s on a busy 2-core machine; a restart replays
+/// quorum queue logs.
+const START_LIMIT: Duration = Duration::from_secs(120);
+/// rabbitmqctl calls are Erlang VMs of their own: slow, but bounded.
+const CTL_TIMEOUT_SECS: u32 = 60;
+/// Bin dir of the broker scripts: the /usr/sbin wrappers `su` to the rabbitmq
+/// user, which loses our environment and cannot write our dirs.
+const RABBIT_BIN: &str = "/usr/lib/rabbitmq/bin";
+
+pub struct Rabbit {
+    pub node: String,
+    pub port: u16,
+    dist_port: u16,
+    epmd_port: u16,
+    dir: PathBuf,
+    log: PathBuf,
+    epmd: OwnedProcess,
+    process: Option<OwnedProcess>,
+}
+
+impl Rabbit {
+    pub async fn start(root: &Path) -> Self {
+        let dir = root.join("rabbitmq");
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        std::fs::write(dir.join("enabled_plugins"), "[].\n").unwrap();
+        std::fs::write(dir.join("rabbitmq-env.conf"), "").unwrap();
+        std::fs::write(
+            dir.join("rabbitmq.conf"),
+            format!("listeners.tcp.local = 127.0.0.1:{port}\n"),
+        )
+        .unwrap();
+        let epmd_port = free_port();
+        let mut epmd_cmd = Command::new("epmd");
+        epmd_cmd.args(["-port", &epmd_port.to_string(), "-address", "127.0.0.1"]);
+        let epmd = OwnedProcess::spawn(
+            &format!("epmd :{epmd_port}"),
+            epmd_cmd,
+            &root.join("logs/epmd.log"),
+        );
+        let mut rabbit = Self {
+            node: format!("chaos{port}@localhost"),
+            port,
+            dist_port: free_port(),
+            epmd_port,
+            dir,
+            log: root.join("logs/rabbitmq.log"),
+            epmd,
+            process: None,
+        };
+        rabbit.spawn().await;
+        rabbit
+    }
+
+    pub fn url(&self) -> String {
+        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
+    }
+
+    async fn spawn(&mut self) {
+        let d = self.dir.clone();
+        let mut cmd = Command::new(format!("{RABBIT_BIN}/rabbitmq-server"));
+        self.ctl_handle().env(&mut cmd);
+        cmd.env("RABBITMQ_NODE_PORT", self.port.to_string())
+            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
+            .env("RABBITMQ_MNESIA_BASE", d.join("mnesia"))
+            .env("RABBITMQ_LOG_BASE", d.join("log"))
+            .env("RABBITMQ_PID_FILE", d.join("rabbitmq.pid"))
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", d.join("enabled_plugins"))
+            .env("RABBITMQ_CONFIG_FILE", d.join("rabbitmq.conf"))
+            .env(
+                "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
+                "-kernel inet_dist_use_interface {127,0,0,1}",
+            )
+            // exec the VM in place of the script: our child *is* beam.smp, so
+            // kill -9 and wait() leave no orphaned VM behind.
+            .env("RUNNING_UNDER_SYSTEMD", "true");
+        let name = format!("rabbitmq {} :{}", self.node, self.port);
+        let started = Instant::now();
+        self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
+        let url = self.url();
+        let log = self.log.clone();
+        wait_ready(
+            &name,
+            START_LIMIT,
+            || amqp_handshake(url.clone()),
+            || log_tail(&log, 40),
+        )
+        .await;
+        println!(
+            "  rabbitmq {} :{} up in {} ms",
+            self.node,
+            self.port,
+            started.elapsed().as_millis()
+        );
+    }
+
+    pub fn process(&mut self) -> &mut OwnedProcess {
+        self.process.as_mut().expect("rabbitmq running")
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            p.kill9();
+        }
+    }
+
+    /// Start again on the same mnesia dir (quorum queues recover their logs).
+    pub async fn restart(&mut self) {
+        assert!(self.process.is_none(), "rabbitmq still running");
+        self.spawn().await;
+    }
+
+    /// `rabbitmqctl -n <node> args...` (blocking); panics when it fails.
+    pub fn ctl(&self, args: &[&str]) -> String {
+        self.ctl_handle().run(args)
+    }
+
+    fn ctl_handle(&self) -> CtlHandle {
+        CtlHandle {
+            node: self.node.clone(),
+            dir: self.dir.clone(),
+            epmd_port: self.epmd_port,
+        }
+    }
+
+    /// Memory alarm on (every publisher blocked) or back to the default.
+    pub async fn memory_alarm(&self, on: bool) {
+        let watermark = if on { "0.000001" } else { "0.4" };
+        let ctl = self.ctl_handle();
+        tokio::task::spawn_blocking(move || ctl.run(&["set_vm_memory_high_watermark", watermark]))
+            .await
+            .unwrap();
+    }
+
+    /// (name, messages, ready, unacked) of every queue, from rabbitmqctl.
+    pub async fn list_queues(&self) -> Vec<(String, u64, u64, u64)> {
+        let ctl = self.ctl_handle();
+        let out = tokio::task::spawn_blocking(move || {
+            ctl.run(&[
+                "list_queues",
+                "-q",
+                "--no-table-headers",
+                "name",
+                "messages",
+                "messages_ready",
+                "messages_unacknowledged",
+            ])
+        })
+        .await
+        .unwrap();
+        out.lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let n = |i: usize| f.get(i).and_then(|v| v.parse().ok());
+                Some((f.first()?.to_string(), n(1)?, n(2)?, n(3)?))
+            })
+            .collect()
+    }
+
+    /// Ready messages of `queue` (AMQP passive declare), None if unreachable.
+    pub async fn ready(&self, queue: &str) -> Option<u32> {
+        let probe = async {
+            let conn = stockd::mq::connect(&self.url(), "chaos-probe").await.ok()?;
+            let ch = conn.create_channel().await.ok()?;
+            let options = QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            };
+            let declared = ch
+                .queue_declare(queue.into(), options, FieldTable::default())
+                .await;
+            let _ = conn.close(200, "".into()).await;
+            declared.ok().map(|q| q.message_count())
+        };
+        tokio::time::timeout(Duration::from_secs(10), probe)
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for Rabbit {
+    fn drop(&mut self) {
+        // The node first, its epmd last (fields would drop epmd first).
+        self.kill9();
+        self.epmd.kill9();
+    }
+}
+
+/// The parts of [`Rabbit`] rabbitmqctl needs, movable into a blocking task.
+struct CtlHandle {
+    node: String,
+    dir: PathBuf,
+    epmd_port: u16,
+}
+
+impl CtlHandle {
+    /// Environment shared by the server and rabbitmqctl: same node name,
+    /// cookie (HOME) and epmd.
+    fn env(&self, cmd: &mut Command) {
+        let d = &self.dir;
+        cmd.current_dir(d)
+            .env("HOME", d)
+            .env("ERL_EPMD_PORT", self.epmd_port.to_string())
+            .env("RABBITMQ_NODENAME", &self.node)
+            .env("RABBITMQ_CONF_ENV_FILE", d.join("rabbitmq-env.conf"));
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["-s", "KILL", &CTL_TIMEOUT_SECS.to_string()])
+            .arg(format!("{RABBIT_BIN}/rabbitmqctl"))
+            .args(["-n", &self.node])
+            .args(args);
+        self.env(&mut cmd);
+        let out = cmd.output().expect("rabbitmqctl");
+        assert!(
+            out.status.success(),
+            "rabbitmqctl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+async fn amqp_handshake(url: String) -> bool {
+    match stockd::mq::connect(&url, "chaos-ready").await {
+        Ok(conn) => {
+            let _ = conn.close(200, "".into()).await;
+            true
+        }
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,239 @@
+//! One scenario's whole installation: private Redis, MariaDB and RabbitMQ,
+//! the stockd roles as processes, and the names (keys, queues) they use.
+//! Dropping it stops every process by pid and removes the temp dir; after a
+//! panic it first prints the tail of every log.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+
+use stockd::config::Settings;
+use stockd::mq::Topology;
+use stockd::redis::Keys;
+
+use crate::servers::mariadb::Mariadb;
+use crate::servers::process::{free_port, log_tail, TempDir};
+use crate::servers::rabbitmq::Rabbit;
+use crate::servers::redis::Redis;
+use crate::stockd::{run_cli, start_role, CliOutput, RoleProcess, StockdEnv, ADMIN_TOKEN};
+
+/// Database of every chaos stack (the server is private, the name can be fixed).
+pub const DB_NAME: &str = "stockd_chaos";
+/// A role is retried this long when its dependencies are not back yet.
+const ROLE_START_LIMIT: Duration = Duration::from_secs(90);
+/// One-shot subcommands (migrate, warmup, reconcile, audit).
+const CLI_LIMIT: Duration = Duration::from_secs(120);
+
+pub struct Stack {
+    pub name: String,
+    // Field order is drop order: stockd processes, then servers, then the dir.
+    roles: BTreeMap<String, RoleProcess>,
+    pub redis: Redis,
+    pub mysql: Mariadb,
+    pub rabbit: Rabbit,
+    pub env: StockdEnv,
+    /// The settings every stockd process of this stack runs with.
+    pub settings: Settings,
+    pub topology: Topology,
+    pub keys: Keys,
+    /// Base URL of the api role (fixed port, so a restarted api is found again).
+    pub base: String,
+    pub http: reqwest::Client,
+    role_ports: BTreeMap<String, u16>,
+    spawns: u32,
+    dir: TempDir,
+}
+
+impl Stack {
+    /// Starts the three servers (in parallel), migrates; no role runs yet.
+    /// `extra` are scenario settings (`STOCKD__…` variables).
+    pub async fn start(name: &str, extra: &[(&str, String)]) -> Self {
+        let dir = TempDir::new(name);
+        let root = dir.path.clone();
+        println!("[{name}] starting private servers under {}", root.display());
+        let (redis, mysql, rabbit) = tokio::join!(
+            Redis::start(&root),
+            Mariadb::start(&root),
+            Rabbit::start(&root)
+        );
+        let api_port = free_port();
+        let mut env = StockdEnv::default();
+        let config_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
+        env.set("STOCKD_CONFIG_DIR", config_dir.display());
+        env.set("STOCKD_ENV", "test");
+        env.set("STOCKD__MYSQL__URL", mysql.url(DB_NAME));
+        env.set("STOCKD__REDIS__URL", redis.url());
+        env.set("STOCKD__AMQP__URL", rabbit.url());
+        env.set("STOCKD__HTTP__BIND", format!("127.0.0.1:{api_port}"));
+        env.set(
+            "STOCKD__METRICS__BIND",
+            format!("127.0.0.1:{}", free_port()),
+        );
+        env.set("STOCKD__ADMIN__TOKEN", ADMIN_TOKEN);
+        env.set("STOCKD__LOGGING__LEVEL", "info");
+        for (k, v) in extra {
+            env.set(k, v);
+        }
+        let vars: Vec<(String, String)> = env
+            .vars
+            .iter()
+            .filter(|(k, _)| k.starts_with("STOCKD__"))
+            .cloned()
+            .collect();
+        let settings = Settings::load_with_vars(&config_dir, "test", &vars)
+            .unwrap_or_else(|e| panic!("[{name}] settings {vars:?}: {e:#}"));
+        let topology = Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+        let keys = Keys::new(&settings.redis.key_prefix);
+        let stack = Self {
+            name: name.to_string(),
+            roles: BTreeMap::new(),
+            redis,
+            mysql,
+            rabbit,
+            env,
+            settings,
+            topology,
+            keys,
+            base: format!("http://127.0.0.1:{api_port}"),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+            role_ports: BTreeMap::from([("api".to_string(), api_port)]),
+            spawns: 0,
+            dir,
+        };
+        let migrate = stack.cli(&["migrate"]).await;
+        assert_eq!(migrate.code, Some(0), "migrate: {}", migrate.text());
+        stack
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.dir.path.clone()
+    }
+
+    /// Starts `role` (api, consumer, closer, reconciler) and waits until live.
+    pub async fn start_role(&mut self, role: &str) {
+        assert!(!self.roles.contains_key(role), "{role} already running");
+        let port = *self
+            .role_ports
+            .entry(role.to_string())
+            .or_insert_with(free_port);
+        let logs = self.dir.path.join("logs");
+        let proc = start_role(
+            &self.env,
+            role,
+            port,
+            &logs,
+            &mut self.spawns,
+            ROLE_START_LIMIT,
+        )
+        .await;
+        println!(
+            "  stockd --role {role} live (pid {}, :{port})",
+            proc.process.pid()
+        );
+        self.roles.insert(role.to_string(), proc);
+    }
+
+    pub async fn start_roles(&mut self, roles: &[&str]) {
+        for role in roles {
+            self.start_role(role).await;
+        }
+    }
+
+    /// kill -9 of one role process.
+    pub fn kill_role(&mut self, role: &str) {
+        let mut proc = self
+            .roles
+            .remove(role)
+            .unwrap_or_else(|| panic!("{role} is not running"));
+        proc.process.kill9();
+    }
+
+    /// SIGTERM (graceful drain) of one role process.
+    pub fn stop_role(&mut self, role: &str) {
+        if let Some(mut proc) = self.roles.remove(role) {
+            proc.process.terminate();
+        }
+    }
+
+    /// Fails loudly when a role died on its own (a crash is a finding).
+    pub fn assert_roles_alive(&mut self) {
+        for (role, proc) in self.roles.iter_mut() {
+            if let Some(status) = proc.process.exited() {
+                panic!(
+                    "stockd --role {role} exited on its own ({status})\n{}",
+                    proc.process.log_tail()
+                );
+            }
+        }
+    }
+
+    /// Whether this binary accepts a configuration variable (keys being added
+    /// on main are used once they exist; an unknown key stops every process).
+    pub async fn accepts_setting(&self, var: &str, value: &str) -> bool {
+        let mut env = self.env.clone();
+        env.set(var, value);
+        let out = run_cli(
+            &env,
+            &["config", "check"],
+            &self.dir.path.join("cli"),
+            CLI_LIMIT,
+        )
+        .await;
+        out.code == Some(0)
+    }
+
+    pub async fn cli(&self, args: &[&str]) -> CliOutput {
+        run_cli(&self.env, args, &self.dir.path.join("cli"), CLI_LIMIT).await
+    }
+
+    /// `PUT /v1/admin/skus/{sku}`: creates the SKU in MySQL and loads it into Redis.
+    pub async fn create_sku(&self, sku: u64, total: i64, limit: i64) {
+        let resp = self
+            .http
+            .put(format!("{}/v1/admin/skus/{sku}", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"total_stock": total, "limit_per_user": limit}))
+            .send()
+            .await
+            .expect("PUT sku");
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        assert_eq!(status, 200, "creating sku {sku}: {body}");
+        println!("  sku {sku}: total {total}, limit_per_user {limit}");
+    }
+
+    /// A connection to the stack's database.
+    pub async fn db(&self) -> mysql_async::Conn {
+        self.mysql.conn(DB_NAME).await
+    }
+
+    /// Every log of the stack, tails concatenated.
+    pub fn log_tails(&self) -> String {
+        let mut out = String::new();
+        let Ok(entries) = std::fs::read_dir(self.dir.path.join("logs")) else {
+            return out;
+        };
+        let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for path in paths {
+            out.push_str(&log_tail(&path, 25));
+        }
+        out
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("[{}] FAILED; logs:\n{}", self.name, self.log_tails());
+        }
+        for (_, mut proc) in std::mem::take(&mut self.roles) {
+            proc.process.kill9();
+        }
+    }
+}
