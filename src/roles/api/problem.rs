@@ -131,6 +131,16 @@ impl ResponseError for ApiError {
     }
 }
 
+impl ApiError {
+    /// A 429 whose `Retry-After` (whole seconds, at least 1) covers `wait_ms`.
+    pub fn rate_limited(kind: &'static str, wait_ms: u64) -> Self {
+        metrics::counter!("stockd_rate_limited_total", "kind" => kind).increment(1);
+        Self::RateLimited {
+            retry_after_secs: wait_ms.div_ceil(1000).max(1),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,15 +190,5 @@ mod tests {
         assert!(response.headers().contains_key(header::RETRY_AFTER));
         let ct = response.headers().get(header::CONTENT_TYPE).unwrap();
         assert_eq!(ct, "application/problem+json");
-    }
-}
-
-impl ApiError {
-    /// A 429 whose `Retry-After` (whole seconds, at least 1) covers `wait_ms`.
-    pub fn rate_limited(kind: &'static str, wait_ms: u64) -> Self {
-        metrics::counter!("stockd_rate_limited_total", "kind" => kind).increment(1);
-        Self::RateLimited {
-            retry_after_secs: wait_ms.div_ceil(1000).max(1),
-        }
     }
 }
