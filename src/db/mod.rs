@@ -1,6 +1,7 @@
 //! Stage 3: MySQL/MariaDB. The pool, migrations, and one file per aggregate.
 
 pub mod codes;
+pub mod console;
 pub mod ledger;
 pub mod migrate;
 pub mod pool;

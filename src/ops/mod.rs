@@ -5,6 +5,7 @@ pub mod audit;
 pub mod dlq;
 pub mod lifecycle;
 pub mod observe;
+pub mod overview;
 pub mod rebuild;
 pub mod reconcile;
 pub mod sku_admin;

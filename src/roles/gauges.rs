@@ -52,6 +52,8 @@ pub async fn refresh(res: &Resources) {
     if !redis_ok {
         return;
     }
+    // "stockd nodes seen" in the console.
+    let _ = crate::ops::overview::nodes::heartbeat(&res.redis).await;
     if let Ok(skus) = res.redis.registered_skus().await {
         let mut backlog = 0;
         let mut oldest_ms: u64 = 0;

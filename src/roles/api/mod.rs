@@ -36,6 +36,8 @@ pub struct ApiState {
     pub ip_limiter: ip_limit::IpLimiter,
     /// Who may tell us the client's address (`http.trusted_proxies`).
     pub trusted: client_ip::TrustedProxies,
+    /// The operator console's overview, gathered at most about once a second.
+    pub console: crate::ops::overview::OverviewCache,
 }
 
 /// Registers the routes of `set` and the JSON/path error handlers on an actix `App`.
@@ -128,6 +130,7 @@ pub fn start(
         metrics: crate::telemetry::metrics_handle(),
         ip_limiter,
         trusted,
+        console: Default::default(),
     });
     let (public_set, admin_listener) = match &admin_bind {
         Some(bind) => (routes::RouteSet::Public, Some(TcpListener::bind(bind)?)),

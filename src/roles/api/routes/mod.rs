@@ -2,6 +2,7 @@
 //! turn malformed input into 400 problem+json before any handler runs.
 
 pub mod admin;
+pub mod console;
 pub mod dlq;
 pub mod health;
 pub mod lifecycle;
@@ -76,7 +77,11 @@ fn register_admin(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(admin::reconcile_now))
                 .route(web::get().to(admin::last_reconcile)),
         )
-        .service(resource("/metrics", "GET").route(web::get().to(health::metrics)));
+        .service(resource("/metrics", "GET").route(web::get().to(health::metrics)))
+        .service(resource("/v1/admin/overview", "GET").route(web::get().to(console::overview)))
+        .service(resource("/console", "GET").route(web::get().to(console::page)))
+        .service(resource("/console/console.js", "GET").route(web::get().to(console::script)))
+        .service(resource("/console/console.css", "GET").route(web::get().to(console::style)));
 }
 
 /// A route whose other methods answer 405 problem+json with `Allow: {allow}`.

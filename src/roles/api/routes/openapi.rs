@@ -17,7 +17,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{IntoParams, Modify, OpenApi, PartialSchema, ToResponse, ToSchema};
 
-use super::{admin, dlq, health, lifecycle, reservations, skus};
+use super::{admin, console, dlq, health, lifecycle, reservations, skus};
 
 /// Media type of every error body (RFC 9457).
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -46,6 +46,7 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         admin::last_reconcile,
         dlq::list,
         dlq::replay,
+        console::overview,
         health::livez,
         health::readyz,
         health::metrics,
@@ -480,6 +481,7 @@ mod tests {
             ("/v1/admin/reconcile", "get"),
             ("/v1/admin/dlq", "get"),
             ("/v1/admin/dlq/replay", "post"),
+            ("/v1/admin/overview", "get"),
             ("/livez", "get"),
             ("/readyz", "get"),
             ("/metrics", "get"),

@@ -1,0 +1,82 @@
+//! Read-only queries of the operator console (`GET /v1/admin/overview`): the
+//! first SKUs of `sku_stock` and their ledger rows counted by status. Never
+//! locks; called at most about once a second per process (the overview cache).
+
+use std::collections::HashMap;
+
+use mysql_async::prelude::Queryable;
+
+use super::sku::SkuRow;
+use super::{Db, DbError};
+use crate::domain::SkuId;
+
+/// Ledger rows of one SKU by status (reservations, not units).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub reserved: u64,
+    pub confirmed: u64,
+    pub released: u64,
+    pub rejected: u64,
+}
+
+/// The first `limit` SKUs by id, plus whether more exist.
+pub async fn first_skus(db: &Db, limit: usize) -> Result<(Vec<SkuRow>, bool), DbError> {
+    let raw: Vec<(u64, i64, i64, u32)> = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            Ok(conn
+                .exec(
+                    "SELECT sku_id, total_stock, available_stock, limit_per_user \
+                     FROM sku_stock ORDER BY sku_id LIMIT ?",
+                    (limit as u64 + 1,),
+                )
+                .await?)
+        })
+        .await?;
+    let more = raw.len() > limit;
+    let rows = raw
+        .into_iter()
+        .take(limit)
+        .filter_map(|(id, total_stock, available_stock, limit_per_user)| {
+            Some(SkuRow {
+                sku_id: SkuId::new(id).ok()?,
+                total_stock,
+                available_stock,
+                limit_per_user,
+            })
+        })
+        .collect();
+    Ok((rows, more))
+}
+
+/// Ledger rows by status of the SKUs in `[first, last]` (a primary-key range read).
+pub async fn status_counts(
+    db: &Db,
+    first: SkuId,
+    last: SkuId,
+) -> Result<HashMap<u64, StatusCounts>, DbError> {
+    let raw: Vec<(u64, String, u64)> = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            Ok(conn
+                .exec(
+                    "SELECT sku_id, status, COUNT(*) FROM stock_deduct_idempotent \
+                     WHERE sku_id BETWEEN ? AND ? GROUP BY sku_id, status",
+                    (first.get(), last.get()),
+                )
+                .await?)
+        })
+        .await?;
+    let mut counts: HashMap<u64, StatusCounts> = HashMap::new();
+    for (sku, status, n) in raw {
+        let line = counts.entry(sku).or_default();
+        match status.as_str() {
+            "RESERVED" => line.reserved = n,
+            "CONFIRMED" => line.confirmed = n,
+            "RELEASED" => line.released = n,
+            "REJECTED" => line.rejected = n,
+            _ => {}
+        }
+    }
+    Ok(counts)
+}
