@@ -9,6 +9,7 @@ mod support;
 mod audit;
 mod bad_input;
 mod cli;
+mod console;
 mod deploy;
 mod dlq;
 mod lifecycle;

@@ -197,11 +197,7 @@
     const max = Math.max(1, ...samples.flatMap((s) => SERIES.map(([k]) => s[k])));
     const ns = "http://www.w3.org/2000/svg";
     const parts = [];
-    const label = document.createElementNS(ns, "text");
-    label.setAttribute("x", "4"); label.setAttribute("y", "12");
-    label.setAttribute("font-size", "11"); label.setAttribute("fill", "#57606a");
-    label.textContent = `max ${max.toFixed(1)}/s`;
-    parts.push(label);
+    setText($("chart-max"), `${max.toFixed(1)}/s`);
     for (const [k, , color] of SERIES) {
       if (samples.length < 2) break;
       const step = (W - 2 * PAD) / (CHART_POINTS - 1);
