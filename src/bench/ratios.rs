@@ -136,6 +136,11 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
             Goal::AtLeast(0.95),
             quotient(key::RESERVE_REDIS_LIMITED, key::RESERVE_REDIS),
         ),
+        row(
+            "reserve with the console polling / without (durability: redis)",
+            Goal::AtLeast(0.97),
+            quotient(key::RESERVE_REDIS_CONSOLE, key::RESERVE_REDIS),
+        ),
     ]
 }
 
@@ -180,5 +185,20 @@ mod tests {
             "phases that did not run are n/a"
         );
         assert_eq!(by_name("peak RSS").value, None);
+    }
+
+    #[test]
+    fn the_console_row_compares_reserve_with_and_without_polling() {
+        let phases = vec![
+            phase(key::RESERVE_REDIS, 20_000.0, None),
+            phase(key::RESERVE_REDIS_CONSOLE, 19_600.0, None),
+        ];
+        let rows = compute(&phases, &[]);
+        let console = rows
+            .iter()
+            .find(|r| r.name.starts_with("reserve with the console"))
+            .unwrap();
+        assert_eq!(console.value, Some(0.98));
+        assert_eq!(console.met, Some(true));
     }
 }

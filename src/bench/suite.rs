@@ -216,6 +216,9 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
         if durability == Durability::Redis && !limited_reserve(args, ns, out).await? {
             return Ok(false);
         }
+        if durability == Durability::Redis && !console_reserve(args, ns, out).await? {
+            return Ok(false);
+        }
     }
     Ok(true)
 }
@@ -256,6 +259,50 @@ async fn limited_reserve(
         args.concurrency,
     );
     let ok = out.gate(checked.await?).await;
+    child.stop().await?;
+    stores.db.disconnect().await;
+    ns.cleanup().await?;
+    Ok(ok)
+}
+
+/// `reserve_redis` again while a console polls `GET /v1/admin/overview` once a
+/// second: what an open console costs the hot path (goal ≥ 0.97 of without).
+async fn console_reserve(
+    args: &BenchArgs,
+    ns: &Namespace,
+    out: &mut Collected,
+) -> anyhow::Result<bool> {
+    let out_dir = Path::new(&args.out_dir);
+    let label = "child-redis-console";
+    note(&format!(
+        "starting stockd --role all ({label}): a console polls"
+    ));
+    let child = StockdChild::start(ns, Durability::Redis, label, out_dir).await?;
+    let stores = Stores {
+        db: ns.db()?,
+        redis: ns.redis()?,
+    };
+    let target = Target {
+        addr: child.addr,
+        admin_token: &ns.admin_token,
+        stores: Some(&stores),
+    };
+    let k = key::RESERVE_REDIS_CONSOLE;
+    note(&format!("phase {k}"));
+    let title = "POST reservations, durability: redis, console polling the overview".to_string();
+    let sku = sku_base(args) + SKU_RESERVE;
+    let poller = phases::console::Poller::start(child.addr, &ns.admin_token);
+    let checked = phases::reserve::reserve(
+        &target,
+        k,
+        title,
+        sku,
+        plan(args.requests),
+        args.concurrency,
+    );
+    let mut checked = checked.await?;
+    checked.violations.extend(poller.stop().await.violation());
+    let ok = out.gate(checked).await;
     child.stop().await?;
     stores.db.disconnect().await;
     ns.cleanup().await?;

@@ -2,6 +2,7 @@
 //! the JSON and the chart show) and the invariants it found violated.
 
 pub mod ceiling;
+pub mod console;
 pub mod consumer;
 pub mod persist_lag;
 pub mod reserve;
@@ -22,6 +23,8 @@ pub mod key {
     pub const RESERVE_QUEUE: &str = "reserve_queue";
     /// `reserve_redis` again with generous rate limits on (their cost, not their effect).
     pub const RESERVE_REDIS_LIMITED: &str = "reserve_redis_limited";
+    /// `reserve_redis` again while a console polls `/v1/admin/overview` every second.
+    pub const RESERVE_REDIS_CONSOLE: &str = "reserve_redis_console";
     /// `--target`: the running stockd's durability is whatever it was started with.
     pub const RESERVE_TARGET: &str = "reserve_target";
     pub const SOLD_OUT: &str = "sold_out";
