@@ -122,7 +122,8 @@ async fn the_overview_needs_the_token_and_shows_both_stores() {
 
 /// An operator signs in (a wrong token is refused first), watches SKU 1's stock
 /// fall while buyers reserve, sees the sold-out badge after the last unit, warms
-/// the SKU up through the page's confirmation, and the page fits a phone.
+/// the SKU up and runs a reconcile check through the page's confirmations, and
+/// the page fits a phone.
 /// Saves a screenshot to target/console.png (and to
 /// `$STOCKD_CONSOLE_SCREENSHOT` when set: `docs/console.png` is made so).
 #[tokio::test]
@@ -192,6 +193,20 @@ async fn an_operator_watches_a_sale_sell_out_and_warms_up_in_chromium() {
     assert!(done.starts_with("Warm-up of SKU 1 done"), "{done}");
     browser
         .wait_text("#sku-1-mysql", SEEN_WITHIN, |t| t == "0")
+        .await;
+
+    app.wait_drained(2).await;
+    app.wait_drained(3).await;
+    browser.click("#reconcile").await;
+    browser.click("#confirm-ok").await;
+    let done = browser
+        .wait_text("#action-result", SEEN_WITHIN, |t| {
+            t.starts_with("Reconcile")
+        })
+        .await;
+    assert_eq!(done, "Reconcile check done: 3 SKUs, 0 not OK.");
+    browser
+        .wait_text("#sku-1-verdict", SEEN_WITHIN, |t| t == "OK")
         .await;
     browser
         .wait_text("#health", SEEN_WITHIN, |t| t.contains("Broker up"))

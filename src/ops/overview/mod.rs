@@ -176,12 +176,15 @@ async fn bounded<T, F: std::future::Future<Output = Option<T>>>(part: F) -> Opti
 
 /// One full gather: the stores concurrently, each bounded.
 pub async fn gather(res: &Resources, reservations: ReserveCounts, recent: Recent) -> Overview {
-    let _ = bounded(async { nodes::heartbeat(&res.redis).await.ok() }).await;
     let (skus, outbox, queues, nodes, redis_up, broker_up) = tokio::join!(
         bounded(sku_lines(res)),
         bounded(outbox(res)),
         bounded(queues(res)),
-        bounded(async { nodes::seen(&res.redis).await.ok() }),
+        bounded(async {
+            // Our own heartbeat first, so this node always lists itself.
+            let _ = nodes::heartbeat(&res.redis).await;
+            nodes::seen(&res.redis).await.ok()
+        }),
         bounded(async { res.redis.ping().await.ok() }),
         bounded(async { res.publisher.is_connected().await.then_some(()) }),
     );
