@@ -7,7 +7,6 @@ pub mod message;
 pub mod publisher;
 pub mod topology;
 
-pub use message::DeductionMessage;
 pub use publisher::{PublishError, Publisher};
 pub use topology::Topology;
 

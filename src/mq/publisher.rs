@@ -17,7 +17,9 @@ use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection};
 use tokio::sync::{Mutex, RwLock};
 
-use super::{connect, DeductionMessage, MqError, Topology};
+use crate::domain::Deduction;
+
+use super::{connect, MqError, Topology};
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
 pub const PERSISTENT: u8 = 2;
@@ -143,7 +145,7 @@ impl Publisher {
     /// Publishes deductions as one message to the reservations exchange. The
     /// `message_id` is the request id of a single deduction, and for a batch the
     /// first request id with the batch size (`<id>+<n>`).
-    pub async fn publish_deductions(&self, msgs: &[DeductionMessage]) -> Result<(), PublishError> {
+    pub async fn publish_deductions(&self, msgs: &[Deduction]) -> Result<(), PublishError> {
         let Some(message_id) = super::message::message_id_of(msgs) else {
             return Ok(());
         };

@@ -20,8 +20,8 @@ use mysql_async::Transaction;
 
 use crate::db::ledger::{self, reason, LedgerRow};
 use crate::db::{sku, Db, DbError};
+use crate::domain::Deduction;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
-use crate::mq::DeductionMessage;
 use crate::redis::{RedisError, RedisStore};
 
 /// Deadlock / lock-timeout retries of one transition.
@@ -125,14 +125,7 @@ async fn decide(
     let pending_apply = match known {
         Some(_) => None,
         None => match redis.reservation(sku_id, request_id).await? {
-            Some(r) if r.status == ReservationStatus::Reserved => Some(DeductionMessage {
-                request_id: request_id.clone(),
-                sku_id,
-                user_id: r.user_id,
-                count: r.count,
-                created_ms: r.created_at_ms,
-                expires_ms: r.expires_at_ms,
-            }),
+            Some(r) if r.status == ReservationStatus::Reserved => Some(Deduction::from(&r)),
             _ => return Ok(TransitionOutcome::NotFound),
         },
     };

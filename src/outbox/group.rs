@@ -16,8 +16,9 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::OutboxAcker;
+use crate::domain::Deduction;
 use crate::domain::SkuId;
-use crate::mq::{message, DeductionMessage, PublishError, Publisher};
+use crate::mq::{message, PublishError, Publisher};
 
 /// Deductions waiting for a batch; when full, callers get a failure at once
 /// (their entries stay in the outbox for the relay) instead of queueing forever.
@@ -26,7 +27,7 @@ const PENDING_CAPACITY: usize = 65_536;
 struct Pending {
     sku: SkuId,
     entry_id: String,
-    msg: DeductionMessage,
+    msg: Deduction,
     done: oneshot::Sender<Result<(), PublishError>>,
 }
 
@@ -70,7 +71,7 @@ impl GroupCommit {
         &self,
         sku: SkuId,
         entry_id: String,
-        msg: DeductionMessage,
+        msg: Deduction,
     ) -> Result<(), PublishError> {
         let (done, confirmed) = oneshot::channel();
         let pending = Pending {
@@ -123,7 +124,7 @@ async fn run(
 }
 
 async fn publish_batch(publisher: &Publisher, acker: &OutboxAcker, batch: Vec<Pending>) {
-    let msgs: Vec<DeductionMessage> = batch.iter().map(|p| p.msg.clone()).collect();
+    let msgs: Vec<Deduction> = batch.iter().map(|p| p.msg.clone()).collect();
     metrics::histogram!("stockd_publish_batch_size").record(msgs.len() as f64);
     let result = publisher.publish_deductions(&msgs).await;
     for pending in batch {

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
+use crate::domain::Deduction;
 use crate::domain::{RequestId, SkuId, UserId};
-use crate::mq::DeductionMessage;
 
 use super::RedisError;
 
@@ -13,7 +13,7 @@ use super::RedisError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxEntry {
     pub id: String,
-    pub message: DeductionMessage,
+    pub message: Deduction,
 }
 
 impl OutboxEntry {
@@ -28,7 +28,7 @@ impl OutboxEntry {
         let num = |name: &str| -> Result<u64, RedisError> {
             get(name)?.parse::<u64>().map_err(|_| bad(name))
         };
-        let message = DeductionMessage {
+        let message = Deduction {
             request_id: RequestId::parse(get("request_id")?).map_err(|_| bad("request_id"))?,
             sku_id: SkuId::new(num("sku_id")?).map_err(|_| bad("sku_id"))?,
             user_id: UserId::new(num("user_id")?).map_err(|_| bad("user_id"))?,

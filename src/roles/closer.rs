@@ -22,9 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::ledger::{self, LedgerRow};
 use crate::db::{sku, DbError};
+use crate::domain::Deduction;
 use crate::domain::{ReservationStatus, SkuId};
 use crate::mq::batching::{next_batch, Batch, Subscription};
-use crate::mq::{message, DeductionMessage, MqError};
+use crate::mq::{message, MqError};
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
 use crate::resources::Resources;
 use crate::telemetry::unix_ms;
@@ -142,7 +143,7 @@ impl Closer {
     }
 
     /// Expires one reservation; an error means a dependency is down (retry).
-    pub async fn expire(&self, msg: &DeductionMessage) -> Result<(), LifecycleError> {
+    pub async fn expire(&self, msg: &Deduction) -> Result<(), LifecycleError> {
         let result = lifecycle::transition(
             &self.res.db,
             &self.res.redis,

@@ -31,10 +31,11 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Settings;
 use crate::db::ledger::{self, BatchReport, LedgerRow};
 use crate::db::{Db, DbError};
+use crate::domain::Deduction;
 use crate::health::Breaker;
 use crate::mq::batching::{attempt_of, next_batch, Batch, Subscription};
 use crate::mq::publisher::headers_with_reason;
-use crate::mq::{message, DeductionMessage, MqError, Publisher};
+use crate::mq::{message, MqError, Publisher};
 use crate::redis::{ReadmitOutcome, RedisStore};
 
 /// Pause before reconnecting after the broker connection was lost.
@@ -148,8 +149,7 @@ impl Consumer {
         let Some(last_tag) = valid.last().map(|(d, _)| d.delivery_tag) else {
             return Ok(());
         };
-        let msgs: Vec<DeductionMessage> =
-            valid.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
+        let msgs: Vec<Deduction> = valid.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
         match self.apply(&msgs, cancel).await {
             Applied::Committed(report) => {
                 channel
@@ -172,7 +172,7 @@ impl Consumer {
 
     /// Applies `msgs` in one transaction; while MySQL is unavailable, waits
     /// behind the breaker and tries again.
-    async fn apply(&self, msgs: &[DeductionMessage], cancel: &CancellationToken) -> Applied {
+    async fn apply(&self, msgs: &[Deduction], cancel: &CancellationToken) -> Applied {
         let retries = self.settings.consumer.deadlock_retries;
         loop {
             match ledger::apply_batch(&self.db, msgs, retries).await {
@@ -198,7 +198,7 @@ impl Consumer {
     async fn process_alone(
         &self,
         delivery: Delivery,
-        msgs: Vec<DeductionMessage>,
+        msgs: Vec<Deduction>,
         cancel: &CancellationToken,
     ) -> Result<bool, MqError> {
         let attempt = attempt_of(&delivery) + 1;
@@ -230,7 +230,7 @@ impl Consumer {
     /// Republishes one deduction MySQL refused to the retry queue, or to the DLQ
     /// (with the reason) once `amqp.max_retries` is used up. Returns whether
     /// the broker took it.
-    async fn park(&self, msg: &DeductionMessage, attempt: u32, err: &DbError) -> bool {
+    async fn park(&self, msg: &Deduction, attempt: u32, err: &DbError) -> bool {
         let topology = self.publisher.topology();
         let (exchange, key, outcome) = if attempt > self.settings.amqp.max_retries {
             (
@@ -244,12 +244,12 @@ impl Consumer {
         tracing::error!(error = %err, sku.id = %msg.sku_id, request.id = %msg.request_id, attempt, outcome, "consumer.message: refused by MySQL");
         let reason = format!("mysql refused after {attempt} attempts: {err}");
         let props = BasicProperties::default()
-            .with_message_id(msg.message_id().into())
+            .with_message_id(message::message_id(msg).into())
             .with_delivery_mode(2)
             .with_headers(headers_with_reason(attempt, &reason));
         let parked = self
             .publisher
-            .publish(exchange, key, &msg.to_bytes(), props)
+            .publish(exchange, key, &message::to_bytes(msg), props)
             .await
             .is_ok();
         if parked {
@@ -293,7 +293,7 @@ impl Consumer {
         Ok(())
     }
 
-    async fn after_commit(&self, msgs: &[DeductionMessage], report: &BatchReport) {
+    async fn after_commit(&self, msgs: &[Deduction], report: &BatchReport) {
         metrics::counter!("stockd_consumer_batches_total").increment(1);
         metrics::histogram!("stockd_consumer_batch_size").record(msgs.len() as f64);
         metrics::counter!("stockd_consumer_messages_total", "outcome" => "applied")

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use lapin::options::QueuePurgeOptions;
 
+use stockd::domain::Deduction;
 use stockd::domain::{RequestId, UserId};
-use stockd::mq::DeductionMessage;
 use stockd::roles::closer::Closer;
 
 use crate::helpers::{TestApp, TestOptions};
@@ -163,7 +163,7 @@ async fn duplicate_expiries_and_cancels_release_exactly_once() {
     assert_eq!(app.reserve(1, "d", 7, 2).await.status(), 201);
     app.wait_ledger_rows(1).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let msg = DeductionMessage {
+    let msg = Deduction {
         request_id: RequestId::parse("d").unwrap(),
         sku_id: TestApp::sku(1),
         user_id: UserId::new(7).unwrap(),
@@ -212,7 +212,7 @@ async fn pay_and_expiry_racing_have_exactly_one_winner_each() {
         let closer = &closer;
         async move {
             let rid = format!("r{i}");
-            let msg = DeductionMessage {
+            let msg = Deduction {
                 request_id: RequestId::parse(&rid).unwrap(),
                 sku_id: TestApp::sku(1),
                 user_id: UserId::new(i + 1).unwrap(),

@@ -8,13 +8,14 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use stockd::db::ledger;
+use stockd::domain::Deduction;
 use stockd::domain::{RequestId, UserId};
-use stockd::mq::DeductionMessage;
+use stockd::mq::message;
 
 use crate::helpers::{TestApp, TestOptions};
 
-fn message(sku: u64, rid: &str, user: u64, count: u32) -> DeductionMessage {
-    DeductionMessage {
+fn message(sku: u64, rid: &str, user: u64, count: u32) -> Deduction {
+    Deduction {
         request_id: RequestId::parse(rid).unwrap(),
         sku_id: TestApp::sku(sku),
         user_id: UserId::new(user).unwrap(),
@@ -33,7 +34,7 @@ async fn a_duplicate_delivery_is_applied_once() {
     assert_eq!(resp.status(), 201);
     app.wait_ledger_rows(1).await;
     // The broker redelivers the same message: publish its exact bytes again.
-    let msg = DeductionMessage {
+    let msg = Deduction {
         request_id: RequestId::parse("dup").unwrap(),
         sku_id: TestApp::sku(1),
         user_id: UserId::new(1).unwrap(),
@@ -41,8 +42,8 @@ async fn a_duplicate_delivery_is_applied_once() {
         created_ms: 1,
         expires_ms: u64::MAX / 4,
     };
-    app.publish_raw(&msg.to_bytes()).await;
-    app.publish_raw(&msg.to_bytes()).await;
+    app.publish_raw(&message::to_bytes(&msg)).await;
+    app.publish_raw(&message::to_bytes(&msg)).await;
     // And a batch that holds it twice, applied directly.
     let report = ledger::apply_batch(&app.res.db, &[msg.clone(), msg.clone()], 3)
         .await

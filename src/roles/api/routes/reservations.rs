@@ -14,8 +14,8 @@ use super::openapi::{
 use super::sku_from;
 use crate::config::Durability;
 use crate::db::{ledger, sku};
+use crate::domain::Deduction;
 use crate::domain::{ReserveOutcome, SkuId};
-use crate::mq::DeductionMessage;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{ReservationView, ReserveBody};
 use crate::roles::api::ApiState;
@@ -115,14 +115,7 @@ async fn answer(
             outbox_id,
             ..
         } => {
-            let msg = DeductionMessage {
-                request_id: reservation.request_id.clone(),
-                sku_id,
-                user_id: reservation.user_id,
-                count: reservation.count,
-                created_ms: reservation.created_at_ms,
-                expires_ms: reservation.expires_at_ms,
-            };
+            let msg = Deduction::from(&reservation);
             let confirmed = match state.res.settings.reservation.durability {
                 Durability::Redis => {
                     let handoff = state.handoff.clone();
