@@ -1,7 +1,7 @@
 //! Logs (tracing) and metrics (Prometheus exporter), set up once per process.
 
 use std::sync::OnceLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
@@ -64,10 +64,3 @@ pub fn init_logging(settings: &LoggingSettings) {
     };
 }
 
-/// Milliseconds since the Unix epoch on this host's clock.
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}

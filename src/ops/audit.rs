@@ -218,7 +218,7 @@ pub async fn run(
     skus: &[SkuId],
     progress: &mut (dyn FnMut(usize, usize) + Send),
 ) -> Result<AuditReport, AuditError> {
-    let checked_at = crate::roles::api::views::rfc3339_ms(crate::telemetry::unix_ms());
+    let checked_at = crate::clock::rfc3339_ms(crate::clock::unix_ms());
     let now_ms = res.redis.now_ms().await?;
     let mut checks = Checks::new();
     let facts = mysql::global_checks(res, skus, now_ms, &mut checks).await?;

@@ -28,7 +28,7 @@ use crate::mq::batching::{next_batch, Batch, Subscription};
 use crate::mq::{message, MqError};
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
 use crate::resources::Resources;
-use crate::telemetry::unix_ms;
+use crate::clock::unix_ms;
 
 /// Pause before reconnecting to the broker or retrying a failed expiry batch.
 const RETRY_DELAY: Duration = Duration::from_secs(1);

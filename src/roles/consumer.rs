@@ -302,7 +302,7 @@ impl Consumer {
             .increment(report.duplicates as u64);
         metrics::counter!("stockd_consumer_messages_total", "outcome" => "rejected")
             .increment(report.rejected.len() as u64);
-        let now_ms = crate::telemetry::unix_ms();
+        let now_ms = crate::clock::unix_ms();
         for msg in msgs {
             let lag_ms = now_ms.saturating_sub(msg.created_ms);
             metrics::histogram!("stockd_persist_lag_seconds").record(lag_ms as f64 / 1000.0);

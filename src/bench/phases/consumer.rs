@@ -132,7 +132,7 @@ async fn preload(
     ttl_ms: u64,
     label: &str,
 ) -> anyhow::Result<()> {
-    let now_ms = crate::telemetry::unix_ms();
+    let now_ms = crate::clock::unix_ms();
     let queue = publisher.topology().deduct_queue.clone();
     let progress = Progress::start(&format!("{label} preload"), count);
     let counter = progress.counter();

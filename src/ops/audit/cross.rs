@@ -206,7 +206,7 @@ async fn redis_in_ledger(
 fn accepted_but_missing(sku: SkuId, id: &RequestId, r: &RecordView) -> String {
     let since = r.created_ms.filter(|ms| *ms > 0).map_or(
         "unknown time".to_string(),
-        crate::roles::api::views::rfc3339_ms,
+        crate::clock::rfc3339_ms,
     );
     format!(
         "sku {sku} request {id} user {} count {} ({} since {since}): accepted by Redis, no ledger row",

@@ -196,7 +196,7 @@ async fn expired_unreleased<Q: Queryable>(
     );
     let rows: Vec<(u64, String, u64, u64)> = q.exec(first, Params::Positional(params)).await?;
     let mut details = rows.into_iter().map(|(sku, rid, user, expires_ms)| {
-        let expired = crate::roles::api::views::rfc3339_ms(expires_ms);
+        let expired = crate::clock::rfc3339_ms(expires_ms);
         format!("sku {sku} request {rid} user {user}: RESERVED, expired at {expired}, not released")
     });
     for _ in 0..count {

@@ -72,7 +72,7 @@ async fn apply(
 ) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let request_id = request_from(&req)?;
-    let now_ms = crate::telemetry::unix_ms();
+    let now_ms = crate::clock::unix_ms();
     let outcome = lifecycle::transition(
         &state.res.db,
         &state.res.redis,
