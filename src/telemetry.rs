@@ -63,4 +63,3 @@ pub fn init_logging(settings: &LoggingSettings) {
         LogFormat::Pretty => builder.try_init(),
     };
 }
-

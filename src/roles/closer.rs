@@ -20,6 +20,7 @@ use lapin::options::{BasicAckOptions, BasicNackOptions};
 use mysql_async::prelude::Queryable;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::unix_ms;
 use crate::db::ledger::{self, LedgerRow};
 use crate::db::{sku, DbError};
 use crate::domain::Deduction;
@@ -28,7 +29,6 @@ use crate::mq::batching::{next_batch, Batch, Subscription};
 use crate::mq::{message, MqError};
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
 use crate::resources::Resources;
-use crate::clock::unix_ms;
 
 /// Pause before reconnecting to the broker or retrying a failed expiry batch.
 const RETRY_DELAY: Duration = Duration::from_secs(1);

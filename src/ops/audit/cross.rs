@@ -204,10 +204,10 @@ async fn redis_in_ledger(
 }
 
 fn accepted_but_missing(sku: SkuId, id: &RequestId, r: &RecordView) -> String {
-    let since = r.created_ms.filter(|ms| *ms > 0).map_or(
-        "unknown time".to_string(),
-        crate::clock::rfc3339_ms,
-    );
+    let since = r
+        .created_ms
+        .filter(|ms| *ms > 0)
+        .map_or("unknown time".to_string(), crate::clock::rfc3339_ms);
     format!(
         "sku {sku} request {id} user {} count {} ({} since {since}): accepted by Redis, no ledger row",
         r.user_id.map_or("?".into(), |u| u.to_string()),

@@ -5,8 +5,8 @@
 //! The `#[schema(...)]` attributes are the OpenAPI contract (`GET /openapi.json`);
 //! the `validate` methods enforce the same ranges at run time.
 
-use serde::{Deserialize, Serialize};
 use crate::clock::rfc3339_ms;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::problem::ApiError;

@@ -10,7 +10,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::openapi::{
+use super::contract::{
     CancelConflict, ConfirmConflict, InvalidRequest, ReservationNotFound, ReservationPath,
     Unavailable,
 };

@@ -7,7 +7,7 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::openapi::{
+use super::contract::{
     IdempotencyMismatch, InvalidRequest, ReservationNotFound, ReservationPath, ReserveConflict,
     SkuNotFound, SkuPath, Unavailable,
 };
