@@ -1,5 +1,6 @@
 //! Stage 3: MySQL/MariaDB. The pool, migrations, and one file per aggregate.
 
+pub mod audit;
 pub mod codes;
 pub mod ledger;
 pub mod migrate;

@@ -137,12 +137,6 @@ pub enum AuditError {
     Broker(#[from] MqError),
 }
 
-impl From<mysql_async::Error> for AuditError {
-    fn from(err: mysql_async::Error) -> Self {
-        Self::Db(DbError::from(err))
-    }
-}
-
 /// Violations of one check while the audit runs.
 struct Check {
     name: &'static str,
