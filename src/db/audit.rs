@@ -6,8 +6,9 @@
 use std::collections::HashMap;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{IsolationLevel, Params, TxOpts, Value};
+use mysql_async::{Params, Value};
 
+pub use super::ledger_query::snapshot_opts;
 use super::DbError;
 use crate::domain::{ReservationStatus, SkuId};
 
@@ -21,15 +22,6 @@ pub struct SkuFacts {
     pub total_stock: i64,
     pub available_stock: i64,
     pub live_units: i64,
-}
-
-/// A read-only transaction that sees one consistent snapshot.
-pub fn snapshot_opts() -> TxOpts {
-    let mut opts = TxOpts::default();
-    opts.with_consistent_snapshot(true)
-        .with_isolation_level(IsolationLevel::RepeatableRead)
-        .with_readonly(true);
-    opts
 }
 
 /// `AND <column> IN (?, ...)` for a SKU filter (nothing when auditing all).

@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod codes;
 pub mod ledger;
+pub mod ledger_query;
 pub mod migrate;
 pub mod pool;
 pub mod sku;
