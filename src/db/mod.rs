@@ -6,6 +6,7 @@ pub mod ledger;
 pub mod ledger_query;
 pub mod migrate;
 pub mod pool;
+pub mod settle;
 pub mod sku;
 
 pub use pool::Db;
