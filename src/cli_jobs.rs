@@ -116,9 +116,8 @@ pub async fn reconcile(
                 ExitCode::FAILURE
             });
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = cancel.cancelled() => return Ok(ExitCode::SUCCESS),
+        if !crate::shutdown::sleep_or_cancel(interval, &cancel).await {
+            return Ok(ExitCode::SUCCESS);
         }
     }
 }
