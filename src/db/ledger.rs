@@ -16,8 +16,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{IsolationLevel, Params, Transaction, TxOpts, Value};
 
 use super::{sku, Db, DbError};
-use crate::domain::Deduction;
-use crate::domain::{RequestId, ReservationStatus, SkuId};
+use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId, UserId};
 
 /// Rows per multi-row INSERT: 9 placeholders each, far below MySQL's 65,535.
 const INSERT_CHUNK_ROWS: usize = 500;
@@ -70,7 +69,7 @@ pub struct Readmission {
 pub struct LedgerRow {
     pub sku_id: SkuId,
     pub request_id: RequestId,
-    pub user_id: u64,
+    pub user_id: UserId,
     pub count: u32,
     pub status: ReservationStatus,
     pub reason: Option<String>,
@@ -85,7 +84,7 @@ impl LedgerRow {
         Self {
             sku_id: msg.sku_id,
             request_id: msg.request_id.clone(),
-            user_id: msg.user_id.get(),
+            user_id: msg.user_id,
             count: msg.count,
             status: ReservationStatus::Rejected,
             reason: Some(why.to_string()),
@@ -99,7 +98,7 @@ impl LedgerRow {
         crate::domain::Reservation {
             request_id: self.request_id.clone(),
             sku_id: self.sku_id,
-            user_id: crate::domain::UserId::new(self.user_id).expect("valid user id in ledger"),
+            user_id: self.user_id,
             count: self.count,
             status: self.status,
             created_at_ms: self.reserved_at_ms,
@@ -328,7 +327,7 @@ fn from_raw(raw: RawLedger) -> LedgerRow {
     LedgerRow {
         sku_id: SkuId::new(raw.0).expect("valid sku id in ledger"),
         request_id: RequestId::parse(&raw.1).expect("valid request id in ledger"),
-        user_id: raw.2,
+        user_id: UserId::new(raw.2).expect("valid user id in ledger"),
         count: raw.3,
         status: ReservationStatus::parse(&raw.4).expect("valid status in ledger"),
         reason: raw.5,

@@ -32,6 +32,10 @@ pub enum PublishError {
     Returned,
     #[error("no confirm within the publish timeout")]
     Timeout,
+    /// The group commit's queue of waiting deductions is full (the broker is
+    /// slower than the api); the caller gets this at once instead of waiting.
+    #[error("the group-commit queue is full")]
+    QueueFull,
     #[error(transparent)]
     Broker(#[from] MqError),
 }
@@ -44,6 +48,7 @@ impl PublishError {
             Self::Nack => Self::Nack,
             Self::Returned => Self::Returned,
             Self::Timeout => Self::Timeout,
+            Self::QueueFull => Self::QueueFull,
             Self::Broker(_) => Self::Broker(MqError::Timeout),
         }
     }
@@ -54,6 +59,7 @@ impl PublishError {
             Self::Nack => "nack",
             Self::Returned => "returned",
             Self::Timeout => "timeout",
+            Self::QueueFull => "queue_full",
             Self::Broker(_) => "error",
         }
     }

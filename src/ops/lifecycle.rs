@@ -177,15 +177,12 @@ async fn decide(
 /// Mirrors a decided row to Redis and clears its pending flag. A failure is
 /// logged and left for the closer's sweep, which calls this again.
 pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
-    let Ok(user) = crate::domain::UserId::new(row.user_id) else {
-        return false;
-    };
     let returns_stock = ledger::reason::rejection_returns_stock(row.reason.as_deref());
     let mirrored = redis
         .finish(
             row.sku_id,
             &row.request_id,
-            user,
+            row.user_id,
             row.count,
             row.status,
             returns_stock,

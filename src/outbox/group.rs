@@ -62,8 +62,9 @@ impl GroupCommit {
         (Self { tx, caller_wait }, task)
     }
 
-    /// Publishes one outbox entry as part of the next batch; resolves with the
-    /// batch's confirm, or with a timeout once `amqp.publish_timeout_ms` has
+    /// Publishes one outbox entry as part of the next batch; fails at once with
+    /// `QueueFull` when the queue of waiting entries is full, and otherwise
+    /// resolves with the batch's confirm, or with a timeout once `amqp.publish_timeout_ms` has
     /// passed since the call — waiting for a free slot included, so a 202 never
     /// comes later than that bound. The entry stays in the outbox either way:
     /// a late confirm still removes it, and otherwise the relay republishes.
@@ -81,7 +82,7 @@ impl GroupCommit {
             done,
         };
         if self.tx.try_send(pending).is_err() {
-            return Err(PublishError::Timeout);
+            return Err(PublishError::QueueFull);
         }
         match tokio::time::timeout(self.caller_wait, confirmed).await {
             Ok(Ok(result)) => result,

@@ -95,7 +95,7 @@ impl Closer {
                     }
                 }
                 Batch::Cancelled => break,
-                Batch::Closed => return Err(MqError::Timeout),
+                Batch::Closed => return Err(MqError::ConsumerClosed),
             }
         }
         sub.close().await;

@@ -119,7 +119,7 @@ impl Consumer {
                     self.process(&sub.channel, deliveries, cancel).await?
                 }
                 Batch::Cancelled => break,
-                Batch::Closed => return Err(MqError::Timeout),
+                Batch::Closed => return Err(MqError::ConsumerClosed),
             }
         }
         // Unacked prefetched deliveries go back to the queue when the channel closes.

@@ -24,6 +24,7 @@ use crate::bench::progress::Progress;
 use crate::db::{sku, Db};
 use crate::domain::Deduction;
 use crate::domain::{RequestId, SkuId, UserId};
+use crate::mq::publisher::PERSISTENT;
 use crate::mq::{message, Publisher};
 use crate::roles::consumer::Consumer;
 
@@ -34,8 +35,6 @@ const PRELOAD_IN_FLIGHT: usize = 512;
 const DRAIN_POLL: Duration = Duration::from_millis(10);
 /// Publish timeout while preloading.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
-/// AMQP delivery mode 2: persistent, as stockd publishes deductions.
-const PERSISTENT: u8 = 2;
 
 /// Runs both variants: `batched` messages through the configured batch size,
 /// then `single` messages with one transaction per message.

@@ -22,7 +22,7 @@ use crate::soldout::{subscriber, SoldOutBoard};
 pub struct ApiState {
     pub res: Resources,
     /// Publishes outbox entries (group commit) and queues their removal.
-    pub handoff: GroupCommit,
+    pub group_commit: GroupCommit,
     /// Local sold-out flags (SPEC §7); `None` when `soldout.enabled` is false.
     pub soldout: Option<std::sync::Arc<SoldOutBoard>>,
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
@@ -101,7 +101,7 @@ pub fn start(
     });
     let state = web::Data::new(ApiState {
         res,
-        handoff: group,
+        group_commit: group,
         soldout,
         draining: AtomicBool::new(false),
         metrics: crate::telemetry::metrics_handle(),

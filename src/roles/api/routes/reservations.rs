@@ -118,11 +118,15 @@ async fn answer(
             let msg = Deduction::from(&reservation);
             let confirmed = match state.res.settings.reservation.durability {
                 Durability::Redis => {
-                    let handoff = state.handoff.clone();
-                    tokio::spawn(async move { handoff.publish(sku_id, outbox_id, msg).await });
+                    let group_commit = state.group_commit.clone();
+                    tokio::spawn(async move { group_commit.publish(sku_id, outbox_id, msg).await });
                     true
                 }
-                Durability::Queue => state.handoff.publish(sku_id, outbox_id, msg).await.is_ok(),
+                Durability::Queue => state
+                    .group_commit
+                    .publish(sku_id, outbox_id, msg)
+                    .await
+                    .is_ok(),
             };
             // Never undo on a late confirm: the reservation stands in the outbox
             // and the relay will publish it; 202 tells the client exactly that.

@@ -1,4 +1,9 @@
-//! Logs (tracing) and metrics (Prometheus exporter), set up once per process.
+//! Logs (tracing) and metrics (Prometheus exporter), set up once per process,
+//! with the process-wide telemetry tasks every role runs: polled gauges and the
+//! metrics listener of roles without the HTTP API.
+
+pub mod gauges;
+pub mod metrics_listener;
 
 use std::sync::OnceLock;
 use std::time::Duration;
