@@ -20,6 +20,7 @@
 //! a message that crashes the process again and again; a crash returns every
 //! delivery held, so the limit is sized far above any crash loop (config).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +50,9 @@ pub struct Consumer {
     redis: Arc<RedisStore>,
     publisher: Arc<Publisher>,
     breaker: Arc<Breaker>,
+    /// Deliveries taken from the broker and not yet settled (the broker counts
+    /// them as unacked, not ready). Tests read it to know the pipeline drained.
+    in_hand: Arc<AtomicUsize>,
 }
 
 /// What applying a set of deductions came to.
@@ -73,7 +77,13 @@ impl Consumer {
             redis,
             publisher,
             breaker: Arc::new(Breaker::new("mysql")),
+            in_hand: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// The count of deliveries in hand (received, not yet acked or nacked).
+    pub fn in_hand(&self) -> Arc<AtomicUsize> {
+        self.in_hand.clone()
     }
 
     /// Shares a breaker (the process's MySQL breaker, shown by `/readyz`).
@@ -116,7 +126,12 @@ impl Consumer {
             );
             match batch.await? {
                 Batch::Deliveries(deliveries) => {
-                    self.process(&sub.channel, deliveries, cancel).await?
+                    let held = deliveries.len();
+                    self.in_hand.fetch_add(held, Ordering::SeqCst);
+                    let processed = self.process(&sub.channel, deliveries, cancel).await;
+                    // Settled, or (on an error) back to the broker with the channel.
+                    self.in_hand.fetch_sub(held, Ordering::SeqCst);
+                    processed?
                 }
                 Batch::Cancelled => break,
                 Batch::Closed => return Err(MqError::ConsumerClosed),
