@@ -50,7 +50,6 @@ async fn a_duplicate_delivery_is_applied_once() {
         .unwrap();
     assert_eq!((report.applied, report.duplicates), (0, 2));
     app.wait_drained(1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(app.ledger_rows().await, 1);
     assert_eq!(app.mysql_available(1).await, Some(8));
     app.assert_conserved(1).await;

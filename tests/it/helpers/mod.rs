@@ -14,9 +14,11 @@ mod stores;
 mod wait;
 
 pub use private_redis::PrivateRedis;
-pub use purge::{purge, test_settings};
+pub use purge::{purge, test_settings, undrained};
 
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
@@ -68,6 +70,8 @@ pub struct TestApp {
     cancel: CancellationToken,
     api: Option<ApiHandle>,
     consumer_cancel: CancellationToken,
+    /// Deliveries the running consumer holds unacked (see `wait_drained`).
+    consumer_in_hand: Arc<AtomicUsize>,
     consumer: Option<tokio::task::JoinHandle<()>>,
     closer: Option<tokio::task::JoinHandle<()>>,
     extra_apis: Vec<ApiHandle>,
@@ -76,7 +80,8 @@ pub struct TestApp {
     /// Settings without the tweak: cleanup reaches every store directly.
     direct_settings: Settings,
     /// Set once the test's data is gone; otherwise `Drop` removes it (a test
-    /// that panicked never reaches `cleanup`).
+    /// that panicked never reaches `cleanup`) and, unless the test already
+    /// failed, asserts that its work queues were drained.
     purged: bool,
 }
 
@@ -93,9 +98,18 @@ impl Drop for TestApp {
                 .enable_all()
                 .build()
                 .unwrap();
-            rt.block_on(purge(&settings));
+            rt.block_on(async {
+                let left = undrained(&settings).await;
+                purge(&settings).await;
+                left
+            })
         });
-        let _ = purger.join();
+        let left = purger.join().unwrap_or_default();
+        // A test that already failed keeps its own message; a second panic
+        // inside Drop would abort the whole test binary.
+        if !std::thread::panicking() {
+            assert!(left.is_empty(), "work queues not drained: {left:?}");
+        }
     }
 }
 
@@ -132,6 +146,7 @@ impl TestApp {
             cancel,
             api: Some(api),
             consumer_cancel: CancellationToken::new(),
+            consumer_in_hand: Arc::new(AtomicUsize::new(0)),
             consumer: None,
             closer: None,
             extra_apis: Vec::new(),
@@ -183,9 +198,15 @@ impl TestApp {
             self.res.publisher.clone(),
         )
         .with_breaker(self.res.mysql_breaker.clone());
+        self.consumer_in_hand = consumer.in_hand();
         self.consumer = Some(tokio::spawn(
             consumer.run_until_stopped(self.consumer_cancel.clone()),
         ));
+    }
+
+    /// Deliveries the running consumer holds unacked right now.
+    pub fn consumer_in_hand(&self) -> usize {
+        self.consumer_in_hand.load(Ordering::SeqCst)
     }
 
     pub async fn stop_consumer(&mut self) {
@@ -213,9 +234,12 @@ impl TestApp {
             closer.await.unwrap();
         }
         tracing::info!("cleanup: roles stopped");
+        // Every role stopped, so unacked deliveries are back in their queues.
+        let left = undrained(&self.direct_settings).await;
         purge(&self.direct_settings).await;
         self.purged = true;
         self.res.clone().close().await;
+        assert!(left.is_empty(), "work queues not drained: {left:?}");
     }
 }
 

@@ -48,6 +48,7 @@ impl PrivateRedis {
                     return server;
                 }
             }
+            // Poll period of the wait for PING above, not a fixed wait.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("private redis-server did not start on {port}");

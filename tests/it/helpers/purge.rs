@@ -73,3 +73,38 @@ pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
     }
     s
 }
+
+/// The work queues a finished test must leave empty — deductions and expiries
+/// nobody applied — with the messages still in them (ready, and unacked ones
+/// once their consumer stopped). Dead-letter, retry and delay queues hold
+/// messages by design and are not counted.
+pub async fn undrained(settings: &Settings) -> Vec<(String, u32)> {
+    let topology = stockd::mq::Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+    let Ok(amqp) = stockd::mq::connect(&settings.amqp.url, "drain-check").await else {
+        return Vec::new();
+    };
+    let mut left = Vec::new();
+    for queue in [&topology.deduct_queue, &topology.expiry_queue] {
+        // A passive declare of a missing queue closes its channel: one each.
+        let Ok(ch) = amqp.create_channel().await else {
+            continue;
+        };
+        let declared = ch
+            .queue_declare(
+                queue.as_str().into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                lapin::types::FieldTable::default(),
+            )
+            .await;
+        if let Ok(q) = declared {
+            if q.message_count() > 0 {
+                left.push((queue.clone(), q.message_count()));
+            }
+        }
+    }
+    let _ = amqp.close(200, "".into()).await;
+    left
+}

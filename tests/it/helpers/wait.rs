@@ -1,11 +1,21 @@
 //! Waiting on conditions (never a fixed sleep) and the SPEC §10 invariants a
 //! test asserts once the pipeline drained.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
 use super::TestApp;
+
+/// How often a condition is polled: the wait ends on the condition, this only
+/// bounds the polling cost (not a fixed sleep of a test).
+const POLL: Duration = Duration::from_millis(50);
+
+/// Consecutive polls a drained pipeline must be seen on: a delivery on its way
+/// from the broker to the consumer (no longer ready, not yet in hand) lasts
+/// far less than one poll period.
+const DRAINED_POLLS: u32 = 2;
 
 impl TestApp {
     /// Polls `check` until it holds or `timeout` passes (then panics with `what`).
@@ -19,7 +29,7 @@ impl TestApp {
             if check().await {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(POLL).await;
         }
         panic!("timed out after {timeout:?} waiting for: {what}");
     }
@@ -33,14 +43,44 @@ impl TestApp {
         .await;
     }
 
-    /// Waits until every outbox entry was confirmed and the work queue is empty.
+    /// Waits until every outbox entry was confirmed, the work queue is empty and
+    /// the consumer holds no unacked delivery: the broker's ready count alone
+    /// misses the batch the consumer is applying. Seen on consecutive polls.
     pub async fn wait_drained(&self, sku: u64) {
-        let topology = self.res.publisher.topology().clone();
-        self.eventually("pipeline drained", Duration::from_secs(30), || {
-            let queue = topology.deduct_queue.clone();
+        let queue = self.res.publisher.topology().deduct_queue.clone();
+        let seen = AtomicU32::new(0);
+        self.eventually("pipeline drained", Duration::from_secs(30), || async {
+            let drained = self.consumer_in_hand() == 0
+                && self.res.redis.outbox_len(Self::sku(sku)).await.unwrap() == 0
+                && self.queue_depth(&queue).await == 0
+                && self.consumer_in_hand() == 0;
+            if !drained {
+                seen.store(0, Ordering::SeqCst);
+                return false;
+            }
+            seen.fetch_add(1, Ordering::SeqCst) + 1 >= DRAINED_POLLS
+        })
+        .await;
+    }
+
+    /// Waits until `n` subscribers listen on this test's sold-out channel.
+    pub async fn wait_subscribers(&self, n: u64) {
+        let url = self.res.settings.redis.url.as_str();
+        let client = deadpool_redis::redis::Client::open(url).unwrap();
+        let conn = client.get_multiplexed_async_connection().await.unwrap();
+        let channel = self.res.redis.keys().soldout_channel();
+        let what = format!("{n} subscribers on {channel}");
+        self.eventually(&what, Duration::from_secs(10), || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
             async move {
-                let outbox = self.res.redis.outbox_len(Self::sku(sku)).await.unwrap();
-                outbox == 0 && self.queue_depth(&queue).await == 0
+                let counts: Vec<(String, u64)> = deadpool_redis::redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(&channel)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                counts.first().is_some_and(|(_, c)| *c >= n)
             }
         })
         .await;
