@@ -33,6 +33,7 @@ impl RedisStore {
             .key(self.keys.user(sku_id, user_id))
             .key(self.keys.outbox(sku_id))
             .key(self.keys.winners(sku_id))
+            .key(self.keys.rate(sku_id, user_id))
             .arg(request_id.as_str())
             .arg(sku_id.get())
             .arg(user_id.get())
@@ -40,7 +41,9 @@ impl RedisStore {
             .arg(self.reservation_ttl_ms)
             .arg(self.retention_ms)
             .arg(self.outbox_max_len)
-            .arg(self.keys.soldout_channel());
+            .arg(self.keys.soldout_channel())
+            .arg(self.buyer_rate.0)
+            .arg(self.buyer_rate.1);
         let reply: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;

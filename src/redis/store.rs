@@ -28,6 +28,8 @@ pub struct RedisStore {
     pub(super) connect_timeout: Duration,
     /// Longest one call may take: `connect_timeout_ms + command_timeout_ms`.
     pub(super) call_bound: Duration,
+    /// Per-buyer attempts per second and burst (`limits.per_user_*`; 0 = off).
+    pub(super) buyer_rate: (f64, u32),
 }
 
 impl RedisStore {
@@ -60,11 +62,18 @@ impl RedisStore {
             call_bound: Duration::from_millis(
                 settings.connect_timeout_ms + settings.command_timeout_ms,
             ),
+            buyer_rate: (0.0, 0),
         })
     }
 
     pub fn keys(&self) -> &Keys {
         &self.keys
+    }
+
+    /// Turns on the per-buyer rate limit the reserve script enforces.
+    pub fn with_buyer_rate(mut self, per_second: f64, burst: u32) -> Self {
+        self.buyer_rate = (per_second, burst);
+        self
     }
 
     /// How long a reservation record lives in Redis from its creation: the

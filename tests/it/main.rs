@@ -21,6 +21,7 @@ mod outage;
 mod pipeline;
 mod reconcile;
 mod reserve;
+mod security;
 mod soldout;
 mod stuck;
 mod telemetry;

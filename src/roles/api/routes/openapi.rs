@@ -149,6 +149,9 @@ mod tests {
             ApiError::BelowReserved("x".into()),
             ApiError::Conflict("x".into()),
             ApiError::Unavailable("x".into()),
+            ApiError::RateLimited {
+                retry_after_secs: 1,
+            },
             ApiError::RouteNotFound,
             ApiError::MethodNotAllowed("GET"),
         ]
