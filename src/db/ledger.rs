@@ -16,6 +16,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{IsolationLevel, Params, Transaction, TxOpts, Value};
 
 use super::{sku, Db, DbError};
+pub use crate::domain::Readmission;
 use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId, UserId};
 
 /// Rows per multi-row INSERT: 9 placeholders each, far below MySQL's 65,535.
@@ -54,14 +55,6 @@ pub struct BatchReport {
     /// lost the first record and took the request id again (see
     /// `RedisStore::settle_readmission`).
     pub readmitted: Vec<Readmission>,
-}
-
-/// A request id Redis admitted twice; the ledger row is the first admission.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Readmission {
-    pub msg: Deduction,
-    pub row_created_ms: u64,
-    pub row_expires_ms: u64,
 }
 
 /// A ledger row as the lifecycle and the API read it.

@@ -26,6 +26,16 @@ pub struct Deduction {
     pub expires_ms: u64,
 }
 
+/// A request id Redis admitted twice: the ledger already holds a row for it
+/// (the first admission), so the second deduction is not applied and Redis
+/// must give back what it took the second time (see `redis::readmit`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readmission {
+    pub msg: Deduction,
+    pub row_created_ms: u64,
+    pub row_expires_ms: u64,
+}
+
 impl Deduction {
     /// Whether `count` is in 1..=[`COUNT_MAX`]; a deduction outside is poison.
     pub fn count_in_range(&self) -> bool {

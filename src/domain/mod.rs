@@ -7,7 +7,7 @@ pub mod ids;
 pub mod outcome;
 pub mod reservation;
 
-pub use deduction::{Deduction, COUNT_MAX};
+pub use deduction::{Deduction, Readmission, COUNT_MAX};
 pub use ids::{RequestId, SkuId, UserId};
 pub use outcome::ReserveOutcome;
 pub use reservation::{Reservation, ReservationStatus};

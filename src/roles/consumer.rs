@@ -56,7 +56,7 @@ pub struct Consumer {
 }
 
 /// What applying a set of deductions came to.
-enum Applied {
+pub enum Applied {
     Committed(BatchReport),
     /// Shutdown came while MySQL was down: the deliveries go back unacked.
     Cancelled,
@@ -84,6 +84,18 @@ impl Consumer {
     /// The count of deliveries in hand (received, not yet acked or nacked).
     pub fn in_hand(&self) -> Arc<AtomicUsize> {
         self.in_hand.clone()
+    }
+
+    /// Built from the shared resources, like every role: the process's pools,
+    /// publisher and MySQL breaker (shown by `/readyz`).
+    pub fn from_resources(res: &crate::resources::Resources) -> Self {
+        Self::new(
+            res.settings.clone(),
+            res.db.clone(),
+            res.redis.clone(),
+            res.publisher.clone(),
+        )
+        .with_breaker(res.mysql_breaker.clone())
     }
 
     /// Shares a breaker (the process's MySQL breaker, shown by `/readyz`).
@@ -165,7 +177,7 @@ impl Consumer {
             return Ok(());
         };
         let msgs: Vec<Deduction> = valid.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
-        match self.apply(&msgs, cancel).await {
+        match self.apply_once(&msgs, cancel).await {
             Applied::Committed(report) => {
                 channel
                     .basic_ack(last_tag, BasicAckOptions { multiple: true })
@@ -185,9 +197,10 @@ impl Consumer {
         Ok(())
     }
 
-    /// Applies `msgs` in one transaction; while MySQL is unavailable, waits
-    /// behind the breaker and tries again.
-    async fn apply(&self, msgs: &[Deduction], cancel: &CancellationToken) -> Applied {
+    /// One step on deductions (what a batch of deliveries carries): applies
+    /// `msgs` in one transaction; while MySQL is unavailable, waits behind the
+    /// breaker and tries again. Settling the deliveries is the caller's.
+    pub async fn apply_once(&self, msgs: &[Deduction], cancel: &CancellationToken) -> Applied {
         let retries = self.settings.consumer.deadlock_retries;
         loop {
             match ledger::apply_batch(&self.db, msgs, retries).await {
@@ -219,7 +232,7 @@ impl Consumer {
         let attempt = attempt_of(&delivery) + 1;
         let mut parked_all = true;
         for msg in msgs {
-            match self.apply(std::slice::from_ref(&msg), cancel).await {
+            match self.apply_once(std::slice::from_ref(&msg), cancel).await {
                 Applied::Committed(report) => {
                     self.after_commit(std::slice::from_ref(&msg), &report).await
                 }

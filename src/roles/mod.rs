@@ -57,13 +57,7 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
         cancel.clone(),
     )));
     if matches!(role, Role::Consumer | Role::All) {
-        let consumer = consumer::Consumer::new(
-            res.settings.clone(),
-            res.db.clone(),
-            res.redis.clone(),
-            res.publisher.clone(),
-        )
-        .with_breaker(res.mysql_breaker.clone());
+        let consumer = consumer::Consumer::from_resources(&res);
         workers.push(tokio::spawn(consumer.run_until_stopped(cancel.clone())));
     }
     if matches!(role, Role::Closer | Role::All) {

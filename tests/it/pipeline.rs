@@ -25,6 +25,28 @@ fn message(sku: u64, rid: &str, user: u64, count: u32) -> Deduction {
     }
 }
 
+/// The consumer's one step takes a batch of deductions (no broker, no sleep):
+/// the same deduction twice in it is applied once.
+#[tokio::test]
+async fn the_consumer_step_applies_a_batch_of_deductions_once() {
+    let app = TestApp::with(TestOptions {
+        consumer: false,
+        ..TestOptions::default()
+    })
+    .await;
+    app.create_sku(1, 10, 5).await;
+    let consumer = stockd::roles::consumer::Consumer::from_resources(&app.res);
+    let d = message(1, "step", 3, 2);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    match consumer.apply_once(&[d.clone(), d], &cancel).await {
+        stockd::roles::consumer::Applied::Committed(report) => assert_eq!(report.applied, 1),
+        _ => panic!("the batch was not committed"),
+    }
+    assert_eq!(app.ledger_rows().await, 1);
+    assert_eq!(app.mysql_available(1).await, Some(8));
+    app.cleanup().await;
+}
+
 /// The same deduction delivered twice (and in one batch twice) is applied once.
 #[tokio::test]
 async fn a_duplicate_delivery_is_applied_once() {

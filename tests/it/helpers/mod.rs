@@ -191,13 +191,7 @@ impl TestApp {
     pub fn start_consumer(&mut self) {
         assert!(self.consumer.is_none(), "consumer already running");
         self.consumer_cancel = CancellationToken::new();
-        let consumer = Consumer::new(
-            self.res.settings.clone(),
-            self.res.db.clone(),
-            self.res.redis.clone(),
-            self.res.publisher.clone(),
-        )
-        .with_breaker(self.res.mysql_breaker.clone());
+        let consumer = Consumer::from_resources(&self.res);
         self.consumer_in_hand = consumer.in_hand();
         self.consumer = Some(tokio::spawn(
             consumer.run_until_stopped(self.consumer_cancel.clone()),
