@@ -119,6 +119,7 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        // Frozen after the read: hold the bytes (the fault, as above).
         while mode.load(Ordering::SeqCst) == Mode::Frozen as u8 {
             tokio::time::sleep(FROZEN_POLL).await;
         }
