@@ -320,6 +320,8 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
         },
     )
     .await;
+    // Late confirms and relay republishes (duplicates) must be consumed too.
+    app.wait_drained(1).await;
     app.cleanup().await;
 }
 
