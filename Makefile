@@ -9,10 +9,10 @@ CARGO        ?= cargo
 TEST_THREADS ?= 4
 STOCKD       := ./target/release/stockd
 
-.PHONY: help services run test lint check bench demo clean-test-data fuzz
+.PHONY: help services run test lint check bench demo clean-test-data fuzz chaos
 
 help:
-	@echo "targets: services run test lint check bench demo clean-test-data fuzz"
+	@echo "targets: services run test lint check bench demo clean-test-data fuzz chaos"
 	@echo "  test uses TEST_THREADS=$(TEST_THREADS) (override: make test TEST_THREADS=8)"
 
 services:
@@ -49,3 +49,11 @@ FUZZ_EXAMPLES ?= 500
 
 fuzz: services
 	STOCKD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(CARGO) test --test it openapi::schemathesis -- --nocapture
+
+# The fault suite (tests/chaos, docs/chaos.md): each scenario starts its own
+# redis-server, mariadbd and RabbitMQ node on free loopback ports, runs the
+# stockd roles as processes, injects one fault under a bounded load, then
+# drains and audits. Never touches the shared services (`services` is only a
+# prerequisite for the build's other tests). Replay a run: CHAOS_SEED=<n>.
+chaos: services
+	$(CARGO) test --test chaos -- --ignored --test-threads=1 --nocapture

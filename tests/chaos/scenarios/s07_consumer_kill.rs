@@ -1,9 +1,12 @@
-//! Scenario 7: the consumer is killed with SIGKILL five times while it holds
-//! deliveries. A backlog is built with the consumer stopped; the SKU rows are
-//! then locked in MySQL by the harness (SELECT … FOR UPDATE), so each consumer
-//! that starts fills its prefetch and blocks in its batch transaction — and
-//! is killed there. Crashes are not attempts the message caused: nothing may
-//! be dead-lettered (today the quorum `x-delivery-limit` does it).
+//! Scenario 7: the consumer is killed with SIGKILL while it holds deliveries,
+//! more often than `amqp.delivery_limit` (5): six times. A backlog smaller than
+//! the prefetch is built with the consumer stopped; the SKU row is then locked
+//! in MySQL by the harness (SELECT … FOR UPDATE), so each consumer that starts
+//! takes every message and blocks in its batch transaction — and is killed
+//! there. Each kill returns every message to the queue (a redelivery). Crashes
+//! are not attempts the message caused: nothing may be dead-lettered (the
+//! quorum `x-delivery-limit` does it once a message was returned more than
+//! 5 times).
 
 use std::time::Duration;
 
@@ -11,8 +14,6 @@ use mysql_async::prelude::Queryable;
 
 use super::{plan, Scenario};
 
-/// Kills of a consumer holding deliveries.
-const KILLS: usize = 5;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
@@ -24,7 +25,11 @@ async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing()
     let report = sc.load(plan("s07", &skus, 1_200, 1_200, 150)).finish().await;
     let deduct = sc.stack.topology.deduct_queue.clone();
     let backlog = sc.stack.rabbit.ready(&deduct).await.unwrap_or(0);
-    sc.expect(backlog > 0, format!("backlog of {backlog} messages in {deduct}"));
+    let prefetch = sc.stack.settings.consumer.prefetch as usize;
+    sc.expect(
+        backlog > 0 && backlog as usize <= prefetch,
+        format!("backlog of {backlog} messages in {deduct} (prefetch {prefetch})"),
+    );
 
     sc.note("lock sku 71's row in MySQL so the consumer's batch blocks");
     let mut lock = sc.stack.db().await;
@@ -32,20 +37,20 @@ async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing()
     lock.query_drop("SELECT * FROM sku_stock WHERE sku_id = 71 FOR UPDATE")
         .await
         .unwrap();
-    for kill in 1..=KILLS {
+    let kills = sc.stack.settings.amqp.delivery_limit as usize + 1;
+    for kill in 1..=kills {
         sc.stack.start_role("consumer").await;
         let stack = &sc.stack;
         let queue = deduct.clone();
         let holding = sc
-            .wait_for("consumer holds deliveries", Duration::from_secs(20), || async {
-                stack.rabbit.ready(&queue).await.unwrap_or(u32::MAX) < backlog
+            .wait_for("consumer holds every message", Duration::from_secs(20), || async {
+                stack.rabbit.ready(&queue).await == Some(0)
             })
             .await;
-        sc.expect(holding, format!("kill {kill}: consumer took deliveries"));
+        sc.expect(holding, format!("kill {kill}: consumer took the whole backlog"));
         sc.pause(300, 300).await;
-        let queues = sc.stack.rabbit.list_queues().await;
-        let q = queues.iter().find(|q| q.0 == deduct);
-        sc.note(&format!("inject: kill -9 consumer #{kill} (queue {deduct}: messages/ready/unacked {q:?})"));
+        let ready = sc.stack.rabbit.ready(&deduct).await;
+        sc.note(&format!("inject: kill -9 consumer #{kill} ({deduct}: {ready:?} ready)"));
         sc.stack.kill_role("consumer");
         sc.pause(200, 300).await;
     }
