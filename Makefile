@@ -50,10 +50,9 @@ FUZZ_EXAMPLES ?= 500
 fuzz: services
 	STOCKD_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(CARGO) test --test it openapi::schemathesis -- --nocapture
 
-# The fault suite (tests/chaos, docs/chaos.md): each scenario starts its own
-# redis-server, mariadbd and RabbitMQ node on free loopback ports, runs the
-# stockd roles as processes, injects one fault under a bounded load, then
-# drains and audits. Never touches the shared services (`services` is only a
-# prerequisite for the build's other tests). Replay a run: CHAOS_SEED=<n>.
+# The fault suite (tests/chaos, docs/chaos.md): private redis-server, mariadbd
+# and RabbitMQ nodes on free loopback ports, stockd roles as processes, one
+# injected fault per scenario, an audit at the end. Replay with CHAOS_SEED=<n>.
+# Not yet part of .ci/run: see docs/chaos.md for its status.
 chaos: services
 	$(CARGO) test --test chaos -- --ignored --test-threads=1 --nocapture

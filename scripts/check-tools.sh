@@ -6,6 +6,10 @@
 # when a tool is missing and cannot be installed.
 set -euo pipefail
 
+# Several tests call this at once: one installs, the others wait and re-check.
+exec 9>"${TMPDIR:-/tmp}/stockd-check-tools.lock"
+flock 9
+
 need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
@@ -27,7 +31,8 @@ fi
 trap '[ "$created_policy" = 1 ] && rm -f "$policy"' EXIT
 echo "check-tools: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null
-apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+# Wait for another apt user (an unattended upgrade, a parallel install) instead of failing.
+apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
+apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${need[@]}" >/dev/null
 command -v promtool >/dev/null && command -v systemd-analyze >/dev/null
 echo "check-tools: installed ${need[*]}"

@@ -54,11 +54,61 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Read-only check of every SPEC §10 invariant across MySQL, Redis and the
+    /// broker. Exit 0 when all hold, 1 on any violation, 2 when a store could
+    /// not be read. Run it once the pipeline drained.
+    Audit {
+        /// Print `{"checked_at","ok","checks":[...]}` instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Audit only this SKU (repeatable); default every SKU in MySQL.
+        #[arg(long = "sku")]
+        skus: Vec<u64>,
+    },
+    /// Dead-lettered deductions: list, replay to the work queue, or drop.
+    Dlq {
+        #[command(subcommand)]
+        action: DlqAction,
+    },
     /// Configuration tools.
     Config {
         #[command(subcommand)]
         action: ConfigAction,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DlqAction {
+    /// Show every dead-lettered deduction (non-destructive).
+    List(DlqArgs),
+    /// Republish dead-lettered deductions to their work queue (publisher
+    /// confirms), then remove them from the DLQ. Safe: the consumer is idempotent.
+    Replay(DlqArgs),
+    /// Delete dead letters for good, printing what was dropped.
+    Drop {
+        #[command(flatten)]
+        args: DlqArgs,
+        /// Required: dropping loses the deductions.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// Options shared by the `dlq` actions.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DlqArgs {
+    /// Only deductions of this SKU (others stay in the DLQ).
+    #[arg(long)]
+    pub sku: Option<u64>,
+    /// Which dead-letter queue.
+    #[arg(long, value_enum, default_value = "deduct")]
+    pub queue: crate::ops::dlq::DlqKind,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Most messages read in this run.
+    #[arg(long, default_value_t = crate::ops::dlq::DEFAULT_MAX_MESSAGES)]
+    pub max: usize,
 }
 
 #[derive(Debug, Subcommand)]

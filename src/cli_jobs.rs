@@ -1,4 +1,5 @@
-//! One-shot operator jobs behind `stockd warmup` and `stockd reconcile`.
+//! One-shot operator jobs behind `stockd warmup`, `stockd reconcile`,
+//! `stockd audit` and `stockd dlq`.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -13,6 +14,12 @@ use crate::resources::Resources;
 
 /// Width of the terminal progress bar, in characters.
 const BAR_WIDTH: usize = 30;
+/// `stockd audit`: an invariant does not hold (`stockd dlq`: work left undone).
+pub const EXIT_VIOLATION: u8 = 1;
+/// `stockd audit` / `stockd dlq`: a store could not be read, nothing judged.
+pub const EXIT_UNREADABLE: u8 = 2;
+/// Fewer SKUs than this audit without a progress line (it would only flicker).
+const PROGRESS_MIN_SKUS: usize = 20;
 
 /// `stockd warmup`: exit 0 when every SKU was warmed, 1 otherwise.
 pub async fn warmup(
@@ -141,4 +148,47 @@ fn print_report(report: &Report, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `stockd audit`: exit 0 when every invariant holds, 1 on a violation, 2 when
+/// a store could not be read.
+pub async fn audit(res: &Resources, skus: &[u64], json: bool) -> ExitCode {
+    let ids: Result<Vec<SkuId>, _> = skus.iter().map(|&raw| SkuId::new(raw)).collect();
+    let ids = match ids {
+        Ok(ids) => ids,
+        Err(err) => {
+            eprintln!("stockd audit: --sku: {err}");
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    };
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |done: usize, total: usize| {
+        if tty && total >= PROGRESS_MIN_SKUS {
+            eprint!("\raudit: {done}/{total} SKUs ");
+            if done == total {
+                eprintln!();
+            }
+        }
+    };
+    let report = match crate::ops::audit::run(res, &ids, &mut progress).await {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("stockd audit: a store could not be read: {err}");
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("the report serializes")
+        );
+    } else {
+        print!("{}", report.table());
+    }
+    let _ = std::io::stdout().flush();
+    if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_VIOLATION)
+    }
 }

@@ -86,6 +86,9 @@ pub struct MysqlSettings {
     pub pool_min: usize,
     pub pool_max: usize,
     pub connect_timeout_secs: u64,
+    /// Longest one MySQL operation (its statements, or one transaction) may
+    /// take before it is abandoned as a dependency failure.
+    pub query_timeout_ms: u64,
 }
 
 #[derive(Clone, Deserialize, Serialize)]
@@ -200,6 +203,9 @@ pub struct ReconcileSettings {
     pub repair: bool,
     /// Winning reservations listed per SKU for the exact in-flight count.
     pub max_winners: usize,
+    /// Age past which a reservation Redis took and MySQL still lacks counts as
+    /// STUCK rather than IN_FLIGHT (SPEC §8).
+    pub stuck_after_ms: u64,
     /// Optional alert webhook (plain `http://`).
     pub webhook_url: Option<String>,
     pub webhook_format: WebhookFormat,
@@ -253,7 +259,12 @@ impl Settings {
 
     /// Semantic checks serde cannot express; each error names its key.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let checks: [(bool, &str, &str); 10] = [
+        let checks: [(bool, &str, &str); 12] = [
+            (
+                self.mysql.query_timeout_ms >= 100,
+                "mysql.query_timeout_ms",
+                "must be >= 100",
+            ),
             (
                 self.http.max_body_bytes >= 64,
                 "http.max_body_bytes",
@@ -285,6 +296,11 @@ impl Settings {
                 self.consumer.prefetch as usize >= self.consumer.batch_max,
                 "consumer.prefetch",
                 "must be >= consumer.batch_max",
+            ),
+            (
+                self.reconcile.stuck_after_ms > self.relay.idle_ms,
+                "reconcile.stuck_after_ms",
+                "must be > relay.idle_ms (the relay's normal retry would look stuck)",
             ),
             (
                 valid_prefix(&self.redis.key_prefix),
@@ -505,6 +521,21 @@ mod tests {
         let vars = vec![("STOCKD__RESERVATION__TTL_SECS".to_string(), "0".to_string())];
         let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
         assert!(err.to_string().contains("reservation.ttl_secs"), "{err}");
+    }
+
+    #[test]
+    fn a_stuck_bound_below_the_relay_retry_age_is_refused() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert_eq!(s.reconcile.stuck_after_ms, 60_000);
+        let vars = vec![(
+            "STOCKD__RECONCILE__STUCK_AFTER_MS".to_string(),
+            "100".to_string(),
+        )];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(
+            err.to_string().contains("reconcile.stuck_after_ms"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -12,18 +12,22 @@
 //! - [`mq`]: RabbitMQ topology, deduction message, confirming publisher.
 //! - [`outbox`]: publish-and-remove of outbox entries, the relay (check-back).
 //! - [`db`]: MySQL pool, migrations, `sku_stock`, the ledger.
+//! - [`health`]: circuit breaker and outage log (dependency failures).
 //! - [`soldout`]: local sold-out flags kept in step through Redis Pub/Sub.
-//! - [`ops`]: operations spanning stores (create/restock SKU, ...).
+//! - [`ops`]: operations spanning stores (create/restock SKU, reconcile, audit,
+//!   dead-letter replay, ...).
 //! - [`roles`]: what `--role` runs: api, consumer, all.
 //! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
 
 pub mod alert;
 pub mod bench;
 pub mod cli;
+pub mod cli_dlq;
 pub mod cli_jobs;
 pub mod config;
 pub mod db;
 pub mod domain;
+pub mod health;
 pub mod mq;
 pub mod ops;
 pub mod outbox;

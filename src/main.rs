@@ -13,6 +13,14 @@ use stockd::{db, resources::Resources, roles, shutdown, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // For the audit and dlq jobs, exit code 1 means "found something"; failing
+    // to load the configuration or reach a store is 2, "nothing judged".
+    let error_code = match cli.command {
+        Some(Command::Audit { .. } | Command::Dlq { .. }) => {
+            ExitCode::from(stockd::cli_jobs::EXIT_UNREADABLE)
+        }
+        _ => ExitCode::FAILURE,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -21,7 +29,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("stockd: error: {err:#}");
-            ExitCode::FAILURE
+            error_code
         }
     }
 }
@@ -79,6 +87,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let code = stockd::cli_jobs::reconcile(&res, *once, *repair, *json, cancel).await;
             res.close().await;
             code
+        }
+        (Some(Command::Audit { json, skus }), _) => {
+            telemetry::init_logging(&settings.logging);
+            let res = Resources::connect(settings, "stockd-audit").await?;
+            let code = stockd::cli_jobs::audit(&res, skus, *json).await;
+            res.close().await;
+            Ok(code)
+        }
+        (Some(Command::Dlq { action }), _) => {
+            telemetry::init_logging(&settings.logging);
+            let res = Resources::connect(settings, "stockd-dlq").await?;
+            let code = stockd::cli_dlq::run(&res, action).await;
+            res.close().await;
+            Ok(code)
         }
         (Some(Command::Migrate), _) => {
             telemetry::init_logging(&settings.logging);

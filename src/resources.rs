@@ -9,6 +9,7 @@ use anyhow::Context;
 
 use crate::config::Settings;
 use crate::db::Db;
+use crate::health::Breaker;
 use crate::mq::{Publisher, Topology};
 use crate::ops::reconcile::Reconciler;
 use crate::redis::RedisStore;
@@ -21,6 +22,8 @@ pub struct Resources {
     pub publisher: Arc<Publisher>,
     /// Shared so `/v1/admin/reconcile` and the reconciler role see one history.
     pub reconciler: Arc<Reconciler>,
+    /// The workers' MySQL circuit breaker (consumer and closer), shown by `/readyz`.
+    pub mysql_breaker: Arc<Breaker>,
 }
 
 impl Resources {
@@ -51,18 +54,21 @@ impl Resources {
             .await
             .context("connecting to RabbitMQ (amqp.url)")?;
         let redis = Arc::new(redis);
-        let reconciler = Arc::new(Reconciler::new(
+        let publisher = Arc::new(publisher);
+        let reconciler = Reconciler::new(
             db.clone(),
             redis.clone(),
             &settings.reconcile,
             settings.metrics.sku_allowlist.clone(),
-        ));
+        )
+        .with_dead_letters(publisher.clone());
         Ok(Self {
             settings: Arc::new(settings),
             db,
             redis,
-            publisher: Arc::new(publisher),
-            reconciler,
+            publisher,
+            reconciler: Arc::new(reconciler),
+            mysql_breaker: Arc::new(Breaker::new("mysql")),
         })
     }
 

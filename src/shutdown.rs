@@ -29,3 +29,12 @@ async fn wait_for_signal() {
         let _ = ctrl_c.await;
     }
 }
+
+/// Sleeps for `pause` unless `cancel` fires first; true when the whole pause
+/// passed (the caller goes on), false when cancelled (the caller stops).
+pub async fn sleep_or_cancel(pause: std::time::Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(pause) => true,
+        _ = cancel.cancelled() => false,
+    }
+}

@@ -2,13 +2,15 @@
 //!
 //! One transaction per batch. Per SKU, in ascending id order (a fixed lock order
 //! rules out deadlocks between consumers): lock the SKU row, skip the request ids
-//! already in the ledger, fit the rest into `available_stock` (in reservation
-//! order), take their sum with the `available_stock >= ?` guard, and insert the
-//! rows — fitting ones `RESERVED`, the others `REJECTED`. MySQL stock can therefore
-//! never go negative, even when Redis admitted more than exists (after a Redis
-//! failover lost deductions).
+//! already in the ledger, fit the rest into each buyer's `limit_per_user` and into
+//! `available_stock` (in reservation order), take their sum with the
+//! `available_stock >= ?` guard, and insert the rows — fitting ones `RESERVED`,
+//! the others `REJECTED` with the reason. MySQL stock can therefore never go
+//! negative and no buyer ever holds more than the limit in MySQL, even when Redis
+//! admitted more (after a Redis failover lost acknowledged writes: lost records
+//! and buyer counters let Redis admit again what MySQL already holds).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{IsolationLevel, Params, Transaction, TxOpts, Value};
@@ -17,17 +19,27 @@ use super::{sku, Db, DbError};
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::mq::DeductionMessage;
 
-/// Rows per multi-row INSERT: 8 placeholders each, far below MySQL's 65,535.
+/// Rows per multi-row INSERT: 9 placeholders each, far below MySQL's 65,535.
 const INSERT_CHUNK_ROWS: usize = 500;
 
 /// Why a row was rejected or released; stored in `reason`.
 pub mod reason {
     /// MySQL could not cover the deduction: Redis admitted more than exists.
     pub const OVER_ADMITTED: &str = "OVER_ADMITTED";
+    /// The buyer already holds `limit_per_user` live units in MySQL: Redis
+    /// admitted it after losing the buyer's counter. The unit exists, so the
+    /// Redis mirror gives it back to `available`.
+    pub const LIMIT_EXCEEDED: &str = "LIMIT_EXCEEDED";
     /// The SKU does not exist in MySQL.
     pub const UNKNOWN_SKU: &str = "UNKNOWN_SKU";
     pub const CANCELLED: &str = "CANCELLED";
     pub const EXPIRED: &str = "EXPIRED";
+
+    /// Whether a `REJECTED` row with this reason still has its unit in MySQL's
+    /// stock, so Redis must return the unit it took (not only the quota).
+    pub fn rejection_returns_stock(reason: Option<&str>) -> bool {
+        reason == Some(LIMIT_EXCEEDED)
+    }
 }
 
 /// What one batch did.
@@ -39,6 +51,18 @@ pub struct BatchReport {
     pub duplicates: usize,
     /// New rows inserted as `REJECTED`, with the reason.
     pub rejected: Vec<(DeductionMessage, &'static str)>,
+    /// Duplicates admitted by Redis at another time than the ledger row: Redis
+    /// lost the first record and took the request id again (see
+    /// `RedisStore::settle_readmission`).
+    pub readmitted: Vec<Readmission>,
+}
+
+/// A request id Redis admitted twice; the ledger row is the first admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readmission {
+    pub msg: DeductionMessage,
+    pub row_created_ms: u64,
+    pub row_expires_ms: u64,
 }
 
 /// A ledger row as the lifecycle and the API read it.
@@ -56,6 +80,21 @@ pub struct LedgerRow {
 }
 
 impl LedgerRow {
+    /// The row the consumer inserted for a deduction it rejected.
+    pub fn rejected(msg: &DeductionMessage, why: &str) -> Self {
+        Self {
+            sku_id: msg.sku_id,
+            request_id: msg.request_id.clone(),
+            user_id: msg.user_id.get(),
+            count: msg.count,
+            status: ReservationStatus::Rejected,
+            reason: Some(why.to_string()),
+            reserved_at_ms: msg.created_ms,
+            expires_at_ms: msg.expires_ms,
+            redis_pending: true,
+        }
+    }
+
     pub fn to_reservation(&self) -> crate::domain::Reservation {
         crate::domain::Reservation {
             request_id: self.request_id.clone(),
@@ -85,7 +124,7 @@ pub async fn apply_batch(
 ) -> Result<BatchReport, DbError> {
     let mut attempt = 0;
     loop {
-        match apply_batch_once(db, batch).await {
+        match db.bounded(apply_batch_once(db, batch)).await {
             Err(err) if (err.is_retryable() || is_duplicate(&err)) && attempt < retries => {
                 attempt += 1;
                 tracing::warn!(error = %err, attempt, "batch.retry: transaction retried");
@@ -129,33 +168,63 @@ pub async fn apply_sku(
     report: &mut BatchReport,
 ) -> Result<(), DbError> {
     let row = sku::lock(tx, sku_id).await?;
-    let existing = existing_ids(tx, sku_id, &msgs).await?;
-    let fresh: Vec<&DeductionMessage> = msgs
-        .into_iter()
-        .filter(|m| !existing.contains(m.request_id.as_str()))
-        .collect();
-    report.duplicates += existing.len();
+    let existing = existing_rows(tx, sku_id, &msgs).await?;
+    let mut fresh = Vec::with_capacity(msgs.len());
+    for msg in msgs {
+        match existing.get(msg.request_id.as_str()) {
+            None => fresh.push(msg),
+            Some(&(created_ms, expires_ms)) => {
+                report.duplicates += 1;
+                if created_ms != msg.created_ms {
+                    report.readmitted.push(Readmission {
+                        msg: msg.clone(),
+                        row_created_ms: created_ms,
+                        row_expires_ms: expires_ms,
+                    });
+                }
+            }
+        }
+    }
     if fresh.is_empty() {
         return Ok(());
     }
-    let mut remaining = row.map_or(0, |r| r.available_stock);
+    let Some(row) = row else {
+        let rows: Vec<NewRow> = fresh
+            .into_iter()
+            .map(|msg| {
+                report.rejected.push((msg.clone(), reason::UNKNOWN_SKU));
+                (msg, ReservationStatus::Rejected, Some(reason::UNKNOWN_SKU))
+            })
+            .collect();
+        return insert_rows(tx, &rows).await;
+    };
+    let mut held = buyers_live_units(tx, sku_id, &fresh).await?;
+    let limit = i64::from(row.limit_per_user);
+    let mut remaining = row.available_stock;
     let mut rows = Vec::with_capacity(fresh.len());
     let mut taken: i64 = 0;
     for msg in fresh {
         let count = i64::from(msg.count);
-        if row.is_some() && count <= remaining {
-            remaining -= count;
-            taken += count;
-            rows.push((msg, ReservationStatus::Reserved, None));
-            report.applied += 1;
+        let buyer = held.entry(msg.user_id.get()).or_insert(0);
+        let why = if *buyer + count > limit {
+            Some(reason::LIMIT_EXCEEDED)
+        } else if count > remaining {
+            Some(reason::OVER_ADMITTED)
         } else {
-            let why = if row.is_some() {
-                reason::OVER_ADMITTED
-            } else {
-                reason::UNKNOWN_SKU
-            };
-            rows.push((msg, ReservationStatus::Rejected, Some(why)));
-            report.rejected.push((msg.clone(), why));
+            None
+        };
+        match why {
+            None => {
+                remaining -= count;
+                taken += count;
+                *buyer += count;
+                rows.push((msg, ReservationStatus::Reserved, None));
+                report.applied += 1;
+            }
+            Some(why) => {
+                rows.push((msg, ReservationStatus::Rejected, Some(why)));
+                report.rejected.push((msg.clone(), why));
+            }
         }
     }
     if taken > 0 {
@@ -168,25 +237,54 @@ pub async fn apply_sku(
     insert_rows(tx, &rows).await
 }
 
-/// Request ids of `msgs` already present in the ledger.
-async fn existing_ids(
+/// Ledger rows of `msgs` already present: request id → (reserved_at_ms, expires_at_ms).
+async fn existing_rows(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
     msgs: &[&DeductionMessage],
-) -> Result<HashSet<String>, DbError> {
-    let mut found = HashSet::new();
+) -> Result<HashMap<String, (u64, u64)>, DbError> {
+    let mut found = HashMap::new();
     for chunk in msgs.chunks(INSERT_CHUNK_ROWS) {
         let marks = vec!["?"; chunk.len()].join(",");
         let sql = format!(
-            "SELECT deduct_request_id FROM stock_deduct_idempotent
+            "SELECT deduct_request_id, reserved_at_ms, expires_at_ms FROM stock_deduct_idempotent
              WHERE sku_id = ? AND deduct_request_id IN ({marks})"
         );
         let mut params: Vec<Value> = vec![sku_id.get().into()];
         params.extend(chunk.iter().map(|m| Value::from(m.request_id.as_str())));
-        let ids: Vec<String> = tx.exec(sql, Params::Positional(params)).await?;
-        found.extend(ids);
+        let rows: Vec<(String, u64, u64)> = tx.exec(sql, Params::Positional(params)).await?;
+        found.extend(rows.into_iter().map(|(id, c, e)| (id, (c, e))));
     }
     Ok(found)
+}
+
+/// Live (RESERVED + CONFIRMED) units each buyer of `msgs` holds of the SKU
+/// (index `idx_sku_user_status`; the SKU row lock keeps it stable).
+async fn buyers_live_units(
+    tx: &mut Transaction<'_>,
+    sku_id: SkuId,
+    msgs: &[&DeductionMessage],
+) -> Result<HashMap<u64, i64>, DbError> {
+    let users: Vec<u64> = msgs
+        .iter()
+        .map(|m| m.user_id.get())
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let mut held = HashMap::with_capacity(users.len());
+    for chunk in users.chunks(INSERT_CHUNK_ROWS) {
+        let marks = vec!["?"; chunk.len()].join(",");
+        let sql = format!(
+            "SELECT user_id, CAST(SUM(deduct_count) AS SIGNED) FROM stock_deduct_idempotent
+             WHERE sku_id = ? AND user_id IN ({marks}) AND status IN ('RESERVED', 'CONFIRMED')
+             GROUP BY user_id"
+        );
+        let mut params: Vec<Value> = vec![sku_id.get().into()];
+        params.extend(chunk.iter().map(|u| Value::from(*u)));
+        let rows: Vec<(u64, i64)> = tx.exec(sql, Params::Positional(params)).await?;
+        held.extend(rows);
+    }
+    Ok(held)
 }
 
 type NewRow<'a> = (
@@ -197,14 +295,18 @@ type NewRow<'a> = (
 
 /// Multi-row inserts. Plain INSERT, not IGNORE: a duplicate here means another
 /// writer broke the lock protocol, and the error makes the batch retry.
+/// `REJECTED` rows start with `redis_pending = 1`: Redis must still be told (the
+/// quota, and for some reasons the unit, go back), and the closer's sweep
+/// retries that mirror until it succeeded.
 pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Result<(), DbError> {
     for chunk in rows.chunks(INSERT_CHUNK_ROWS) {
-        let marks = vec!["(?,?,?,?,?,?,?,?)"; chunk.len()].join(",");
+        let marks = vec!["(?,?,?,?,?,?,?,?,?)"; chunk.len()].join(",");
         let sql = format!(
             "INSERT INTO stock_deduct_idempotent (sku_id, deduct_request_id, user_id,
-               deduct_count, status, reason, reserved_at_ms, expires_at_ms) VALUES {marks}"
+               deduct_count, status, reason, reserved_at_ms, expires_at_ms, redis_pending)
+             VALUES {marks}"
         );
-        let mut params: Vec<Value> = Vec::with_capacity(chunk.len() * 8);
+        let mut params: Vec<Value> = Vec::with_capacity(chunk.len() * 9);
         for (msg, status, why) in chunk {
             params.push(msg.sku_id.get().into());
             params.push(msg.request_id.as_str().into());
@@ -214,6 +316,7 @@ pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Resul
             params.push(why.map_or(Value::NULL, Value::from));
             params.push(msg.created_ms.into());
             params.push(msg.expires_ms.into());
+            params.push(u8::from(*status == ReservationStatus::Rejected).into());
         }
         tx.exec_drop(sql, Params::Positional(params)).await?;
     }
@@ -326,4 +429,64 @@ pub async fn pending_mirrors<Q: Queryable>(
         )
         .await?;
     Ok(raw.into_iter().map(from_raw).collect())
+}
+
+/// One page of a SKU's ledger rows reserved after `reserved_after_ms`, in
+/// request-id order after `after_id` (keyset pagination on the primary key).
+pub async fn page_since<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    reserved_after_ms: u64,
+    after_id: &str,
+    limit: usize,
+) -> Result<Vec<LedgerRow>, DbError> {
+    let raw: Vec<RawLedger> = q
+        .exec(
+            format!(
+                "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
+                 WHERE sku_id = ? AND deduct_request_id > ? AND reserved_at_ms > ?
+                 ORDER BY deduct_request_id LIMIT {limit}"
+            ),
+            (sku_id.get(), after_id, reserved_after_ms),
+        )
+        .await?;
+    Ok(raw.into_iter().map(from_raw).collect())
+}
+
+/// Request ids of a SKU's live rows reserved after `reserved_after_ms`, at
+/// most `limit` (the reconciler compares them with Redis' records).
+pub async fn live_ids_since<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    reserved_after_ms: u64,
+    limit: usize,
+) -> Result<Vec<String>, DbError> {
+    let ids = q
+        .exec(
+            format!(
+                "SELECT deduct_request_id FROM stock_deduct_idempotent
+                 WHERE sku_id = ? AND status IN ('RESERVED', 'CONFIRMED') AND reserved_at_ms > ?
+                 LIMIT {limit}"
+            ),
+            (sku_id.get(), reserved_after_ms),
+        )
+        .await?;
+    Ok(ids)
+}
+
+/// Buyers of a SKU holding more live units than `limit` (SPEC §10.6).
+pub async fn buyers_over_limit<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    limit: u32,
+) -> Result<Vec<(u64, i64)>, DbError> {
+    let over = q
+        .exec(
+            "SELECT user_id, CAST(SUM(deduct_count) AS SIGNED) AS held FROM stock_deduct_idempotent
+             WHERE sku_id = ? AND status IN ('RESERVED', 'CONFIRMED')
+             GROUP BY user_id HAVING held > ? LIMIT 100",
+            (sku_id.get(), limit),
+        )
+        .await?;
+    Ok(over)
 }

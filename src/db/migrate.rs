@@ -7,8 +7,14 @@ use mysql_async::{Conn, Opts, OptsBuilder};
 use super::DbError;
 
 /// (version, name, SQL). Append only; never edit an applied migration.
-pub const MIGRATIONS: &[(u32, &str, &str)] =
-    &[(1, "0001_init", include_str!("../../sql/0001_init.sql"))];
+pub const MIGRATIONS: &[(u32, &str, &str)] = &[
+    (1, "0001_init", include_str!("../../sql/0001_init.sql")),
+    (
+        2,
+        "0002_buyer_limit",
+        include_str!("../../sql/0002_buyer_limit.sql"),
+    ),
+];
 
 /// Creates the database named in `url` if needed, then applies what is missing.
 /// Returns the names of the migrations applied now.

@@ -17,6 +17,8 @@ pub enum DbError {
     Url(#[from] mysql_async::UrlError),
     #[error("mysql connection not obtained within the timeout")]
     Timeout,
+    #[error("mysql operation did not finish within mysql.query_timeout_ms")]
+    QueryTimeout,
 }
 
 impl DbError {
@@ -25,6 +27,17 @@ impl DbError {
         matches!(
             self.server_code(),
             Some(codes::ER_LOCK_DEADLOCK | codes::ER_LOCK_WAIT_TIMEOUT)
+        )
+    }
+
+    /// Whether the error says something about the message being applied (bad
+    /// data, a constraint it breaks) rather than about MySQL being down, slow,
+    /// read-only or out of connections. Only these may use up a message's
+    /// attempts; every other error is a dependency failure (circuit breaker).
+    pub fn is_caused_by_data(&self) -> bool {
+        matches!(
+            self.server_code(),
+            Some(code) if codes::DATA_ERRORS.contains(&code)
         )
     }
 

@@ -13,6 +13,7 @@ use crate::config::MysqlSettings;
 pub struct Db {
     pool: Pool,
     connect_timeout: Duration,
+    query_timeout: Duration,
 }
 
 impl Db {
@@ -28,6 +29,7 @@ impl Db {
         Ok(Self {
             pool: Pool::new(builder),
             connect_timeout: Duration::from_secs(settings.connect_timeout_secs),
+            query_timeout: Duration::from_millis(settings.query_timeout_ms),
         })
     }
 
@@ -39,10 +41,33 @@ impl Db {
             .map_err(DbError::from)
     }
 
+    /// Runs one MySQL operation — taking a connection and its statements, or one
+    /// transaction — under `mysql.query_timeout_ms`. mysql_async has no
+    /// statement timeout and a frozen server or a partition without RST would
+    /// otherwise hold the caller for the TCP timeout. An abandoned operation's
+    /// connection is dropped: the pool rolls back or discards it, and a commit
+    /// that timed out may or may not have landed — every writer is idempotent.
+    pub async fn bounded<T, F>(&self, op: F) -> Result<T, DbError>
+    where
+        F: std::future::Future<Output = Result<T, DbError>>,
+    {
+        tokio::time::timeout(self.query_timeout, op)
+            .await
+            .map_err(|_| DbError::QueryTimeout)?
+    }
+
+    /// Longest time [`Db::bounded`] lets an operation run.
+    pub fn operation_bound(&self) -> Duration {
+        self.query_timeout
+    }
+
     pub async fn ping(&self) -> Result<(), DbError> {
-        let mut conn = self.conn().await?;
-        conn.ping().await?;
-        Ok(())
+        self.bounded(async {
+            let mut conn = self.conn().await?;
+            conn.ping().await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Closes the pool. mysql_async waits for every checked-out connection to

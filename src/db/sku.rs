@@ -118,9 +118,13 @@ pub async fn give_back(tx: &mut Transaction<'_>, sku: SkuId, units: i64) -> Resu
 
 /// Every SKU id, ascending (reconciliation and `warmup --all`).
 pub async fn all_ids(db: &super::Db) -> Result<Vec<SkuId>, DbError> {
-    let mut conn = db.conn().await?;
-    let ids: Vec<u64> = conn
-        .query("SELECT sku_id FROM sku_stock ORDER BY sku_id")
+    let ids: Vec<u64> = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            Ok(conn
+                .query("SELECT sku_id FROM sku_stock ORDER BY sku_id")
+                .await?)
+        })
         .await?;
     Ok(ids
         .into_iter()

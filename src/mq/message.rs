@@ -64,6 +64,17 @@ pub fn encode(msgs: &[DeductionMessage]) -> Vec<u8> {
     .expect("a batch always serializes")
 }
 
+/// The AMQP `message_id` of a message carrying `msgs`: the request id of a
+/// single deduction, and for a batch the first request id with the batch size
+/// (`<id>+<n>`).
+pub fn message_id_of(msgs: &[DeductionMessage]) -> Option<String> {
+    match msgs {
+        [] => None,
+        [one] => Some(one.message_id()),
+        [first, ..] => Some(format!("{}+{}", first.message_id(), msgs.len())),
+    }
+}
+
 /// Decodes a delivery into its deductions; `Err` means a poison message.
 pub fn decode(bytes: &[u8]) -> Result<Vec<DeductionMessage>, String> {
     if let Ok(single) = DeductionMessage::from_bytes(bytes) {
@@ -103,6 +114,9 @@ mod tests {
         let two = vec![msg.clone(), msg.clone()];
         assert_eq!(decode(&encode(&two)).unwrap(), two);
         assert!(decode(br#"{"deductions":[]}"#).is_err());
+        assert_eq!(message_id_of(&two).as_deref(), Some("r-1+2"));
+        assert_eq!(message_id_of(&two[..1]).as_deref(), Some("r-1"));
+        assert_eq!(message_id_of(&[]), None);
         for poison in [
             &b"not json"[..],
             br#"{"request_id":"a b","sku_id":1,"user_id":2,"count":3,"created_ms":1,"expires_ms":2}"#,

@@ -2,6 +2,7 @@
 //! message, and a publisher that keeps many confirms in flight.
 
 pub mod batching;
+pub mod dlq;
 pub mod message;
 pub mod publisher;
 pub mod topology;

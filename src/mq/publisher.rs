@@ -20,7 +20,7 @@ use tokio::sync::{Mutex, RwLock};
 use super::{connect, DeductionMessage, MqError, Topology};
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
-const PERSISTENT: u8 = 2;
+pub const PERSISTENT: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
@@ -144,10 +144,8 @@ impl Publisher {
     /// `message_id` is the request id of a single deduction, and for a batch the
     /// first request id with the batch size (`<id>+<n>`).
     pub async fn publish_deductions(&self, msgs: &[DeductionMessage]) -> Result<(), PublishError> {
-        let message_id = match msgs {
-            [one] => one.message_id(),
-            [first, ..] => format!("{}+{}", first.message_id(), msgs.len()),
-            [] => return Ok(()),
+        let Some(message_id) = super::message::message_id_of(msgs) else {
+            return Ok(());
         };
         let props = BasicProperties::default()
             .with_message_id(message_id.into())
@@ -156,6 +154,11 @@ impl Publisher {
         let exchange = self.topology.reservations_exchange.clone();
         self.publish(&exchange, "", &super::message::encode(msgs), props)
             .await
+    }
+
+    /// `amqp.publish_timeout_ms`: the longest wait for one confirm.
+    pub fn confirm_timeout(&self) -> std::time::Duration {
+        self.timeout
     }
 
     /// Publishes `payload` and waits for its confirm. Mandatory: an unroutable
@@ -201,6 +204,14 @@ impl Publisher {
         result
     }
 
+    /// A fresh channel on the publisher's connection, for short-lived work that
+    /// must not disturb the publishing channels (dead-letter browsing). The
+    /// caller closes it; deliveries it left unacked then return to their queue.
+    pub async fn open_channel(&self) -> Result<Channel, MqError> {
+        let link = self.current_link().await?;
+        Ok(link.conn.create_channel().await?)
+    }
+
     /// Messages ready in `queue` (passive declare on a throw-away channel, so a
     /// missing queue cannot close a publishing channel).
     pub async fn queue_depth(&self, queue: &str) -> Result<u32, MqError> {
@@ -234,3 +245,17 @@ pub fn headers_with_attempt(attempt: u32) -> FieldTable {
     );
     headers
 }
+
+/// Headers of a message stockd dead-letters itself: the attempt and why, so
+/// `stockd dlq list` and an operator can tell poison from anything else.
+pub fn headers_with_reason(attempt: u32, reason: &str) -> FieldTable {
+    let mut headers = headers_with_attempt(attempt);
+    headers.insert(
+        DEAD_LETTER_REASON_HEADER.into(),
+        lapin::types::AMQPValue::LongString(reason.into()),
+    );
+    headers
+}
+
+/// Header carrying the reason stockd dead-lettered a message.
+pub const DEAD_LETTER_REASON_HEADER: &str = "x-stockd-reason";

@@ -87,7 +87,12 @@ pub async fn transition(
     // outside the transaction (no Redis call while holding row locks).
     let mut attempt = 0;
     let outcome = loop {
-        match decide(db, redis, sku_id, request_id, transition, now_ms).await {
+        let decided = decide(db, redis, sku_id, request_id, transition, now_ms);
+        let decided = match tokio::time::timeout(db.operation_bound(), decided).await {
+            Ok(result) => result,
+            Err(_) => Err(LifecycleError::Db(DbError::QueryTimeout)),
+        };
+        match decided {
             Err(LifecycleError::Db(err)) if err.is_retryable() && attempt < TRANSITION_RETRIES => {
                 attempt += 1;
             }
@@ -212,15 +217,23 @@ pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
     let Ok(user) = crate::domain::UserId::new(row.user_id) else {
         return false;
     };
+    let returns_stock = ledger::reason::rejection_returns_stock(row.reason.as_deref());
     let mirrored = redis
-        .finish(row.sku_id, &row.request_id, user, row.count, row.status)
+        .finish(
+            row.sku_id,
+            &row.request_id,
+            user,
+            row.count,
+            row.status,
+            returns_stock,
+        )
         .await;
     if let Err(err) = mirrored {
-        tracing::warn!(sku.id = %row.sku_id, request.id = %row.request_id, error = %err,
-            "lifecycle.mirror: Redis not updated yet; the sweep retries");
+        // Redis is down: the outage log reports it once; the sweep retries.
+        crate::health::outage::failed("redis", &err);
         return false;
     }
-    let cleared = async {
+    let cleared = db.bounded(async {
         let mut conn = db.conn().await?;
         conn.exec_drop(
             "UPDATE stock_deduct_idempotent SET redis_pending = 0
@@ -229,7 +242,7 @@ pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
         )
         .await?;
         Ok::<_, DbError>(())
-    };
+    });
     if let Err(err) = cleared.await {
         tracing::warn!(error = %err, "lifecycle.mirror: pending flag not cleared; mirror will repeat (idempotent)");
     }

@@ -1,8 +1,12 @@
 //! Operations that span stores (MySQL decides, Redis mirrors). Each is callable
 //! from an HTTP handler, a CLI subcommand or a background role alike.
 
+pub mod audit;
+pub mod dlq;
 pub mod lifecycle;
 pub mod observe;
+pub mod rebuild;
 pub mod reconcile;
 pub mod sku_admin;
+pub mod stuck;
 pub mod warmup;

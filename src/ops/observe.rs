@@ -32,8 +32,25 @@ pub struct Observation {
     pub in_flight: i64,
     /// Units of reservations Redis took that MySQL has not applied yet.
     pub unapplied: i64,
+    /// Those reservations one by one, with their age (empty when not `exact`).
+    pub unapplied_records: Vec<Unapplied>,
     /// False when the in-flight figure is an estimate (too many winners).
     pub exact: bool,
+    /// Live ledger rows Redis should still hold but has no record of: Redis
+    /// lost acknowledged writes (replays and limits would break). 0 when it
+    /// cannot be told (not loaded, too many winners).
+    pub missing_in_redis: i64,
+    /// Buyers holding more live units than `limit_per_user` in MySQL.
+    pub buyers_over_limit: i64,
+}
+
+/// A reservation Redis took (RESERVED/CONFIRMED) that the ledger lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unapplied {
+    pub request_id: String,
+    pub count: i64,
+    /// Admission time, Redis clock.
+    pub created_ms: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +88,22 @@ pub fn contribution(
     }
 }
 
+/// One observation, bounded by `mysql.query_timeout_ms` like every MySQL operation.
 pub async fn observe(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    max_winners: usize,
+) -> Result<Observation, ObserveError> {
+    tokio::time::timeout(
+        db.operation_bound(),
+        observe_unbounded(db, redis, sku_id, max_winners),
+    )
+    .await
+    .map_err(|_| ObserveError::Db(DbError::QueryTimeout))?
+}
+
+async fn observe_unbounded(
     db: &Db,
     redis: &RedisStore,
     sku_id: SkuId,
@@ -87,20 +119,31 @@ pub async fn observe(
         .await?
         .ok_or(ObserveError::UnknownSku(sku_id))?;
     let ledger_units = ledger::live_units(&mut tx, sku_id).await?;
+    let buyers_over_limit = ledger::buyers_over_limit(&mut tx, sku_id, row.limit_per_user)
+        .await?
+        .len() as i64;
     let snapshot = redis.snapshot(sku_id, max_winners).await?;
+    let mut missing_in_redis = 0;
     let mut in_flight = 0;
     let mut unapplied = 0;
+    let mut unapplied_records = Vec::new();
     let mut exact = true;
     match snapshot.as_ref().and_then(|s| s.winners.as_ref()) {
         Some(winners) => {
             let ids: Vec<&str> = winners.iter().map(|w| w.request_id.as_str()).collect();
             let statuses = ledger_statuses(&mut tx, sku_id, &ids).await?;
+            missing_in_redis = count_missing(&mut tx, redis, sku_id, winners, max_winners).await?;
             for w in winners {
                 let mysql = statuses.get(&w.request_id).copied();
                 let c = contribution(mysql, w.status, w.count);
                 in_flight += c;
                 if mysql.is_none() && c > 0 {
                     unapplied += c;
+                    unapplied_records.push(Unapplied {
+                        request_id: w.request_id.clone(),
+                        count: w.count,
+                        created_ms: w.created_ms,
+                    });
                 }
             }
         }
@@ -122,11 +165,42 @@ pub async fn observe(
         redis: snapshot,
         in_flight,
         unapplied,
+        unapplied_records,
         exact,
+        missing_in_redis,
+        buyers_over_limit,
     })
 }
 
-async fn ledger_statuses<Q: Queryable>(
+/// Rows a record of which Redis should hold for at least this long more are
+/// compared; younger-than-retention rows only, with a margin for clock skew.
+const MISSING_MARGIN_MS: u64 = 60_000;
+
+/// Live ledger rows recent enough that Redis must still hold their record,
+/// whose record Redis does not have (0 when there are too many to list).
+async fn count_missing<Q: Queryable>(
+    q: &mut Q,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    winners: &[crate::redis::WinnerRecord],
+    max_rows: usize,
+) -> Result<i64, ObserveError> {
+    let now_ms = redis.now_ms().await?;
+    let since_ms = now_ms.saturating_sub(redis.record_lifetime_ms()) + MISSING_MARGIN_MS;
+    let live = ledger::live_ids_since(q, sku_id, since_ms, max_rows + 1).await?;
+    if live.len() > max_rows {
+        return Ok(0);
+    }
+    let held: std::collections::HashSet<&str> = winners
+        .iter()
+        .filter(|w| w.status.is_some())
+        .map(|w| w.request_id.as_str())
+        .collect();
+    Ok(live.iter().filter(|id| !held.contains(id.as_str())).count() as i64)
+}
+
+/// Ledger status of each of `ids` that has a row (any status).
+pub(crate) async fn ledger_statuses<Q: Queryable>(
     q: &mut Q,
     sku_id: SkuId,
     ids: &[&str],
@@ -135,16 +209,25 @@ async fn ledger_statuses<Q: Queryable>(
     for chunk in ids.chunks(LOOKUP_CHUNK) {
         let marks = vec!["?"; chunk.len()].join(",");
         let sql = format!(
-            "SELECT deduct_request_id, status FROM stock_deduct_idempotent
+            "SELECT deduct_request_id, status, reason FROM stock_deduct_idempotent
              WHERE sku_id = ? AND deduct_request_id IN ({marks})"
         );
         let mut params: Vec<Value> = vec![sku_id.get().into()];
         params.extend(chunk.iter().map(|id| Value::from(*id)));
-        let rows: Vec<(String, String)> = q.exec(sql, Params::Positional(params)).await?;
-        for (id, status) in rows {
-            if let Some(s) = ReservationStatus::parse(&status) {
-                out.insert(id, s);
+        let rows: Vec<(String, String, Option<String>)> =
+            q.exec(sql, Params::Positional(params)).await?;
+        for (id, status, why) in rows {
+            let Some(mut s) = ReservationStatus::parse(&status) else {
+                continue;
+            };
+            // A rejection that leaves the unit in MySQL's stock is, for the
+            // stock in flight, a release: Redis will give the unit back.
+            if s == ReservationStatus::Rejected
+                && ledger::reason::rejection_returns_stock(why.as_deref())
+            {
+                s = ReservationStatus::Released;
             }
+            out.insert(id, s);
         }
     }
     Ok(out)

@@ -8,18 +8,38 @@
 //! - `REDIS_BEHIND`: Redis has less — leaked stock, or not loaded at all.
 //!   Repaired only when two consecutive checks saw the same drift with nothing
 //!   in flight; a SKU that is not loaded waits for an explicit warm-up.
+//! - `STUCK`: work that stopped moving — deductions of the SKU in the deduct
+//!   dead-letter queue, or reservations Redis took that MySQL still lacks after
+//!   `reconcile.stuck_after_ms` (see [`super::stuck`]). Never repaired: the
+//!   operator fixes the cause and runs `stockd dlq replay`.
 //! - `IN_FLIGHT`: the stores differ exactly by work in flight. `OK`: no gap.
+//!
+//! One verdict per SKU, the most urgent: `MYSQL_INCONSISTENT` > `REDIS_AHEAD` >
+//! `STUCK` > `REDIS_BEHIND` > `IN_FLIGHT` > `OK`. STUCK outranks REDIS_BEHIND
+//! because a leak can only be judged (and repaired) once the pipeline drained,
+//! which stuck work prevents; repairs still follow the drift verdict beneath.
+//! The deduct DLQ is browsed once per pass (bounded by [`DLQ_BROWSE_MAX`]), not
+//! once per SKU.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use serde::Serialize;
 
+use super::dlq::{self, DlqFilter, DlqKind};
 use super::observe::{observe, Observation, ObserveError};
+use super::rebuild::{rebuild_buyer_side, RebuildError};
+use super::stuck::{self, DeadLettered, Stuck};
 use crate::alert::{Alerter, Finding};
 use crate::db::Db;
 use crate::domain::SkuId;
+use crate::mq::Publisher;
 use crate::redis::{AdjustOutcome, RedisStore};
+
+/// Most dead letters one pass reads to find STUCK SKUs. A DLQ deeper than this
+/// is an incident already (its alert fires); SKUs beyond the bound still turn
+/// STUCK through the age of their in-flight records.
+pub const DLQ_BROWSE_MAX: usize = 2_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -29,6 +49,7 @@ pub enum Verdict {
     RedisAhead,
     RedisBehind,
     MysqlInconsistent,
+    Stuck,
 }
 
 impl Verdict {
@@ -39,6 +60,7 @@ impl Verdict {
             Self::RedisAhead => "REDIS_AHEAD",
             Self::RedisBehind => "REDIS_BEHIND",
             Self::MysqlInconsistent => "MYSQL_INCONSISTENT",
+            Self::Stuck => "STUCK",
         }
     }
 
@@ -48,9 +70,20 @@ impl Verdict {
     }
 }
 
+/// The reported verdict: stuck work outranks everything below REDIS_AHEAD.
+pub fn escalate(verdict: Verdict, stuck: &Stuck) -> Verdict {
+    match verdict {
+        Verdict::Ok | Verdict::InFlight | Verdict::RedisBehind if stuck.units > 0 => Verdict::Stuck,
+        other => other,
+    }
+}
+
 /// Verdict and drift (Redis minus what it should hold) of one observation.
 pub fn classify(obs: &Observation) -> (Verdict, i64) {
-    if obs.total_stock - obs.mysql_available != obs.ledger_units || obs.mysql_available < 0 {
+    if obs.total_stock - obs.mysql_available != obs.ledger_units
+        || obs.mysql_available < 0
+        || obs.buyers_over_limit > 0
+    {
         return (Verdict::MysqlInconsistent, 0);
     }
     let Some(redis) = &obs.redis else {
@@ -58,6 +91,9 @@ pub fn classify(obs: &Observation) -> (Verdict, i64) {
     };
     let drift = redis.available - (obs.mysql_available - obs.in_flight);
     let verdict = match drift {
+        // Records of live rows are gone: Redis lost acknowledged writes, even
+        // where the stock figures happen to agree.
+        _ if obs.missing_in_redis > 0 => Verdict::RedisAhead,
         d if d > 0 => Verdict::RedisAhead,
         d if d < 0 => Verdict::RedisBehind,
         _ if obs.in_flight != 0 => Verdict::InFlight,
@@ -78,6 +114,14 @@ pub struct SkuReport {
     pub repaired: bool,
     pub drift: i64,
     pub redis_conserved: Option<bool>,
+    /// Live ledger rows whose Redis record is missing (lost writes).
+    pub missing_in_redis: i64,
+    /// Buyers over `limit_per_user` in MySQL (makes the SKU MYSQL_INCONSISTENT).
+    pub buyers_over_limit: i64,
+    /// Units of STUCK work (dead-lettered, or in flight past the bound).
+    pub stuck_units: i64,
+    /// Where they sit: `dlq`, `in_flight` or `dlq+in_flight`; `null` if none.
+    pub stuck_where: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -97,6 +141,9 @@ pub struct Reconciler {
     redis: std::sync::Arc<RedisStore>,
     alerter: Alerter,
     max_winners: usize,
+    stuck_after_ms: u64,
+    /// Reads the deduct DLQ; `None` (no broker) finds STUCK by age only.
+    publisher: Option<std::sync::Arc<Publisher>>,
     /// Verdict and drift of the previous check, per SKU ("stable across checks").
     previous: Mutex<HashMap<SkuId, (Verdict, i64)>>,
     last: Mutex<Option<Report>>,
@@ -116,10 +163,18 @@ impl Reconciler {
             redis,
             alerter: Alerter::new(settings.clone()),
             max_winners: settings.max_winners,
+            stuck_after_ms: settings.stuck_after_ms,
+            publisher: None,
             previous: Mutex::new(HashMap::new()),
             last: Mutex::new(None),
             sku_allowlist,
         }
+    }
+
+    /// Lets the reconciler read the deduct DLQ through `publisher`'s connection.
+    pub fn with_dead_letters(mut self, publisher: std::sync::Arc<Publisher>) -> Self {
+        self.publisher = Some(publisher);
+        self
     }
 
     pub fn last_report(&self) -> Option<Report> {
@@ -133,14 +188,18 @@ impl Reconciler {
         } else {
             skus.to_vec()
         };
+        let dead = self.dead_lettered().await;
+        let now_ms = self.redis.now_ms().await?;
         let mut lines = Vec::with_capacity(skus.len());
         for sku in skus {
-            let line = self.check(sku, repair).await?;
+            let line = self.check(sku, repair, &dead, now_ms).await?;
             metrics::counter!("stockd_reconcile_verdicts_total", "verdict" => line.verdict.as_str()).increment(1);
             lines.push(line);
         }
         let drift_total: i64 = lines.iter().map(|l| l.drift.abs()).sum();
         metrics::gauge!("stockd_reconcile_drift_units_sum").set(drift_total as f64);
+        let stuck_total: i64 = lines.iter().map(|l| l.stuck_units).sum();
+        metrics::gauge!("stockd_reconcile_stuck_units_sum").set(stuck_total as f64);
         for line in lines
             .iter()
             .filter(|l| self.sku_allowlist.contains(&l.sku_id))
@@ -158,7 +217,34 @@ impl Reconciler {
         Ok(report)
     }
 
-    async fn check(&self, sku: SkuId, repair: bool) -> Result<SkuReport, ObserveError> {
+    /// Deductions in the deduct DLQ, by SKU. A broker failure is logged and
+    /// treated as an empty DLQ: the Redis/MySQL checks still run, and stuck
+    /// work still shows through its age.
+    async fn dead_lettered(&self) -> DeadLettered {
+        let Some(publisher) = &self.publisher else {
+            return DeadLettered::new();
+        };
+        let filter = DlqFilter {
+            kind: DlqKind::Deduct,
+            sku: None,
+            max_messages: DLQ_BROWSE_MAX,
+        };
+        match dlq::list(publisher, filter, &mut |_| {}).await {
+            Ok(listing) => stuck::by_sku(&listing.deductions),
+            Err(err) => {
+                tracing::warn!(error = %err, "reconcile.dlq: dead-letter queue not read; STUCK judged by age only");
+                DeadLettered::new()
+            }
+        }
+    }
+
+    async fn check(
+        &self,
+        sku: SkuId,
+        repair: bool,
+        dead: &DeadLettered,
+        now_ms: u64,
+    ) -> Result<SkuReport, ObserveError> {
         let mut obs = observe(&self.db, &self.redis, sku, self.max_winners).await?;
         let (mut verdict, mut drift) = classify(&obs);
         if matches!(verdict, Verdict::RedisAhead | Verdict::RedisBehind) {
@@ -172,9 +258,29 @@ impl Reconciler {
             .expect("lock poisoned")
             .insert(sku, (verdict, drift));
         let mut repaired = false;
-        if repair {
-            repaired = self.repair(&obs, verdict, drift, previous).await?;
+        if repair && verdict == Verdict::RedisAhead && obs.redis.is_some() {
+            // Lost writes: records, winners and buyer counters first (limits
+            // and replays), then look again and bring the stock down.
+            let counts = rebuild_buyer_side(&self.db, &self.redis, sku)
+                .await
+                .map_err(|e| match e {
+                    RebuildError::Db(e) => ObserveError::Db(e),
+                    RebuildError::Redis(e) => ObserveError::Redis(e),
+                })?;
+            repaired = counts.restored + counts.finished > 0;
+            obs = observe(&self.db, &self.redis, sku, self.max_winners).await?;
+            (verdict, drift) = classify(&obs);
         }
+        if repair {
+            repaired |= self.repair(&obs, verdict, drift, previous).await?;
+        }
+        let stuck = stuck::stuck(
+            dead.get(&sku),
+            &obs.unapplied_records,
+            now_ms,
+            self.stuck_after_ms,
+        );
+        let verdict = escalate(verdict, &stuck);
         let line = SkuReport {
             sku_id: sku.get(),
             verdict,
@@ -185,6 +291,10 @@ impl Reconciler {
             repaired,
             drift,
             redis_conserved: obs.redis.as_ref().and_then(|r| r.internally_conserved()),
+            missing_in_redis: obs.missing_in_redis,
+            buyers_over_limit: obs.buyers_over_limit,
+            stuck_units: stuck.units,
+            stuck_where: stuck.place,
         };
         if verdict.is_healthy() {
             self.alerter.resolved(sku);
@@ -269,7 +379,10 @@ mod tests {
             }),
             in_flight,
             unapplied: in_flight.max(0),
+            unapplied_records: Vec::new(),
             exact: true,
+            missing_in_redis: 0,
+            buyers_over_limit: 0,
         }
     }
 
@@ -299,8 +412,24 @@ mod tests {
             Verdict::RedisAhead,
             Verdict::RedisBehind,
             Verdict::MysqlInconsistent,
+            Verdict::Stuck,
         ] {
             assert!(!v.is_healthy());
+        }
+    }
+
+    #[test]
+    fn stuck_outranks_in_flight_and_behind_but_not_ahead_or_inconsistent() {
+        let stuck = Stuck {
+            units: 2,
+            place: Some("dlq"),
+        };
+        for v in [Verdict::Ok, Verdict::InFlight, Verdict::RedisBehind] {
+            assert_eq!(escalate(v, &stuck), Verdict::Stuck, "{v:?}");
+            assert_eq!(escalate(v, &Stuck::default()), v);
+        }
+        for v in [Verdict::RedisAhead, Verdict::MysqlInconsistent] {
+            assert_eq!(escalate(v, &stuck), v);
         }
     }
 }

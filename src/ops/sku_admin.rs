@@ -34,6 +34,21 @@ pub async fn upsert(
     total: i64,
     limit_per_user: u32,
 ) -> Result<SkuState, SkuAdminError> {
+    tokio::time::timeout(
+        db.operation_bound(),
+        upsert_unbounded(db, redis, sku_id, total, limit_per_user),
+    )
+    .await
+    .map_err(|_| SkuAdminError::Db(DbError::QueryTimeout))?
+}
+
+async fn upsert_unbounded(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    total: i64,
+    limit_per_user: u32,
+) -> Result<SkuState, SkuAdminError> {
     let mut conn = db.conn().await?;
     let mut tx = conn
         .start_transaction(ledger::tx_opts())

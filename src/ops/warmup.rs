@@ -1,4 +1,8 @@
-//! Warm-up: copy MySQL's `available_stock` and SKU config into Redis (SPEC §8).
+//! Warm-up: rebuild a SKU's whole admission state in Redis from MySQL (SPEC §8):
+//! `available_stock` and SKU config, and — through [`super::rebuild`] — every
+//! buyer's counter, a record and winners entry for every ledger row Redis would
+//! still hold, and the sold-out marker. After it, a retry of any accepted
+//! request id is a replay and no buyer can exceed the limit.
 //!
 //! Refused while deductions of the SKU are in flight — outbox entries not yet
 //! confirmed, reservations Redis took that MySQL has not applied, releases not
@@ -8,10 +12,11 @@
 //! does not put Redis above the truth for them.
 
 use super::observe::{observe, ObserveError};
+use super::rebuild::{rebuild_buyer_side, RebuildError};
 use crate::db::Db;
 use crate::domain::SkuId;
 use crate::mq::Publisher;
-use crate::redis::RedisStore;
+use crate::redis::{AdjustOutcome, RedisStore};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WarmupOutcome {
@@ -59,24 +64,59 @@ pub async fn warmup(
     if !reasons.is_empty() && !force {
         return Ok(WarmupOutcome::Refused(reasons.join("; ")));
     }
-    let limit = crate::db::sku::get(&mut db.conn().await?, sku_id)
+    let limit = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            crate::db::sku::get(&mut conn, sku_id).await
+        })
         .await?
         .map_or(1, |row| row.limit_per_user);
     let available = (obs.mysql_available - obs.unapplied).max(0);
-    // Keep Redis' own conservation true: whatever its records do not explain
-    // becomes the adjustment term.
-    let recorded = obs
-        .redis
-        .as_ref()
-        .and_then(|r| r.recorded_units())
-        .unwrap_or(0);
-    let adjust = obs.total_stock - available - recorded;
+    // Records, winners and buyer counters first, then stock: the SKU is not
+    // admitting (not loaded, or refused in flight) until `warm` below.
+    rebuild_buyer_side(db, redis, sku_id)
+        .await
+        .map_err(|e| match e {
+            RebuildError::Db(e) => ObserveError::Db(e),
+            RebuildError::Redis(e) => ObserveError::Redis(e),
+        })?;
     redis
-        .warm(sku_id, available, obs.total_stock, limit, adjust)
+        .warm(sku_id, available, obs.total_stock, limit, 0)
         .await?;
+    rebaseline_adjust(redis, sku_id, obs.total_stock, max_winners).await?;
     tracing::info!(sku.id = %sku_id, available, forced = force, "warmup: loaded into Redis");
     Ok(WarmupOutcome::Warmed {
         available,
         limit_per_user: limit,
     })
+}
+
+/// Keeps Redis' own conservation true after a warm-up: whatever its records do
+/// not explain becomes the `adjust` term. Read once the records are back; a
+/// compare-and-set, retried when a reservation moved `available` meanwhile.
+async fn rebaseline_adjust(
+    redis: &RedisStore,
+    sku_id: SkuId,
+    total: i64,
+    max_winners: usize,
+) -> Result<(), ObserveError> {
+    const ATTEMPTS: usize = 3;
+    for _ in 0..ATTEMPTS {
+        let Some(snap) = redis.snapshot(sku_id, max_winners).await? else {
+            return Ok(());
+        };
+        let Some(units) = snap.recorded_units() else {
+            return Ok(()); // too many winners to count: the reconciler estimates
+        };
+        let adjust = total - snap.available - units;
+        if adjust == snap.adjust {
+            return Ok(());
+        }
+        if let AdjustOutcome::Applied { .. } =
+            redis.adjust(sku_id, snap.available, 0, adjust).await?
+        {
+            return Ok(());
+        }
+    }
+    Ok(())
 }

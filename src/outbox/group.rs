@@ -33,6 +33,8 @@ struct Pending {
 #[derive(Clone)]
 pub struct GroupCommit {
     tx: mpsc::Sender<Pending>,
+    /// `amqp.publish_timeout_ms`: the caller's whole wait, slot included.
+    caller_wait: std::time::Duration,
 }
 
 impl GroupCommit {
@@ -47,6 +49,7 @@ impl GroupCommit {
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(PENDING_CAPACITY);
         let group_max = group_max.clamp(1, message::BATCH_MAX);
+        let caller_wait = publisher.confirm_timeout();
         let task = tokio::spawn(run(
             publisher,
             acker,
@@ -55,11 +58,14 @@ impl GroupCommit {
             in_flight.max(1),
             cancel,
         ));
-        (Self { tx }, task)
+        (Self { tx, caller_wait }, task)
     }
 
     /// Publishes one outbox entry as part of the next batch; resolves with the
-    /// batch's confirm.
+    /// batch's confirm, or with a timeout once `amqp.publish_timeout_ms` has
+    /// passed since the call — waiting for a free slot included, so a 202 never
+    /// comes later than that bound. The entry stays in the outbox either way:
+    /// a late confirm still removes it, and otherwise the relay republishes.
     pub async fn publish(
         &self,
         sku: SkuId,
@@ -76,7 +82,10 @@ impl GroupCommit {
         if self.tx.try_send(pending).is_err() {
             return Err(PublishError::Timeout);
         }
-        confirmed.await.unwrap_or(Err(PublishError::Timeout))
+        match tokio::time::timeout(self.caller_wait, confirmed).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) | Err(_) => Err(PublishError::Timeout),
+        }
     }
 }
 

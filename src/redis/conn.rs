@@ -47,10 +47,15 @@ impl HotConnection {
     /// Inspects a failed command: a broken socket or timeout drops the shared
     /// connection so the next call builds a fresh one.
     pub fn observe(&self, err: &RedisError) {
-        if let RedisError::Command(e) = err {
-            if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
-                *self.shared.write().expect("lock poisoned") = None;
+        let broken = match err {
+            RedisError::Command(e) => {
+                e.is_io_error() || e.is_connection_dropped() || e.is_timeout()
             }
+            RedisError::Timeout => true,
+            _ => false,
+        };
+        if broken {
+            *self.shared.write().expect("lock poisoned") = None;
         }
     }
 }

@@ -13,12 +13,18 @@ static SNAPSHOT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("l
 static ADJUST: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/adjust.lua")));
 static WARMUP: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/warmup.lua")));
 
+/// Values per winner in `snapshot.lua`'s reply: request id, status, count, created_ms.
+const WINNER_FIELDS: usize = 4;
+
 /// One winning reservation as Redis holds it (`status` is `None` once expired).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WinnerRecord {
     pub request_id: String,
     pub status: Option<ReservationStatus>,
     pub count: i64,
+    /// Admission time (Redis clock); 0 when the record expired or is a
+    /// tombstone. The reconciler's STUCK verdict ages in-flight work by it.
+    pub created_ms: u64,
 }
 
 /// A SKU's Redis state, read atomically.
@@ -161,13 +167,14 @@ fn parse_snapshot(reply: &[String]) -> Result<Option<RedisSnapshot>, RedisError>
     } else {
         let mut records = Vec::with_capacity(listed as usize);
         for i in 0..listed as usize {
-            let base = 5 + i * 3;
+            let base = 5 + i * WINNER_FIELDS;
             records.push(WinnerRecord {
                 request_id: reply.get(base).cloned().ok_or_else(bad)?,
                 status: reply
                     .get(base + 1)
                     .and_then(|s| ReservationStatus::parse(s)),
                 count: num(base + 2)?,
+                created_ms: u64::try_from(num(base + 3)?).map_err(|_| bad())?,
             });
         }
         Some(records)
@@ -200,13 +207,25 @@ mod tests {
             "a",
             "RESERVED",
             "2",
+            "1700000000123",
             "b",
             "CONFIRMED",
             "1",
+            "1700000000456",
         ]);
         let snap = parse_snapshot(&reply).unwrap().unwrap();
         assert_eq!(snap.available, 7);
-        assert_eq!(snap.winners.as_ref().unwrap().len(), 2);
+        let winners = snap.winners.as_ref().unwrap();
+        assert_eq!(winners.len(), 2);
+        assert_eq!(
+            winners[1],
+            WinnerRecord {
+                request_id: "b".into(),
+                status: Some(ReservationStatus::Confirmed),
+                count: 1,
+                created_ms: 1_700_000_000_456,
+            }
+        );
         assert_eq!(snap.internally_conserved(), Some(true));
         let broken = RedisSnapshot {
             available: 8,
@@ -226,9 +245,19 @@ mod tests {
             .unwrap();
         assert_eq!(capped.winners, None);
         assert_eq!(capped.internally_conserved(), None);
-        let expired = parse_snapshot(&strings(&["4", "5", "0", "1", "1", "a", "", "1"]))
+        let expired = parse_snapshot(&strings(&["4", "5", "0", "1", "1", "a", "", "1", "0"]))
             .unwrap()
             .unwrap();
         assert_eq!(expired.internally_conserved(), None);
+        assert_eq!(expired.winners.unwrap()[0].created_ms, 0);
+    }
+
+    #[test]
+    fn a_reply_missing_a_winners_created_time_is_a_bad_reply() {
+        // The three-field layout of the old script must not parse silently.
+        let old = strings(&["4", "5", "0", "1", "1", "a", "RESERVED", "1"]);
+        assert!(matches!(parse_snapshot(&old), Err(RedisError::BadReply(_))));
+        let negative = strings(&["4", "5", "0", "1", "1", "a", "RESERVED", "1", "-5"]);
+        assert!(parse_snapshot(&negative).is_err());
     }
 }

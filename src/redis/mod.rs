@@ -3,8 +3,11 @@
 
 pub mod conn;
 pub mod drift;
+pub mod inspect;
 pub mod keys;
 pub mod outbox;
+pub mod readmit;
+pub mod rebuild;
 pub mod reply;
 pub mod store;
 
@@ -12,6 +15,8 @@ pub use conn::HotConnection;
 pub use drift::{AdjustOutcome, RedisSnapshot, WinnerRecord};
 pub use keys::Keys;
 pub use outbox::OutboxEntry;
+pub use readmit::ReadmitOutcome;
+pub use rebuild::{RebuildCounts, RebuildRow};
 pub use store::{FinishOutcome, LoadOutcome, RedisStore, SkuSnapshot};
 
 /// Failures talking to Redis. Business refusals are never errors (see
@@ -24,4 +29,6 @@ pub enum RedisError {
     Command(#[from] deadpool_redis::redis::RedisError),
     #[error("redis script answered something unexpected: {0}")]
     BadReply(String),
+    #[error("redis call did not finish within connect + command timeout")]
+    Timeout,
 }

@@ -54,6 +54,8 @@ pub struct RedisStore {
     outbox_max_len: u64,
     url: String,
     connect_timeout: Duration,
+    /// Longest one call may take: `connect_timeout_ms + command_timeout_ms`.
+    call_bound: Duration,
 }
 
 impl RedisStore {
@@ -83,11 +85,20 @@ impl RedisStore {
             outbox_max_len: settings.outbox_max_len,
             url: settings.url.clone(),
             connect_timeout: Duration::from_millis(settings.connect_timeout_ms),
+            call_bound: Duration::from_millis(
+                settings.connect_timeout_ms + settings.command_timeout_ms,
+            ),
         })
     }
 
     pub fn keys(&self) -> &Keys {
         &self.keys
+    }
+
+    /// How long a reservation record lives in Redis from its creation: the
+    /// time to pay plus the retention for replays.
+    pub fn record_lifetime_ms(&self) -> u64 {
+        self.reservation_ttl_ms + self.retention_ms
     }
 
     pub fn pool(&self) -> &Pool {
@@ -99,8 +110,17 @@ impl RedisStore {
         F: FnOnce(redis::aio::MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        let conn = self.hot.get().await?;
-        let result = op(conn).await.map_err(RedisError::from);
+        // One deadline for the whole call: taking (or building) a connection
+        // and the command. Without it a frozen Redis costs the pool wait, the
+        // connect and the response timeouts one after the other.
+        let call = async {
+            let conn = self.hot.get().await?;
+            op(conn).await.map_err(RedisError::from)
+        };
+        let result = match tokio::time::timeout(self.call_bound, call).await {
+            Ok(result) => result,
+            Err(_) => Err(RedisError::Timeout),
+        };
         if let Err(err) = &result {
             self.hot.observe(err);
         }
@@ -177,6 +197,7 @@ impl RedisStore {
     }
 
     /// Mirrors a final state decided in MySQL (see `finish.lua`); idempotent.
+    /// `returns_stock`: a rejection whose unit stays in MySQL's stock.
     pub async fn finish(
         &self,
         sku_id: SkuId,
@@ -184,6 +205,7 @@ impl RedisStore {
         user_id: UserId,
         count: u32,
         status: ReservationStatus,
+        returns_stock: bool,
     ) -> Result<FinishOutcome, RedisError> {
         assert!(
             status != ReservationStatus::Reserved,
@@ -199,7 +221,8 @@ impl RedisStore {
             .arg(count)
             .arg(self.reservation_ttl_ms + self.retention_ms)
             .arg(self.keys.soldout_channel())
-            .arg(sku_id.get());
+            .arg(sku_id.get())
+            .arg(if returns_stock { "1" } else { "0" });
         let reply: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
@@ -209,21 +232,6 @@ impl RedisStore {
             Some("TOMBSTONE") => Ok(FinishOutcome::Tombstone),
             _ => Err(RedisError::BadReply(format!("{reply:?}"))),
         }
-    }
-
-    /// Marks a reservation MySQL rejected and returns the user's quota.
-    pub async fn mark_rejected(
-        &self,
-        msg: &crate::mq::DeductionMessage,
-    ) -> Result<FinishOutcome, RedisError> {
-        self.finish(
-            msg.sku_id,
-            &msg.request_id,
-            msg.user_id,
-            msg.count,
-            ReservationStatus::Rejected,
-        )
-        .await
     }
 
     /// Creates or restocks the SKU in Redis (see `load_sku.lua`) and registers it.

@@ -7,6 +7,11 @@
 //! - backstop: a sweep finds `RESERVED` rows past expiry + grace in bounded
 //!   batches (`FOR UPDATE SKIP LOCKED`, so several closers split the work) and
 //!   releases them; the same sweep retries Redis mirrors still pending.
+//!
+//! While MySQL (or Redis, for a reservation the consumer has not applied yet)
+//! is down, an expiry delivery is held unacked behind the circuit breaker and
+//! retried when the dependency answers — never requeued, which would count a
+//! delivery and could dead-letter a routine expiry.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +25,7 @@ use crate::db::{sku, DbError};
 use crate::domain::{ReservationStatus, SkuId};
 use crate::mq::batching::{next_batch, Batch, Subscription};
 use crate::mq::{message, DeductionMessage, MqError};
-use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
+use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
 use crate::resources::Resources;
 use crate::telemetry::unix_ms;
 
@@ -28,6 +33,8 @@ use crate::telemetry::unix_ms;
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 /// SKUs examined per sweep pass.
 const SWEEP_SKUS_MAX: usize = 100;
+/// Name of this worker in breaker logs.
+const WORKER: &str = "closer";
 /// A pending mirror younger than this is still being handled by its request.
 const PENDING_MIRROR_AGE_MS: u64 = 2000;
 
@@ -51,10 +58,7 @@ impl Closer {
         while !cancel.is_cancelled() {
             if let Err(err) = this.consume_expiries(&cancel).await {
                 tracing::error!(error = %err, "closer: broker connection lost; reconnecting");
-                tokio::select! {
-                    _ = tokio::time::sleep(RETRY_DELAY) => {}
-                    _ = cancel.cancelled() => {}
-                }
+                crate::shutdown::sleep_or_cancel(RETRY_DELAY, &cancel).await;
             }
         }
         let _ = sweeper.await;
@@ -86,7 +90,9 @@ impl Closer {
             {
                 Batch::Deliveries(deliveries) => {
                     for delivery in deliveries {
-                        self.settle_expiry(delivery).await?;
+                        if !self.settle_expiry(delivery, cancel).await? {
+                            break; // shutdown while a dependency was down
+                        }
                     }
                 }
                 Batch::Cancelled => break,
@@ -97,9 +103,14 @@ impl Closer {
         Ok(())
     }
 
-    /// Expires every reservation a delivery carries, then settles it: ack when
-    /// all were handled, requeue (after a pause) when a dependency was down.
-    async fn settle_expiry(&self, delivery: lapin::message::Delivery) -> Result<(), MqError> {
+    /// Expires every reservation a delivery carries, then acks it. While a
+    /// dependency is down the delivery is held (breaker) and retried; returns
+    /// false when shutdown came first (the delivery goes back unacked).
+    async fn settle_expiry(
+        &self,
+        delivery: lapin::message::Delivery,
+        cancel: &CancellationToken,
+    ) -> Result<bool, MqError> {
         let msgs = match message::decode(&delivery.data) {
             Ok(msgs) => msgs,
             Err(why) => {
@@ -109,28 +120,29 @@ impl Closer {
                     multiple: false,
                 };
                 delivery.acker.nack(reject).await?;
-                return Ok(());
+                return Ok(true);
             }
         };
-        let mut all_ok = true;
         for msg in &msgs {
-            all_ok &= self.expire(msg).await;
+            while let Err(err) = self.expire(msg).await {
+                let breaker = &self.res.mysql_breaker;
+                breaker.trip(WORKER, &err);
+                let probe = || async {
+                    self.res.db.ping().await.map_err(|e| e.to_string())?;
+                    self.res.redis.ping().await.map_err(|e| e.to_string())
+                };
+                if !breaker.wait_until_healthy(cancel, probe).await {
+                    return Ok(false);
+                }
+            }
         }
-        if all_ok {
-            delivery.acker.ack(BasicAckOptions::default()).await?;
-        } else {
-            tokio::time::sleep(RETRY_DELAY).await;
-            let requeue = BasicNackOptions {
-                requeue: true,
-                multiple: false,
-            };
-            delivery.acker.nack(requeue).await?;
-        }
-        Ok(())
+        self.res.mysql_breaker.reset(WORKER);
+        delivery.acker.ack(BasicAckOptions::default()).await?;
+        Ok(true)
     }
 
-    /// Expires one reservation; false when it must be retried (dependency down).
-    pub async fn expire(&self, msg: &DeductionMessage) -> bool {
+    /// Expires one reservation; an error means a dependency is down (retry).
+    pub async fn expire(&self, msg: &DeductionMessage) -> Result<(), LifecycleError> {
         let result = lifecycle::transition(
             &self.res.db,
             &self.res.redis,
@@ -139,18 +151,11 @@ impl Closer {
             Transition::Expire,
             unix_ms(),
         )
-        .await;
-        match result {
-            Ok(TransitionOutcome::Done { changed: true, .. }) => {
-                metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
-                true
-            }
-            Ok(_) => true,
-            Err(err) => {
-                tracing::warn!(error = %err, sku.id = %msg.sku_id, request.id = %msg.request_id, "closer.expire: failed; will retry");
-                false
-            }
+        .await?;
+        if let TransitionOutcome::Done { changed: true, .. } = result {
+            metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
         }
+        Ok(())
     }
 
     async fn sweep_until_stopped(&self, cancel: CancellationToken) {
@@ -159,15 +164,12 @@ impl Closer {
             let full = match self.sweep_once().await {
                 Ok(n) => n >= self.res.settings.closer.sweep_batch,
                 Err(err) => {
-                    tracing::warn!(error = %err, "closer.sweep: pass failed");
+                    crate::health::outage::failed("mysql", &err);
                     false
                 }
             };
             if !full {
-                tokio::select! {
-                    _ = tokio::time::sleep(idle) => {}
-                    _ = cancel.cancelled() => {}
-                }
+                crate::shutdown::sleep_or_cancel(idle, &cancel).await;
             }
         }
     }
@@ -177,24 +179,32 @@ impl Closer {
     pub async fn sweep_once(&self) -> Result<usize, DbError> {
         let settings = &self.res.settings.closer;
         let cutoff = unix_ms().saturating_sub(settings.grace_ms);
-        let mut conn = self.res.db.conn().await?;
-        let skus: Vec<u64> = conn
-            .exec(
-                format!(
-                    "SELECT DISTINCT sku_id FROM stock_deduct_idempotent
-                     WHERE status = 'RESERVED' AND expires_at_ms < ? LIMIT {SWEEP_SKUS_MAX}"
-                ),
-                (cutoff,),
-            )
+        let skus: Vec<u64> = self
+            .res
+            .db
+            .bounded(async {
+                let mut conn = self.res.db.conn().await?;
+                let skus = conn
+                    .exec(
+                        format!(
+                            "SELECT DISTINCT sku_id FROM stock_deduct_idempotent
+                             WHERE status = 'RESERVED' AND expires_at_ms < ? LIMIT {SWEEP_SKUS_MAX}"
+                        ),
+                        (cutoff,),
+                    )
+                    .await?;
+                Ok(skus)
+            })
             .await?;
-        drop(conn);
         let mut largest = 0;
         for raw in skus {
             let Ok(sku_id) = SkuId::new(raw) else {
                 continue;
             };
             let released = self
-                .release_expired(sku_id, cutoff, settings.sweep_batch)
+                .res
+                .db
+                .bounded(self.release_expired(sku_id, cutoff, settings.sweep_batch))
                 .await?;
             largest = largest.max(released.len());
             for row in &released {
@@ -243,10 +253,15 @@ impl Closer {
     }
 
     async fn retry_pending_mirrors(&self, limit: usize) -> Result<usize, DbError> {
-        let mut conn = self.res.db.conn().await?;
         let older_than = unix_ms().saturating_sub(PENDING_MIRROR_AGE_MS);
-        let rows = ledger::pending_mirrors(&mut conn, older_than, limit).await?;
-        drop(conn);
+        let rows = self
+            .res
+            .db
+            .bounded(async {
+                let mut conn = self.res.db.conn().await?;
+                ledger::pending_mirrors(&mut conn, older_than, limit).await
+            })
+            .await?;
         for row in &rows {
             lifecycle::mirror(&self.res.db, &self.res.redis, row).await;
         }

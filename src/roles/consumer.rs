@@ -1,15 +1,24 @@
 //! `stockd --role consumer`: stage 3. Applies deduction messages to MySQL in
 //! batches — one transaction per batch, acks only after the commit.
 //!
-//! Failure handling, from cheapest to last resort:
+//! Failure handling, by cause (SPEC §3: a dependency outage is not an attempt):
+//! - MySQL down, read-only, out of connections or too slow (any error that is
+//!   not about the data): the circuit breaker opens. The deliveries in hand stay
+//!   unacked — no attempt used, nothing dead-lettered, and with the prefetch
+//!   full the broker sends nothing more — while MySQL is probed; when it
+//!   answers, the same batch is applied again (duplicates are skipped).
 //! - deadlock / lock wait timeout: the batch transaction is retried in-process;
-//! - a batch that still fails: its messages are applied one by one, so one bad
-//!   message cannot hold back the others;
-//! - a message that fails alone: republished to the retry queue (TTL back to the
-//!   work queue) with its attempt count, and to the dead-letter queue once
-//!   `amqp.max_retries` is used up;
-//! - a poison message (not a valid deduction): rejected without requeue, which
-//!   dead-letters it at once.
+//! - a batch that fails on its data: its deductions are applied one by one, so
+//!   one bad deduction cannot hold back the others; one that still fails on its
+//!   data goes to the retry queue with its attempt count, and is dead-lettered
+//!   by the consumer itself once `amqp.max_retries` is used up;
+//! - a poison message (not a valid deduction): dead-lettered at once.
+//!
+//! The consumer dead-letters by publishing to the DLQ with header
+//! `x-stockd-reason` (and `x-stockd-attempt`), then acking: the reason travels
+//! with the message. The broker's `x-delivery-limit` is only a last resort for
+//! a message that crashes the process again and again; a crash returns every
+//! delivery held, so the limit is sized far above any crash loop (config).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,21 +29,34 @@ use lapin::BasicProperties;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
-use crate::db::ledger::{self, BatchReport};
-use crate::db::Db;
+use crate::db::ledger::{self, BatchReport, LedgerRow};
+use crate::db::{Db, DbError};
+use crate::health::Breaker;
 use crate::mq::batching::{attempt_of, next_batch, Batch, Subscription};
-use crate::mq::publisher::headers_with_attempt;
+use crate::mq::publisher::headers_with_reason;
 use crate::mq::{message, DeductionMessage, MqError, Publisher};
-use crate::redis::RedisStore;
+use crate::redis::{ReadmitOutcome, RedisStore};
 
 /// Pause before reconnecting after the broker connection was lost.
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+/// Name of this worker in breaker logs.
+const WORKER: &str = "consumer";
 
 pub struct Consumer {
     settings: Arc<Settings>,
     db: Db,
     redis: Arc<RedisStore>,
     publisher: Arc<Publisher>,
+    breaker: Arc<Breaker>,
+}
+
+/// What applying a set of deductions came to.
+enum Applied {
+    Committed(BatchReport),
+    /// Shutdown came while MySQL was down: the deliveries go back unacked.
+    Cancelled,
+    /// MySQL refused the data itself (not a dependency failure).
+    DataError(DbError),
 }
 
 impl Consumer {
@@ -49,7 +71,14 @@ impl Consumer {
             db,
             redis,
             publisher,
+            breaker: Arc::new(Breaker::new("mysql")),
         }
+    }
+
+    /// Shares a breaker (the process's MySQL breaker, shown by `/readyz`).
+    pub fn with_breaker(mut self, breaker: Arc<Breaker>) -> Self {
+        self.breaker = breaker;
+        self
     }
 
     /// Consumes until cancelled; reconnects after broker failures.
@@ -57,10 +86,7 @@ impl Consumer {
         while !cancel.is_cancelled() {
             if let Err(err) = self.consume(&cancel).await {
                 tracing::error!(error = %err, "consumer: broker connection lost; reconnecting");
-                tokio::select! {
-                    _ = tokio::time::sleep(RECONNECT_DELAY) => {}
-                    _ = cancel.cancelled() => {}
-                }
+                crate::shutdown::sleep_or_cancel(RECONNECT_DELAY, &cancel).await;
             }
         }
         tracing::info!("consumer: stopped");
@@ -88,7 +114,9 @@ impl Consumer {
                 cancel,
             );
             match batch.await? {
-                Batch::Deliveries(deliveries) => self.process(&sub.channel, deliveries).await?,
+                Batch::Deliveries(deliveries) => {
+                    self.process(&sub.channel, deliveries, cancel).await?
+                }
                 Batch::Cancelled => break,
                 Batch::Closed => return Err(MqError::Timeout),
             }
@@ -99,24 +127,21 @@ impl Consumer {
     }
 
     /// One step: apply one batch of deliveries (each carrying one or more
-    /// deductions) in one transaction, and settle every delivery.
+    /// deductions) in one transaction, and settle every delivery. While MySQL
+    /// is down it holds the deliveries until MySQL answers or `cancel` fires.
     pub async fn process(
         &self,
         channel: &lapin::Channel,
         deliveries: Vec<Delivery>,
+        cancel: &CancellationToken,
     ) -> Result<(), MqError> {
         let mut valid = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
             match message::decode(&delivery.data) {
                 Ok(msgs) => valid.push((delivery, msgs)),
                 Err(why) => {
-                    tracing::error!(reason = %why, "consumer.poison: dead-lettering an invalid message");
-                    metrics::counter!("stockd_consumer_messages_total", "outcome" => "dead_lettered").increment(1);
-                    let reject = BasicNackOptions {
-                        requeue: false,
-                        multiple: false,
-                    };
-                    delivery.acker.nack(reject).await?;
+                    let reason = format!("poison: {why}");
+                    self.dead_letter(delivery, &reason).await?;
                 }
             }
         }
@@ -125,57 +150,87 @@ impl Consumer {
         };
         let msgs: Vec<DeductionMessage> =
             valid.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
-        let retries = self.settings.consumer.deadlock_retries;
-        match ledger::apply_batch(&self.db, &msgs, retries).await {
-            Ok(report) => {
+        match self.apply(&msgs, cancel).await {
+            Applied::Committed(report) => {
                 channel
                     .basic_ack(last_tag, BasicAckOptions { multiple: true })
                     .await?;
                 self.after_commit(&msgs, &report).await;
             }
-            Err(err) => {
-                tracing::warn!(error = %err, batch.size = msgs.len(), "consumer.batch: failed; applying one by one");
+            Applied::Cancelled => {}
+            Applied::DataError(err) => {
+                tracing::warn!(error = %err, batch.size = msgs.len(), "consumer.batch: refused by MySQL; applying one by one");
                 for (delivery, msgs) in valid {
-                    self.process_alone(delivery, msgs).await?;
+                    if !self.process_alone(delivery, msgs, cancel).await? {
+                        break;
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// Applies the deductions of one delivery one by one; each that still fails
-    /// is parked in the retry queue (or the DLQ once its attempts are used up).
+    /// Applies `msgs` in one transaction; while MySQL is unavailable, waits
+    /// behind the breaker and tries again.
+    async fn apply(&self, msgs: &[DeductionMessage], cancel: &CancellationToken) -> Applied {
+        let retries = self.settings.consumer.deadlock_retries;
+        loop {
+            match ledger::apply_batch(&self.db, msgs, retries).await {
+                Ok(report) => {
+                    self.breaker.reset(WORKER);
+                    return Applied::Committed(report);
+                }
+                Err(err) if err.is_caused_by_data() => return Applied::DataError(err),
+                Err(err) => {
+                    self.breaker.trip(WORKER, &err);
+                    let db = &self.db;
+                    if !self.breaker.wait_until_healthy(cancel, || db.ping()).await {
+                        return Applied::Cancelled;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies the deductions of one delivery one by one; each that fails on
+    /// its data is parked in the retry queue (or the DLQ once its attempts are
+    /// used up). Returns false when shutdown interrupted it.
     async fn process_alone(
         &self,
         delivery: Delivery,
         msgs: Vec<DeductionMessage>,
-    ) -> Result<(), MqError> {
-        let retries = self.settings.consumer.deadlock_retries;
+        cancel: &CancellationToken,
+    ) -> Result<bool, MqError> {
         let attempt = attempt_of(&delivery) + 1;
         let mut parked_all = true;
         for msg in msgs {
-            match ledger::apply_batch(&self.db, std::slice::from_ref(&msg), retries).await {
-                Ok(report) => self.after_commit(std::slice::from_ref(&msg), &report).await,
-                Err(err) => parked_all &= self.park(&msg, attempt, &err).await,
+            match self.apply(std::slice::from_ref(&msg), cancel).await {
+                Applied::Committed(report) => {
+                    self.after_commit(std::slice::from_ref(&msg), &report).await
+                }
+                // Unacked: the whole delivery comes back after the restart.
+                Applied::Cancelled => return Ok(false),
+                Applied::DataError(err) => parked_all &= self.park(&msg, attempt, &err).await,
             }
         }
         if parked_all {
             delivery.acker.ack(BasicAckOptions::default()).await?;
         } else {
             // Could not park a failed deduction: the broker redelivers the whole
-            // message (applied ones are skipped) until its delivery limit.
+            // message (applied ones are skipped).
             let requeue = BasicNackOptions {
                 requeue: true,
                 multiple: false,
             };
             delivery.acker.nack(requeue).await?;
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Republishes one failed deduction to the retry queue, or to the DLQ once
-    /// `amqp.max_retries` is used up. Returns whether the broker took it.
-    async fn park(&self, msg: &DeductionMessage, attempt: u32, err: &crate::db::DbError) -> bool {
+    /// Republishes one deduction MySQL refused to the retry queue, or to the DLQ
+    /// (with the reason) once `amqp.max_retries` is used up. Returns whether
+    /// the broker took it.
+    async fn park(&self, msg: &DeductionMessage, attempt: u32, err: &DbError) -> bool {
         let topology = self.publisher.topology();
         let (exchange, key, outcome) = if attempt > self.settings.amqp.max_retries {
             (
@@ -186,11 +241,12 @@ impl Consumer {
         } else {
             ("", topology.deduct_retry_queue.as_str(), "retried")
         };
-        tracing::error!(error = %err, sku.id = %msg.sku_id, request.id = %msg.request_id, attempt, outcome, "consumer.message: failed");
+        tracing::error!(error = %err, sku.id = %msg.sku_id, request.id = %msg.request_id, attempt, outcome, "consumer.message: refused by MySQL");
+        let reason = format!("mysql refused after {attempt} attempts: {err}");
         let props = BasicProperties::default()
             .with_message_id(msg.message_id().into())
             .with_delivery_mode(2)
-            .with_headers(headers_with_attempt(attempt));
+            .with_headers(headers_with_reason(attempt, &reason));
         let parked = self
             .publisher
             .publish(exchange, key, &msg.to_bytes(), props)
@@ -200,6 +256,41 @@ impl Consumer {
             metrics::counter!("stockd_consumer_messages_total", "outcome" => outcome).increment(1);
         }
         parked
+    }
+
+    /// Dead-letters a delivery the consumer judged poison, with the reason in
+    /// its headers; falls back to a reject (the broker's own dead-lettering)
+    /// when the DLQ does not confirm.
+    async fn dead_letter(&self, delivery: Delivery, reason: &str) -> Result<(), MqError> {
+        tracing::error!(reason, "consumer.poison: dead-lettering an invalid message");
+        metrics::counter!("stockd_consumer_messages_total", "outcome" => "dead_lettered")
+            .increment(1);
+        let topology = self.publisher.topology();
+        let mut props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_headers(headers_with_reason(attempt_of(&delivery) + 1, reason));
+        if let Some(id) = delivery.properties.message_id() {
+            props = props.with_message_id(id.clone());
+        }
+        let published = self
+            .publisher
+            .publish(
+                &topology.dead_letter_exchange,
+                &topology.deduct_dlq,
+                &delivery.data,
+                props,
+            )
+            .await;
+        if published.is_ok() {
+            delivery.acker.ack(BasicAckOptions::default()).await?;
+        } else {
+            let reject = BasicNackOptions {
+                requeue: false,
+                multiple: false,
+            };
+            delivery.acker.nack(reject).await?;
+        }
+        Ok(())
     }
 
     async fn after_commit(&self, msgs: &[DeductionMessage], report: &BatchReport) {
@@ -217,11 +308,31 @@ impl Consumer {
             metrics::histogram!("stockd_persist_lag_seconds").record(lag_ms as f64 / 1000.0);
         }
         for (msg, why) in &report.rejected {
-            tracing::error!(sku.id = %msg.sku_id, request.id = %msg.request_id, count = msg.count, reason = why,
+            tracing::error!(sku.id = %msg.sku_id, request.id = %msg.request_id, user.id = %msg.user_id,
+                count = msg.count, reason = why,
                 "consumer.rejected: MySQL could not apply a reservation Redis admitted");
-            if let Err(err) = self.redis.mark_rejected(msg).await {
-                tracing::warn!(error = %err, request.id = %msg.request_id, "consumer.rejected: Redis mirror failed; reconciler will see it");
+            // On failure the row stays `redis_pending`: the closer's sweep retries.
+            let row = LedgerRow::rejected(msg, why);
+            crate::ops::lifecycle::mirror(&self.db, &self.redis, &row).await;
+        }
+        for readmission in &report.readmitted {
+            self.settle_readmission(readmission).await;
+        }
+    }
+
+    /// A duplicate Redis admitted a second time after losing its record.
+    async fn settle_readmission(&self, r: &ledger::Readmission) {
+        match self.redis.settle_readmission(r).await {
+            Ok(outcome) => {
+                if outcome != ReadmitOutcome::Noop {
+                    tracing::warn!(sku.id = %r.msg.sku_id, request.id = %r.msg.request_id,
+                        outcome = ?outcome,
+                        "consumer.readmitted: Redis admitted a request id twice (it lost the first record); settled");
+                }
+                metrics::counter!("stockd_consumer_readmissions_total", "outcome" => format!("{outcome:?}").to_lowercase())
+                    .increment(1);
             }
+            Err(err) => crate::health::outage::failed("redis", &err),
         }
     }
 }

@@ -25,11 +25,13 @@ pub async fn refresh(res: &Resources) {
     let up = |ok: bool| if ok { 1.0 } else { 0.0 };
     let redis_ok = res.redis.ping().await.is_ok();
     metrics::gauge!("stockd_dependency_up", "dependency" => "redis").set(up(redis_ok));
-    metrics::gauge!("stockd_dependency_up", "dependency" => "mysql").set(up(res
-        .db
-        .ping()
-        .await
-        .is_ok()));
+    let mysql_ok = res.db.ping().await.is_ok();
+    metrics::gauge!("stockd_dependency_up", "dependency" => "mysql").set(up(mysql_ok));
+    for (dependency, ok) in [("redis", redis_ok), ("mysql", mysql_ok)] {
+        if ok {
+            crate::health::outage::answered(dependency);
+        }
+    }
     let topology = res.publisher.topology().clone();
     let mut amqp_ok = true;
     for queue in [

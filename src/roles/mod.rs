@@ -61,7 +61,8 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
             res.db.clone(),
             res.redis.clone(),
             res.publisher.clone(),
-        );
+        )
+        .with_breaker(res.mysql_breaker.clone());
         workers.push(tokio::spawn(consumer.run_until_stopped(cancel.clone())));
     }
     if matches!(role, Role::Closer | Role::All) {

@@ -49,14 +49,20 @@ impl Audit {
             .filter(|c| !c.ok)
             .map(|c| {
                 let first = c.details.first().cloned().unwrap_or_default();
-                format!("{}:{} violations={} {first}", self.source, c.check, c.violations)
+                format!(
+                    "{}:{} violations={} {first}",
+                    self.source, c.check, c.violations
+                )
             })
             .collect()
     }
 
     pub fn print(&self) {
         println!("  audit ({}): ok = {}", self.source, self.ok);
-        println!("    {:<22} {:<4} {:>10}  details", "check", "ok", "violations");
+        println!(
+            "    {:<22} {:<4} {:>10}  details",
+            "check", "ok", "violations"
+        );
         for c in &self.checks {
             let details: Vec<&String> = c.details.iter().take(3).collect();
             println!(
@@ -93,7 +99,10 @@ pub async fn cli_audit(stack: &Stack) -> Option<Audit> {
         Ok(mut audit) => {
             audit.source = "stockd audit".into();
             if out.code != Some(if audit.ok { 0 } else { 1 }) {
-                println!("  stockd audit exit code {:?} does not match ok={}", out.code, audit.ok);
+                println!(
+                    "  stockd audit exit code {:?} does not match ok={}",
+                    out.code, audit.ok
+                );
             }
             Some(audit)
         }
@@ -101,7 +110,11 @@ pub async fn cli_audit(stack: &Stack) -> Option<Audit> {
             "stockd audit",
             vec![check(
                 "audit_ran",
-                vec![format!("exit {:?}, unparsable ({err}): {}", out.code, out.text())],
+                vec![format!(
+                    "exit {:?}, unparsable ({err}): {}",
+                    out.code,
+                    out.text()
+                )],
             )],
         )),
     }
@@ -145,7 +158,12 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
     let over = buyer_units
         .iter()
         .filter(|((sku, _), units)| **units > limits.get(sku).copied().unwrap_or(i64::MAX))
-        .map(|((sku, user), units)| format!("sku {sku} user {user}: {units} live > limit {}", limits[sku]))
+        .map(|((sku, user), units)| {
+            format!(
+                "sku {sku} user {user}: {units} live > limit {}",
+                limits[sku]
+            )
+        })
         .collect();
     checks.push(check("buyer_limit", over));
 
@@ -176,8 +194,12 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
         .iter()
         .filter_map(|(key, redis)| {
             let mysql = buyer_units.get(key).copied().unwrap_or(0);
-            (*redis != mysql)
-                .then(|| format!("sku {} user {}: redis {redis} != mysql live {mysql}", key.0, key.1))
+            (*redis != mysql).then(|| {
+                format!(
+                    "sku {} user {}: redis {redis} != mysql live {mysql}",
+                    key.0, key.1
+                )
+            })
         })
         .collect();
     checks.push(check("redis_buyer_counters", wrong_counters));
@@ -198,7 +220,14 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
     let unreleased = ledger
         .iter()
         .filter(|r| r.status == "RESERVED" && r.expires_at_ms + bound < now)
-        .map(|r| format!("sku {} {} expired {} ms ago", r.sku, r.rid, now - r.expires_at_ms))
+        .map(|r| {
+            format!(
+                "sku {} {} expired {} ms ago",
+                r.sku,
+                r.rid,
+                now - r.expires_at_ms
+            )
+        })
         .collect();
     checks.push(check("expired_released", unreleased));
 
@@ -283,7 +312,10 @@ async fn queue_checks(stack: &Stack) -> Vec<Check> {
 }
 
 /// Runs both audits, prints them; returns the failed checks (empty = clean).
-pub async fn audit_all(stack: &Stack, accepted: &BTreeMap<(u64, String), (u64, u32)>) -> Vec<String> {
+pub async fn audit_all(
+    stack: &Stack,
+    accepted: &BTreeMap<(u64, String), (u64, u32)>,
+) -> Vec<String> {
     let mut failed = Vec::new();
     let harness = harness_audit(stack, accepted).await;
     harness.print();

@@ -48,7 +48,11 @@ impl Look {
     }
 }
 
-pub async fn look(stack: &Stack, skus: &[u64], accepted: &BTreeMap<(u64, String), (u64, u32)>) -> Look {
+pub async fn look(
+    stack: &Stack,
+    skus: &[u64],
+    accepted: &BTreeMap<(u64, String), (u64, u32)>,
+) -> Look {
     let mut outbox = 0;
     for sku in skus {
         outbox += stores::outbox_len(stack, *sku).await;

@@ -354,9 +354,15 @@ impl LoadReport {
             self.answers.len(),
             self.accepted().len()
         );
-        println!("    {:<8} {:>6} {:<24} {:>7} {:>9}", "op", "status", "code", "count", "max_ms");
+        println!(
+            "    {:<8} {:>6} {:<24} {:>7} {:>9}",
+            "op", "status", "code", "count", "max_ms"
+        );
         for ((op, status, code), (n, max_ms)) in rows {
-            println!("    {:<8} {status:>6} {code:<24} {n:>7} {max_ms:>9}", format!("{op:?}"));
+            println!(
+                "    {:<8} {status:>6} {code:<24} {n:>7} {max_ms:>9}",
+                format!("{op:?}")
+            );
         }
     }
 }

@@ -67,7 +67,10 @@ impl Stack {
         env.set("STOCKD__REDIS__URL", redis.url());
         env.set("STOCKD__AMQP__URL", rabbit.url());
         env.set("STOCKD__HTTP__BIND", format!("127.0.0.1:{api_port}"));
-        env.set("STOCKD__METRICS__BIND", format!("127.0.0.1:{}", free_port()));
+        env.set(
+            "STOCKD__METRICS__BIND",
+            format!("127.0.0.1:{}", free_port()),
+        );
         env.set("STOCKD__ADMIN__TOKEN", ADMIN_TOKEN);
         env.set("STOCKD__LOGGING__LEVEL", "info");
         for (k, v) in extra {
@@ -174,7 +177,13 @@ impl Stack {
     pub async fn accepts_setting(&self, var: &str, value: &str) -> bool {
         let mut env = self.env.clone();
         env.set(var, value);
-        let out = run_cli(&env, &["config", "check"], &self.dir.path.join("cli"), CLI_LIMIT).await;
+        let out = run_cli(
+            &env,
+            &["config", "check"],
+            &self.dir.path.join("cli"),
+            CLI_LIMIT,
+        )
+        .await;
         out.code == Some(0)
     }
 

@@ -190,7 +190,8 @@ fn run_cli_blocking(env: &StockdEnv, args: &[String], dir: &Path, limit: Duratio
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let read = |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
+    let read =
+        |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
     let output = CliOutput {
         code,
         stdout: read(&out_path),

@@ -179,7 +179,10 @@ pub fn work_queues(stack: &Stack) -> Vec<String> {
 }
 
 pub fn dead_letter_queues(stack: &Stack) -> Vec<String> {
-    vec![stack.topology.deduct_dlq.clone(), stack.topology.expiry_dlq.clone()]
+    vec![
+        stack.topology.deduct_dlq.clone(),
+        stack.topology.expiry_dlq.clone(),
+    ]
 }
 
 /// Ready messages per queue (passive declare; None when the broker does not answer).

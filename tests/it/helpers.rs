@@ -23,6 +23,9 @@ use stockd::roles::consumer::Consumer;
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
+/// A test's last change to its settings.
+pub type SettingsTweak = std::sync::Arc<dyn Fn(&mut Settings) + Send + Sync>;
+
 /// What a test wants running.
 #[derive(Clone)]
 pub struct TestOptions {
@@ -33,6 +36,9 @@ pub struct TestOptions {
     pub webhook_url: Option<String>,
     /// Another Redis than the shared one (tests that read server-wide stats).
     pub redis_url: Option<String>,
+    /// Last word on the settings (fault tests: URLs through a `FaultProxy`,
+    /// short timeouts). Test helpers still reach MySQL directly.
+    pub tweak: Option<SettingsTweak>,
 }
 
 impl Default for TestOptions {
@@ -44,6 +50,7 @@ impl Default for TestOptions {
             ttl_secs: 900,
             webhook_url: None,
             redis_url: None,
+            tweak: None,
         }
     }
 }
@@ -59,6 +66,10 @@ pub struct TestApp {
     consumer: Option<tokio::task::JoinHandle<()>>,
     closer: Option<tokio::task::JoinHandle<()>>,
     extra_apis: Vec<ApiHandle>,
+    /// The test's database without any proxy in between (helpers' reads).
+    direct_db: stockd::db::Db,
+    /// Settings without the tweak: cleanup reaches every store directly.
+    direct_settings: Settings,
     /// Set once the test's data is gone; otherwise `Drop` removes it (a test
     /// that panicked never reaches `cleanup`).
     purged: bool,
@@ -69,7 +80,7 @@ impl Drop for TestApp {
         if self.purged {
             return;
         }
-        let settings = (*self.res.settings).clone();
+        let settings = self.direct_settings.clone();
         // Drop runs inside the test's runtime, which cannot be blocked on: purge
         // from a thread with a runtime of its own.
         let purger = std::thread::spawn(move || {
@@ -155,10 +166,15 @@ impl TestApp {
     pub async fn with(opts: TestOptions) -> Self {
         init_test_logging();
         let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-        let settings = test_settings(&id, &opts);
-        stockd::db::migrate::migrate(&settings.mysql.url)
+        let direct_settings = test_settings(&id, &opts);
+        stockd::db::migrate::migrate(&direct_settings.mysql.url)
             .await
             .expect("migrate");
+        let direct_db = stockd::db::Db::new(&direct_settings.mysql).unwrap();
+        let mut settings = direct_settings.clone();
+        if let Some(tweak) = &opts.tweak {
+            tweak(&mut settings);
+        }
         let res = Resources::connect(settings, &id)
             .await
             .expect("resources connect");
@@ -178,6 +194,8 @@ impl TestApp {
             consumer: None,
             closer: None,
             extra_apis: Vec::new(),
+            direct_db,
+            direct_settings,
             purged: false,
         };
         if opts.consumer {
@@ -222,7 +240,8 @@ impl TestApp {
             self.res.db.clone(),
             self.res.redis.clone(),
             self.res.publisher.clone(),
-        );
+        )
+        .with_breaker(self.res.mysql_breaker.clone());
         self.consumer = Some(tokio::spawn(
             consumer.run_until_stopped(self.consumer_cancel.clone()),
         ));
@@ -354,7 +373,7 @@ impl TestApp {
     }
 
     pub async fn mysql(&self) -> mysql_async::Conn {
-        self.res.db.conn().await.unwrap()
+        self.direct_db.conn().await.unwrap()
     }
 
     pub async fn mysql_available(&self, sku: u64) -> Option<i64> {
@@ -534,7 +553,7 @@ impl TestApp {
             closer.await.unwrap();
         }
         tracing::info!("cleanup: roles stopped");
-        purge(&self.res.settings).await;
+        purge(&self.direct_settings).await;
         self.purged = true;
         self.res.clone().close().await;
     }

@@ -3,14 +3,21 @@
 //! own database, key prefix and queue names (see `helpers`).
 
 mod helpers;
+mod proxy;
+mod support;
 
+mod audit;
 mod bad_input;
 mod cli;
 mod deploy;
+mod dlq;
 mod lifecycle;
+mod lost_writes;
 mod openapi;
+mod outage;
 mod pipeline;
 mod reconcile;
 mod reserve;
 mod soldout;
+mod stuck;
 mod telemetry;

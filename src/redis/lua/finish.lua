@@ -6,9 +6,13 @@
 -- ARGV[1] final status: CONFIRMED | RELEASED | REJECTED
 -- ARGV[2] user_id  ARGV[3] count  ARGV[4] record ttl ms (for a tombstone)
 -- ARGV[5] sold-out Pub/Sub channel  ARGV[6] sku_id
+-- ARGV[7] '1' when a rejection leaves the unit in MySQL's stock (LIMIT_EXCEEDED)
 --
 -- RESERVED -> RELEASED  : available += count, user -= count
--- RESERVED -> REJECTED  : user -= count (MySQL never had the unit: Redis was ahead)
+-- RESERVED -> REJECTED  : user -= count (OVER_ADMITTED: MySQL never had the unit,
+--                         Redis was ahead); with ARGV[7] also available += count,
+--                         and the record is marked `returned` so the reconciler's
+--                         snapshot no longer counts it as holding stock
 -- RESERVED -> CONFIRMED : status only
 -- Returns {'APPLIED'} on the transition, {'ALREADY', status} when the record is
 -- already final, {'TOMBSTONE'} when no record existed (Redis lost it or it
@@ -39,7 +43,11 @@ if final == 'RELEASED' or final == 'REJECTED' then
     end
   end
 end
-if final == 'RELEASED' and redis.call('HEXISTS', sku_key, 'available') == 1 then
+local restock = final == 'RELEASED' or (final == 'REJECTED' and ARGV[7] == '1')
+if final == 'REJECTED' and ARGV[7] == '1' then
+  redis.call('HSET', res_key, 'returned', '1')
+end
+if restock and redis.call('HEXISTS', sku_key, 'available') == 1 then
   local available = redis.call('HINCRBY', sku_key, 'available', count)
   if available > 0 and redis.call('HDEL', sku_key, 'soldout') == 1 then
     -- stock is back: clear the marker and tell every api node

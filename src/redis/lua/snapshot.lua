@@ -4,10 +4,13 @@
 -- KEYS[1] sku hash  KEYS[2] winners set
 -- ARGV[1] reservation key prefix (`<p>{<sku>}:res:`)  ARGV[2] most winners to list
 --
--- Returns {available, total, adjust, limit, n, rid1, status1, count1, ...} with
--- n = -1 when there are more winners than ARGV[2] (records not listed), and
+-- Returns {available, total, adjust, limit, n, rid1, status1, count1, created_ms1, ...}
+-- with n = -1 when there are more winners than ARGV[2] (records not listed), and
 -- available = '' when the SKU is not loaded. A winner whose record expired is
--- listed with status ''.
+-- listed with status '' and created_ms '0'. `created_ms` (Redis TIME at admission)
+-- lets the reconciler tell work that is merely in flight from work that is stuck.
+-- A rejected record whose unit went back to `available` (`returned`) is listed
+-- with count 0: it holds no stock.
 
 local sku = redis.call('HMGET', KEYS[1], 'available', 'total', 'adjust', 'limit')
 if not sku[1] then
@@ -22,9 +25,14 @@ end
 local members = redis.call('SMEMBERS', KEYS[2])
 table.insert(out, tostring(#members))
 for _, rid in ipairs(members) do
-  local rec = redis.call('HMGET', ARGV[1] .. rid, 'status', 'count')
+  local rec = redis.call('HMGET', ARGV[1] .. rid, 'status', 'count', 'created_ms', 'returned')
   table.insert(out, rid)
   table.insert(out, rec[1] or '')
-  table.insert(out, rec[2] or '0')
+  if rec[4] then
+    table.insert(out, '0')
+  else
+    table.insert(out, rec[2] or '0')
+  end
+  table.insert(out, rec[3] or '0')
 end
 return out

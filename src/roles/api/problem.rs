@@ -70,10 +70,10 @@ impl ApiError {
         }
     }
 
-    /// Logs an infrastructure failure once, here where it is handled, and hides
-    /// its details from the client.
-    pub fn unavailable(what: &str, err: impl std::fmt::Display) -> Self {
-        tracing::error!(dependency = what, error = %err, "request failed: dependency unavailable");
+    /// Reports an infrastructure failure to the outage log (one line per
+    /// outage, a counter per request) and hides its details from the client.
+    pub fn unavailable(what: &'static str, err: impl std::fmt::Display) -> Self {
+        crate::health::outage::failed(what, &err);
         Self::Unavailable(format!("{what} is unavailable; retry shortly"))
     }
 }

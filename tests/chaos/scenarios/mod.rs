@@ -116,7 +116,12 @@ impl Scenario {
     pub async fn finish(mut self, report: &LoadReport) {
         report.print_summary();
         let accepted = report.accepted();
-        let skus: Vec<u64> = accepted.keys().map(|k| k.0).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let skus: Vec<u64> = accepted
+            .keys()
+            .map(|k| k.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
         self.note("load stopped; waiting for the pipeline to drain");
         let (drained, _) = drain::wait_drained(&self.stack, &skus, &accepted, DRAIN_LIMIT).await;
         self.expect(drained, format!("pipeline drained within {DRAIN_LIMIT:?}"));
@@ -189,7 +194,10 @@ impl Scenario {
         let start = Instant::now();
         while start.elapsed() < limit {
             if check().await {
-                self.note(&format!("{what} (after {:.1} s)", start.elapsed().as_secs_f64()));
+                self.note(&format!(
+                    "{what} (after {:.1} s)",
+                    start.elapsed().as_secs_f64()
+                ));
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

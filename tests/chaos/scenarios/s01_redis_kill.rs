@@ -31,7 +31,10 @@ async fn s01_redis_kill9_and_aof_restart_lose_nothing() {
     let refused = during.iter().filter(|a| a.status == 503).count();
     sc.expect(
         refused > 0,
-        format!("reserves during the outage answered 503 ({refused} of {})", during.len()),
+        format!(
+            "reserves during the outage answered 503 ({refused} of {})",
+            during.len()
+        ),
     );
     sc.expect_sane_answers(&report);
     sc.finish(&report).await;

@@ -28,7 +28,10 @@ async fn s02_redis_restarted_empty_then_warmup_keeps_limits_and_replays() {
     let probe = sc.reserve(skus[0], "s02-probe", 9_999, 1).await;
     sc.expect(
         probe.status == 503,
-        format!("a reserve on the empty Redis answers 503 (got {} {})", probe.status, probe.code),
+        format!(
+            "a reserve on the empty Redis answers 503 (got {} {})",
+            probe.status, probe.code
+        ),
     );
     let queues = stores::work_queues(&sc.stack);
     let stack = &sc.stack;
@@ -39,9 +42,15 @@ async fn s02_redis_restarted_empty_then_warmup_keeps_limits_and_replays() {
     .await;
     sc.pause(1_000, 0).await;
     sc.note("stockd warmup --sku 21 --sku 22");
-    let warm = sc.stack.cli(&["warmup", "--sku", "21", "--sku", "22"]).await;
+    let warm = sc
+        .stack
+        .cli(&["warmup", "--sku", "21", "--sku", "22"])
+        .await;
     print!("{}", warm.text());
-    sc.expect(warm.code == Some(0), format!("warmup exit code {:?}", warm.code));
+    sc.expect(
+        warm.code == Some(0),
+        format!("warmup exit code {:?}", warm.code),
+    );
 
     check_limits_and_replays(&mut sc, &before, skus[0]).await;
     let after = sc.load(plan("s02b", &skus, 250, 300, 100)).finish().await;
@@ -69,27 +78,43 @@ async fn check_limits_and_replays(sc: &mut Scenario, before: &LoadReport, sku: u
         .map(|(u, _)| *u)
         .take(3)
         .collect();
-    sc.expect(!full.is_empty(), format!("buyers at the limit on sku {sku}: {full:?}"));
+    sc.expect(
+        !full.is_empty(),
+        format!("buyers at the limit on sku {sku}: {full:?}"),
+    );
     for user in full {
         let reply = sc.reserve(sku, &format!("s02-over-{user}"), user, 1).await;
         sc.expect(
             reply.status == 409 && reply.code == "LIMIT_EXCEEDED",
-            format!("buyer {user} at the limit: 409 LIMIT_EXCEEDED (got {} {})", reply.status, reply.code),
+            format!(
+                "buyer {user} at the limit: 409 LIMIT_EXCEEDED (got {} {})",
+                reply.status, reply.code
+            ),
         );
     }
     let accepted = before.accepted();
     let live: Vec<_> = ledger
         .iter()
         .filter(|r| r.sku == sku && r.status == "RESERVED")
-        .filter_map(|r| accepted.get(&(r.sku, r.rid.clone())).map(|(u, c)| (r.rid.clone(), *u, *c)))
+        .filter_map(|r| {
+            accepted
+                .get(&(r.sku, r.rid.clone()))
+                .map(|(u, c)| (r.rid.clone(), *u, *c))
+        })
         .take(3)
         .collect();
-    sc.expect(!live.is_empty(), format!("accepted live reservations to replay: {}", live.len()));
+    sc.expect(
+        !live.is_empty(),
+        format!("accepted live reservations to replay: {}", live.len()),
+    );
     for (rid, user, count) in live {
         let reply = sc.reserve(sku, &rid, user, count).await;
         sc.expect(
             reply.status == 200 && reply.replayed,
-            format!("retry of accepted {rid}: 200 replayed (got {} {} replayed={})", reply.status, reply.code, reply.replayed),
+            format!(
+                "retry of accepted {rid}: 200 replayed (got {} {} replayed={})",
+                reply.status, reply.code, reply.replayed
+            ),
         );
     }
 }

@@ -28,7 +28,12 @@ async fn repair(sc: &Scenario) -> Option<i32> {
             for s in skus {
                 println!(
                     "    sku {} verdict {} redis {} mysql {} in_flight {} repaired {}",
-                    s["sku_id"], s["verdict"], s["redis_available"], s["mysql_available"], s["in_flight"], s["repaired"]
+                    s["sku_id"],
+                    s["verdict"],
+                    s["redis_available"],
+                    s["mysql_available"],
+                    s["in_flight"],
+                    s["repaired"]
                 );
             }
         }
@@ -89,13 +94,20 @@ async fn s03b_rolled_back_buyer_cannot_exceed_limit_and_retry_replays() {
     let snapshot = sc.stack.redis.snapshot("before-a").await;
     for sku in [33, 34] {
         let a = sc.reserve(sku, &format!("a{sku}"), 7, 1).await;
-        sc.expect(a.status == 201, format!("sku {sku}: a answered 201 (got {})", a.status));
+        sc.expect(
+            a.status == 201,
+            format!("sku {sku}: a answered 201 (got {})", a.status),
+        );
     }
     let stack = &sc.stack;
-    sc.wait_for("a33 and a34 applied in MySQL", Duration::from_secs(30), || async {
-        stores::ledger_status(stack, 33, "a33").await.as_deref() == Some("RESERVED")
-            && stores::ledger_status(stack, 34, "a34").await.as_deref() == Some("RESERVED")
-    })
+    sc.wait_for(
+        "a33 and a34 applied in MySQL",
+        Duration::from_secs(30),
+        || async {
+            stores::ledger_status(stack, 33, "a33").await.as_deref() == Some("RESERVED")
+                && stores::ledger_status(stack, 34, "a34").await.as_deref() == Some("RESERVED")
+        },
+    )
     .await;
     sc.note("inject: restore Redis from the snapshot taken before a");
     sc.stack.redis.restore(&snapshot).await;
@@ -111,13 +123,19 @@ async fn s03b_rolled_back_buyer_cannot_exceed_limit_and_retry_replays() {
     for (sku, a) in [(33, &a33), (34, &a34)] {
         sc.expect(
             a.status == 200 && a.replayed,
-            format!("sku {sku}: retry of a answers 200 replayed (got {} {} replayed={})", a.status, a.code, a.replayed),
+            format!(
+                "sku {sku}: retry of a answers 200 replayed (got {} {} replayed={})",
+                a.status, a.code, a.replayed
+            ),
         );
     }
     let mut report = Vec::new();
     for (sku, b) in [(33, &b33), (34, &b34)] {
         if b.status == 409 {
-            sc.expect(b.code == "LIMIT_EXCEEDED", format!("sku {sku}: b refused with {}", b.code));
+            sc.expect(
+                b.code == "LIMIT_EXCEEDED",
+                format!("sku {sku}: b refused with {}", b.code),
+            );
         } else {
             // Admitted by Redis: the consumer must refuse it in MySQL.
             report.push(crate::load::Answer {
@@ -143,9 +161,15 @@ async fn s03b_rolled_back_buyer_cannot_exceed_limit_and_retry_replays() {
     for sku in [33, 34] {
         let b = stores::ledger_status(&sc.stack, sku, &format!("b{sku}")).await;
         let live = b.as_deref().is_some_and(|s| stores::LIVE.contains(&s));
-        sc.expect(!live, format!("sku {sku}: b is not live in MySQL (ledger {b:?})"));
+        sc.expect(
+            !live,
+            format!("sku {sku}: b is not live in MySQL (ledger {b:?})"),
+        );
         let a = stores::ledger_status(&sc.stack, sku, &format!("a{sku}")).await;
-        sc.expect(a.as_deref() == Some("RESERVED"), format!("sku {sku}: a still RESERVED in MySQL ({a:?})"));
+        sc.expect(
+            a.as_deref() == Some("RESERVED"),
+            format!("sku {sku}: a still RESERVED in MySQL ({a:?})"),
+        );
     }
     for _ in 0..2 {
         repair(&sc).await;

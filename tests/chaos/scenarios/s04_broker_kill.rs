@@ -11,7 +11,8 @@ use crate::load::LoadReport;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s04_broker_kill9_with_and_without_backlog_loses_nothing() {
-    let mut sc = Scenario::begin("s04", "RabbitMQ kill -9 with a backlog and under load", &[]).await;
+    let mut sc =
+        Scenario::begin("s04", "RabbitMQ kill -9 with a backlog and under load", &[]).await;
     sc.stack.start_roles(&["api", "closer"]).await;
     let skus = [41, 42];
     for sku in skus {
@@ -50,5 +51,6 @@ async fn s04_broker_kill9_with_and_without_backlog_loses_nothing() {
     sc.expect_sane_answers(&backlog);
     sc.expect_sane_answers(&under_load);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    sc.finish(&LoadReport::merge(&[&backlog, &under_load])).await;
+    sc.finish(&LoadReport::merge(&[&backlog, &under_load]))
+        .await;
 }

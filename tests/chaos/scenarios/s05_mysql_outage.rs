@@ -33,7 +33,10 @@ async fn s05_mysql_down_20s_under_load_reaches_mysql_without_dead_letters() {
         .iter()
         .filter(|a| a.op == Op::Reserve && a.sent_ms >= down_ms && a.sent_ms < up_ms)
         .collect();
-    let refused: Vec<_> = during.iter().filter(|a| a.status >= 500 || a.status == 0).collect();
+    let refused: Vec<_> = during
+        .iter()
+        .filter(|a| a.status >= 500 || a.status == 0)
+        .collect();
     sc.expect(
         refused.is_empty() && !during.is_empty(),
         format!(

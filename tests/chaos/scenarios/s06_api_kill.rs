@@ -18,7 +18,9 @@ async fn s06_api_kill9_under_load_leaves_nothing_unpublished() {
     let load = sc.load(plan("s06", &skus, 450, 1_800, 100));
     for round in 1..=2 {
         sc.pause(3_000, 2_000).await;
-        sc.note(&format!("inject: kill -9 stockd --role api (round {round})"));
+        sc.note(&format!(
+            "inject: kill -9 stockd --role api (round {round})"
+        ));
         sc.stack.kill_role("api");
         let mut left = 0;
         for sku in skus {
@@ -30,7 +32,9 @@ async fn s06_api_kill9_under_load_leaves_nothing_unpublished() {
     }
     let report = load.finish().await;
     let unanswered = report.answers.iter().filter(|a| a.status == 0).count();
-    sc.note(&format!("requests cut by the kills (no answer): {unanswered}"));
+    sc.note(&format!(
+        "requests cut by the kills (no answer): {unanswered}"
+    ));
     let errors = report
         .answers
         .iter()

@@ -14,7 +14,6 @@ use mysql_async::prelude::Queryable;
 
 use super::{plan, Scenario};
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing() {
@@ -22,7 +21,10 @@ async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing()
     sc.stack.start_roles(&["api", "closer"]).await;
     let skus = [71];
     sc.stack.create_sku(71, 2_000, 2).await;
-    let report = sc.load(plan("s07", &skus, 1_200, 1_200, 150)).finish().await;
+    let report = sc
+        .load(plan("s07", &skus, 1_200, 1_200, 150))
+        .finish()
+        .await;
     let deduct = sc.stack.topology.deduct_queue.clone();
     let backlog = sc.stack.rabbit.ready(&deduct).await.unwrap_or(0);
     let prefetch = sc.stack.settings.consumer.prefetch as usize;
@@ -43,14 +45,21 @@ async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing()
         let stack = &sc.stack;
         let queue = deduct.clone();
         let holding = sc
-            .wait_for("consumer holds every message", Duration::from_secs(20), || async {
-                stack.rabbit.ready(&queue).await == Some(0)
-            })
+            .wait_for(
+                "consumer holds every message",
+                Duration::from_secs(20),
+                || async { stack.rabbit.ready(&queue).await == Some(0) },
+            )
             .await;
-        sc.expect(holding, format!("kill {kill}: consumer took the whole backlog"));
+        sc.expect(
+            holding,
+            format!("kill {kill}: consumer took the whole backlog"),
+        );
         sc.pause(300, 300).await;
         let ready = sc.stack.rabbit.ready(&deduct).await;
-        sc.note(&format!("inject: kill -9 consumer #{kill} ({deduct}: {ready:?} ready)"));
+        sc.note(&format!(
+            "inject: kill -9 consumer #{kill} ({deduct}: {ready:?} ready)"
+        ));
         sc.stack.kill_role("consumer");
         sc.pause(200, 300).await;
     }
@@ -58,7 +67,10 @@ async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing()
     lock.query_drop("ROLLBACK").await.unwrap();
     let _ = lock.disconnect().await;
     let dlq = sc.stack.rabbit.ready(&sc.stack.topology.deduct_dlq).await;
-    sc.note(&format!("{} right after the kills: {dlq:?} messages", sc.stack.topology.deduct_dlq));
+    sc.note(&format!(
+        "{} right after the kills: {dlq:?} messages",
+        sc.stack.topology.deduct_dlq
+    ));
     sc.stack.start_role("consumer").await;
     sc.finish(&report).await;
 }

@@ -19,7 +19,12 @@ const CONSUMER_DOWN: Duration = Duration::from_secs(60);
 #[ignore = "chaos suite: make chaos"]
 async fn s08_consumer_down_60s_with_5s_ttl_releases_each_unpaid_once() {
     let ttl = [("STOCKD__RESERVATION__TTL_SECS", TTL_SECS.to_string())];
-    let mut sc = Scenario::begin("s08", "consumer stopped 60 s, reservations expire meanwhile", &ttl).await;
+    let mut sc = Scenario::begin(
+        "s08",
+        "consumer stopped 60 s, reservations expire meanwhile",
+        &ttl,
+    )
+    .await;
     sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [81, 82];
     for sku in skus {
@@ -35,7 +40,9 @@ async fn s08_consumer_down_60s_with_5s_ttl_releases_each_unpaid_once() {
     tokio::time::sleep(CONSUMER_DOWN.saturating_sub(stopped.elapsed())).await;
     let deduct = sc.stack.topology.deduct_queue.clone();
     let backlog = sc.stack.rabbit.ready(&deduct).await;
-    sc.note(&format!("restart the consumer; backlog {backlog:?} messages"));
+    sc.note(&format!(
+        "restart the consumer; backlog {backlog:?} messages"
+    ));
     sc.stack.start_role("consumer").await;
 
     let stack = &sc.stack;
@@ -45,9 +52,16 @@ async fn s08_consumer_down_60s_with_5s_ttl_releases_each_unpaid_once() {
     })
     .await;
     let ledger = stores::ledger(&sc.stack).await;
-    let confirmed: i64 = ledger.iter().filter(|r| r.status == "CONFIRMED").map(|r| r.count).sum();
+    let confirmed: i64 = ledger
+        .iter()
+        .filter(|r| r.status == "CONFIRMED")
+        .map(|r| r.count)
+        .sum();
     let reserved = ledger.iter().filter(|r| r.status == "RESERVED").count();
-    sc.expect(reserved == 0, format!("no reservation still RESERVED after its TTL ({reserved})"));
+    sc.expect(
+        reserved == 0,
+        format!("no reservation still RESERVED after its TTL ({reserved})"),
+    );
     for row in stores::sku_rows(&sc.stack).await {
         let sku_confirmed: i64 = ledger
             .iter()

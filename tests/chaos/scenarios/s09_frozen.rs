@@ -34,10 +34,22 @@ enum Target {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s09_frozen_dependencies_give_bounded_answers() {
-    let extra = [("STOCKD__REDIS__COMMAND_TIMEOUT_MS", REDIS_TIMEOUT_MS.to_string())];
-    let mut sc = Scenario::begin("s09", "MySQL, Redis, broker frozen (SIGSTOP) 10 s each", &extra).await;
+    let extra = [(
+        "STOCKD__REDIS__COMMAND_TIMEOUT_MS",
+        REDIS_TIMEOUT_MS.to_string(),
+    )];
+    let mut sc = Scenario::begin(
+        "s09",
+        "MySQL, Redis, broker frozen (SIGSTOP) 10 s each",
+        &extra,
+    )
+    .await;
     let key = "STOCKD__MYSQL__QUERY_TIMEOUT_MS";
-    if sc.stack.accepts_setting(key, &MYSQL_TIMEOUT_MS.to_string()).await {
+    if sc
+        .stack
+        .accepts_setting(key, &MYSQL_TIMEOUT_MS.to_string())
+        .await
+    {
         sc.stack.env.set(key, MYSQL_TIMEOUT_MS);
         sc.note(&format!("{key}={MYSQL_TIMEOUT_MS}"));
     } else {
@@ -50,19 +62,51 @@ async fn s09_frozen_dependencies_give_bounded_answers() {
     let mysql = freeze_phase(&mut sc, Target::Mysql).await;
     let bound = MYSQL_TIMEOUT_MS + MARGIN_MS;
     for op in [Op::Confirm, Op::Cancel] {
-        judge(&mut sc, &mysql, op, bound, &[200, 409, 503], Some(503), "MySQL frozen");
+        judge(
+            &mut sc,
+            &mysql,
+            op,
+            bound,
+            &[200, 409, 503],
+            Some(503),
+            "MySQL frozen",
+        );
     }
     let reserve_ok = [200, 201, 202, 409];
-    judge(&mut sc, &mysql, Op::Reserve, publish_ms + MARGIN_MS, &reserve_ok, None, "MySQL frozen");
+    judge(
+        &mut sc,
+        &mysql,
+        Op::Reserve,
+        publish_ms + MARGIN_MS,
+        &reserve_ok,
+        None,
+        "MySQL frozen",
+    );
 
     let redis = freeze_phase(&mut sc, Target::Redis).await;
     let bound = REDIS_TIMEOUT_MS + MARGIN_MS;
     let allowed = [200, 201, 202, 409, 503];
-    judge(&mut sc, &redis, Op::Reserve, bound, &allowed, Some(503), "Redis frozen");
+    judge(
+        &mut sc,
+        &redis,
+        Op::Reserve,
+        bound,
+        &allowed,
+        Some(503),
+        "Redis frozen",
+    );
 
     let broker = freeze_phase(&mut sc, Target::Broker).await;
     let bound = publish_ms + MARGIN_MS;
-    judge(&mut sc, &broker, Op::Reserve, bound, &reserve_ok, Some(202), "broker frozen");
+    judge(
+        &mut sc,
+        &broker,
+        Op::Reserve,
+        bound,
+        &reserve_ok,
+        Some(202),
+        "broker frozen",
+    );
 
     let all = LoadReport::merge(&[&mysql.report, &redis.report, &broker.report]);
     sc.finish(&all).await;
@@ -132,7 +176,10 @@ fn judge(
     for a in &during {
         *by_status.entry((a.status, a.code.as_str())).or_default() += 1;
     }
-    let wrong = during.iter().filter(|a| !statuses.contains(&a.status)).count();
+    let wrong = during
+        .iter()
+        .filter(|a| !statuses.contains(&a.status))
+        .count();
     sc.expect(
         !during.is_empty() && late == 0,
         format!(

@@ -33,7 +33,11 @@ async fn s11_broker_memory_alarm_fills_outbox_to_its_bound_then_drains() {
     let load = sc.load(p);
     let max_outbox = Arc::new(AtomicU64::new(0));
     let sampler = {
-        let (url, key, max) = (sc.stack.redis.url(), sc.stack.keys.outbox(stores::sku_id(111)), max_outbox.clone());
+        let (url, key, max) = (
+            sc.stack.redis.url(),
+            sc.stack.keys.outbox(stores::sku_id(111)),
+            max_outbox.clone(),
+        );
         tokio::spawn(async move { sample_xlen(url, key, max).await })
     };
     let report = load.finish().await;
@@ -47,8 +51,14 @@ async fn s11_broker_memory_alarm_fills_outbox_to_its_bound_then_drains() {
         .filter(|a| a.op == Op::Reserve && a.status == 503)
         .count();
     let reserve_202 = report.count(Op::Reserve, 202);
-    sc.expect(reserve_202 > 0, format!("reservations answered 202 during the alarm ({reserve_202})"));
-    sc.expect(reserve_503 > 0, format!("reservations answered 503 once the outbox was full ({reserve_503})"));
+    sc.expect(
+        reserve_202 > 0,
+        format!("reservations answered 202 during the alarm ({reserve_202})"),
+    );
+    sc.expect(
+        reserve_503 > 0,
+        format!("reservations answered 503 once the outbox was full ({reserve_503})"),
+    );
     sc.expect(
         max_seen <= OUTBOX_MAX,
         format!("outbox never above redis.outbox_max_len: max seen {max_seen} <= {OUTBOX_MAX}"),
@@ -65,7 +75,11 @@ async fn sample_xlen(url: String, key: String, max: Arc<AtomicU64>) {
         return;
     };
     loop {
-        if let Ok(n) = redis::cmd("XLEN").arg(&key).query_async::<u64>(&mut conn).await {
+        if let Ok(n) = redis::cmd("XLEN")
+            .arg(&key)
+            .query_async::<u64>(&mut conn)
+            .await
+        {
             max.fetch_max(n, Ordering::SeqCst);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

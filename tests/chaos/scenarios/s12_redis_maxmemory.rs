@@ -21,7 +21,10 @@ async fn s12_redis_maxmemory_refuses_reserves_whole() {
     let load = sc.load(plan("s12", &skus, 600, 1_500, 100));
     sc.pause(3_000, 1_000).await;
     let used = sc.stack.redis.used_memory().await;
-    sc.note(&format!("inject: CONFIG SET maxmemory {} (used {used} + {HEADROOM})", used + HEADROOM));
+    sc.note(&format!(
+        "inject: CONFIG SET maxmemory {} (used {used} + {HEADROOM})",
+        used + HEADROOM
+    ));
     let from_ms = load.elapsed_ms();
     sc.stack.redis.set_maxmemory(used + HEADROOM).await;
     sc.pause(5_000, 2_000).await;
@@ -32,9 +35,14 @@ async fn s12_redis_maxmemory_refuses_reserves_whole() {
     let refused = report
         .answers
         .iter()
-        .filter(|a| a.op == Op::Reserve && a.status == 503 && a.sent_ms >= from_ms && a.sent_ms < to_ms)
+        .filter(|a| {
+            a.op == Op::Reserve && a.status == 503 && a.sent_ms >= from_ms && a.sent_ms < to_ms
+        })
         .count();
-    sc.expect(refused > 0, format!("reservations refused with 503 while Redis was full ({refused})"));
+    sc.expect(
+        refused > 0,
+        format!("reservations refused with 503 while Redis was full ({refused})"),
+    );
     sc.expect_sane_answers(&report);
     sc.finish(&report).await;
 }

@@ -76,8 +76,14 @@ impl Mariadb {
             .arg(format!("--datadir={}", self.datadir.display()))
             .arg(format!("--port={}", self.port))
             .arg("--bind-address=127.0.0.1")
-            .arg(format!("--socket={}", self.root.join("mariadb.sock").display()))
-            .arg(format!("--pid-file={}", self.root.join("mariadb.pid").display()))
+            .arg(format!(
+                "--socket={}",
+                self.root.join("mariadb.sock").display()
+            ))
+            .arg(format!(
+                "--pid-file={}",
+                self.root.join("mariadb.pid").display()
+            ))
             .arg("--user=root")
             .args(SERVER_ARGS);
         let name = format!("mariadbd :{}", self.port);

@@ -15,8 +15,12 @@ pub const POLL: Duration = Duration::from_millis(100);
 
 /// Polls `ready` until it returns true; panics after `limit` with `what` and
 /// the log tail `context()` returns (the server's own explanation).
-pub async fn wait_ready<F, Fut>(what: &str, limit: Duration, mut ready: F, context: impl Fn() -> String)
-where
+pub async fn wait_ready<F, Fut>(
+    what: &str,
+    limit: Duration,
+    mut ready: F,
+    context: impl Fn() -> String,
+) where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {

@@ -77,7 +77,10 @@ impl OwnedProcess {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        eprintln!("{} ignored SIGTERM for {TERM_GRACE:?}; killing it", self.name);
+        eprintln!(
+            "{} ignored SIGTERM for {TERM_GRACE:?}; killing it",
+            self.name
+        );
         self.kill9();
         None
     }
@@ -136,7 +139,11 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
     let text = String::from_utf8_lossy(&text);
     let all: Vec<&str> = text.lines().collect();
     let from = all.len().saturating_sub(lines);
-    let mut out = format!("--- last {} lines of {}\n", all.len() - from, path.display());
+    let mut out = format!(
+        "--- last {} lines of {}\n",
+        all.len() - from,
+        path.display()
+    );
     for line in &all[from..] {
         out.push_str("  | ");
         out.push_str(line);

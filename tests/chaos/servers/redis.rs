@@ -163,7 +163,10 @@ async fn ping(url: String) -> bool {
     };
     let attempt = async {
         let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-        redis::cmd("PING").query_async::<String>(&mut conn).await.ok()
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .ok()
     };
     matches!(
         tokio::time::timeout(Duration::from_secs(1), attempt).await,

@@ -28,8 +28,12 @@ pub async fn readyz(req: HttpRequest, state: web::Data<ApiState>) -> HttpRespons
         .split('&')
         .any(|p| p == "verbose" || p.starts_with("verbose="))
     {
+        // Informational, not part of readiness: the api keeps admitting while
+        // the workers' breaker holds deliveries (that is what the queue is for).
+        let breaker_closed = !state.res.mysql_breaker.is_open();
         body["checks"] = json!({
             "redis": redis, "scripts_loaded": scripts, "mysql": mysql, "amqp": amqp, "not_draining": !draining,
+            "mysql_breaker_closed": breaker_closed,
         });
     }
     if ready {

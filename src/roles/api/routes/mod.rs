@@ -2,6 +2,7 @@
 //! turn malformed input into 400 problem+json before any handler runs.
 
 pub mod admin;
+pub mod dlq;
 pub mod health;
 pub mod lifecycle;
 pub mod openapi;
@@ -38,6 +39,8 @@ pub fn register(cfg: &mut web::ServiceConfig) {
     .service(
         resource("/v1/admin/skus/{sku_id}/warmup", "POST").route(web::post().to(admin::warmup)),
     )
+    .service(resource("/v1/admin/dlq", "GET").route(web::get().to(dlq::list)))
+    .service(resource("/v1/admin/dlq/replay", "POST").route(web::post().to(dlq::replay)))
     .service(
         resource("/v1/admin/reconcile", "GET, POST")
             .route(web::post().to(admin::reconcile_now))

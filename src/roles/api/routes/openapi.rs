@@ -17,7 +17,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{IntoParams, Modify, OpenApi, PartialSchema, ToResponse, ToSchema};
 
-use super::{admin, health, lifecycle, reservations, skus};
+use super::{admin, dlq, health, lifecycle, reservations, skus};
 
 /// Media type of every error body (RFC 9457).
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -44,12 +44,21 @@ pub const ADMIN_SECURITY: &str = "admin_token";
         admin::warmup,
         admin::reconcile_now,
         admin::last_reconcile,
+        dlq::list,
+        dlq::replay,
         health::livez,
         health::readyz,
         health::metrics,
         serve,
     ),
-    components(schemas(Liveness, Readiness, ReconcileReport, SkuReconcileLine, Verdict)),
+    components(schemas(
+        Liveness,
+        Readiness,
+        ReconcileReport,
+        SkuReconcileLine,
+        Verdict,
+        StuckWhere
+    )),
     modifiers(&ProblemsAndSecurity),
     tags(
         (name = "reservations", description = "Reserve units and move reservations through their lifecycle"),
@@ -368,6 +377,29 @@ pub struct SkuReconcileLine {
     /// Redis' own conservation check; `null` when not loaded.
     #[schema(required = true)]
     redis_conserved: Option<bool>,
+    /// Live ledger rows whose Redis record is missing (Redis lost writes).
+    missing_in_redis: i64,
+    /// Buyers holding more than `limit_per_user` live units in MySQL.
+    buyers_over_limit: i64,
+    /// Units of STUCK work: dead-lettered, or in flight past
+    /// `reconcile.stuck_after_ms`.
+    #[schema(minimum = 0)]
+    stuck_units: i64,
+    /// Where the stuck units sit; `null` when nothing is stuck.
+    #[schema(required = true)]
+    stuck_where: Option<StuckWhere>,
+}
+
+/// Where STUCK units sit (see `ops::stuck`).
+#[derive(ToSchema, serde::Serialize)]
+#[allow(dead_code)]
+pub enum StuckWhere {
+    #[serde(rename = "dlq")]
+    Dlq,
+    #[serde(rename = "in_flight")]
+    InFlight,
+    #[serde(rename = "dlq+in_flight")]
+    Both,
 }
 
 /// Mirrors `ops::reconcile::Verdict`.
@@ -380,6 +412,7 @@ pub enum Verdict {
     RedisAhead,
     RedisBehind,
     MysqlInconsistent,
+    Stuck,
 }
 
 #[cfg(test)]
@@ -438,6 +471,8 @@ mod tests {
             ("/v1/admin/skus/{sku_id}/warmup", "post"),
             ("/v1/admin/reconcile", "post"),
             ("/v1/admin/reconcile", "get"),
+            ("/v1/admin/dlq", "get"),
+            ("/v1/admin/dlq/replay", "post"),
             ("/livez", "get"),
             ("/readyz", "get"),
             ("/metrics", "get"),
@@ -541,6 +576,30 @@ mod tests {
     }
 
     #[test]
+    fn every_schema_a_dlq_route_refers_to_is_defined() {
+        let doc = doc();
+        let schemas = &doc["components"]["schemas"];
+        for name in [
+            "DlqListing",
+            "DeadDeduction",
+            "PoisonLetter",
+            "DlqKind",
+            "ReplayView",
+        ] {
+            assert!(schemas[name].is_object(), "{name} missing");
+        }
+        let text = doc.to_string();
+        for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(schemas[name].is_object(), "dangling $ref to {name}");
+        }
+        assert_eq!(
+            schemas["DlqKind"]["enum"],
+            serde_json::json!(["deduct", "expiry"])
+        );
+    }
+
+    #[test]
     fn the_reconcile_mirror_matches_the_report() {
         use crate::ops::reconcile::{Report, SkuReport, Verdict as Real};
         let verdicts = [
@@ -549,6 +608,7 @@ mod tests {
             Real::RedisAhead,
             Real::RedisBehind,
             Real::MysqlInconsistent,
+            Real::Stuck,
         ];
         let report = Report {
             checked_at: "1970-01-01T00:00:00Z".into(),
@@ -564,6 +624,10 @@ mod tests {
                     repaired: false,
                     drift: 0,
                     redis_conserved: None,
+                    missing_in_redis: 0,
+                    buyers_over_limit: 0,
+                    stuck_units: 0,
+                    stuck_where: None,
                 })
                 .collect(),
         };
@@ -587,5 +651,10 @@ mod tests {
             .map(|l| l["verdict"].clone())
             .collect();
         assert_eq!(Value::Array(names), schemas["Verdict"]["enum"]);
+        let places: Vec<Value> = crate::ops::stuck::PLACES
+            .iter()
+            .map(|p| Value::from(*p))
+            .collect();
+        assert_eq!(Value::Array(places), schemas["StuckWhere"]["enum"]);
     }
 }

@@ -164,10 +164,10 @@ async fn answer(
 /// A SKU missing from Redis is either unknown (404) or not warmed up (503);
 /// never "0" and never "unlimited".
 pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
-    let known = async {
+    let known = state.res.db.bounded(async {
         let mut conn = state.res.db.conn().await?;
         sku::get(&mut conn, sku_id).await
-    };
+    });
     match known.await {
         Ok(Some(_)) => {
             ApiError::Unavailable(format!("SKU {sku_id} is not loaded into Redis; warm it up"))
@@ -201,13 +201,12 @@ pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpRes
         .reservation(sku_id, &request_id)
         .await
         .map_err(|e| ApiError::unavailable("redis", e))?;
-    let mut conn = state
-        .res
-        .db
-        .conn()
-        .await
-        .map_err(|e| ApiError::unavailable("mysql", e))?;
-    let in_mysql = ledger::find(&mut conn, sku_id, &request_id)
+    let db = &state.res.db;
+    let in_mysql = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            ledger::find(&mut conn, sku_id, &request_id).await
+        })
         .await
         .map_err(|e| ApiError::unavailable("mysql", e))?;
     let view = match (in_redis, &in_mysql) {

@@ -1,0 +1,92 @@
+#!lua
+-- rebuild.lua: restore the buyer side of a SKU from MySQL, one batch of ledger
+-- rows per call (warm-up after Redis lost its data, and the reconciler's repair
+-- after Redis lost acknowledged writes). SPEC §8: after it, a retry of any
+-- accepted request id is a replay and no buyer can exceed the limit.
+--
+-- Per row, by the ledger's status and what Redis holds:
+-- - no record, ledger live (RESERVED/CONFIRMED): write the record, add it to the
+--   winners set, and add its units to the buyer's counter (the counter and the
+--   records were lost together: a script's writes are atomic in a snapshot and
+--   in the AOF, so a lost record is a lost counter increment);
+-- - no record, ledger final (RELEASED/REJECTED): write a tombstone so a replay
+--   answers the final state instead of taking stock again;
+-- - record RESERVED, ledger CONFIRMED: the status (a lost confirm mirror);
+-- - record RESERVED, ledger RELEASED/REJECTED: the lost release mirror, exactly
+--   as finish.lua would do it (stock and quota back once);
+-- - anything else: already right, or in flight — left alone.
+-- Every step is conditional on what Redis holds, so the script is idempotent
+-- and safe beside live traffic (each call is atomic; a batch is small).
+--
+-- KEYS[1] sku hash  KEYS[2] winners set
+-- KEYS[1 + 2i] reservation hash of row i, KEYS[2 + 2i] its buyer's counter (i >= 1)
+-- ARGV[1] sold-out channel  ARGV[2] sku_id
+-- then 8 per row: request_id, user_id, count, status, created_ms, expires_ms,
+--   keep_ms (how much longer Redis would still hold it), returns_stock ('1' for a
+--   rejection whose unit stays in MySQL's stock)
+-- Returns {restored, finished, unchanged}.
+
+local sku_key, winners_key = KEYS[1], KEYS[2]
+local restored, finished, unchanged = 0, 0, 0
+local n = (#KEYS - 2) / 2
+
+local function stock_back(count)
+  if redis.call('HEXISTS', sku_key, 'available') == 0 then
+    return
+  end
+  local available = redis.call('HINCRBY', sku_key, 'available', count)
+  if available > 0 and redis.call('HDEL', sku_key, 'soldout') == 1 then
+    redis.call('PUBLISH', ARGV[1], 'A:' .. ARGV[2])
+  end
+end
+
+local function quota_back(user_key, count)
+  if redis.call('EXISTS', user_key) == 1 then
+    if redis.call('DECRBY', user_key, count) <= 0 then
+      redis.call('DEL', user_key)
+    end
+  end
+end
+
+for i = 1, n do
+  local res_key, user_key = KEYS[1 + 2 * i], KEYS[2 + 2 * i]
+  local a = 2 + (i - 1) * 8
+  local rid, user, count_s, status = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local created, expires, keep_ms, returns = ARGV[a + 5], ARGV[a + 6], tonumber(ARGV[a + 7]), ARGV[a + 8]
+  local count = tonumber(count_s)
+  local live = status == 'RESERVED' or status == 'CONFIRMED'
+  local held = redis.call('HGET', res_key, 'status')
+  if not held then
+    redis.call('HSET', res_key, 'user', user, 'count', count_s, 'status', status,
+      'created_ms', created, 'expires_ms', expires)
+    if status == 'REJECTED' then
+      -- a restored rejection holds no Redis stock: warm-up or repair set `available`
+      redis.call('HSET', res_key, 'returned', '1')
+    end
+    redis.call('PEXPIRE', res_key, keep_ms)
+    redis.call('SADD', winners_key, rid)
+    if live then
+      redis.call('INCRBY', user_key, count)
+      if redis.call('PTTL', user_key) < keep_ms then
+        redis.call('PEXPIRE', user_key, keep_ms)
+      end
+    end
+    restored = restored + 1
+  elseif held == 'RESERVED' and status == 'CONFIRMED' then
+    redis.call('HSET', res_key, 'status', 'CONFIRMED')
+    finished = finished + 1
+  elseif held == 'RESERVED' and not live then
+    redis.call('HSET', res_key, 'status', status)
+    quota_back(user_key, count)
+    if status == 'RELEASED' then
+      stock_back(count)
+    elseif returns == '1' then
+      redis.call('HSET', res_key, 'returned', '1')
+      stock_back(count)
+    end
+    finished = finished + 1
+  else
+    unchanged = unchanged + 1
+  end
+end
+return {tostring(restored), tostring(finished), tostring(unchanged)}

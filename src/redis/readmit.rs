@@ -1,0 +1,46 @@
+//! A request id Redis admitted twice (it lost the first record): `readmit.lua`
+//! aligns the record with the ledger row and returns a doubly held unit.
+
+use std::sync::LazyLock;
+
+use deadpool_redis::redis::Script;
+
+use super::{RedisError, RedisStore};
+use crate::db::ledger::Readmission;
+
+static READMIT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/readmit.lua")));
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadmitOutcome {
+    /// The second admission's unit went back to `available`.
+    Returned,
+    /// Only the record's times were aligned: the second admission re-did a lost write.
+    Retimed,
+    /// Already settled (a redelivery), or the record is another one.
+    Noop,
+}
+
+impl RedisStore {
+    pub async fn settle_readmission(&self, r: &Readmission) -> Result<ReadmitOutcome, RedisError> {
+        let keys = self.keys();
+        let mut invocation = READMIT.prepare_invoke();
+        invocation
+            .key(keys.sku(r.msg.sku_id))
+            .key(keys.reservation(r.msg.sku_id, &r.msg.request_id))
+            .arg(r.msg.created_ms)
+            .arg(r.msg.count)
+            .arg(r.row_created_ms)
+            .arg(r.row_expires_ms)
+            .arg(keys.soldout_channel())
+            .arg(r.msg.sku_id.get());
+        let reply: Vec<String> = self
+            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+            .await?;
+        match reply.first().map(String::as_str) {
+            Some("RETURNED") => Ok(ReadmitOutcome::Returned),
+            Some("RETIMED") => Ok(ReadmitOutcome::Retimed),
+            Some("NOOP") => Ok(ReadmitOutcome::Noop),
+            _ => Err(RedisError::BadReply(format!("readmit {reply:?}"))),
+        }
+    }
+}

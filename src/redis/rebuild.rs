@@ -1,0 +1,93 @@
+//! Rebuilding the buyer side of a SKU in Redis from MySQL (`rebuild.lua`):
+//! reservation records, winners entries and buyer counters, plus mirrors of
+//! decisions Redis lost. Used by warm-up and by the reconciler's repair.
+
+use std::sync::LazyLock;
+
+use deadpool_redis::redis::Script;
+
+use super::{RedisError, RedisStore};
+use crate::domain::{RequestId, ReservationStatus, SkuId, UserId};
+
+static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/rebuild.lua")));
+
+/// One ledger row as the rebuild needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebuildRow {
+    pub request_id: RequestId,
+    pub user_id: UserId,
+    pub count: u32,
+    pub status: ReservationStatus,
+    pub created_ms: u64,
+    pub expires_ms: u64,
+    /// How much longer Redis would still hold this record (its TTL).
+    pub keep_ms: u64,
+    /// A rejection whose unit stays in MySQL's stock (LIMIT_EXCEEDED).
+    pub returns_stock: bool,
+}
+
+/// What one rebuild call did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RebuildCounts {
+    /// Records written because Redis had none.
+    pub restored: u64,
+    /// Lost mirrors of a final status applied now.
+    pub finished: u64,
+    /// Rows Redis already agreed with (or in flight).
+    pub unchanged: u64,
+}
+
+impl RebuildCounts {
+    pub fn add(&mut self, other: RebuildCounts) {
+        self.restored += other.restored;
+        self.finished += other.finished;
+        self.unchanged += other.unchanged;
+    }
+}
+
+impl RedisStore {
+    /// Rebuilds one batch of a SKU's ledger rows (one atomic script call).
+    pub async fn rebuild_batch(
+        &self,
+        sku_id: SkuId,
+        rows: &[RebuildRow],
+    ) -> Result<RebuildCounts, RedisError> {
+        if rows.is_empty() {
+            return Ok(RebuildCounts::default());
+        }
+        let keys = self.keys();
+        let mut invocation = REBUILD.prepare_invoke();
+        invocation
+            .key(keys.sku(sku_id))
+            .key(keys.winners(sku_id))
+            .arg(keys.soldout_channel())
+            .arg(sku_id.get());
+        for row in rows {
+            invocation
+                .key(keys.reservation(sku_id, &row.request_id))
+                .key(keys.user(sku_id, row.user_id))
+                .arg(row.request_id.as_str())
+                .arg(row.user_id.get())
+                .arg(row.count)
+                .arg(row.status.as_str())
+                .arg(row.created_ms)
+                .arg(row.expires_ms)
+                .arg(row.keep_ms.max(1))
+                .arg(if row.returns_stock { "1" } else { "0" });
+        }
+        let reply: Vec<String> = self
+            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+            .await?;
+        let num = |i: usize| {
+            reply
+                .get(i)
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| RedisError::BadReply(format!("rebuild {reply:?}")))
+        };
+        Ok(RebuildCounts {
+            restored: num(0)?,
+            finished: num(1)?,
+            unchanged: num(2)?,
+        })
+    }
+}

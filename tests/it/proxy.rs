@@ -1,0 +1,128 @@
+//! `FaultProxy`: a TCP proxy in front of a shared service (MariaDB, Redis,
+//! RabbitMQ) that a test can take down or freeze, so a dependency outage is
+//! tested without touching the shared servers other tests use.
+//!
+//! - `Pass`: bytes flow both ways.
+//! - `Down`: every open connection is cut and new ones are closed at once —
+//!   what a client sees when the server was killed (connection refused/reset).
+//! - `Frozen`: connections stay open but no byte moves — a SIGSTOPped server
+//!   or a partition without RST. New connections are accepted and hang too.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Pass = 0,
+    Down = 1,
+    Frozen = 2,
+}
+
+pub struct FaultProxy {
+    pub port: u16,
+    mode: Arc<AtomicU8>,
+    /// Cancelled to cut every open connection (going `Down`).
+    generation: Arc<Mutex<CancellationToken>>,
+    stop: CancellationToken,
+}
+
+/// Pause of a frozen pump between looks at the mode.
+const FROZEN_POLL: Duration = Duration::from_millis(20);
+
+impl FaultProxy {
+    /// Listens on a free loopback port and forwards to `target` ("127.0.0.1:3306").
+    pub async fn start(target: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mode = Arc::new(AtomicU8::new(Mode::Pass as u8));
+        let generation = Arc::new(Mutex::new(CancellationToken::new()));
+        let stop = CancellationToken::new();
+        let target = target.to_string();
+        {
+            let (mode, generation, stop) = (mode.clone(), generation.clone(), stop.clone());
+            tokio::spawn(async move {
+                loop {
+                    let accepted = tokio::select! {
+                        a = listener.accept() => a,
+                        _ = stop.cancelled() => return,
+                    };
+                    let Ok((client, _)) = accepted else { continue };
+                    if mode.load(Ordering::SeqCst) == Mode::Down as u8 {
+                        drop(client);
+                        continue;
+                    }
+                    let cut = generation.lock().unwrap().clone();
+                    let (mode, target) = (mode.clone(), target.clone());
+                    tokio::spawn(async move {
+                        let Ok(server) = TcpStream::connect(&target).await else {
+                            return;
+                        };
+                        let (cr, cw) = client.into_split();
+                        let (sr, sw) = server.into_split();
+                        tokio::select! {
+                            _ = pump(cr, sw, mode.clone()) => {}
+                            _ = pump(sr, cw, mode) => {}
+                            _ = cut.cancelled() => {}
+                        }
+                    });
+                }
+            });
+        }
+        Self {
+            port,
+            mode,
+            generation,
+            stop,
+        }
+    }
+
+    pub fn set(&self, mode: Mode) {
+        self.mode.store(mode as u8, Ordering::SeqCst);
+        if mode == Mode::Down {
+            let mut generation = self.generation.lock().unwrap();
+            generation.cancel();
+            *generation = CancellationToken::new();
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.generation.lock().unwrap().cancel();
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mode: Arc<AtomicU8>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        while mode.load(Ordering::SeqCst) == Mode::Frozen as u8 {
+            tokio::time::sleep(FROZEN_POLL).await;
+        }
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        while mode.load(Ordering::SeqCst) == Mode::Frozen as u8 {
+            tokio::time::sleep(FROZEN_POLL).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
