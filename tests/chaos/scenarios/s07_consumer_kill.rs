@@ -1,18 +1,22 @@
 //! Scenario 7: the consumer is killed with SIGKILL while it holds deliveries,
-//! more often than `amqp.delivery_limit` (5): six times. A backlog smaller than
+//! six times — more than the delivery limit of 5 that used to dead-letter a
+//! whole backlog after a short crash loop. A backlog smaller than
 //! the prefetch is built with the consumer stopped; the SKU row is then locked
 //! in MySQL by the harness (SELECT … FOR UPDATE), so each consumer that starts
 //! takes every message and blocks in its batch transaction — and is killed
 //! there. Each kill returns every message to the queue (a redelivery). Crashes
 //! are not attempts the message caused: nothing may be dead-lettered (the
-//! quorum `x-delivery-limit` does it once a message was returned more than
-//! 5 times).
+//! quorum `x-delivery-limit` does it once a message was returned more often
+//! than the limit).
 
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 
 use super::{plan, Scenario};
+
+/// Kills of a consumer holding the whole backlog.
+const KILLS: usize = 6;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
@@ -39,8 +43,7 @@ async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing()
     lock.query_drop("SELECT * FROM sku_stock WHERE sku_id = 71 FOR UPDATE")
         .await
         .unwrap();
-    let kills = sc.stack.settings.amqp.delivery_limit as usize + 1;
-    for kill in 1..=kills {
+    for kill in 1..=KILLS {
         sc.stack.start_role("consumer").await;
         let stack = &sc.stack;
         let queue = deduct.clone();
