@@ -14,9 +14,6 @@
 
 // Test code: a panic on a failed unwrap is the failure report (Cargo.toml [lints]).
 #![allow(clippy::unwrap_used)]
-// The harness offers more than every scenario uses yet (latency bounds, answers
-// by time window); the suite is still growing.
-#![allow(dead_code)]
 
 mod audit;
 mod drain;
