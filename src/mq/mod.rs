@@ -7,7 +7,6 @@ pub mod message;
 pub mod publisher;
 pub mod topology;
 
-pub use message::DeductionMessage;
 pub use publisher::{PublishError, Publisher};
 pub use topology::Topology;
 
@@ -20,6 +19,10 @@ pub enum MqError {
     Amqp(#[from] lapin::Error),
     #[error("amqp operation timed out")]
     Timeout,
+    /// The broker ended a consumer's delivery stream (channel or connection
+    /// closed, consumer cancelled); the role reconnects.
+    #[error("amqp delivery stream closed")]
+    ConsumerClosed,
 }
 
 /// Opens a connection; the name shows up in the management UI's connection list.

@@ -17,7 +17,9 @@ use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection};
 use tokio::sync::{Mutex, RwLock};
 
-use super::{connect, DeductionMessage, MqError, Topology};
+use crate::domain::Deduction;
+
+use super::{connect, MqError, Topology};
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
 pub const PERSISTENT: u8 = 2;
@@ -30,6 +32,10 @@ pub enum PublishError {
     Returned,
     #[error("no confirm within the publish timeout")]
     Timeout,
+    /// The group commit's queue of waiting deductions is full (the broker is
+    /// slower than the api); the caller gets this at once instead of waiting.
+    #[error("the group-commit queue is full")]
+    QueueFull,
     #[error(transparent)]
     Broker(#[from] MqError),
 }
@@ -42,6 +48,7 @@ impl PublishError {
             Self::Nack => Self::Nack,
             Self::Returned => Self::Returned,
             Self::Timeout => Self::Timeout,
+            Self::QueueFull => Self::QueueFull,
             Self::Broker(_) => Self::Broker(MqError::Timeout),
         }
     }
@@ -52,6 +59,7 @@ impl PublishError {
             Self::Nack => "nack",
             Self::Returned => "returned",
             Self::Timeout => "timeout",
+            Self::QueueFull => "queue_full",
             Self::Broker(_) => "error",
         }
     }
@@ -143,7 +151,7 @@ impl Publisher {
     /// Publishes deductions as one message to the reservations exchange. The
     /// `message_id` is the request id of a single deduction, and for a batch the
     /// first request id with the batch size (`<id>+<n>`).
-    pub async fn publish_deductions(&self, msgs: &[DeductionMessage]) -> Result<(), PublishError> {
+    pub async fn publish_deductions(&self, msgs: &[Deduction]) -> Result<(), PublishError> {
         let Some(message_id) = super::message::message_id_of(msgs) else {
             return Ok(());
         };

@@ -201,7 +201,7 @@ pub async fn gather(res: &Resources, reservations: ReserveCounts, recent: Recent
         None => (None, None, None, None),
     };
     Overview {
-        generated_at_ms: crate::telemetry::unix_ms(),
+        generated_at_ms: crate::clock::unix_ms(),
         node: nodes::this_node(),
         skus,
         skus_truncated,

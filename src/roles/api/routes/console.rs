@@ -8,7 +8,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpResponse};
 
 use super::admin::Admin;
-use super::openapi::Unauthorized;
+use super::contract::Unauthorized;
 use crate::ops::overview::Overview;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod console;
+pub mod contract;
 pub mod dlq;
 pub mod health;
 pub mod lifecycle;
