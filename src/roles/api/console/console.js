@@ -93,6 +93,7 @@
     $("signout").hidden = true;
     $("signin-section").hidden = false;
     setText($("status"), "Signed out");
+    setText($("conn"), "");
     setText($("signin-error"), message || "");
     $("token").focus();
   }
@@ -109,10 +110,14 @@
     try {
       const res = await call("GET", "/v1/admin/overview");
       if (res.status === 401) { signOut("The token was refused; sign in again."); return; }
-      if (res.status === 200) render(res.json);
-      else setText($("status"), `Overview failed: ${problem(res)} (retrying)`);
+      if (res.status === 200) {
+        render(res.json);
+        setText($("conn"), "");
+      } else {
+        setText($("conn"), `Overview failed: ${problem(res)} (retrying)`);
+      }
     } catch (e) {
-      setText($("status"), `Connection lost: ${e.message} (retrying)`);
+      setText($("conn"), `Connection lost: ${e.message} (retrying)`);
     }
     if (token !== null) schedule();
   }
