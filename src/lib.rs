@@ -17,6 +17,7 @@
 //! - [`ops`]: operations spanning stores (create/restock SKU, reconcile, audit,
 //!   dead-letter replay, ...).
 //! - [`roles`]: what `--role` runs: api, consumer, all.
+//! - [`tls`]: the `*.tls` settings turned into each driver's rustls options.
 //! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
 
 pub mod alert;
@@ -38,3 +39,4 @@ pub mod sdnotify;
 pub mod shutdown;
 pub mod soldout;
 pub mod telemetry;
+pub mod tls;

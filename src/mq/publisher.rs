@@ -17,7 +17,8 @@ use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection};
 use tokio::sync::{Mutex, RwLock};
 
-use super::{connect, DeductionMessage, MqError, Topology};
+use super::{connect_with, DeductionMessage, MqError, Topology};
+use crate::config::TlsFiles;
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
 pub const PERSISTENT: u8 = 2;
@@ -64,6 +65,8 @@ struct Link {
 
 pub struct Publisher {
     url: String,
+    /// `amqp.tls`: CA and client certificate of an `amqps://` URL.
+    tls: TlsFiles,
     name: String,
     topology: Topology,
     timeout: Duration,
@@ -84,6 +87,7 @@ impl Publisher {
         assert!(channel_count >= 1, "a publisher needs a channel");
         Self {
             url: url.to_string(),
+            tls: TlsFiles::default(),
             name: name.to_string(),
             topology,
             timeout,
@@ -92,6 +96,12 @@ impl Publisher {
             connecting: Mutex::new(()),
             next_channel: AtomicUsize::new(0),
         }
+    }
+
+    /// Connects with `amqp.tls` (the CA and client certificate of `amqps://`).
+    pub fn with_tls(mut self, tls: TlsFiles) -> Self {
+        self.tls = tls;
+        self
     }
 
     pub fn topology(&self) -> &Topology {
@@ -123,7 +133,7 @@ impl Publisher {
                 return Ok(link.clone());
             }
         }
-        let conn = connect(&self.url, &self.name).await?;
+        let conn = connect_with(&self.url, &self.tls, &self.name).await?;
         let mut channels = Vec::with_capacity(self.channel_count);
         for _ in 0..self.channel_count {
             let ch = conn.create_channel().await?;

@@ -71,7 +71,7 @@ impl Closer {
         let prefetch = u16::try_from(settings.closer.expiry_batch * 2).unwrap_or(u16::MAX);
         let queue = topology.expiry_queue.clone();
         let mut sub = Subscription::open(
-            &settings.amqp.url,
+            &settings.amqp,
             &topology,
             &queue,
             prefetch,

@@ -23,6 +23,28 @@ use stockd::roles::consumer::Consumer;
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
+/// Who connects as whom — the one place the tests name their users.
+///
+/// stockd itself (every role, and `stockd` CLI children through `cli_env`)
+/// runs as the least-privilege runtime users that `scripts/services.sh up`
+/// creates, so every test proves their grants sufficient. Set-up and clean-up
+/// (migrations, dropping the database, deleting keys and queues) and the
+/// tests' own reads and writes behind stockd's back run as the migration /
+/// admin identities. A test on a private server (`TestOptions::redis_url`)
+/// keeps that server's own auth. Passwords: scripts/services.sh.
+pub mod users {
+    /// MySQL: SELECT, INSERT, UPDATE on `stockd%`.*.
+    pub const MYSQL_RUNTIME: &str = "stockd_app:stockd-app-local";
+    /// MySQL: DDL and DML on `stockd%` databases (`stockd migrate`).
+    pub const MYSQL_MIGRATE: &str = "stockd_migrate:stockd-migrate-local";
+    /// Redis ACL user: stockd's key prefixes, sold-out channel and commands.
+    pub const REDIS_RUNTIME: &str = "stockd_app:stockd-app-local";
+    /// RabbitMQ: configure/write/read on `stockd.` / `t_<hex>.` names.
+    pub const AMQP_RUNTIME: &str = "stockd_app:stockd-app-local";
+    /// RabbitMQ admin of the local broker (deletes the test's queues).
+    pub const AMQP_ADMIN: &str = "guest:guest";
+}
+
 /// A test's last change to its settings.
 pub type SettingsTweak = std::sync::Arc<dyn Fn(&mut Settings) + Send + Sync>;
 
@@ -66,9 +88,11 @@ pub struct TestApp {
     consumer: Option<tokio::task::JoinHandle<()>>,
     closer: Option<tokio::task::JoinHandle<()>>,
     extra_apis: Vec<ApiHandle>,
-    /// The test's database without any proxy in between (helpers' reads).
+    /// The test's database without any proxy in between, as the migration
+    /// user (helpers' reads and writes).
     direct_db: stockd::db::Db,
-    /// Settings without the tweak: cleanup reaches every store directly.
+    /// Settings without the tweak, as the admin identities of [`users`]:
+    /// cleanup and helpers reach every store directly.
     direct_settings: Settings,
     /// Set once the test's data is gone; otherwise `Drop` removes it (a test
     /// that panicked never reaches `cleanup`).
@@ -141,10 +165,17 @@ pub async fn purge(settings: &Settings) {
     }
 }
 
+/// The settings stockd runs with in test `id`: its own database, key prefix
+/// and queue names, as the runtime users (see [`users`]).
 pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
     let mut s = Settings::load_with_vars(&dir, "test", &[]).expect("test config loads");
-    s.mysql.url = format!("mysql://root@127.0.0.1:3306/stockd_{id}");
+    s.mysql.url = format!(
+        "mysql://{}@127.0.0.1:3306/stockd_{id}",
+        users::MYSQL_RUNTIME
+    );
+    s.redis.url = format!("redis://{}@127.0.0.1:6379", users::REDIS_RUNTIME);
+    s.amqp.url = format!("amqp://{}@127.0.0.1:5672/%2f", users::AMQP_RUNTIME);
     s.redis.key_prefix = format!("{id}:");
     s.amqp.queue_prefix = format!("{id}.");
     s.reservation.durability = opts.durability;
@@ -158,6 +189,22 @@ pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
     s
 }
 
+/// `runtime` with the set-up / clean-up identities of [`users`]: the MySQL
+/// migration user, Redis' default user, the broker's admin.
+pub fn admin_settings(runtime: &Settings) -> Settings {
+    let mut s = runtime.clone();
+    s.mysql.url = s
+        .mysql
+        .url
+        .replace(users::MYSQL_RUNTIME, users::MYSQL_MIGRATE);
+    s.redis.url = s
+        .redis
+        .url
+        .replace(&format!("{}@", users::REDIS_RUNTIME), "");
+    s.amqp.url = s.amqp.url.replace(users::AMQP_RUNTIME, users::AMQP_ADMIN);
+    s
+}
+
 impl TestApp {
     pub async fn spawn() -> Self {
         Self::with(TestOptions::default()).await
@@ -166,12 +213,13 @@ impl TestApp {
     pub async fn with(opts: TestOptions) -> Self {
         init_test_logging();
         let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-        let direct_settings = test_settings(&id, &opts);
+        let runtime_settings = test_settings(&id, &opts);
+        let direct_settings = admin_settings(&runtime_settings);
         stockd::db::migrate::migrate(&direct_settings.mysql.url)
             .await
             .expect("migrate");
         let direct_db = stockd::db::Db::new(&direct_settings.mysql).unwrap();
-        let mut settings = direct_settings.clone();
+        let mut settings = runtime_settings;
         if let Some(tweak) = &opts.tweak {
             tweak(&mut settings);
         }
@@ -336,8 +384,11 @@ impl TestApp {
 
     // ---- stores -----------------------------------------------------------
 
+    /// A Redis connection as the admin (default) user, straight to the server:
+    /// for the test's own reads and writes behind stockd's back.
     pub async fn redis_conn(&self) -> redis::aio::MultiplexedConnection {
-        deadpool_redis::Connection::take(self.res.redis.pool().get().await.unwrap())
+        let client = redis::Client::open(self.direct_settings.redis.url.as_str()).unwrap();
+        client.get_multiplexed_async_connection().await.unwrap()
     }
 
     pub async fn redis_available(&self, sku: u64) -> Option<i64> {

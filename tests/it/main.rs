@@ -21,3 +21,4 @@ mod reserve;
 mod soldout;
 mod stuck;
 mod telemetry;
+mod tls;

@@ -48,7 +48,8 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
         ns.topology(),
         PUBLISH_TIMEOUT,
         ns.settings.amqp.publish_channels,
-    ));
+    )
+    .with_tls(ns.settings.amqp.tls.clone()));
     publisher.ensure_connected().await?;
     let mut out = Checked {
         results: Vec::new(),
