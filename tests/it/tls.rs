@@ -81,7 +81,8 @@ fn tls_env(s: &Settings) -> Vec<(String, String)> {
 /// creates the schema over TLS, `Resources::connect` reaches all three
 /// TLS-only servers (client certificates required by Redis and RabbitMQ), and
 /// a reservation travels api → Redis script → broker → consumer → MySQL
-/// ledger. The MySQL session is encrypted, and a plain connection is refused.
+/// ledger. The MySQL session is encrypted, and plain MySQL and AMQP
+/// connections are refused (Redis has no plain port at all).
 #[tokio::test]
 async fn a_reservation_travels_through_tls_redis_rabbitmq_and_mysql() {
     if let Err(why) = certs::openssl() {
@@ -164,6 +165,11 @@ async fn a_reservation_travels_through_tls_redis_rabbitmq_and_mysql() {
     assert!(
         plain.ping().await.is_err(),
         "a plain MySQL connection was accepted"
+    );
+    let plain_amqp = format!("amqp://guest:guest@127.0.0.1:{}/%2f", rabbit.port);
+    assert!(
+        stockd::mq::connect(&plain_amqp, "plain").await.is_err(),
+        "a plain AMQP connection was accepted"
     );
 
     cancel.cancel();
