@@ -664,7 +664,10 @@ mod tests {
     #[test]
     fn a_tls_client_certificate_needs_its_key_and_files_must_exist() {
         let this_file = concat!(env!("CARGO_MANIFEST_DIR"), "/src/config.rs");
-        let rediss = ("STOCKD__REDIS__URL".to_string(), "rediss://h:6380".to_string());
+        let rediss = (
+            "STOCKD__REDIS__URL".to_string(),
+            "rediss://h:6380".to_string(),
+        );
         let vars = vec![
             rediss.clone(),
             ("STOCKD__REDIS__TLS__CERT_FILE".into(), this_file.into()),
@@ -673,7 +676,10 @@ mod tests {
         assert!(err.to_string().contains("redis.tls.key_file"), "{err}");
         let vars = vec![
             ("STOCKD__MYSQL__TLS__REQUIRE".into(), "true".into()),
-            ("STOCKD__MYSQL__TLS__CA_FILE".into(), "/nonexistent.pem".into()),
+            (
+                "STOCKD__MYSQL__TLS__CA_FILE".into(),
+                "/nonexistent.pem".into(),
+            ),
         ];
         let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
         assert!(err.to_string().contains("mysql.tls.ca_file"), "{err}");

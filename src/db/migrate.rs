@@ -25,7 +25,10 @@ pub async fn migrate(url: &str) -> Result<Vec<&'static str>, DbError> {
 
 /// [`migrate`] with the whole `mysql` section: `mysql.url` and `mysql.tls`.
 pub async fn migrate_with(settings: &MysqlSettings) -> Result<Vec<&'static str>, DbError> {
-    let builder = super::pool::with_tls(OptsBuilder::from_opts(Opts::from_url(&settings.url)?), settings);
+    let builder = super::pool::with_tls(
+        OptsBuilder::from_opts(Opts::from_url(&settings.url)?),
+        settings,
+    );
     migrate_opts(builder.into()).await
 }
 

@@ -63,7 +63,10 @@ fn tls_env(s: &Settings) -> Vec<(String, String)> {
         ("STOCKD_ENV".into(), "test".into()),
         ("STOCKD__MYSQL__URL".into(), s.mysql.url.clone()),
         ("STOCKD__MYSQL__TLS__REQUIRE".into(), "true".into()),
-        ("STOCKD__MYSQL__TLS__CA_FILE".into(), path(&s.mysql.tls.ca_file)),
+        (
+            "STOCKD__MYSQL__TLS__CA_FILE".into(),
+            path(&s.mysql.tls.ca_file),
+        ),
     ];
     env.push((
         "STOCKD__MYSQL__TLS__CERT_FILE".into(),
