@@ -5,6 +5,13 @@
 //! settings with `deny_unknown_fields`, so a typo in any layer is reported by its
 //! dotted key name instead of being silently ignored.
 
+mod cidr;
+mod production;
+
+pub use cidr::Cidr;
+
+pub use production::{ADMIN_TOKEN_LEN_MIN, EXAMPLE_ADMIN_TOKENS};
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -47,6 +54,21 @@ pub struct Settings {
     pub reconcile: ReconcileSettings,
     pub metrics: MetricsSettings,
     pub logging: LoggingSettings,
+    pub limits: LimitSettings,
+}
+
+/// Rate limits against scalpers and bots (0 = off).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSettings {
+    /// Reservation attempts one buyer may make per second per SKU (refill rate).
+    pub per_user_rps: f64,
+    /// Attempts one buyer may make at once (bucket size).
+    pub per_user_burst: u32,
+    /// Requests one client IP may make per second to the public routes.
+    pub per_ip_rps: f64,
+    /// Requests one client IP may make at once.
+    pub per_ip_burst: u32,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -60,6 +82,9 @@ pub struct HttpSettings {
     pub max_body_bytes: usize,
     /// Time in-flight requests get on shutdown.
     pub shutdown_grace_secs: u64,
+    /// CIDRs of proxies whose `X-Forwarded-For` is believed (client IP for
+    /// the per-IP limit and the audit trail); empty: the peer address counts.
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Clone, Deserialize, Serialize)]
@@ -67,6 +92,9 @@ pub struct HttpSettings {
 pub struct AdminSettings {
     /// Bearer token of the admin routes; `None` locks them (401).
     pub token: Option<String>,
+    /// Listener of the admin routes (and `/metrics`, `/console`); `None`: they
+    /// are served on `http.bind` with everything else.
+    pub bind: Option<String>,
 }
 
 impl std::fmt::Debug for AdminSettings {
@@ -338,6 +366,9 @@ impl Settings {
             )
         })?;
         settings.validate()?;
+        if env == "production" {
+            production::check(&settings)?;
+        }
         Ok(settings)
     }
 
@@ -400,6 +431,36 @@ impl Settings {
         for (ok, key, why) in checks {
             if !ok {
                 bail!("invalid configuration key `{key}`: {why}");
+            }
+        }
+        production::check_urls(self)?;
+        for cidr in &self.http.trusted_proxies {
+            if let Err(why) = Cidr::parse(cidr) {
+                bail!("invalid configuration key `http.trusted_proxies`: {why}");
+            }
+        }
+        if let Some(bind) = &self.admin.bind {
+            bind.parse::<std::net::SocketAddr>()
+                .with_context(|| format!("invalid configuration key `admin.bind`: {bind}"))?;
+        }
+        let limits = &self.limits;
+        for (rate, burst, key) in [
+            (
+                limits.per_user_rps,
+                limits.per_user_burst,
+                "limits.per_user_burst",
+            ),
+            (
+                limits.per_ip_rps,
+                limits.per_ip_burst,
+                "limits.per_ip_burst",
+            ),
+        ] {
+            if !(rate >= 0.0 && rate.is_finite()) {
+                bail!("invalid configuration key `{key}`: the rate must be a number >= 0");
+            }
+            if rate > 0.0 && burst < 1 {
+                bail!("invalid configuration key `{key}`: must be >= 1 when the rate is on");
             }
         }
         self.http
@@ -523,7 +584,22 @@ fn apply_env_override(tree: &mut Value, path: &str, raw: &str) -> anyhow::Result
     let map = node
         .as_mapping_mut()
         .with_context(|| format!("{ENV_PREFIX}{path}: parent is not a section"))?;
-    map.insert(Value::String(keys[keys.len() - 1].clone()), value);
+    let key = Value::String(keys[keys.len() - 1].clone());
+    // A list-valued key takes a comma-separated string (SPEC §9).
+    let value = match map.get(&key) {
+        Some(Value::Sequence(_)) => Value::Sequence(
+            raw.split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(|item| match serde_yaml::from_str::<Value>(item) {
+                    Ok(v @ (Value::Number(_) | Value::Bool(_))) => v,
+                    _ => Value::String(item.into()),
+                })
+                .collect(),
+        ),
+        _ => value,
+    };
+    map.insert(key, value);
     Ok(())
 }
 

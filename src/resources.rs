@@ -31,8 +31,9 @@ impl Resources {
     pub async fn connect(settings: Settings, name: &str) -> anyhow::Result<Self> {
         let db = Db::new(&settings.mysql).context("mysql.url")?;
         db.ping().await.context("connecting to MySQL (mysql.url)")?;
-        let redis =
-            RedisStore::new(&settings.redis, settings.reservation.ttl_secs).context("redis.url")?;
+        let redis = RedisStore::new(&settings.redis, settings.reservation.ttl_secs)
+            .context("redis.url")?
+            .with_buyer_rate(settings.limits.per_user_rps, settings.limits.per_user_burst);
         redis
             .ping()
             .await

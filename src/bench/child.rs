@@ -38,9 +38,25 @@ impl StockdChild {
         label: &str,
         out_dir: &Path,
     ) -> anyhow::Result<Self> {
+        Self::start_with(ns, durability, label, out_dir, &[]).await
+    }
+
+    /// [`StockdChild::start`] with extra `STOCKD__…` settings (e.g. rate limits).
+    pub async fn start_with(
+        ns: &Namespace,
+        durability: Durability,
+        label: &str,
+        out_dir: &Path,
+        extra_env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("locating the stockd binary")?;
         let addr = free_loopback_port()?;
-        let env = ns.child_env(&addr.to_string(), durability);
+        let mut env = ns.child_env(&addr.to_string(), durability);
+        env.extend(
+            extra_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
         let migrate = Command::new(&exe)
             .arg("migrate")
             .envs(env.iter().cloned())

@@ -131,6 +131,11 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
             ms(key::PERSIST_LAG),
         ),
         row("peak RSS per process (MiB)", Goal::AtMost(150.0), peak),
+        row(
+            "reserve with rate limits on / off (durability: redis)",
+            Goal::AtLeast(0.95),
+            quotient(key::RESERVE_REDIS_LIMITED, key::RESERVE_REDIS),
+        ),
     ]
 }
 

@@ -37,6 +37,15 @@ const SKU_SOLD_OUT: u64 = 2;
 const SKU_LAG: u64 = 3;
 /// Share of the measured reserve throughput the persist-lag run offers.
 const HALF_LOAD: f64 = 0.5;
+/// Rate limits switched on for `reserve_redis_limited`: generous enough never to
+/// refuse the bench's load (unique buyers, one client IP), so the phase measures
+/// what the limits cost — the bucket in the reserve script and the per-IP table.
+const GENEROUS_LIMITS: [(&str, &str); 4] = [
+    ("STOCKD__LIMITS__PER_USER_RPS", "1000"),
+    ("STOCKD__LIMITS__PER_USER_BURST", "1000"),
+    ("STOCKD__LIMITS__PER_IP_RPS", "10000000"),
+    ("STOCKD__LIMITS__PER_IP_BURST", "10000000"),
+];
 
 /// Results collected so far, and the first violations (which stop the run).
 pub struct Collected {
@@ -204,8 +213,53 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
             return Ok(false);
         }
         ns.cleanup().await?;
+        if durability == Durability::Redis && !limited_reserve(args, ns, out).await? {
+            return Ok(false);
+        }
     }
     Ok(true)
+}
+
+/// `reserve_redis` again right after it, with generous rate limits on: the
+/// cost of the limits, as a ratio of two phases of the same run.
+async fn limited_reserve(
+    args: &BenchArgs,
+    ns: &Namespace,
+    out: &mut Collected,
+) -> anyhow::Result<bool> {
+    let out_dir = Path::new(&args.out_dir);
+    let label = "child-redis-limited";
+    note(&format!(
+        "starting stockd --role all ({label}): rate limits on"
+    ));
+    let child =
+        StockdChild::start_with(ns, Durability::Redis, label, out_dir, &GENEROUS_LIMITS).await?;
+    let stores = Stores {
+        db: ns.db()?,
+        redis: ns.redis()?,
+    };
+    let target = Target {
+        addr: child.addr,
+        admin_token: &ns.admin_token,
+        stores: Some(&stores),
+    };
+    let k = key::RESERVE_REDIS_LIMITED;
+    note(&format!("phase {k}"));
+    let title = "POST reservations, durability: redis, rate limits on".to_string();
+    let sku = sku_base(args) + SKU_RESERVE;
+    let checked = phases::reserve::reserve(
+        &target,
+        k,
+        title,
+        sku,
+        plan(args.requests),
+        args.concurrency,
+    );
+    let ok = out.gate(checked.await?).await;
+    child.stop().await?;
+    stores.db.disconnect().await;
+    ns.cleanup().await?;
+    Ok(ok)
 }
 
 /// Reserve at full speed, sold-out (if asked), then half load with persist lag.

@@ -42,9 +42,14 @@ macro_rules! positive_id {
                 Ok(Self(raw))
             }
 
-            /// Parses the decimal form used in URL paths; no sign, no leading `+`.
+            /// Parses the canonical decimal form used in URL paths (SPEC §6):
+            /// digits only, no sign, no leading zero — `0980001` and `+1` are
+            /// not SKU 980001 and 1, so two spellings never name one SKU.
             pub fn parse(text: &str) -> Result<Self, IdError> {
-                if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+                if text.is_empty()
+                    || !text.bytes().all(|b| b.is_ascii_digit())
+                    || (text.len() > 1 && text.starts_with('0'))
+                {
                     return Err(IdError::NotPositiveInteger { field: $field });
                 }
                 let raw: u64 = text
@@ -127,6 +132,9 @@ mod tests {
             "9223372036854775808",
             "abc",
             "1e3",
+            "0980001",
+            "01",
+            "00",
         ] {
             assert!(SkuId::parse(bad).is_err(), "{bad:?} accepted");
         }

@@ -25,6 +25,8 @@ pub enum ReserveOutcome {
     Insufficient { available: u64 },
     /// The outbox holds too many unpublished entries: the broker is not keeping up.
     Backpressure,
+    /// The buyer used up their attempts (`limits.per_user_*`); retry after this long.
+    RateLimited { retry_after_ms: u64 },
 }
 
 impl ReserveOutcome {
@@ -39,6 +41,7 @@ impl ReserveOutcome {
             Self::SoldOut => "sold_out",
             Self::Insufficient { .. } => "insufficient",
             Self::Backpressure => "backpressure",
+            Self::RateLimited { .. } => "rate_limited",
         }
     }
 }

@@ -54,6 +54,9 @@ pub fn parse_reserve_reply(
             }
         }
         "MISMATCH" => ReserveOutcome::Mismatch,
+        "RATE_LIMITED" => ReserveOutcome::RateLimited {
+            retry_after_ms: num(1)?,
+        },
         "NOT_LOADED" => ReserveOutcome::NotLoaded,
         "LIMIT" => ReserveOutcome::LimitExceeded {
             bought: num(1)?,

@@ -57,6 +57,8 @@ pub struct RedisStore {
     connect_timeout: Duration,
     /// Longest one call may take: `connect_timeout_ms + command_timeout_ms`.
     call_bound: Duration,
+    /// Per-buyer attempts per second and burst (`limits.per_user_*`; 0 = off).
+    buyer_rate: (f64, u32),
 }
 
 impl RedisStore {
@@ -91,11 +93,18 @@ impl RedisStore {
             call_bound: Duration::from_millis(
                 settings.connect_timeout_ms + settings.command_timeout_ms,
             ),
+            buyer_rate: (0.0, 0),
         })
     }
 
     pub fn keys(&self) -> &Keys {
         &self.keys
+    }
+
+    /// Turns on the per-buyer rate limit the reserve script enforces.
+    pub fn with_buyer_rate(mut self, per_second: f64, burst: u32) -> Self {
+        self.buyer_rate = (per_second, burst);
+        self
     }
 
     /// How long a reservation record lives in Redis from its creation: the
@@ -179,6 +188,7 @@ impl RedisStore {
             .key(self.keys.user(sku_id, user_id))
             .key(self.keys.outbox(sku_id))
             .key(self.keys.winners(sku_id))
+            .key(self.keys.rate(sku_id, user_id))
             .arg(request_id.as_str())
             .arg(sku_id.get())
             .arg(user_id.get())
@@ -186,7 +196,9 @@ impl RedisStore {
             .arg(self.reservation_ttl_ms)
             .arg(self.retention_ms)
             .arg(self.outbox_max_len)
-            .arg(self.keys.soldout_channel());
+            .arg(self.keys.soldout_channel())
+            .arg(self.buyer_rate.0)
+            .arg(self.buyer_rate.1);
         let reply: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;

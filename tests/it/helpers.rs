@@ -371,6 +371,25 @@ impl TestApp {
             .await
     }
 
+    /// The admin listener's base URL when `admin.bind` is set.
+    pub fn admin_base(&self) -> Option<String> {
+        let addr = self.api.as_ref()?.admin_addr?;
+        Some(format!("http://{addr}"))
+    }
+
+    /// POST with the admin token (on the public listener).
+    pub async fn post_json_admin(&self, path: &str) -> (u16, Value) {
+        let resp = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
     pub async fn post_json(&self, path: &str) -> (u16, Value) {
         let resp = self
             .client

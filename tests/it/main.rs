@@ -18,6 +18,7 @@ mod outage;
 mod pipeline;
 mod reconcile;
 mod reserve;
+mod security;
 mod soldout;
 mod stuck;
 mod telemetry;

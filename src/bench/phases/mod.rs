@@ -20,6 +20,8 @@ pub mod key {
     pub const CEILING: &str = "ceiling";
     pub const RESERVE_REDIS: &str = "reserve_redis";
     pub const RESERVE_QUEUE: &str = "reserve_queue";
+    /// `reserve_redis` again with generous rate limits on (their cost, not their effect).
+    pub const RESERVE_REDIS_LIMITED: &str = "reserve_redis_limited";
     /// `--target`: the running stockd's durability is whatever it was started with.
     pub const RESERVE_TARGET: &str = "reserve_target";
     pub const SOLD_OUT: &str = "sold_out";

@@ -10,13 +10,16 @@
 -- KEYS[4] outbox stream
 -- KEYS[5] winners set     (request ids that took stock; lets a sold-out api node
 --                          tell a replay from a new request without calling Redis)
+-- KEYS[6] buyer's rate bucket (token bucket of attempts, `limits.per_user_*`)
 -- ARGV[1] request_id  ARGV[2] sku_id  ARGV[3] user_id  ARGV[4] count
 -- ARGV[5] reservation ttl ms  ARGV[6] record retention ms  ARGV[7] outbox max length
 -- ARGV[8] sold-out Pub/Sub channel
+-- ARGV[9] buyer attempts per second (0 = no rate limit)  ARGV[10] buyer burst
 --
 -- Every value returned is a string so no number loses precision on the way out.
 
 local sku_key, res_key, user_key, outbox_key, winners_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local rate_key = KEYS[6]
 local request_id, sku_id, user_id = ARGV[1], ARGV[2], ARGV[3]
 local count = tonumber(ARGV[4])
 local ttl_ms = tonumber(ARGV[5])
@@ -30,6 +33,26 @@ if prior[1] then
     return {'MISMATCH'}
   end
   return {'REPLAY', prior[3], prior[4], prior[5]}
+end
+
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- 1b. the buyer's rate limit, after the replay check (a replay is never limited).
+-- A refused attempt writes nothing; an allowed one spends a token whatever the
+-- checks below decide (it is an attempt), so a bot cannot probe for free.
+local rps, burst = tonumber(ARGV[9]), tonumber(ARGV[10])
+if rps > 0 then
+  local bucket = redis.call('HMGET', rate_key, 'tokens', 'at_ms')
+  local tokens = tonumber(bucket[1]) or burst
+  local at_ms = tonumber(bucket[2]) or now_ms
+  tokens = math.min(burst, tokens + math.max(0, now_ms - at_ms) * rps / 1000)
+  if tokens < 1 then
+    return {'RATE_LIMITED', string.format('%.0f', math.ceil((1 - tokens) * 1000 / rps))}
+  end
+  redis.call('HSET', rate_key, 'tokens', tostring(tokens - 1), 'at_ms', string.format('%.0f', now_ms))
+  -- forgotten once full again: memory is bounded by the buyers active in that window
+  redis.call('PEXPIRE', rate_key, math.ceil(burst * 1000 / rps) + 1000)
 end
 
 -- 2. a SKU that is not loaded is refused: never read a missing key as 0 or unlimited
@@ -59,9 +82,7 @@ if redis.call('XLEN', outbox_key) >= outbox_max then
   return {'BACKPRESSURE'}
 end
 
--- 5. writes; one clock (Redis TIME) for every api node
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- 5. writes; one clock (Redis TIME, read above) for every api node
 local created = string.format('%.0f', now_ms)
 local expires = string.format('%.0f', now_ms + ttl_ms)
 local left = redis.call('HINCRBY', sku_key, 'available', -count)

@@ -1,7 +1,11 @@
 //! `stockd --role api`: the HTTP front. The app factory is shared by `main` and
 //! the in-process integration tests, so tests exercise exactly what ships.
 
+pub mod audit;
+pub mod client_ip;
 pub mod http_metrics;
+pub mod ip_guard;
+pub mod ip_limit;
 pub mod problem;
 pub mod routes;
 pub mod views;
@@ -28,10 +32,17 @@ pub struct ApiState {
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
     pub draining: AtomicBool,
     pub metrics: PrometheusHandle,
+    /// The per-IP rate limit of the public routes (`limits.per_ip_*`).
+    pub ip_limiter: ip_limit::IpLimiter,
+    /// Who may tell us the client's address (`http.trusted_proxies`).
+    pub trusted: client_ip::TrustedProxies,
 }
 
-/// Registers every route and the JSON/path error handlers on an actix `App`.
-pub fn configure(state: web::Data<ApiState>) -> impl FnOnce(&mut web::ServiceConfig) {
+/// Registers the routes of `set` and the JSON/path error handlers on an actix `App`.
+pub fn configure(
+    state: web::Data<ApiState>,
+    set: routes::RouteSet,
+) -> impl FnOnce(&mut web::ServiceConfig) {
     move |cfg: &mut web::ServiceConfig| {
         let max_body = state.res.settings.http.max_body_bytes;
         cfg.app_data(state)
@@ -39,22 +50,28 @@ pub fn configure(state: web::Data<ApiState>) -> impl FnOnce(&mut web::ServiceCon
             .app_data(routes::path_config())
             .app_data(routes::query_config())
             .app_data(web::PayloadConfig::new(max_body));
-        routes::register(cfg);
+        routes::register(cfg, set);
     }
 }
 
 /// A running api role: the server task plus its background tasks.
 pub struct ApiHandle {
     pub addr: std::net::SocketAddr,
+    /// The admin listener's address when `admin.bind` is set.
+    pub admin_addr: Option<std::net::SocketAddr>,
     pub state: web::Data<ApiState>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
+    admin_server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
 impl ApiHandle {
     /// Waits for the server and background tasks to finish after cancellation.
     pub async fn stopped(self) {
         let _ = self.server.await;
+        if let Some(admin) = self.admin_server {
+            let _ = admin.await;
+        }
         for task in self.tasks {
             let _ = task.await;
         }
@@ -99,40 +116,77 @@ pub fn start(
         tasks.push(tokio::spawn(listener));
         board
     });
+    let limits = &res.settings.limits;
+    let ip_limiter = ip_limit::IpLimiter::new(limits.per_ip_rps, limits.per_ip_burst);
+    let trusted = client_ip::TrustedProxies::new(&res.settings.http.trusted_proxies);
+    let admin_bind = res.settings.admin.bind.clone();
     let state = web::Data::new(ApiState {
         res,
         handoff: group,
         soldout,
         draining: AtomicBool::new(false),
         metrics: crate::telemetry::metrics_handle(),
+        ip_limiter,
+        trusted,
     });
-    let app_state = state.clone();
-    let mut server = HttpServer::new(move || {
-        App::new()
-            .wrap_fn(http_metrics::record)
-            .configure(configure(app_state.clone()))
-    })
-    .disable_signals()
-    .shutdown_timeout(http.shutdown_grace_secs);
-    if http.workers > 0 {
-        server = server.workers(http.workers);
-    }
-    let server = server.listen(listener)?.run();
-    let handle = server.handle();
+    let (public_set, admin_listener) = match &admin_bind {
+        Some(bind) => (routes::RouteSet::Public, Some(TcpListener::bind(bind)?)),
+        None => (routes::RouteSet::All, None),
+    };
+    let server = serve(&state, &http, listener, public_set)?;
+    let mut handles = vec![server.handle()];
+    let mut admin_addr = None;
+    let admin_server = match admin_listener {
+        Some(admin_listener) => {
+            admin_listener.set_nonblocking(true)?;
+            admin_addr = Some(admin_listener.local_addr()?);
+            let admin = serve(&state, &http, admin_listener, routes::RouteSet::Admin)?;
+            handles.push(admin.handle());
+            Some(tokio::spawn(admin))
+        }
+        None => None,
+    };
     let drain_state = state.clone();
     tokio::spawn(async move {
         cancel.cancelled().await;
         drain_state.draining.store(true, Ordering::SeqCst);
         // Give load balancers one probe period to see /readyz fail before closing.
         tokio::time::sleep(READINESS_GRACE).await;
-        handle.stop(true).await;
+        for handle in handles {
+            handle.stop(true).await;
+        }
     });
     Ok(ApiHandle {
         addr,
+        admin_addr,
         state,
         tasks,
         server: tokio::spawn(server),
+        admin_server,
     })
+}
+
+/// One HTTP server on `listener` serving the routes of `set`.
+fn serve(
+    state: &web::Data<ApiState>,
+    http: &crate::config::HttpSettings,
+    listener: TcpListener,
+    set: routes::RouteSet,
+) -> std::io::Result<actix_web::dev::Server> {
+    let app_state = state.clone();
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .wrap_fn(ip_guard::guard)
+            .wrap_fn(audit::record)
+            .wrap_fn(http_metrics::record)
+            .configure(configure(app_state.clone(), set))
+    })
+    .disable_signals()
+    .shutdown_timeout(http.shutdown_grace_secs);
+    if http.workers > 0 {
+        server = server.workers(http.workers);
+    }
+    Ok(server.listen(listener)?.run())
 }
 
 /// Time between readiness turning false and the listener closing.

@@ -40,6 +40,8 @@ pub enum ApiError {
     Conflict(String),
     #[error("{0}")]
     Unavailable(String),
+    #[error("too many requests; retry after {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
     #[error("no such route")]
     RouteNotFound,
     /// Carries the `Allow` header value: the methods the route serves.
@@ -65,6 +67,7 @@ impl ApiError {
             Self::BelowReserved(_) => "BELOW_RESERVED",
             Self::Conflict(_) => "CONFLICT",
             Self::Unavailable(_) => "UNAVAILABLE",
+            Self::RateLimited { .. } => "RATE_LIMITED",
             Self::RouteNotFound => "NOT_FOUND",
             Self::MethodNotAllowed(_) => "METHOD_NOT_ALLOWED",
         }
@@ -96,6 +99,7 @@ impl ResponseError for ApiError {
             | Self::Conflict(_) => StatusCode::CONFLICT,
             Self::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
@@ -114,6 +118,9 @@ impl ResponseError for ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS)));
         }
+        if let Self::RateLimited { retry_after_secs } = self {
+            response.insert_header((header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)));
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
         }
@@ -121,6 +128,16 @@ impl ResponseError for ApiError {
             response.insert_header((header::ALLOW, HeaderValue::from_static(allow)));
         }
         response.body(body.to_string())
+    }
+}
+
+impl ApiError {
+    /// A 429 whose `Retry-After` (whole seconds, at least 1) covers `wait_ms`.
+    pub fn rate_limited(kind: &'static str, wait_ms: u64) -> Self {
+        metrics::counter!("stockd_rate_limited_total", "kind" => kind).increment(1);
+        Self::RateLimited {
+            retry_after_secs: wait_ms.div_ceil(1000).max(1),
+        }
     }
 }
 
@@ -153,6 +170,13 @@ mod tests {
             (ApiError::ReservationReleased, 409, "RESERVATION_RELEASED"),
             (ApiError::ReservationConfirmed, 409, "RESERVATION_CONFIRMED"),
             (ApiError::Unauthorized, 401, "UNAUTHORIZED"),
+            (
+                ApiError::RateLimited {
+                    retry_after_secs: 1,
+                },
+                429,
+                "RATE_LIMITED",
+            ),
         ];
         for (err, status, code) in cases {
             assert_eq!(err.status_code().as_u16(), status, "{code}");

@@ -11,8 +11,8 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::openapi::{
-    CancelConflict, ConfirmConflict, InvalidRequest, ReservationNotFound, ReservationPath,
-    Unavailable,
+    CancelConflict, ConfirmConflict, InvalidRequest, RateLimited, ReservationNotFound,
+    ReservationPath, Unavailable,
 };
 use super::{request_from, sku_from};
 use crate::domain::ReservationStatus;
@@ -33,6 +33,7 @@ use crate::roles::api::ApiState;
         (status = 400, response = InvalidRequest),
         (status = 404, response = ReservationNotFound),
         (status = 409, response = ConfirmConflict),
+        (status = 429, response = RateLimited),
         (status = 503, response = Unavailable),
     )
 )]
@@ -55,6 +56,7 @@ pub async fn confirm(
         (status = 400, response = InvalidRequest),
         (status = 404, response = ReservationNotFound),
         (status = 409, response = CancelConflict),
+        (status = 429, response = RateLimited),
         (status = 503, response = Unavailable),
     )
 )]

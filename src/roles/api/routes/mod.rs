@@ -14,7 +14,31 @@ use actix_web::{web, HttpRequest, HttpResponse, Resource};
 use super::problem::ApiError;
 use crate::domain::SkuId;
 
-pub fn register(cfg: &mut web::ServiceConfig) {
+/// Which routes a listener serves (`admin.bind` splits them over two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteSet {
+    /// Everything on one listener (`admin.bind` unset).
+    All,
+    /// The public listener when `admin.bind` is set: no `/v1/admin/*`, no `/metrics`.
+    Public,
+    /// The admin listener: `/v1/admin/*`, `/metrics`, `/livez`.
+    Admin,
+}
+
+pub fn register(cfg: &mut web::ServiceConfig, set: RouteSet) {
+    if set != RouteSet::Admin {
+        register_public(cfg);
+    }
+    if set != RouteSet::Public {
+        register_admin(cfg);
+    }
+    if set == RouteSet::Admin {
+        cfg.service(resource("/livez", "GET").route(web::get().to(health::livez)));
+    }
+    cfg.default_service(web::to(not_found));
+}
+
+fn register_public(cfg: &mut web::ServiceConfig) {
     cfg.service(
         resource("/v1/skus/{sku_id}/reservations", "POST")
             .route(web::post().to(reservations::reserve)),
@@ -35,22 +59,24 @@ pub fn register(cfg: &mut web::ServiceConfig) {
             .route(web::post().to(lifecycle::cancel)),
     )
     .service(resource("/v1/skus/{sku_id}", "GET").route(web::get().to(skus::get)))
-    .service(resource("/v1/admin/skus/{sku_id}", "PUT").route(web::put().to(admin::put_sku)))
-    .service(
-        resource("/v1/admin/skus/{sku_id}/warmup", "POST").route(web::post().to(admin::warmup)),
-    )
-    .service(resource("/v1/admin/dlq", "GET").route(web::get().to(dlq::list)))
-    .service(resource("/v1/admin/dlq/replay", "POST").route(web::post().to(dlq::replay)))
-    .service(
-        resource("/v1/admin/reconcile", "GET, POST")
-            .route(web::post().to(admin::reconcile_now))
-            .route(web::get().to(admin::last_reconcile)),
-    )
     .service(resource("/livez", "GET").route(web::get().to(health::livez)))
     .service(resource("/readyz", "GET").route(web::get().to(health::readyz)))
-    .service(resource("/metrics", "GET").route(web::get().to(health::metrics)))
-    .service(resource("/openapi.json", "GET").route(web::get().to(openapi::serve)))
-    .default_service(web::to(not_found));
+    .service(resource("/openapi.json", "GET").route(web::get().to(openapi::serve)));
+}
+
+fn register_admin(cfg: &mut web::ServiceConfig) {
+    cfg.service(resource("/v1/admin/skus/{sku_id}", "PUT").route(web::put().to(admin::put_sku)))
+        .service(
+            resource("/v1/admin/skus/{sku_id}/warmup", "POST").route(web::post().to(admin::warmup)),
+        )
+        .service(resource("/v1/admin/dlq", "GET").route(web::get().to(dlq::list)))
+        .service(resource("/v1/admin/dlq/replay", "POST").route(web::post().to(dlq::replay)))
+        .service(
+            resource("/v1/admin/reconcile", "GET, POST")
+                .route(web::post().to(admin::reconcile_now))
+                .route(web::get().to(admin::last_reconcile)),
+        )
+        .service(resource("/metrics", "GET").route(web::get().to(health::metrics)));
 }
 
 /// A route whose other methods answer 405 problem+json with `Allow: {allow}`.

@@ -210,6 +210,10 @@ problems! {
     /// A dependency (Redis, MySQL, RabbitMQ) is unavailable, the outbox is
     /// full, or the SKU is not loaded into Redis yet. Retry after `Retry-After`.
     Unavailable = 503 ["UNAVAILABLE"];
+    /// Too many requests from this buyer (`limits.per_user_*`, reserve only) or
+    /// this client IP (`limits.per_ip_*`). Nothing was written; retry after
+    /// `Retry-After` seconds.
+    RateLimited = 429 ["RATE_LIMITED"];
 }
 
 fn string_schema(description: &str) -> ObjectBuilder {
@@ -449,6 +453,9 @@ mod tests {
             ApiError::BelowReserved("x".into()),
             ApiError::Conflict("x".into()),
             ApiError::Unavailable("x".into()),
+            ApiError::RateLimited {
+                retry_after_secs: 1,
+            },
             ApiError::RouteNotFound,
             ApiError::MethodNotAllowed("GET"),
         ]

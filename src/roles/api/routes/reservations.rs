@@ -8,8 +8,8 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::openapi::{
-    IdempotencyMismatch, InvalidRequest, ReservationNotFound, ReservationPath, ReserveConflict,
-    SkuNotFound, SkuPath, Unavailable,
+    IdempotencyMismatch, InvalidRequest, RateLimited, ReservationNotFound, ReservationPath,
+    ReserveConflict, SkuNotFound, SkuPath, Unavailable,
 };
 use super::sku_from;
 use crate::config::Durability;
@@ -46,6 +46,7 @@ use crate::roles::api::ApiState;
         (status = 404, response = SkuNotFound),
         (status = 409, response = ReserveConflict),
         (status = 422, response = IdempotencyMismatch),
+        (status = 429, response = RateLimited),
         (status = 503, response = Unavailable),
     )
 )]
@@ -158,6 +159,9 @@ async fn answer(
             "the outbox is full: the broker is not confirming; retry shortly".into(),
         )),
         ReserveOutcome::NotLoaded => Err(not_loaded(state, sku_id).await),
+        ReserveOutcome::RateLimited { retry_after_ms } => {
+            Err(ApiError::rate_limited("user", retry_after_ms))
+        }
     }
 }
 
@@ -189,6 +193,7 @@ pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
          body = ReservationView),
         (status = 400, response = InvalidRequest),
         (status = 404, response = ReservationNotFound),
+        (status = 429, response = RateLimited),
         (status = 503, response = Unavailable),
     )
 )]

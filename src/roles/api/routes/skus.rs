@@ -2,7 +2,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::openapi::{InvalidRequest, SkuNotFound, SkuPath, Unavailable};
+use super::openapi::{InvalidRequest, RateLimited, SkuNotFound, SkuPath, Unavailable};
 use super::reservations::not_loaded;
 use super::sku_from;
 use crate::roles::api::problem::ApiError;
@@ -20,6 +20,7 @@ use crate::roles::api::ApiState;
         (status = 200, description = "The SKU", body = SkuView),
         (status = 400, response = InvalidRequest),
         (status = 404, response = SkuNotFound),
+        (status = 429, response = RateLimited),
         (status = 503, response = Unavailable),
     )
 )]

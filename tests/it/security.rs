@@ -1,0 +1,221 @@
+//! Abuse and access (issue: rate limits, a private admin surface, production
+//! config, canonical ids). Limits are switched on per test; the shared config
+//! keeps them off.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::helpers::{PrivateRedis, TestApp, TestOptions, ADMIN_TOKEN};
+
+/// Attempts a token bucket of `per_second` and `burst` may let through in
+/// `elapsed` (plus one for a refill landing during the last request).
+fn bucket_allows(per_second: f64, burst: u32, elapsed: Duration) -> usize {
+    (f64::from(burst) + per_second * elapsed.as_secs_f64()).floor() as usize + 1
+}
+
+fn limits(user: (f64, u32), ip: (f64, u32)) -> TestOptions {
+    TestOptions {
+        tweak: Some(Arc::new(move |s| {
+            s.limits.per_user_rps = user.0;
+            s.limits.per_user_burst = user.1;
+            s.limits.per_ip_rps = ip.0;
+            s.limits.per_ip_burst = ip.1;
+        })),
+        ..TestOptions::default()
+    }
+}
+
+/// One buyer at 10x their limit: 429 RATE_LIMITED with Retry-After, and only a
+/// bucket's worth of attempts is admitted, across two api nodes together.
+/// Limited requests write nothing.
+#[tokio::test]
+async fn a_buyer_hammering_two_api_nodes_gets_429_beyond_the_bucket_and_writes_nothing() {
+    let mut app = TestApp::with(limits((1.0, 3), (0.0, 0))).await;
+    app.create_sku(1, 1000, 1000).await;
+    let (second, _) = app.spawn_api();
+    let started = Instant::now();
+    let mut admitted = Vec::new();
+    let mut limited = Vec::new();
+    for i in 0..30 {
+        let base = if i % 2 == 0 {
+            app.base.clone()
+        } else {
+            second.clone()
+        };
+        let rid = format!("h{i}");
+        let (status, body) = app.reserve_at(&base, 1, &rid, 7).await;
+        match status {
+            201 => admitted.push(rid),
+            429 => {
+                assert_eq!(body["code"], "RATE_LIMITED");
+                limited.push(rid);
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    let allowed = bucket_allows(1.0, 3, started.elapsed());
+    assert!(
+        admitted.len() <= allowed,
+        "{} admitted, bucket allows {allowed}",
+        admitted.len()
+    );
+    assert!(limited.len() >= 30 - allowed, "the rest were limited");
+    // Retry-After on a 429.
+    let response = app.reserve(1, "h-extra", 7, 1).await;
+    if response.status() == 429 {
+        assert!(response.headers().contains_key("retry-after"));
+    }
+    app.wait_ledger_rows(admitted.len() as u64).await;
+    for rid in &limited {
+        assert_eq!(
+            app.ledger_status(1, rid).await,
+            None,
+            "{rid} wrote a ledger row"
+        );
+        let (status, _) = app
+            .get_json(&format!("/v1/skus/1/reservations/{rid}"))
+            .await;
+        assert_eq!(status, 404, "{rid} left a reservation behind");
+    }
+    // Another buyer is not affected.
+    assert_eq!(app.reserve(1, "other", 8, 1).await.status(), 201);
+    // A replay of an admitted id is never limited into a wrong answer.
+    let replay = app.reserve(1, &admitted[0], 7, 1).await;
+    assert_eq!(
+        replay.status(),
+        200,
+        "a replay is answered before the limit"
+    );
+    app.cleanup().await;
+}
+
+/// One client IP at 10x its limit gets 429s, and those never reach Redis
+/// (counted on a private redis-server).
+#[tokio::test]
+async fn an_ip_over_its_limit_gets_429_before_any_redis_call() {
+    let redis = PrivateRedis::start().await;
+    let mut opts = limits((0.0, 0), (2.0, 5));
+    let tweak = opts.tweak.take().unwrap();
+    opts.redis_url = Some(redis.url.clone());
+    opts.tweak = Some(tweak);
+    let app = TestApp::with(opts).await;
+    app.create_sku(1, 1000, 1000).await;
+    let before = redis.script_calls().await;
+    let started = Instant::now();
+    let mut passed = 0;
+    for i in 0..50 {
+        let status = app.reserve(1, &format!("ip{i}"), 100 + i, 1).await.status();
+        match status.as_u16() {
+            201 => passed += 1,
+            429 => {}
+            other => panic!("unexpected {other}"),
+        }
+    }
+    let allowed = bucket_allows(2.0, 5, started.elapsed());
+    assert!(
+        passed <= allowed,
+        "{passed} passed, bucket allows {allowed}"
+    );
+    let scripts = redis.script_calls().await - before;
+    assert_eq!(
+        scripts, passed as u64,
+        "only admitted requests ran the script"
+    );
+    // Admin routes are not IP-limited.
+    let (status, _) = app.post_json_admin("/v1/admin/reconcile").await;
+    assert_eq!(status, 200);
+    app.cleanup().await;
+}
+
+/// `admin.bind` set: the admin routes and /metrics move to their own listener;
+/// the public one answers 404 for them.
+#[tokio::test]
+async fn with_admin_bind_the_public_listener_hides_the_admin_routes() {
+    let app = TestApp::with(TestOptions {
+        tweak: Some(Arc::new(|s| s.admin.bind = Some("127.0.0.1:0".into()))),
+        ..TestOptions::default()
+    })
+    .await;
+    let admin = app.admin_base().expect("an admin listener");
+    let put = |base: String| {
+        let client = app.client.clone();
+        async move {
+            client
+                .put(format!("{base}/v1/admin/skus/1"))
+                .bearer_auth(ADMIN_TOKEN)
+                .json(&serde_json::json!({"total_stock": 10, "limit_per_user": 2}))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let public = put(app.base.clone()).await;
+    assert_eq!(public.status(), 404);
+    let body: serde_json::Value = public.json().await.unwrap();
+    assert_eq!(body["code"], "NOT_FOUND");
+    assert_eq!(put(admin.clone()).await.status(), 200);
+    let metrics_public = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics_public.status(), 404);
+    let metrics_admin = app
+        .client
+        .get(format!("{admin}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics_admin.status(), 200);
+    // The buyer-facing routes stay public.
+    assert_eq!(app.reserve(1, "r1", 1, 1).await.status(), 201);
+    app.cleanup().await;
+}
+
+/// Ids are canonical decimals: `0980001` and `+1` are 400, never SKU 980001 / 1.
+#[tokio::test]
+async fn non_canonical_ids_are_400() {
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 10, 1).await;
+    for path in ["/v1/skus/01", "/v1/skus/0980001", "/v1/skus/+1"] {
+        let (status, body) = app.get_json(path).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert_eq!(body["code"], "INVALID_REQUEST");
+    }
+    let (status, _) = app.get_json("/v1/skus/1").await;
+    assert_eq!(status, 200);
+    app.cleanup().await;
+}
+
+/// `STOCKD_ENV=production` refuses a short or example admin token, naming the
+/// key and never printing the token.
+#[tokio::test]
+async fn production_refuses_a_weak_admin_token_naming_the_key() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
+    for weak in ["short-token", "dev-admin-token"] {
+        let vars = [("STOCKD__ADMIN__TOKEN".to_string(), weak.to_string())];
+        let err = stockd::config::Settings::load_with_vars(&dir, "production", &vars)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("admin.token"), "{err}");
+        assert!(!err.contains(weak), "the token is never printed: {err}");
+    }
+    let strong = "0123456789abcdef0123456789abcdef".to_string();
+    let vars = [("STOCKD__ADMIN__TOKEN".to_string(), strong)];
+    assert!(stockd::config::Settings::load_with_vars(&dir, "production", &vars).is_ok());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stockd"))
+        .args(["config", "check"])
+        .env("STOCKD_ENV", "production")
+        .env("STOCKD_CONFIG_DIR", &dir)
+        .env("STOCKD__ADMIN__TOKEN", "dev-admin-token")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("admin.token"));
+    let vars = [("STOCKD__AMQP__URL".to_string(), "not a url".to_string())];
+    let err = stockd::config::Settings::load_with_vars(&dir, "local", &vars)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("amqp.url"), "{err}");
+}
