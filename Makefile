@@ -56,6 +56,6 @@ fuzz: services
 # The fault suite (tests/chaos, docs/chaos.md): private redis-server, mariadbd
 # and RabbitMQ nodes on free loopback ports, stockd roles as processes, one
 # injected fault per scenario, an audit at the end. Replay with CHAOS_SEED=<n>.
-# Not yet part of .ci/run: see docs/chaos.md for its status.
+# .ci/run runs it after `make test`.
 chaos: services
 	$(CARGO) test --test chaos -- --ignored --test-threads=1 --nocapture

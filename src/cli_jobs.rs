@@ -12,6 +12,8 @@ use crate::ops::reconcile::Report;
 use crate::ops::warmup::{warmup as warm, WarmupOutcome};
 use crate::resources::Resources;
 
+/// Pause before a one-shot repair's second look (see `reconcile`).
+const ONCE_SECOND_LOOK: Duration = Duration::from_secs(1);
 /// Width of the terminal progress bar, in characters.
 const BAR_WIDTH: usize = 30;
 /// `stockd audit`: an invariant does not hold (`stockd dlq`: work left undone).
@@ -107,7 +109,19 @@ pub async fn reconcile(
 ) -> anyhow::Result<ExitCode> {
     let interval = Duration::from_millis(res.settings.reconcile.interval_ms);
     loop {
-        let report = res.reconciler.run_once(&[], repair).await?;
+        let mut report = res.reconciler.run_once(&[], repair).await?;
+        if once
+            && repair
+            && report
+                .skus
+                .iter()
+                .any(|s| s.verdict.as_str() == "REDIS_BEHIND")
+        {
+            // REDIS_BEHIND is repaired only when two checks see the same drift:
+            // a one-shot repair looks twice, a moment apart, instead of never.
+            crate::shutdown::sleep_or_cancel(ONCE_SECOND_LOOK, &cancel).await;
+            report = res.reconciler.run_once(&[], repair).await?;
+        }
         print_report(&report, json)?;
         if once {
             return Ok(if report.healthy() {
@@ -116,9 +130,8 @@ pub async fn reconcile(
                 ExitCode::FAILURE
             });
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = cancel.cancelled() => return Ok(ExitCode::SUCCESS),
+        if !crate::shutdown::sleep_or_cancel(interval, &cancel).await {
+            return Ok(ExitCode::SUCCESS);
         }
     }
 }

@@ -10,7 +10,7 @@
 //! | `<p>{<sku>}:res:<request_id>`      | hash   | the reservation record                  |
 //! | `<p>{<sku>}:outbox`                | stream | deductions not yet confirmed by the MQ  |
 //! | `<p>{<sku>}:winners`               | set    | request ids that took stock             |
-//! | `<p>{<sku>}:rate:<user_id>`        | hash   | the buyer's attempt bucket (rate limit) |
+//! | `<p>{<sku>}:rate:<user_id>`        | string | the buyer's next attempt time (rate limit) |
 //! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
 //! | `<p>soldout` (Pub/Sub channel)     |        | `S:<sku>` sold out, `A:<sku>` available |
 //!

@@ -237,6 +237,7 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
         .map(|(sku, rid)| format!("sku {sku} {rid} answered 201/202 but not in the ledger"))
         .collect();
     checks.push(check("accepted_in_ledger", missing));
+    print_rejected(&ledger, accepted);
     let pending = ledger
         .iter()
         .filter(|r| r.redis_pending)
@@ -244,6 +245,21 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
         .collect();
     checks.push(check("mirrors_settled", pending));
     Audit::from_checks("harness", checks)
+}
+
+/// Accepted reservations MySQL refused (REJECTED: over-admitted after a Redis
+/// loss) are legitimate outcomes, not losses; print how many and why.
+fn print_rejected(ledger: &[stores::LedgerRow], accepted: &BTreeMap<(u64, String), (u64, u32)>) {
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for row in ledger.iter().filter(|r| r.status == "REJECTED") {
+        if accepted.contains_key(&(row.sku, row.rid.clone())) {
+            let reason = row.reason.clone().unwrap_or_else(|| "-".into());
+            *reasons.entry(reason).or_default() += 1;
+        }
+    }
+    if !reasons.is_empty() {
+        println!("  accepted but REJECTED in MySQL, by reason: {reasons:?}");
+    }
 }
 
 /// ledger_in_redis and redis_in_ledger: every live ledger row has a Redis

@@ -11,14 +11,14 @@ use crate::stores;
 
 /// Pause between two looks.
 const POLL: Duration = Duration::from_millis(500);
-/// When nothing moves any more (queues, outbox and mirrors settled, every
-/// accepted reservation in MySQL) but the stores still differ by the same
-/// amounts for this long, the difference is a finding, not work in flight:
-/// stop waiting and let the audit report it.
+/// When outboxes and work queues are empty and what is still unsettled
+/// (missing ledger rows, pending mirrors, Redis != MySQL) has not changed for
+/// this long, it is a finding, not work in flight: stop waiting and let the
+/// audit report it.
 const STUCK_AFTER: Duration = Duration::from_secs(10);
 
 /// What the last look saw; `drained` when every part was settled.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Look {
     pub outbox: u64,
     pub queued: Vec<(String, Option<u32>)>,
@@ -32,12 +32,10 @@ pub struct Look {
 }
 
 impl Look {
-    /// Everything but the store comparison is settled.
+    /// Nothing waits in an outbox or a work queue: what is not settled now
+    /// will not settle by itself.
     fn quiet(&self) -> bool {
-        self.outbox == 0
-            && self.queued.iter().all(|(_, n)| *n == Some(0))
-            && self.missing == 0
-            && self.pending_mirrors == 0
+        self.outbox == 0 && self.queued.iter().all(|(_, n)| *n == Some(0))
     }
 
     pub fn drained(&self) -> bool {
@@ -96,9 +94,6 @@ pub async fn look(
 }
 
 /// Polls until two consecutive looks are drained, or `limit` passes.
-/// A SKU whose stores differ after the drain: (sku, Redis available, MySQL available).
-type Disagreement = (u64, Option<i64>, i64);
-
 pub async fn wait_drained(
     stack: &Stack,
     skus: &[u64],
@@ -107,21 +102,18 @@ pub async fn wait_drained(
 ) -> (bool, Look) {
     let start = Instant::now();
     let mut settled_once = false;
-    let mut stuck: Option<(Instant, Vec<Disagreement>)> = None;
+    let mut stuck: Option<(Instant, Look)> = None;
     loop {
         let seen = look(stack, skus, accepted).await;
-        if seen.quiet() && !seen.disagree.is_empty() {
+        if seen.quiet() && !seen.drained() {
             match &stuck {
-                Some((since, same)) if *same == seen.disagree => {
+                Some((since, same)) if *same == seen => {
                     if since.elapsed() > STUCK_AFTER {
-                        println!(
-                            "  pipeline quiet but Redis != MySQL unchanged for {STUCK_AFTER:?}: {:?}",
-                            seen.disagree
-                        );
+                        println!("  pipeline quiet but unsettled, unchanged for {STUCK_AFTER:?}: {seen:?}");
                         return (false, seen);
                     }
                 }
-                _ => stuck = Some((Instant::now(), seen.disagree.clone())),
+                _ => stuck = Some((Instant::now(), seen.clone())),
             }
         } else {
             stuck = None;

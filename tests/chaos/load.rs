@@ -5,7 +5,7 @@
 //! scenario can check that each request id answered 201/202 reached MySQL.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -134,7 +134,6 @@ struct Shared {
     started: Instant,
     interval: Duration,
     max_duration: Duration,
-    stop: AtomicBool,
     answers: Mutex<Vec<Answer>>,
 }
 
@@ -161,7 +160,6 @@ impl Load {
             started: Instant::now(),
             interval: Duration::from_secs_f64(1.0 / plan.rate_per_sec as f64),
             max_duration: plan.max_duration,
-            stop: AtomicBool::new(false),
             answers: Mutex::new(Vec::new()),
         });
         let workers = (0..plan.concurrency)
@@ -182,29 +180,9 @@ impl Load {
         self.shared.started.elapsed().as_millis() as u64
     }
 
-    pub fn answers(&self) -> Vec<Answer> {
-        self.shared.answers.lock().unwrap().clone()
-    }
-
     pub fn accepted_count(&self) -> usize {
         let answers = self.shared.answers.lock().unwrap();
         answers.iter().filter(|a| a.accepted()).count()
-    }
-
-    /// Waits until at least `n` reservations were accepted (or `limit` passed).
-    pub async fn wait_accepted(&self, n: usize, limit: Duration) -> usize {
-        let start = Instant::now();
-        loop {
-            let got = self.accepted_count();
-            if got >= n || start.elapsed() > limit || self.done() {
-                return got;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn done(&self) -> bool {
-        self.workers.iter().all(|w| w.is_finished())
     }
 
     /// Waits until every planned request was sent and answered (bounded by
@@ -216,17 +194,11 @@ impl Load {
         let answers = std::mem::take(&mut *self.shared.answers.lock().unwrap());
         LoadReport::new(&self.tag, answers)
     }
-
-    /// Stops sending; requests in flight finish (bounded by the request timeout).
-    pub async fn stop(self) -> LoadReport {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        self.finish().await
-    }
 }
 
 async fn worker(shared: Arc<Shared>) {
     loop {
-        if shared.stop.load(Ordering::SeqCst) || shared.started.elapsed() > shared.max_duration {
+        if shared.started.elapsed() > shared.max_duration {
             return;
         }
         let i = shared.next.fetch_add(1, Ordering::SeqCst);
@@ -235,9 +207,6 @@ async fn worker(shared: Arc<Shared>) {
         };
         let due = shared.started + shared.interval * i as u32;
         tokio::time::sleep_until(due.into()).await;
-        if shared.stop.load(Ordering::SeqCst) {
-            return;
-        }
         let answer = send(&shared, Op::Reserve, req).await;
         let accepted = matches!(answer.status, 201 | 202);
         shared.answers.lock().unwrap().push(answer);
@@ -330,14 +299,6 @@ impl LoadReport {
             .iter()
             .filter(|a| a.op == op && a.status == status)
             .count()
-    }
-
-    /// The slowest answer of `op` sent within `[from_ms, to_ms)`.
-    pub fn slowest(&self, op: Op, from_ms: u64, to_ms: u64) -> Option<&Answer> {
-        self.answers
-            .iter()
-            .filter(|a| a.op == op && a.sent_ms >= from_ms && a.sent_ms < to_ms)
-            .max_by_key(|a| a.latency_ms)
     }
 
     /// One line per (op, status, code) with its count and worst latency.

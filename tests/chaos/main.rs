@@ -12,10 +12,6 @@
 //! The shared services on 6379/3306/5672 are never touched; every process the
 //! suite starts is stopped by pid when its scenario ends, also on a panic.
 
-// The harness offers more than every scenario uses yet (latency bounds, answers
-// by time window); the suite is still growing.
-#![allow(dead_code)]
-
 mod audit;
 mod drain;
 mod load;

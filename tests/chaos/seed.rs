@@ -3,8 +3,14 @@
 //! it and its name, so `CHAOS_SEED=<n>` replays every scenario's buyers,
 //! counts and timing jitter.
 
-/// The run's base seed: `CHAOS_SEED`, or the clock.
+/// The run's base seed: `CHAOS_SEED`, or the clock — read once per test
+/// process, so every scenario of one `make chaos` derives from the same value.
 pub fn run_seed() -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(read_run_seed)
+}
+
+fn read_run_seed() -> u64 {
     match std::env::var("CHAOS_SEED") {
         Ok(text) => text
             .trim()

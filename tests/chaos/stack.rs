@@ -110,10 +110,6 @@ impl Stack {
         stack
     }
 
-    pub fn dir(&self) -> PathBuf {
-        self.dir.path.clone()
-    }
-
     /// Starts `role` (api, consumer, closer, reconciler) and waits until live.
     pub async fn start_role(&mut self, role: &str) {
         assert!(!self.roles.contains_key(role), "{role} already running");

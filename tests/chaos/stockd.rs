@@ -31,13 +31,6 @@ impl StockdEnv {
         self.vars.push((key.to_string(), value.to_string()));
     }
 
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.vars
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
     /// A command for the binary with exactly this environment (inherited
     /// `STOCKD*` and `RUST_LOG` variables removed, so the caller's shell
     /// cannot point a chaos process at the shared services).
@@ -58,7 +51,6 @@ impl StockdEnv {
 
 /// One running role process.
 pub struct RoleProcess {
-    pub role: String,
     /// Port of its `/livez`: http.bind for the api, metrics.bind otherwise.
     pub port: u16,
     pub process: OwnedProcess,
@@ -78,7 +70,6 @@ impl RoleProcess {
         }
         let name = format!("stockd --role {role} :{port}");
         Self {
-            role: role.to_string(),
             port,
             process: OwnedProcess::spawn(&name, cmd, log),
         }

@@ -10,7 +10,7 @@
 -- KEYS[4] outbox stream
 -- KEYS[5] winners set     (request ids that took stock; lets a sold-out api node
 --                          tell a replay from a new request without calling Redis)
--- KEYS[6] buyer's rate bucket (token bucket of attempts, `limits.per_user_*`)
+-- KEYS[6] buyer's rate limit (GCRA arrival time of attempts, `limits.per_user_*`)
 -- ARGV[1] request_id  ARGV[2] sku_id  ARGV[3] user_id  ARGV[4] count
 -- ARGV[5] reservation ttl ms  ARGV[6] record retention ms  ARGV[7] outbox max length
 -- ARGV[8] sold-out Pub/Sub channel
@@ -39,20 +39,24 @@ local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- 1b. the buyer's rate limit, after the replay check (a replay is never limited).
--- A refused attempt writes nothing; an allowed one spends a token whatever the
--- checks below decide (it is an attempt), so a bot cannot probe for free.
+-- GCRA, the token bucket kept as one number: the buyer's theoretical arrival
+-- time (TAT). Each attempt moves it one emission interval (1000/rps ms) later;
+-- an attempt more than `burst - 1` intervals ahead of now is refused and writes
+-- nothing. An allowed attempt counts whatever the checks below decide (it is an
+-- attempt), so a bot cannot probe for free. One GET and one SET per attempt.
 local rps, burst = tonumber(ARGV[9]), tonumber(ARGV[10])
 if rps > 0 then
-  local bucket = redis.call('HMGET', rate_key, 'tokens', 'at_ms')
-  local tokens = tonumber(bucket[1]) or burst
-  local at_ms = tonumber(bucket[2]) or now_ms
-  tokens = math.min(burst, tokens + math.max(0, now_ms - at_ms) * rps / 1000)
-  if tokens < 1 then
-    return {'RATE_LIMITED', string.format('%.0f', math.ceil((1 - tokens) * 1000 / rps))}
+  local interval = 1000 / rps
+  local tat = math.max(tonumber(redis.call('GET', rate_key) or '0') or 0, now_ms)
+  local ahead = tat - now_ms
+  local tolerance = (burst - 1) * interval
+  if ahead > tolerance then
+    return {'RATE_LIMITED', string.format('%.0f', math.ceil(ahead - tolerance))}
   end
-  redis.call('HSET', rate_key, 'tokens', tostring(tokens - 1), 'at_ms', string.format('%.0f', now_ms))
-  -- forgotten once full again: memory is bounded by the buyers active in that window
-  redis.call('PEXPIRE', rate_key, math.ceil(burst * 1000 / rps) + 1000)
+  local next_tat = tat + interval
+  -- forgotten once it lies in the past: memory is bounded by the active buyers
+  redis.call('SET', rate_key, string.format('%.3f', next_tat), 'PX',
+    math.ceil(next_tat - now_ms) + 1000)
 end
 
 -- 2. a SKU that is not loaded is refused: never read a missing key as 0 or unlimited

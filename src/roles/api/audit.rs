@@ -47,25 +47,21 @@ pub fn record<S>(
 where
     S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = Error>,
 {
-    let admin = req.path().starts_with("/v1/admin/");
-    let method = req.method().clone();
-    let path = req.path().to_string();
-    let actor = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(fingerprint);
-    let client = req
-        .app_data::<web::Data<ApiState>>()
-        .and_then(|state| state.trusted.client_ip(req.request()))
-        .map_or_else(|| "unknown".to_string(), |ip| ip.to_string());
+    // Only admin calls are audited: everything else (the hot path) passes
+    // straight through without a single allocation here.
+    let seen = req.path().starts_with("/v1/admin/").then(|| Seen::of(&req));
     let call = srv.call(req);
     async move {
         let response = call.await?;
-        if !admin {
+        let Some(Seen {
+            method,
+            path,
+            actor,
+            client,
+        }) = seen
+        else {
             return Ok(response);
-        }
+        };
         let status = response.status();
         let route = response
             .request()
@@ -80,6 +76,33 @@ where
                 http.status = status.as_u16(), "admin action");
         }
         Ok(response)
+    }
+}
+
+/// What the trail records of an admin request, taken before it is handled.
+struct Seen {
+    method: Method,
+    path: String,
+    actor: Option<String>,
+    client: String,
+}
+
+impl Seen {
+    fn of(req: &ServiceRequest) -> Self {
+        Self {
+            method: req.method().clone(),
+            path: req.path().to_string(),
+            actor: req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(fingerprint),
+            client: req
+                .app_data::<web::Data<ApiState>>()
+                .and_then(|state| state.trusted.client_ip(req.request()))
+                .map_or_else(|| "unknown".to_string(), |ip| ip.to_string()),
+        }
     }
 }
 

@@ -15,7 +15,6 @@ mod s10_expiry_outage;
 mod s11_memory_alarm;
 mod s12_redis_maxmemory;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::load::{Load, LoadPlan, LoadReport};
@@ -149,7 +148,6 @@ pub struct Reply {
     pub status: u16,
     pub code: String,
     pub replayed: bool,
-    pub body: serde_json::Value,
 }
 
 impl Scenario {
@@ -174,7 +172,6 @@ impl Scenario {
             status,
             code,
             replayed,
-            body,
         };
         println!(
             "  reserve sku {sku} {rid} user {user} x{count} -> {} {}{}",
@@ -211,9 +208,4 @@ impl Scenario {
 /// `buyers` buyers, 10 % replays, 5 % confirmed and 5 % cancelled.
 pub fn plan(tag: &str, skus: &[u64], buyers: u64, requests: usize, rate: u32) -> LoadPlan {
     LoadPlan::new(tag, skus, buyers, requests, rate)
-}
-
-/// Accepted reservations of several reports.
-pub fn accepted_of(reports: &[&LoadReport]) -> BTreeMap<(u64, String), (u64, u32)> {
-    LoadReport::merge(reports).accepted()
 }

@@ -33,9 +33,12 @@ async fn s04_broker_kill9_with_and_without_backlog_loses_nothing() {
     sc.note("restart the broker");
     sc.stack.rabbit.restart().await;
     let after = sc.stack.rabbit.ready(&deduct).await;
+    // Messages, not deductions: duplicates the relay republished while their
+    // first copy awaited its confirm may be gone after the kill (unconfirmed),
+    // so the count can drop; the audit checks that no deduction was lost.
     sc.expect(
-        after >= ready,
-        format!("backlog kept across the kill: {ready:?} before, {after:?} after"),
+        after.unwrap_or(0) > 0,
+        format!("backlog survived the kill: {ready:?} messages before, {after:?} after"),
     );
     sc.stack.start_role("consumer").await;
 

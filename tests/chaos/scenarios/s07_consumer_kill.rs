@@ -1,9 +1,13 @@
-//! Scenario 7: the consumer is killed with SIGKILL five times while it holds
-//! deliveries. A backlog is built with the consumer stopped; the SKU rows are
-//! then locked in MySQL by the harness (SELECT … FOR UPDATE), so each consumer
-//! that starts fills its prefetch and blocks in its batch transaction — and
-//! is killed there. Crashes are not attempts the message caused: nothing may
-//! be dead-lettered (today the quorum `x-delivery-limit` does it).
+//! Scenario 7: the consumer is killed with SIGKILL while it holds deliveries,
+//! six times — more than the delivery limit of 5 that used to dead-letter a
+//! whole backlog after a short crash loop. A backlog smaller than
+//! the prefetch is built with the consumer stopped; the SKU row is then locked
+//! in MySQL by the harness (SELECT … FOR UPDATE), so each consumer that starts
+//! takes every message and blocks in its batch transaction — and is killed
+//! there. Each kill returns every message to the queue (a redelivery). Crashes
+//! are not attempts the message caused: nothing may be dead-lettered (the
+//! quorum `x-delivery-limit` does it once a message was returned more often
+//! than the limit).
 
 use std::time::Duration;
 
@@ -11,8 +15,8 @@ use mysql_async::prelude::Queryable;
 
 use super::{plan, Scenario};
 
-/// Kills of a consumer holding deliveries.
-const KILLS: usize = 5;
+/// Kills of a consumer holding the whole backlog.
+const KILLS: usize = 6;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
@@ -27,9 +31,10 @@ async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing()
         .await;
     let deduct = sc.stack.topology.deduct_queue.clone();
     let backlog = sc.stack.rabbit.ready(&deduct).await.unwrap_or(0);
+    let prefetch = sc.stack.settings.consumer.prefetch as usize;
     sc.expect(
-        backlog > 0,
-        format!("backlog of {backlog} messages in {deduct}"),
+        backlog > 0 && backlog as usize <= prefetch,
+        format!("backlog of {backlog} messages in {deduct} (prefetch {prefetch})"),
     );
 
     sc.note("lock sku 71's row in MySQL so the consumer's batch blocks");
@@ -44,17 +49,19 @@ async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing()
         let queue = deduct.clone();
         let holding = sc
             .wait_for(
-                "consumer holds deliveries",
+                "consumer holds every message",
                 Duration::from_secs(20),
-                || async { stack.rabbit.ready(&queue).await.unwrap_or(u32::MAX) < backlog },
+                || async { stack.rabbit.ready(&queue).await == Some(0) },
             )
             .await;
-        sc.expect(holding, format!("kill {kill}: consumer took deliveries"));
+        sc.expect(
+            holding,
+            format!("kill {kill}: consumer took the whole backlog"),
+        );
         sc.pause(300, 300).await;
-        let queues = sc.stack.rabbit.list_queues().await;
-        let q = queues.iter().find(|q| q.0 == deduct);
+        let ready = sc.stack.rabbit.ready(&deduct).await;
         sc.note(&format!(
-            "inject: kill -9 consumer #{kill} (queue {deduct}: messages/ready/unacked {q:?})"
+            "inject: kill -9 consumer #{kill} ({deduct}: {ready:?} ready)"
         ));
         sc.stack.kill_role("consumer");
         sc.pause(200, 300).await;

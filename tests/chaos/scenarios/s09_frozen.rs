@@ -1,9 +1,10 @@
 //! Scenario 9: a dependency that is frozen (SIGSTOP: connections stay open,
 //! nothing answers) for 10 s must give bounded answers (SPEC §10.9):
 //! - MySQL frozen: confirm/cancel answer 503 within `mysql.query_timeout_ms`
-//!   (default 2000) + margin; reserves do not need MySQL;
-//! - Redis frozen: reserves answer 503 within `redis.command_timeout_ms`
-//!   (set to 500 here) + margin;
+//!   (3000, the base default) + margin; reserves do not need MySQL;
+//! - Redis frozen: reserves answer 503 within one Redis call's documented
+//!   bound, `redis.connect_timeout_ms` (1000) + `redis.command_timeout_ms` (set
+//!   to 500 here), + margin (docs/architecture.md, "Every wait is bounded");
 //! - broker frozen: reserves answer 202 within `amqp.publish_timeout_ms`
 //!   (2000) + margin.
 //!
@@ -21,8 +22,9 @@ const FREEZE: Duration = Duration::from_secs(10);
 const MARGIN_MS: u64 = 1_000;
 /// The Redis command timeout this scenario runs with.
 const REDIS_TIMEOUT_MS: u64 = 500;
-/// `mysql.query_timeout_ms` default promised on main (used until the key exists).
-const MYSQL_TIMEOUT_MS: u64 = 2_000;
+/// `mysql.query_timeout_ms` of config/base.yaml, set explicitly here (test.yaml
+/// raises it for the busy in-process tests).
+const MYSQL_TIMEOUT_MS: u64 = 3_000;
 
 #[derive(Clone, Copy, Debug)]
 enum Target {
@@ -53,7 +55,7 @@ async fn s09_frozen_dependencies_give_bounded_answers() {
         sc.stack.env.set(key, MYSQL_TIMEOUT_MS);
         sc.note(&format!("{key}={MYSQL_TIMEOUT_MS}"));
     } else {
-        sc.note("mysql.query_timeout_ms is not a setting of this binary yet; bound uses its promised default");
+        sc.note("mysql.query_timeout_ms is not a setting of this binary; the bound assumes it");
     }
     sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     sc.stack.create_sku(91, 3_000, 3).await;
@@ -62,34 +64,49 @@ async fn s09_frozen_dependencies_give_bounded_answers() {
     let mysql = freeze_phase(&mut sc, Target::Mysql).await;
     let bound = MYSQL_TIMEOUT_MS + MARGIN_MS;
     for op in [Op::Confirm, Op::Cancel] {
-        judge(&mut sc, &mysql, op, bound, &[503, 200], "MySQL frozen");
+        judge(
+            &mut sc,
+            &mysql,
+            op,
+            bound,
+            &[200, 409, 503],
+            Some(503),
+            "MySQL frozen",
+        );
     }
+    let reserve_ok = [200, 201, 202, 409];
     judge(
         &mut sc,
         &mysql,
         Op::Reserve,
         publish_ms + MARGIN_MS,
-        &[201, 202],
+        &reserve_ok,
+        None,
         "MySQL frozen",
     );
 
     let redis = freeze_phase(&mut sc, Target::Redis).await;
+    let bound = sc.stack.settings.redis.connect_timeout_ms + REDIS_TIMEOUT_MS + MARGIN_MS;
+    let allowed = [200, 201, 202, 409, 503];
     judge(
         &mut sc,
         &redis,
         Op::Reserve,
-        REDIS_TIMEOUT_MS + MARGIN_MS,
-        &[503],
+        bound,
+        &allowed,
+        Some(503),
         "Redis frozen",
     );
 
     let broker = freeze_phase(&mut sc, Target::Broker).await;
+    let bound = publish_ms + MARGIN_MS;
     judge(
         &mut sc,
         &broker,
         Op::Reserve,
-        publish_ms + MARGIN_MS,
-        &[201, 202],
+        bound,
+        &reserve_ok,
+        Some(202),
         "broker frozen",
     );
 
@@ -137,9 +154,18 @@ fn process_of(sc: &mut Scenario, target: Target) -> &mut crate::servers::process
     }
 }
 
-/// Every `op` answer sent during the freeze came within `bound_ms` with one
-/// of `statuses`.
-fn judge(sc: &mut Scenario, phase: &Phase, op: Op, bound_ms: u64, statuses: &[u16], what: &str) {
+/// Every `op` answer sent during the freeze came within `bound_ms`, with one
+/// of `statuses` (business answers are fine: a request sent just before the
+/// SIGCONT may be served after it), and at least one was `expected`.
+fn judge(
+    sc: &mut Scenario,
+    phase: &Phase,
+    op: Op,
+    bound_ms: u64,
+    statuses: &[u16],
+    expected: Option<u16>,
+    what: &str,
+) {
     let during: Vec<_> = phase
         .report
         .answers
@@ -163,8 +189,9 @@ fn judge(sc: &mut Scenario, phase: &Phase, op: Op, bound_ms: u64, statuses: &[u1
             during.len()
         ),
     );
+    let seen_expected = expected.is_none_or(|want| during.iter().any(|a| a.status == want));
     sc.expect(
-        wrong == 0,
-        format!("{what}: {op:?} answers {by_status:?}, expected statuses {statuses:?}"),
+        wrong == 0 && seen_expected,
+        format!("{what}: {op:?} answers {by_status:?}; allowed {statuses:?}, expected some {expected:?}"),
     );
 }

@@ -158,12 +158,6 @@ pub fn free_port() -> u16 {
     probe.local_addr().unwrap().port()
 }
 
-/// Whether something accepts TCP connections on 127.0.0.1:`port`.
-pub fn port_open(port: u16) -> bool {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
-}
-
 /// A directory removed (recursively) when dropped.
 pub struct TempDir {
     pub path: PathBuf,

@@ -125,11 +125,6 @@ impl Rabbit {
         self.spawn().await;
     }
 
-    /// `rabbitmqctl -n <node> args...` (blocking); panics when it fails.
-    pub fn ctl(&self, args: &[&str]) -> String {
-        self.ctl_handle().run(args)
-    }
-
     fn ctl_handle(&self) -> CtlHandle {
         CtlHandle {
             node: self.node.clone(),
