@@ -61,7 +61,7 @@ REDIS_CHANNELS=('stockd:soldout' 't_*:soldout')
 # clean-up and the bench's server stats use the default user.
 REDIS_COMMANDS=(
 	evalsha eval script\|load script\|exists
-	get mget incrby decrby del exists pexpire pttl
+	get set mget incrby decrby del exists pexpire pttl
 	hget hmget hgetall hset hdel hexists hincrby
 	sadd smembers sscan scard smismember
 	xadd xrange xdel xlen
