@@ -398,8 +398,10 @@ impl Settings {
                 "must be >= 1",
             ),
             (
-                (1..=1000).contains(&self.reservation.max_count),
+                (1..=crate::domain::COUNT_MAX).contains(&self.reservation.max_count),
                 "reservation.max_count",
+                // A literal because the check table holds &'static str; the
+                // assertion below ties it to COUNT_MAX.
                 "must be in 1..=1000",
             ),
             (
@@ -616,6 +618,9 @@ fn redact_url_password(url: &str) -> String {
         None => url.to_string(),
     }
 }
+
+/// The `reservation.max_count` error names the bound as a literal.
+const _: () = assert!(crate::domain::COUNT_MAX == 1000);
 
 #[cfg(test)]
 mod tests {

@@ -17,6 +17,7 @@
 //! - [`ops`]: operations spanning stores (create/restock SKU, reconcile, audit,
 //!   dead-letter replay, ...).
 //! - [`roles`]: what `--role` runs: api, consumer, all.
+//! - [`clock`]: epoch milliseconds and their RFC 3339 form.
 //! - [`tls`]: the `*.tls` settings turned into each driver's rustls options.
 //! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
 
@@ -25,6 +26,7 @@ pub mod bench;
 pub mod cli;
 pub mod cli_dlq;
 pub mod cli_jobs;
+pub mod clock;
 pub mod config;
 pub mod db;
 pub mod domain;

@@ -48,10 +48,10 @@ pub fn ready_and_watch(cancel: CancellationToken) {
     tokio::spawn(async move {
         match watchdog_interval() {
             Some(every) => loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => { let _ = notify("WATCHDOG=1"); }
-                    _ = cancel.cancelled() => break,
+                if !crate::shutdown::sleep_or_cancel(every, &cancel).await {
+                    break;
                 }
+                let _ = notify("WATCHDOG=1");
             },
             None => cancel.cancelled().await,
         }

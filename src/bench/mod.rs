@@ -164,5 +164,5 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
 }
 
 fn now_rfc3339() -> String {
-    crate::roles::api::views::rfc3339_ms(crate::telemetry::unix_ms())
+    crate::clock::rfc3339_ms(crate::clock::unix_ms())
 }

@@ -70,7 +70,7 @@ impl Collected {
 
     /// Records a checked phase; `false` (stop) when it violated anything.
     async fn gate(&mut self, mut checked: Checked) -> bool {
-        let to_s = crate::telemetry::unix_ms() / 1000;
+        let to_s = crate::clock::unix_ms() / 1000;
         for result in &mut checked.results {
             let from_s = result.started_unix_ms / 1000;
             result.redis_stalls = stalls(&self.redis, &self.prefix, from_s, to_s).await;
@@ -152,7 +152,7 @@ pub async fn run_phases(
 /// First SKU id of the HTTP phases: `--sku-base-id`, else 100 for a child (its
 /// namespace starts empty) and a fresh base per run for `--target`.
 fn sku_base(args: &BenchArgs) -> u64 {
-    let fresh = || TARGET_SKU_BASE + (crate::telemetry::unix_ms() / 1000 % 1_000_000) * 10;
+    let fresh = || TARGET_SKU_BASE + (crate::clock::unix_ms() / 1000 % 1_000_000) * 10;
     match (args.sku_base_id, &args.target) {
         (Some(base), _) => base,
         (None, None) => CHILD_SKU_BASE,

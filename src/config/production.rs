@@ -43,7 +43,7 @@ pub fn check(settings: &Settings) -> anyhow::Result<()> {
 
 /// Every dependency URL parses with the client that will use it (all environments).
 pub fn check_urls(settings: &Settings) -> anyhow::Result<()> {
-    if let Err(err) = mysql_async::Opts::from_url(&settings.mysql.url) {
+    if let Some(err) = crate::db::pool::url_error(&settings.mysql.url) {
         bail!("invalid configuration key `mysql.url`: {err}");
     }
     if let Err(err) = deadpool_redis::redis::Client::open(settings.redis.url.as_str()) {

@@ -16,8 +16,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{IsolationLevel, Params, Transaction, TxOpts, Value};
 
 use super::{sku, Db, DbError};
-use crate::domain::{RequestId, ReservationStatus, SkuId};
-use crate::mq::DeductionMessage;
+pub use crate::domain::Readmission;
+use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId, UserId};
 
 /// Rows per multi-row INSERT: 9 placeholders each, far below MySQL's 65,535.
 const INSERT_CHUNK_ROWS: usize = 500;
@@ -50,19 +50,11 @@ pub struct BatchReport {
     /// Deliveries whose `(sku_id, request_id)` was already in the ledger.
     pub duplicates: usize,
     /// New rows inserted as `REJECTED`, with the reason.
-    pub rejected: Vec<(DeductionMessage, &'static str)>,
+    pub rejected: Vec<(Deduction, &'static str)>,
     /// Duplicates admitted by Redis at another time than the ledger row: Redis
     /// lost the first record and took the request id again (see
     /// `RedisStore::settle_readmission`).
     pub readmitted: Vec<Readmission>,
-}
-
-/// A request id Redis admitted twice; the ledger row is the first admission.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Readmission {
-    pub msg: DeductionMessage,
-    pub row_created_ms: u64,
-    pub row_expires_ms: u64,
 }
 
 /// A ledger row as the lifecycle and the API read it.
@@ -70,7 +62,7 @@ pub struct Readmission {
 pub struct LedgerRow {
     pub sku_id: SkuId,
     pub request_id: RequestId,
-    pub user_id: u64,
+    pub user_id: UserId,
     pub count: u32,
     pub status: ReservationStatus,
     pub reason: Option<String>,
@@ -81,11 +73,11 @@ pub struct LedgerRow {
 
 impl LedgerRow {
     /// The row the consumer inserted for a deduction it rejected.
-    pub fn rejected(msg: &DeductionMessage, why: &str) -> Self {
+    pub fn rejected(msg: &Deduction, why: &str) -> Self {
         Self {
             sku_id: msg.sku_id,
             request_id: msg.request_id.clone(),
-            user_id: msg.user_id.get(),
+            user_id: msg.user_id,
             count: msg.count,
             status: ReservationStatus::Rejected,
             reason: Some(why.to_string()),
@@ -99,7 +91,7 @@ impl LedgerRow {
         crate::domain::Reservation {
             request_id: self.request_id.clone(),
             sku_id: self.sku_id,
-            user_id: crate::domain::UserId::new(self.user_id).expect("valid user id in ledger"),
+            user_id: self.user_id,
             count: self.count,
             status: self.status,
             created_at_ms: self.reserved_at_ms,
@@ -119,7 +111,7 @@ pub fn tx_opts() -> TxOpts {
 /// Applies a batch, retrying the whole transaction on deadlock or lock timeout.
 pub async fn apply_batch(
     db: &Db,
-    batch: &[DeductionMessage],
+    batch: &[Deduction],
     retries: u32,
 ) -> Result<BatchReport, DbError> {
     let mut attempt = 0;
@@ -138,8 +130,8 @@ fn is_duplicate(err: &DbError) -> bool {
     err.server_code() == Some(super::codes::ER_DUP_ENTRY)
 }
 
-async fn apply_batch_once(db: &Db, batch: &[DeductionMessage]) -> Result<BatchReport, DbError> {
-    let mut by_sku: BTreeMap<SkuId, Vec<&DeductionMessage>> = BTreeMap::new();
+async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, DbError> {
+    let mut by_sku: BTreeMap<SkuId, Vec<&Deduction>> = BTreeMap::new();
     for msg in batch {
         by_sku.entry(msg.sku_id).or_default().push(msg);
     }
@@ -164,7 +156,7 @@ async fn apply_batch_once(db: &Db, batch: &[DeductionMessage]) -> Result<BatchRe
 pub async fn apply_sku(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
-    msgs: Vec<&DeductionMessage>,
+    msgs: Vec<&Deduction>,
     report: &mut BatchReport,
 ) -> Result<(), DbError> {
     let row = sku::lock(tx, sku_id).await?;
@@ -241,7 +233,7 @@ pub async fn apply_sku(
 async fn existing_rows(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
-    msgs: &[&DeductionMessage],
+    msgs: &[&Deduction],
 ) -> Result<HashMap<String, (u64, u64)>, DbError> {
     let mut found = HashMap::new();
     for chunk in msgs.chunks(INSERT_CHUNK_ROWS) {
@@ -263,7 +255,7 @@ async fn existing_rows(
 async fn buyers_live_units(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
-    msgs: &[&DeductionMessage],
+    msgs: &[&Deduction],
 ) -> Result<HashMap<u64, i64>, DbError> {
     let users: Vec<u64> = msgs
         .iter()
@@ -287,11 +279,7 @@ async fn buyers_live_units(
     Ok(held)
 }
 
-type NewRow<'a> = (
-    &'a DeductionMessage,
-    ReservationStatus,
-    Option<&'static str>,
-);
+type NewRow<'a> = (&'a Deduction, ReservationStatus, Option<&'static str>);
 
 /// Multi-row inserts. Plain INSERT, not IGNORE: a duplicate here means another
 /// writer broke the lock protocol, and the error makes the batch retry.
@@ -332,7 +320,7 @@ fn from_raw(raw: RawLedger) -> LedgerRow {
     LedgerRow {
         sku_id: SkuId::new(raw.0).expect("valid sku id in ledger"),
         request_id: RequestId::parse(&raw.1).expect("valid request id in ledger"),
-        user_id: raw.2,
+        user_id: UserId::new(raw.2).expect("valid user id in ledger"),
         count: raw.3,
         status: ReservationStatus::parse(&raw.4).expect("valid status in ledger"),
         reason: raw.5,

@@ -1,9 +1,12 @@
 //! Stage 3: MySQL/MariaDB. The pool, migrations, and one file per aggregate.
 
+pub mod audit;
 pub mod codes;
 pub mod ledger;
+pub mod ledger_query;
 pub mod migrate;
 pub mod pool;
+pub mod settle;
 pub mod sku;
 
 pub use pool::Db;

@@ -100,3 +100,11 @@ const DISCONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const STATEMENT_CACHE: usize = 64;
 /// Server-side idle timeout of a pooled connection (seconds).
 const SERVER_IDLE_TIMEOUT_SECS: usize = 3600;
+
+/// Why `url` is not a MySQL URL the driver accepts (`None`: it is). Config
+/// validation asks here so the driver stays behind `db/`.
+pub fn url_error(url: &str) -> Option<String> {
+    mysql_async::Opts::from_url(url)
+        .err()
+        .map(|e| e.to_string())
+}

@@ -1,11 +1,13 @@
-//! Pure types and rules of the business: ids, counts, reservation states and the
-//! outcomes of an admission decision. Nothing here does I/O, so everything here is
-//! unit-tested beside the code.
+//! Pure types and rules of the business: ids, counts, reservation states, the
+//! deduction every store shares and the outcomes of an admission decision.
+//! Nothing here does I/O, so everything here is unit-tested beside the code.
 
+pub mod deduction;
 pub mod ids;
 pub mod outcome;
 pub mod reservation;
 
+pub use deduction::{Deduction, Readmission, COUNT_MAX};
 pub use ids::{RequestId, SkuId, UserId};
 pub use outcome::ReserveOutcome;
 pub use reservation::{Reservation, ReservationStatus};

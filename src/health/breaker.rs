@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::telemetry::unix_ms;
+use crate::clock::unix_ms;
 
 /// First pause between probes while open; doubled up to [`PROBE_PAUSE_MAX`].
 const PROBE_PAUSE_FIRST: Duration = Duration::from_millis(250);

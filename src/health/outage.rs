@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
-use crate::telemetry::unix_ms;
+use crate::clock::unix_ms;
 
 /// Least time between two "still down" summaries of one dependency.
 const SUMMARY_EVERY_MS: u64 = 10_000;

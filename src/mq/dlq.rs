@@ -23,7 +23,9 @@ use lapin::options::{BasicAckOptions, BasicGetOptions, BasicPublishOptions, Conf
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Confirmation};
 
-use super::{message, DeductionMessage, MqError, PublishError, Publisher};
+use crate::domain::Deduction;
+
+use super::{message, MqError, PublishError, Publisher};
 
 /// Header the consumer sets on what it dead-letters: why, in its own words.
 pub const REASON_HEADER: &str = "x-stockd-reason";
@@ -58,7 +60,7 @@ pub struct DeadLetter {
 
 impl DeadLetter {
     /// The deductions it carries; `Err` for a poison message.
-    pub fn deductions(&self) -> Result<Vec<DeductionMessage>, String> {
+    pub fn deductions(&self) -> Result<Vec<Deduction>, String> {
         message::decode(&self.body)
     }
 

@@ -7,7 +7,6 @@ pub mod message;
 pub mod publisher;
 pub mod topology;
 
-pub use message::DeductionMessage;
 pub use publisher::{PublishError, Publisher};
 pub use topology::Topology;
 
@@ -25,6 +24,10 @@ pub enum MqError {
     /// A file of `amqp.tls` cannot be read (the message names the key).
     #[error("amqp tls: {0}")]
     Tls(String),
+    /// The broker ended a consumer's delivery stream (channel or connection
+    /// closed, consumer cancelled); the role reconnects.
+    #[error("amqp delivery stream closed")]
+    ConsumerClosed,
 }
 
 /// Opens a connection; the name shows up in the management UI's connection list.

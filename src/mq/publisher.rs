@@ -17,8 +17,10 @@ use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection};
 use tokio::sync::{Mutex, RwLock};
 
-use super::{connect_with, DeductionMessage, MqError, Topology};
 use crate::config::TlsFiles;
+use crate::domain::Deduction;
+
+use super::{connect_with, MqError, Topology};
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
 pub const PERSISTENT: u8 = 2;
@@ -31,6 +33,10 @@ pub enum PublishError {
     Returned,
     #[error("no confirm within the publish timeout")]
     Timeout,
+    /// The group commit's queue of waiting deductions is full (the broker is
+    /// slower than the api); the caller gets this at once instead of waiting.
+    #[error("the group-commit queue is full")]
+    QueueFull,
     #[error(transparent)]
     Broker(#[from] MqError),
 }
@@ -43,6 +49,7 @@ impl PublishError {
             Self::Nack => Self::Nack,
             Self::Returned => Self::Returned,
             Self::Timeout => Self::Timeout,
+            Self::QueueFull => Self::QueueFull,
             Self::Broker(_) => Self::Broker(MqError::Timeout),
         }
     }
@@ -53,6 +60,7 @@ impl PublishError {
             Self::Nack => "nack",
             Self::Returned => "returned",
             Self::Timeout => "timeout",
+            Self::QueueFull => "queue_full",
             Self::Broker(_) => "error",
         }
     }
@@ -153,7 +161,7 @@ impl Publisher {
     /// Publishes deductions as one message to the reservations exchange. The
     /// `message_id` is the request id of a single deduction, and for a batch the
     /// first request id with the batch size (`<id>+<n>`).
-    pub async fn publish_deductions(&self, msgs: &[DeductionMessage]) -> Result<(), PublishError> {
+    pub async fn publish_deductions(&self, msgs: &[Deduction]) -> Result<(), PublishError> {
         let Some(message_id) = super::message::message_id_of(msgs) else {
             return Ok(());
         };

@@ -137,12 +137,6 @@ pub enum AuditError {
     Broker(#[from] MqError),
 }
 
-impl From<mysql_async::Error> for AuditError {
-    fn from(err: mysql_async::Error) -> Self {
-        Self::Db(DbError::from(err))
-    }
-}
-
 /// Violations of one check while the audit runs.
 struct Check {
     name: &'static str,
@@ -218,7 +212,7 @@ pub async fn run(
     skus: &[SkuId],
     progress: &mut (dyn FnMut(usize, usize) + Send),
 ) -> Result<AuditReport, AuditError> {
-    let checked_at = crate::roles::api::views::rfc3339_ms(crate::telemetry::unix_ms());
+    let checked_at = crate::clock::rfc3339_ms(crate::clock::unix_ms());
     let now_ms = res.redis.now_ms().await?;
     let mut checks = Checks::new();
     let facts = mysql::global_checks(res, skus, now_ms, &mut checks).await?;

@@ -15,9 +15,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::Deduction;
 use crate::domain::SkuId;
 use crate::mq::dlq::{DeadLetter, DlqSession};
-use crate::mq::{message, DeductionMessage, MqError, PublishError, Publisher, Topology};
+use crate::mq::{message, MqError, PublishError, Publisher, Topology};
 
 /// Default bound on messages one CLI run reads (`--max`).
 pub const DEFAULT_MAX_MESSAGES: usize = 10_000;
@@ -282,8 +283,8 @@ async fn settle_one(
     kind: DlqKind,
     action: Action,
     letter: &DeadLetter,
-    chosen: &[DeductionMessage],
-    others: &[DeductionMessage],
+    chosen: &[Deduction],
+    others: &[Deduction],
 ) -> Result<bool, MqError> {
     if action == Action::Replay {
         // A whole message goes back byte for byte, under its own message id.
@@ -326,11 +327,11 @@ fn published(result: Result<(), PublishError>, what: &str) -> Result<bool, MqErr
     }
 }
 
-fn matches(sku: Option<SkuId>, deduction: &DeductionMessage) -> bool {
+fn matches(sku: Option<SkuId>, deduction: &Deduction) -> bool {
     sku.is_none_or(|sku| deduction.sku_id == sku)
 }
 
-fn dead_deduction(kind: DlqKind, letter: &DeadLetter, d: &DeductionMessage) -> DeadDeduction {
+fn dead_deduction(kind: DlqKind, letter: &DeadLetter, d: &Deduction) -> DeadDeduction {
     DeadDeduction {
         queue: kind,
         sku_id: d.sku_id.get(),

@@ -15,13 +15,11 @@
 //! carries `redis_pending = 1` until the mirror succeeded, and the closer's sweep
 //! retries pending mirrors, so a Redis outage delays the mirror but never loses it.
 
-use mysql_async::prelude::Queryable;
-use mysql_async::Transaction;
-
+use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, LedgerRow};
-use crate::db::{sku, Db, DbError};
+use crate::db::{settle, sku, Db, DbError};
+use crate::domain::Deduction;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
-use crate::mq::DeductionMessage;
 use crate::redis::{RedisError, RedisStore};
 
 /// Deadlock / lock-timeout retries of one transition.
@@ -125,14 +123,7 @@ async fn decide(
     let pending_apply = match known {
         Some(_) => None,
         None => match redis.reservation(sku_id, request_id).await? {
-            Some(r) if r.status == ReservationStatus::Reserved => Some(DeductionMessage {
-                request_id: request_id.clone(),
-                sku_id,
-                user_id: r.user_id,
-                count: r.count,
-                created_ms: r.created_at_ms,
-                expires_ms: r.expires_at_ms,
-            }),
+            Some(r) if r.status == ReservationStatus::Reserved => Some(Deduction::from(&r)),
             _ => return Ok(TransitionOutcome::NotFound),
         },
     };
@@ -172,7 +163,7 @@ async fn decide(
         tx.commit().await.map_err(DbError::from)?;
         return Ok(outcome);
     }
-    finish_locked(&mut tx, &row, target, transition.reason(), now_ms).await?;
+    settle::finish_locked(&mut tx, &row, target, transition.reason(), now_ms).await?;
     tx.commit().await.map_err(DbError::from)?;
     let row = LedgerRow {
         status: target,
@@ -183,46 +174,15 @@ async fn decide(
     Ok(TransitionOutcome::Done { row, changed: true })
 }
 
-/// The conditional update of one RESERVED row (SKU and row already locked).
-pub async fn finish_locked(
-    tx: &mut Transaction<'_>,
-    row: &LedgerRow,
-    target: ReservationStatus,
-    why: Option<&str>,
-    now_ms: u64,
-) -> Result<(), DbError> {
-    tx.exec_drop(
-        "UPDATE stock_deduct_idempotent
-         SET status = ?, reason = ?, finished_at_ms = ?, redis_pending = 1
-         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'",
-        (
-            target.as_str(),
-            why,
-            now_ms,
-            row.sku_id.get(),
-            row.request_id.as_str(),
-        ),
-    )
-    .await?;
-    assert_eq!(tx.affected_rows(), 1, "the row is locked and was RESERVED");
-    if target == ReservationStatus::Released {
-        sku::give_back(tx, row.sku_id, i64::from(row.count)).await?;
-    }
-    Ok(())
-}
-
 /// Mirrors a decided row to Redis and clears its pending flag. A failure is
 /// logged and left for the closer's sweep, which calls this again.
 pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
-    let Ok(user) = crate::domain::UserId::new(row.user_id) else {
-        return false;
-    };
     let returns_stock = ledger::reason::rejection_returns_stock(row.reason.as_deref());
     let mirrored = redis
         .finish(
             row.sku_id,
             &row.request_id,
-            user,
+            row.user_id,
             row.count,
             row.status,
             returns_stock,
@@ -235,16 +195,51 @@ pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
     }
     let cleared = db.bounded(async {
         let mut conn = db.conn().await?;
-        conn.exec_drop(
-            "UPDATE stock_deduct_idempotent SET redis_pending = 0
-             WHERE sku_id = ? AND deduct_request_id = ?",
-            (row.sku_id.get(), row.request_id.as_str()),
-        )
-        .await?;
-        Ok::<_, DbError>(())
+        settle::clear_redis_pending(&mut conn, row.sku_id, &row.request_id).await
     });
     if let Err(err) = cleared.await {
         tracing::warn!(error = %err, "lifecycle.mirror: pending flag not cleared; mirror will repeat (idempotent)");
     }
     true
+}
+
+/// The sweep's release: up to `limit` `RESERVED` rows of one SKU expired
+/// before `cutoff_ms`, released in one transaction (SKU row locked first; rows
+/// another closer holds are skipped). Returns the rows as they now are, for
+/// the Redis mirror.
+pub async fn release_expired(
+    db: &Db,
+    sku_id: SkuId,
+    cutoff_ms: u64,
+    limit: usize,
+) -> Result<Vec<LedgerRow>, DbError> {
+    let mut conn = db.conn().await?;
+    let mut tx = conn
+        .start_transaction(ledger::tx_opts())
+        .await
+        .map_err(DbError::from)?;
+    if sku::lock(&mut tx, sku_id).await?.is_none() {
+        return Ok(Vec::new());
+    }
+    let rows = ledger::expired_for_update(&mut tx, sku_id, cutoff_ms, limit).await?;
+    let now = unix_ms();
+    let mut released = Vec::with_capacity(rows.len());
+    for row in rows {
+        settle::finish_locked(
+            &mut tx,
+            &row,
+            ReservationStatus::Released,
+            Some(reason::EXPIRED),
+            now,
+        )
+        .await?;
+        released.push(LedgerRow {
+            status: ReservationStatus::Released,
+            reason: Some(reason::EXPIRED.to_string()),
+            redis_pending: true,
+            ..row
+        });
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(released)
 }

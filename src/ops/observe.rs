@@ -7,17 +7,10 @@
 //! between t1 and t2 is seen as a (MySQL status, Redis status) pair below and
 //! counted as in flight — never as drift.
 
-use std::collections::HashMap;
-
-use mysql_async::prelude::Queryable;
-use mysql_async::{IsolationLevel, Params, TxOpts, Value};
-
+use crate::db::ledger_query::{ledger_statuses, snapshot_opts};
 use crate::db::{ledger, sku, Db, DbError};
 use crate::domain::{ReservationStatus, SkuId};
 use crate::redis::{RedisError, RedisSnapshot, RedisStore};
-
-/// Ledger ids looked up per query.
-const LOOKUP_CHUNK: usize = 500;
 
 #[derive(Debug, Clone)]
 pub struct Observation {
@@ -63,12 +56,6 @@ pub enum ObserveError {
     UnknownSku(SkuId),
 }
 
-impl From<mysql_async::Error> for ObserveError {
-    fn from(err: mysql_async::Error) -> Self {
-        Self::Db(DbError::from(err))
-    }
-}
-
 /// Units a (MySQL status, Redis status) pair puts between MySQL's and Redis'
 /// available counts (positive: MySQL above Redis).
 pub fn contribution(
@@ -110,11 +97,10 @@ async fn observe_unbounded(
     max_winners: usize,
 ) -> Result<Observation, ObserveError> {
     let mut conn = db.conn().await?;
-    let mut opts = TxOpts::default();
-    opts.with_consistent_snapshot(true)
-        .with_isolation_level(IsolationLevel::RepeatableRead)
-        .with_readonly(true);
-    let mut tx = conn.start_transaction(opts).await?;
+    let mut tx = conn
+        .start_transaction(snapshot_opts())
+        .await
+        .map_err(DbError::from)?;
     let row = sku::get(&mut tx, sku_id)
         .await?
         .ok_or(ObserveError::UnknownSku(sku_id))?;
@@ -132,7 +118,9 @@ async fn observe_unbounded(
         Some(winners) => {
             let ids: Vec<&str> = winners.iter().map(|w| w.request_id.as_str()).collect();
             let statuses = ledger_statuses(&mut tx, sku_id, &ids).await?;
-            missing_in_redis = count_missing(&mut tx, redis, sku_id, winners, max_winners).await?;
+            let since_ms = recent_since_ms(redis).await?;
+            let live = ledger::live_ids_since(&mut tx, sku_id, since_ms, max_winners + 1).await?;
+            missing_in_redis = count_missing(&live, winners, max_winners);
             for w in winners {
                 let mysql = statuses.get(&w.request_id).copied();
                 let c = contribution(mysql, w.status, w.count);
@@ -156,7 +144,7 @@ async fn observe_unbounded(
             }
         }
     }
-    tx.commit().await?;
+    tx.commit().await.map_err(DbError::from)?;
     Ok(Observation {
         sku_id,
         total_stock: row.total_stock,
@@ -176,61 +164,25 @@ async fn observe_unbounded(
 /// compared; younger-than-retention rows only, with a margin for clock skew.
 const MISSING_MARGIN_MS: u64 = 60_000;
 
-/// Live ledger rows recent enough that Redis must still hold their record,
-/// whose record Redis does not have (0 when there are too many to list).
-async fn count_missing<Q: Queryable>(
-    q: &mut Q,
-    redis: &RedisStore,
-    sku_id: SkuId,
-    winners: &[crate::redis::WinnerRecord],
-    max_rows: usize,
-) -> Result<i64, ObserveError> {
+/// Rows reserved after this time must still have their record in Redis.
+async fn recent_since_ms(redis: &RedisStore) -> Result<u64, ObserveError> {
     let now_ms = redis.now_ms().await?;
-    let since_ms = now_ms.saturating_sub(redis.record_lifetime_ms()) + MISSING_MARGIN_MS;
-    let live = ledger::live_ids_since(q, sku_id, since_ms, max_rows + 1).await?;
+    Ok(now_ms.saturating_sub(redis.record_lifetime_ms()) + MISSING_MARGIN_MS)
+}
+
+/// Of `live` (ledger rows recent enough that Redis must still hold their
+/// record), those whose record Redis does not have (0 when there are too many
+/// to list).
+fn count_missing(live: &[String], winners: &[crate::redis::WinnerRecord], max_rows: usize) -> i64 {
     if live.len() > max_rows {
-        return Ok(0);
+        return 0;
     }
     let held: std::collections::HashSet<&str> = winners
         .iter()
         .filter(|w| w.status.is_some())
         .map(|w| w.request_id.as_str())
         .collect();
-    Ok(live.iter().filter(|id| !held.contains(id.as_str())).count() as i64)
-}
-
-/// Ledger status of each of `ids` that has a row (any status).
-pub(crate) async fn ledger_statuses<Q: Queryable>(
-    q: &mut Q,
-    sku_id: SkuId,
-    ids: &[&str],
-) -> Result<HashMap<String, ReservationStatus>, DbError> {
-    let mut out = HashMap::with_capacity(ids.len());
-    for chunk in ids.chunks(LOOKUP_CHUNK) {
-        let marks = vec!["?"; chunk.len()].join(",");
-        let sql = format!(
-            "SELECT deduct_request_id, status, reason FROM stock_deduct_idempotent
-             WHERE sku_id = ? AND deduct_request_id IN ({marks})"
-        );
-        let mut params: Vec<Value> = vec![sku_id.get().into()];
-        params.extend(chunk.iter().map(|id| Value::from(*id)));
-        let rows: Vec<(String, String, Option<String>)> =
-            q.exec(sql, Params::Positional(params)).await?;
-        for (id, status, why) in rows {
-            let Some(mut s) = ReservationStatus::parse(&status) else {
-                continue;
-            };
-            // A rejection that leaves the unit in MySQL's stock is, for the
-            // stock in flight, a release: Redis will give the unit back.
-            if s == ReservationStatus::Rejected
-                && ledger::reason::rejection_returns_stock(why.as_deref())
-            {
-                s = ReservationStatus::Released;
-            }
-            out.insert(id, s);
-        }
-    }
-    Ok(out)
+    live.iter().filter(|id| !held.contains(id.as_str())).count() as i64
 }
 
 #[cfg(test)]

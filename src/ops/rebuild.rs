@@ -16,7 +16,7 @@
 
 use crate::db::ledger::{self, reason};
 use crate::db::{Db, DbError};
-use crate::domain::{SkuId, UserId};
+use crate::domain::SkuId;
 use crate::redis::{RebuildCounts, RebuildRow, RedisError, RedisStore};
 
 /// Ledger rows read per page and rebuilt per script call (~1 ms of Redis).
@@ -56,7 +56,7 @@ pub async fn rebuild_buyer_side(
                 let keep_ms = (row.reserved_at_ms + lifetime_ms).checked_sub(now_ms)?;
                 Some(RebuildRow {
                     request_id: row.request_id.clone(),
-                    user_id: UserId::new(row.user_id).ok()?,
+                    user_id: row.user_id,
                     count: row.count,
                     status: row.status,
                     created_ms: row.reserved_at_ms,

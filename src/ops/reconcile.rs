@@ -208,9 +208,9 @@ impl Reconciler {
                 .set(line.drift as f64);
         }
         metrics::gauge!("stockd_reconcile_last_success_timestamp_seconds")
-            .set(crate::telemetry::unix_ms() as f64 / 1000.0);
+            .set(crate::clock::unix_ms() as f64 / 1000.0);
         let report = Report {
-            checked_at: crate::roles::api::views::rfc3339_ms(crate::telemetry::unix_ms()),
+            checked_at: crate::clock::rfc3339_ms(crate::clock::unix_ms()),
             skus: lines,
         };
         *self.last.lock().expect("lock poisoned") = Some(report.clone());

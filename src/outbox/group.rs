@@ -16,8 +16,9 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::OutboxAcker;
+use crate::domain::Deduction;
 use crate::domain::SkuId;
-use crate::mq::{message, DeductionMessage, PublishError, Publisher};
+use crate::mq::{message, PublishError, Publisher};
 
 /// Deductions waiting for a batch; when full, callers get a failure at once
 /// (their entries stay in the outbox for the relay) instead of queueing forever.
@@ -26,7 +27,7 @@ const PENDING_CAPACITY: usize = 65_536;
 struct Pending {
     sku: SkuId,
     entry_id: String,
-    msg: DeductionMessage,
+    msg: Deduction,
     done: oneshot::Sender<Result<(), PublishError>>,
 }
 
@@ -61,8 +62,9 @@ impl GroupCommit {
         (Self { tx, caller_wait }, task)
     }
 
-    /// Publishes one outbox entry as part of the next batch; resolves with the
-    /// batch's confirm, or with a timeout once `amqp.publish_timeout_ms` has
+    /// Publishes one outbox entry as part of the next batch; fails at once with
+    /// `QueueFull` when the queue of waiting entries is full, and otherwise
+    /// resolves with the batch's confirm, or with a timeout once `amqp.publish_timeout_ms` has
     /// passed since the call — waiting for a free slot included, so a 202 never
     /// comes later than that bound. The entry stays in the outbox either way:
     /// a late confirm still removes it, and otherwise the relay republishes.
@@ -70,7 +72,7 @@ impl GroupCommit {
         &self,
         sku: SkuId,
         entry_id: String,
-        msg: DeductionMessage,
+        msg: Deduction,
     ) -> Result<(), PublishError> {
         let (done, confirmed) = oneshot::channel();
         let pending = Pending {
@@ -80,7 +82,7 @@ impl GroupCommit {
             done,
         };
         if self.tx.try_send(pending).is_err() {
-            return Err(PublishError::Timeout);
+            return Err(PublishError::QueueFull);
         }
         match tokio::time::timeout(self.caller_wait, confirmed).await {
             Ok(Ok(result)) => result,
@@ -123,7 +125,7 @@ async fn run(
 }
 
 async fn publish_batch(publisher: &Publisher, acker: &OutboxAcker, batch: Vec<Pending>) {
-    let msgs: Vec<DeductionMessage> = batch.iter().map(|p| p.msg.clone()).collect();
+    let msgs: Vec<Deduction> = batch.iter().map(|p| p.msg.clone()).collect();
     metrics::histogram!("stockd_publish_batch_size").record(msgs.len() as f64);
     let result = publisher.publish_deductions(&msgs).await;
     for pending in batch {

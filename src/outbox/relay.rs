@@ -45,10 +45,7 @@ impl Relay {
                 }
             };
             if !full {
-                tokio::select! {
-                    _ = tokio::time::sleep(idle) => {}
-                    _ = cancel.cancelled() => {}
-                }
+                crate::shutdown::sleep_or_cancel(idle, &cancel).await;
             }
         }
     }

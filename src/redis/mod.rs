@@ -9,6 +9,8 @@ pub mod outbox;
 pub mod readmit;
 pub mod rebuild;
 pub mod reply;
+pub mod reservation;
+pub mod sku;
 pub mod store;
 
 pub use conn::HotConnection;
@@ -17,7 +19,9 @@ pub use keys::Keys;
 pub use outbox::OutboxEntry;
 pub use readmit::ReadmitOutcome;
 pub use rebuild::{RebuildCounts, RebuildRow};
-pub use store::{FinishOutcome, LoadOutcome, RedisStore, SkuSnapshot};
+pub use reservation::FinishOutcome;
+pub use sku::{LoadOutcome, SkuSnapshot};
+pub use store::RedisStore;
 
 /// Failures talking to Redis. Business refusals are never errors (see
 /// [`crate::domain::ReserveOutcome`]).

@@ -1,19 +1,21 @@
 //! Outbox stream entries: the deductions the reserve script recorded, waiting for
 //! the broker's confirm. Parsing lives here so the api's publish path and the
-//! relay read entries the same way.
+//! relay read entries the same way, with the commands that trim the outbox.
 
 use std::collections::HashMap;
 
+use crate::domain::Deduction;
 use crate::domain::{RequestId, SkuId, UserId};
-use crate::mq::DeductionMessage;
 
-use super::RedisError;
+use deadpool_redis::redis;
+
+use super::{RedisError, RedisStore};
 
 /// One outbox entry: the stream id and the deduction it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxEntry {
     pub id: String,
-    pub message: DeductionMessage,
+    pub message: Deduction,
 }
 
 impl OutboxEntry {
@@ -28,7 +30,7 @@ impl OutboxEntry {
         let num = |name: &str| -> Result<u64, RedisError> {
             get(name)?.parse::<u64>().map_err(|_| bad(name))
         };
-        let message = DeductionMessage {
+        let message = Deduction {
             request_id: RequestId::parse(get("request_id")?).map_err(|_| bad("request_id"))?,
             sku_id: SkuId::new(num("sku_id")?).map_err(|_| bad("sku_id"))?,
             user_id: UserId::new(num("user_id")?).map_err(|_| bad("user_id"))?,
@@ -37,5 +39,61 @@ impl OutboxEntry {
             expires_ms: num("expires_ms")?,
         };
         Ok(Self { id, message })
+    }
+}
+
+impl RedisStore {
+    /// Removes outbox entries whose deduction the broker confirmed.
+    pub async fn outbox_delete(&self, sku_id: SkuId, ids: &[String]) -> Result<(), RedisError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let key = self.keys.outbox(sku_id);
+        self.run(|mut c| async move {
+            redis::cmd("XDEL")
+                .arg(&key)
+                .arg(ids)
+                .query_async::<i64>(&mut c)
+                .await
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Outbox entries written more than `idle_ms` ago (by Redis' clock: stream ids
+    /// are Redis `TIME` in milliseconds), oldest first, at most `limit`.
+    pub async fn outbox_stale(
+        &self,
+        sku_id: SkuId,
+        idle_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<OutboxEntry>, RedisError> {
+        let now_ms = self.now_ms().await?;
+        let Some(cutoff) = now_ms.checked_sub(idle_ms) else {
+            return Ok(Vec::new());
+        };
+        let key = self.keys.outbox(sku_id);
+        let raw: Vec<(String, HashMap<String, String>)> = self
+            .run(|mut c| async move {
+                redis::cmd("XRANGE")
+                    .arg(&key)
+                    .arg("-")
+                    .arg(format!("{cutoff}-18446744073709551615"))
+                    .arg("COUNT")
+                    .arg(limit)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        raw.into_iter()
+            .map(|(id, fields)| OutboxEntry::from_fields(id, &fields))
+            .collect()
+    }
+
+    /// Entries in one SKU's outbox (published or not yet confirmed).
+    pub async fn outbox_len(&self, sku_id: SkuId) -> Result<u64, RedisError> {
+        let key = self.keys.outbox(sku_id);
+        self.run(|mut c| async move { redis::cmd("XLEN").arg(&key).query_async(&mut c).await })
+            .await
     }
 }

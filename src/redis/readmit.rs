@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use deadpool_redis::redis::Script;
 
 use super::{RedisError, RedisStore};
-use crate::db::ledger::Readmission;
+use crate::domain::Readmission;
 
 static READMIT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/readmit.lua")));
 

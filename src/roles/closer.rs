@@ -17,17 +17,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::options::{BasicAckOptions, BasicNackOptions};
-use mysql_async::prelude::Queryable;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::ledger::{self, LedgerRow};
-use crate::db::{sku, DbError};
-use crate::domain::{ReservationStatus, SkuId};
+use crate::clock::unix_ms;
+use crate::db::{ledger, settle, DbError};
+use crate::domain::Deduction;
+use crate::domain::SkuId;
 use crate::mq::batching::{next_batch, Batch, Subscription};
-use crate::mq::{message, DeductionMessage, MqError};
+use crate::mq::{message, MqError};
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
 use crate::resources::Resources;
-use crate::telemetry::unix_ms;
 
 /// Pause before reconnecting to the broker or retrying a failed expiry batch.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -91,7 +90,7 @@ impl Closer {
                     }
                 }
                 Batch::Cancelled => break,
-                Batch::Closed => return Err(MqError::Timeout),
+                Batch::Closed => return Err(MqError::ConsumerClosed),
             }
         }
         sub.close().await;
@@ -137,7 +136,7 @@ impl Closer {
     }
 
     /// Expires one reservation; an error means a dependency is down (retry).
-    pub async fn expire(&self, msg: &DeductionMessage) -> Result<(), LifecycleError> {
+    pub async fn expire(&self, msg: &Deduction) -> Result<(), LifecycleError> {
         let result = lifecycle::transition(
             &self.res.db,
             &self.res.redis,
@@ -179,16 +178,7 @@ impl Closer {
             .db
             .bounded(async {
                 let mut conn = self.res.db.conn().await?;
-                let skus = conn
-                    .exec(
-                        format!(
-                            "SELECT DISTINCT sku_id FROM stock_deduct_idempotent
-                             WHERE status = 'RESERVED' AND expires_at_ms < ? LIMIT {SWEEP_SKUS_MAX}"
-                        ),
-                        (cutoff,),
-                    )
-                    .await?;
-                Ok(skus)
+                settle::skus_with_expired(&mut conn, cutoff, SWEEP_SKUS_MAX).await
             })
             .await?;
         let mut largest = 0;
@@ -199,7 +189,12 @@ impl Closer {
             let released = self
                 .res
                 .db
-                .bounded(self.release_expired(sku_id, cutoff, settings.sweep_batch))
+                .bounded(lifecycle::release_expired(
+                    &self.res.db,
+                    sku_id,
+                    cutoff,
+                    settings.sweep_batch,
+                ))
                 .await?;
             largest = largest.max(released.len());
             for row in &released {
@@ -210,41 +205,6 @@ impl Closer {
         }
         let retried = self.retry_pending_mirrors(settings.sweep_batch).await?;
         Ok(largest.max(retried))
-    }
-
-    /// Releases up to `limit` expired rows of one SKU in one transaction.
-    async fn release_expired(
-        &self,
-        sku_id: SkuId,
-        cutoff_ms: u64,
-        limit: usize,
-    ) -> Result<Vec<LedgerRow>, DbError> {
-        let mut conn = self.res.db.conn().await?;
-        let mut tx = conn.start_transaction(ledger::tx_opts()).await?;
-        if sku::lock(&mut tx, sku_id).await?.is_none() {
-            return Ok(Vec::new());
-        }
-        let rows = ledger::expired_for_update(&mut tx, sku_id, cutoff_ms, limit).await?;
-        let now = unix_ms();
-        let mut released = Vec::with_capacity(rows.len());
-        for row in rows {
-            lifecycle::finish_locked(
-                &mut tx,
-                &row,
-                ReservationStatus::Released,
-                Some(ledger::reason::EXPIRED),
-                now,
-            )
-            .await?;
-            released.push(LedgerRow {
-                status: ReservationStatus::Released,
-                reason: Some(ledger::reason::EXPIRED.to_string()),
-                redis_pending: true,
-                ..row
-            });
-        }
-        tx.commit().await?;
-        Ok(released)
     }
 
     async fn retry_pending_mirrors(&self, limit: usize) -> Result<usize, DbError> {

@@ -20,6 +20,7 @@
 //! a message that crashes the process again and again; a crash returns every
 //! delivery held, so the limit is sized far above any crash loop (config).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,10 +32,11 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Settings;
 use crate::db::ledger::{self, BatchReport, LedgerRow};
 use crate::db::{Db, DbError};
+use crate::domain::Deduction;
 use crate::health::Breaker;
 use crate::mq::batching::{attempt_of, next_batch, Batch, Subscription};
 use crate::mq::publisher::headers_with_reason;
-use crate::mq::{message, DeductionMessage, MqError, Publisher};
+use crate::mq::{message, MqError, Publisher};
 use crate::redis::{ReadmitOutcome, RedisStore};
 
 /// Pause before reconnecting after the broker connection was lost.
@@ -48,10 +50,13 @@ pub struct Consumer {
     redis: Arc<RedisStore>,
     publisher: Arc<Publisher>,
     breaker: Arc<Breaker>,
+    /// Deliveries taken from the broker and not yet settled (the broker counts
+    /// them as unacked, not ready). Tests read it to know the pipeline drained.
+    in_hand: Arc<AtomicUsize>,
 }
 
 /// What applying a set of deductions came to.
-enum Applied {
+pub enum Applied {
     Committed(BatchReport),
     /// Shutdown came while MySQL was down: the deliveries go back unacked.
     Cancelled,
@@ -72,7 +77,25 @@ impl Consumer {
             redis,
             publisher,
             breaker: Arc::new(Breaker::new("mysql")),
+            in_hand: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// The count of deliveries in hand (received, not yet acked or nacked).
+    pub fn in_hand(&self) -> Arc<AtomicUsize> {
+        self.in_hand.clone()
+    }
+
+    /// Built from the shared resources, like every role: the process's pools,
+    /// publisher and MySQL breaker (shown by `/readyz`).
+    pub fn from_resources(res: &crate::resources::Resources) -> Self {
+        Self::new(
+            res.settings.clone(),
+            res.db.clone(),
+            res.redis.clone(),
+            res.publisher.clone(),
+        )
+        .with_breaker(res.mysql_breaker.clone())
     }
 
     /// Shares a breaker (the process's MySQL breaker, shown by `/readyz`).
@@ -115,10 +138,15 @@ impl Consumer {
             );
             match batch.await? {
                 Batch::Deliveries(deliveries) => {
-                    self.process(&sub.channel, deliveries, cancel).await?
+                    let held = deliveries.len();
+                    self.in_hand.fetch_add(held, Ordering::SeqCst);
+                    let processed = self.process(&sub.channel, deliveries, cancel).await;
+                    // Settled, or (on an error) back to the broker with the channel.
+                    self.in_hand.fetch_sub(held, Ordering::SeqCst);
+                    processed?
                 }
                 Batch::Cancelled => break,
-                Batch::Closed => return Err(MqError::Timeout),
+                Batch::Closed => return Err(MqError::ConsumerClosed),
             }
         }
         // Unacked prefetched deliveries go back to the queue when the channel closes.
@@ -148,9 +176,8 @@ impl Consumer {
         let Some(last_tag) = valid.last().map(|(d, _)| d.delivery_tag) else {
             return Ok(());
         };
-        let msgs: Vec<DeductionMessage> =
-            valid.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
-        match self.apply(&msgs, cancel).await {
+        let msgs: Vec<Deduction> = valid.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
+        match self.apply_once(&msgs, cancel).await {
             Applied::Committed(report) => {
                 channel
                     .basic_ack(last_tag, BasicAckOptions { multiple: true })
@@ -170,9 +197,10 @@ impl Consumer {
         Ok(())
     }
 
-    /// Applies `msgs` in one transaction; while MySQL is unavailable, waits
-    /// behind the breaker and tries again.
-    async fn apply(&self, msgs: &[DeductionMessage], cancel: &CancellationToken) -> Applied {
+    /// One step on deductions (what a batch of deliveries carries): applies
+    /// `msgs` in one transaction; while MySQL is unavailable, waits behind the
+    /// breaker and tries again. Settling the deliveries is the caller's.
+    pub async fn apply_once(&self, msgs: &[Deduction], cancel: &CancellationToken) -> Applied {
         let retries = self.settings.consumer.deadlock_retries;
         loop {
             match ledger::apply_batch(&self.db, msgs, retries).await {
@@ -198,13 +226,13 @@ impl Consumer {
     async fn process_alone(
         &self,
         delivery: Delivery,
-        msgs: Vec<DeductionMessage>,
+        msgs: Vec<Deduction>,
         cancel: &CancellationToken,
     ) -> Result<bool, MqError> {
         let attempt = attempt_of(&delivery) + 1;
         let mut parked_all = true;
         for msg in msgs {
-            match self.apply(std::slice::from_ref(&msg), cancel).await {
+            match self.apply_once(std::slice::from_ref(&msg), cancel).await {
                 Applied::Committed(report) => {
                     self.after_commit(std::slice::from_ref(&msg), &report).await
                 }
@@ -230,7 +258,7 @@ impl Consumer {
     /// Republishes one deduction MySQL refused to the retry queue, or to the DLQ
     /// (with the reason) once `amqp.max_retries` is used up. Returns whether
     /// the broker took it.
-    async fn park(&self, msg: &DeductionMessage, attempt: u32, err: &DbError) -> bool {
+    async fn park(&self, msg: &Deduction, attempt: u32, err: &DbError) -> bool {
         let topology = self.publisher.topology();
         let (exchange, key, outcome) = if attempt > self.settings.amqp.max_retries {
             (
@@ -244,12 +272,12 @@ impl Consumer {
         tracing::error!(error = %err, sku.id = %msg.sku_id, request.id = %msg.request_id, attempt, outcome, "consumer.message: refused by MySQL");
         let reason = format!("mysql refused after {attempt} attempts: {err}");
         let props = BasicProperties::default()
-            .with_message_id(msg.message_id().into())
+            .with_message_id(message::message_id(msg).into())
             .with_delivery_mode(2)
             .with_headers(headers_with_reason(attempt, &reason));
         let parked = self
             .publisher
-            .publish(exchange, key, &msg.to_bytes(), props)
+            .publish(exchange, key, &message::to_bytes(msg), props)
             .await
             .is_ok();
         if parked {
@@ -293,7 +321,7 @@ impl Consumer {
         Ok(())
     }
 
-    async fn after_commit(&self, msgs: &[DeductionMessage], report: &BatchReport) {
+    async fn after_commit(&self, msgs: &[Deduction], report: &BatchReport) {
         metrics::counter!("stockd_consumer_batches_total").increment(1);
         metrics::histogram!("stockd_consumer_batch_size").record(msgs.len() as f64);
         metrics::counter!("stockd_consumer_messages_total", "outcome" => "applied")
@@ -302,7 +330,7 @@ impl Consumer {
             .increment(report.duplicates as u64);
         metrics::counter!("stockd_consumer_messages_total", "outcome" => "rejected")
             .increment(report.rejected.len() as u64);
-        let now_ms = crate::telemetry::unix_ms();
+        let now_ms = crate::clock::unix_ms();
         for msg in msgs {
             let lag_ms = now_ms.saturating_sub(msg.created_ms);
             metrics::histogram!("stockd_persist_lag_seconds").record(lag_ms as f64 / 1000.0);

@@ -3,8 +3,6 @@
 pub mod api;
 pub mod closer;
 pub mod consumer;
-pub mod gauges;
-pub mod metrics_listener;
 pub mod reconciler;
 
 use std::net::TcpListener;
@@ -49,20 +47,17 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
             TcpListener::bind(&bind).with_context(|| format!("binding metrics.bind {bind}"))?;
         listener.set_nonblocking(true)?;
         tracing::info!(metrics.addr = %bind, "metrics: listening");
-        metrics_server = Some(metrics_listener::start(listener, cancel.clone())?);
+        metrics_server = Some(crate::telemetry::metrics_listener::start(
+            listener,
+            cancel.clone(),
+        )?);
     }
-    workers.push(tokio::spawn(gauges::run_until_stopped(
+    workers.push(tokio::spawn(crate::telemetry::gauges::run_until_stopped(
         res.clone(),
         cancel.clone(),
     )));
     if matches!(role, Role::Consumer | Role::All) {
-        let consumer = consumer::Consumer::new(
-            res.settings.clone(),
-            res.db.clone(),
-            res.redis.clone(),
-            res.publisher.clone(),
-        )
-        .with_breaker(res.mysql_breaker.clone());
+        let consumer = consumer::Consumer::from_resources(&res);
         workers.push(tokio::spawn(consumer.run_until_stopped(cancel.clone())));
     }
     if matches!(role, Role::Closer | Role::All) {

@@ -25,10 +25,7 @@ pub async fn run_until_stopped(
             Ok(_) => {}
             Err(err) => tracing::error!(error = %err, "reconcile.check: failed"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = cancel.cancelled() => {}
-        }
+        crate::shutdown::sleep_or_cancel(interval, &cancel).await;
     }
     tracing::info!("reconciler: stopped");
 }

@@ -34,9 +34,8 @@ pub async fn run_until_stopped(
             _ = cancel.cancelled() => break,
         }
         tracing::warn!("soldout.subscriber: Pub/Sub connection lost; resubscribing");
-        tokio::select! {
-            _ = tokio::time::sleep(RESUBSCRIBE_DELAY) => {}
-            _ = cancel.cancelled() => break,
+        if !crate::shutdown::sleep_or_cancel(RESUBSCRIBE_DELAY, &cancel).await {
+            break;
         }
     }
     let _ = revalidator.await;
@@ -98,9 +97,8 @@ async fn reload(board: &SoldOutBoard, redis: &RedisStore) -> Result<(), crate::r
 
 async fn revalidate(board: Arc<SoldOutBoard>, every: Duration, cancel: CancellationToken) {
     loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = cancel.cancelled() => return,
+        if !crate::shutdown::sleep_or_cancel(every, &cancel).await {
+            return;
         }
         for sku in board.flagged() {
             if let Err(err) = board.refresh(sku).await {

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use lapin::options::QueuePurgeOptions;
 
+use stockd::domain::Deduction;
 use stockd::domain::{RequestId, UserId};
-use stockd::mq::DeductionMessage;
 use stockd::roles::closer::Closer;
 
 use crate::helpers::{TestApp, TestOptions};
@@ -162,8 +162,9 @@ async fn duplicate_expiries_and_cancels_release_exactly_once() {
     app.create_sku(1, 4, 4).await;
     assert_eq!(app.reserve(1, "d", 7, 2).await.status(), 201);
     app.wait_ledger_rows(1).await;
+    // About time itself: the 1 s reservation TTL must run out before expiring.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let msg = DeductionMessage {
+    let msg = Deduction {
         request_id: RequestId::parse("d").unwrap(),
         sku_id: TestApp::sku(1),
         user_id: UserId::new(7).unwrap(),
@@ -205,6 +206,7 @@ async fn pay_and_expiry_racing_have_exactly_one_winner_each() {
         );
     }
     app.wait_ledger_rows(N).await;
+    // About time itself: the 1 s reservation TTL must run out before expiring.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let closer = Closer::new(app.res.clone());
     let races = (0..N).map(|i| {
@@ -212,7 +214,7 @@ async fn pay_and_expiry_racing_have_exactly_one_winner_each() {
         let closer = &closer;
         async move {
             let rid = format!("r{i}");
-            let msg = DeductionMessage {
+            let msg = Deduction {
                 request_id: RequestId::parse(&rid).unwrap(),
                 sku_id: TestApp::sku(1),
                 user_id: UserId::new(i + 1).unwrap(),
@@ -272,7 +274,6 @@ async fn a_cancel_before_the_consumer_applied_the_deduction_is_conserved() {
     assert_eq!(app.mysql_available(1).await, Some(3));
     app.start_consumer();
     app.wait_drained(1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(app.ledger_status(1, "o").await.as_deref(), Some("RELEASED"));
     assert_eq!(app.ledger_rows().await, 1);
     assert_eq!(app.mysql_available(1).await, Some(3));

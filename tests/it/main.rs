@@ -2,6 +2,9 @@
 //! Every test runs against the real Redis, RabbitMQ and MariaDB, isolated by its
 //! own database, key prefix and queue names (see `helpers`).
 
+// Test code: a panic on a failed unwrap is the failure report (Cargo.toml [lints]).
+#![allow(clippy::unwrap_used)]
+
 mod helpers;
 mod proxy;
 mod support;

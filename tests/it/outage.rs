@@ -52,6 +52,8 @@ async fn a_mysql_outage_dead_letters_nothing_and_every_201_reaches_mysql() {
         app.res.mysql_breaker.is_open()
     })
     .await;
+    // About time itself: nothing may be dead-lettered during a span far longer
+    // than the old path's max_retries x retry_delay; only a span can show that.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let topology = app.res.publisher.topology().clone();
     assert_eq!(
@@ -109,7 +111,11 @@ async fn six_consumer_crashes_holding_the_prefetch_dead_letter_nothing() {
             assert!(matches!(got, Ok(Some(Ok(_)))), "a delivery to hold");
             held += 1;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Hold the whole prefetch: every deduction delivered to this consumer.
+        app.eventually("all delivered", Duration::from_secs(10), || async {
+            app.queue_depth(&topology.deduct_queue).await == 0
+        })
+        .await;
         // The crash: the connection goes away with every delivery unacked.
         let _ = conn.close(320, "crash".into()).await;
     }
@@ -214,6 +220,8 @@ async fn a_mysql_outage_across_expiry_dead_letters_no_expiry() {
     proxy.set(Mode::Down);
     // The delay queue releases both expiries into the closer while MySQL is
     // down; with the old requeue loop five redeliveries dead-lettered them.
+    // About time itself: the 2 s TTL releases both expiries into the closer,
+    // and the span is longer than the old requeue loop took to dead-letter.
     tokio::time::sleep(Duration::from_secs(8)).await;
     let topology = app.res.publisher.topology().clone();
     assert_eq!(
@@ -315,6 +323,8 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
         },
     )
     .await;
+    // Late confirms and relay republishes (duplicates) must be consumed too.
+    app.wait_drained(1).await;
     app.cleanup().await;
 }
 

@@ -8,13 +8,14 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use stockd::db::ledger;
+use stockd::domain::Deduction;
 use stockd::domain::{RequestId, UserId};
-use stockd::mq::DeductionMessage;
+use stockd::mq::message;
 
 use crate::helpers::{TestApp, TestOptions};
 
-fn message(sku: u64, rid: &str, user: u64, count: u32) -> DeductionMessage {
-    DeductionMessage {
+fn message(sku: u64, rid: &str, user: u64, count: u32) -> Deduction {
+    Deduction {
         request_id: RequestId::parse(rid).unwrap(),
         sku_id: TestApp::sku(sku),
         user_id: UserId::new(user).unwrap(),
@@ -22,6 +23,28 @@ fn message(sku: u64, rid: &str, user: u64, count: u32) -> DeductionMessage {
         created_ms: 1,
         expires_ms: u64::MAX / 4,
     }
+}
+
+/// The consumer's one step takes a batch of deductions (no broker, no sleep):
+/// the same deduction twice in it is applied once.
+#[tokio::test]
+async fn the_consumer_step_applies_a_batch_of_deductions_once() {
+    let app = TestApp::with(TestOptions {
+        consumer: false,
+        ..TestOptions::default()
+    })
+    .await;
+    app.create_sku(1, 10, 5).await;
+    let consumer = stockd::roles::consumer::Consumer::from_resources(&app.res);
+    let d = message(1, "step", 3, 2);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    match consumer.apply_once(&[d.clone(), d], &cancel).await {
+        stockd::roles::consumer::Applied::Committed(report) => assert_eq!(report.applied, 1),
+        _ => panic!("the batch was not committed"),
+    }
+    assert_eq!(app.ledger_rows().await, 1);
+    assert_eq!(app.mysql_available(1).await, Some(8));
+    app.cleanup().await;
 }
 
 /// The same deduction delivered twice (and in one batch twice) is applied once.
@@ -33,7 +56,7 @@ async fn a_duplicate_delivery_is_applied_once() {
     assert_eq!(resp.status(), 201);
     app.wait_ledger_rows(1).await;
     // The broker redelivers the same message: publish its exact bytes again.
-    let msg = DeductionMessage {
+    let msg = Deduction {
         request_id: RequestId::parse("dup").unwrap(),
         sku_id: TestApp::sku(1),
         user_id: UserId::new(1).unwrap(),
@@ -41,15 +64,14 @@ async fn a_duplicate_delivery_is_applied_once() {
         created_ms: 1,
         expires_ms: u64::MAX / 4,
     };
-    app.publish_raw(&msg.to_bytes()).await;
-    app.publish_raw(&msg.to_bytes()).await;
+    app.publish_raw(&message::to_bytes(&msg)).await;
+    app.publish_raw(&message::to_bytes(&msg)).await;
     // And a batch that holds it twice, applied directly.
     let report = ledger::apply_batch(&app.res.db, &[msg.clone(), msg.clone()], 3)
         .await
         .unwrap();
     assert_eq!((report.applied, report.duplicates), (0, 2));
     app.wait_drained(1).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(app.ledger_rows().await, 1);
     assert_eq!(app.mysql_available(1).await, Some(8));
     app.assert_conserved(1).await;

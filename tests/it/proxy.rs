@@ -111,6 +111,7 @@ async fn pump(
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
+        // The fault itself (a frozen link), not a test's wait: poll the mode.
         while mode.load(Ordering::SeqCst) == Mode::Frozen as u8 {
             tokio::time::sleep(FROZEN_POLL).await;
         }
@@ -118,6 +119,7 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        // Frozen after the read: hold the bytes (the fault, as above).
         while mode.load(Ordering::SeqCst) == Mode::Frozen as u8 {
             tokio::time::sleep(FROZEN_POLL).await;
         }

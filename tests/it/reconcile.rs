@@ -189,7 +189,10 @@ async fn the_webhook_gets_one_alert_per_finding() {
         app.reconcile(false).await.skus[0].verdict,
         Verdict::RedisAhead
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.eventually("both alerts delivered", Duration::from_secs(5), || async {
+        bodies.lock().unwrap().len() >= 2
+    })
+    .await;
     let got = bodies.lock().unwrap().clone();
     assert_eq!(got.len(), 2, "{got:?}");
     assert!(got[0].contains("\"verdict\":\"REDIS_BEHIND\"") && got[0].contains("\"drift\":-2"));
@@ -237,6 +240,7 @@ async fn a_busy_pipeline_never_looks_like_drift() {
     let checks = async {
         let mut verdicts = Vec::new();
         while Instant::now() < deadline {
+            // About time itself: one check a second, as the reconciler runs.
             tokio::time::sleep(Duration::from_secs(1)).await;
             let report = app.reconcile(false).await;
             verdicts.push((report.skus[0].verdict, report.skus[0].drift));

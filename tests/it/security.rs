@@ -170,6 +170,8 @@ async fn with_admin_bind_the_public_listener_hides_the_admin_routes() {
     assert_eq!(metrics_admin.status(), 200);
     // The buyer-facing routes stay public.
     assert_eq!(app.reserve(1, "r1", 1, 1).await.status(), 201);
+    // The deduction must reach MySQL before cleanup checks the queue drained.
+    app.wait_drained(1).await;
     app.cleanup().await;
 }
 

@@ -66,6 +66,7 @@ async fn an_in_flight_reservation_older_than_the_bound_is_stuck() {
         young.skus[0]
     );
     assert_eq!(young.skus[0].stuck_units, 0);
+    // About time itself: the reservation must age past `stuck_after_ms`.
     tokio::time::sleep(Duration::from_millis(STUCK_AFTER_MS + 500)).await;
     let old = reconciler.run_once(&[], false).await.unwrap();
     let line = &old.skus[0];

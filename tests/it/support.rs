@@ -9,8 +9,8 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::BasicProperties;
 use mysql_async::prelude::Queryable;
 
+use stockd::domain::Deduction;
 use stockd::mq::dlq::{ATTEMPT_HEADER, REASON_HEADER};
-use stockd::mq::DeductionMessage;
 
 use crate::helpers::TestApp;
 
@@ -86,7 +86,7 @@ impl TestApp {
 
     /// Puts `msgs` into the deduct DLQ as one message, as the consumer would
     /// after using up the retries.
-    pub async fn dead_letter(&self, msgs: &[DeductionMessage], reason: &str, attempt: u32) {
+    pub async fn dead_letter(&self, msgs: &[Deduction], reason: &str, attempt: u32) {
         let mut headers = FieldTable::default();
         headers.insert(
             REASON_HEADER.into(),
@@ -117,7 +117,7 @@ impl TestApp {
     }
 
     /// The deduction message of a reservation, rebuilt from its Redis record.
-    pub async fn deduction_of(&self, sku: u64, request_id: &str) -> DeductionMessage {
+    pub async fn deduction_of(&self, sku: u64, request_id: &str) -> Deduction {
         let rid = stockd::domain::RequestId::parse(request_id).unwrap();
         let r = self
             .res
@@ -126,7 +126,7 @@ impl TestApp {
             .await
             .unwrap()
             .expect("reservation record in Redis");
-        DeductionMessage {
+        Deduction {
             request_id: r.request_id,
             sku_id: r.sku_id,
             user_id: r.user_id,

@@ -22,8 +22,10 @@ use crate::bench::check::{wait_until, Expect, DRAIN_TIMEOUT};
 use crate::bench::namespace::Namespace;
 use crate::bench::progress::Progress;
 use crate::db::{sku, Db};
+use crate::domain::Deduction;
 use crate::domain::{RequestId, SkuId, UserId};
-use crate::mq::{message, DeductionMessage, Publisher};
+use crate::mq::publisher::PERSISTENT;
+use crate::mq::{message, Publisher};
 use crate::roles::consumer::Consumer;
 
 /// Publishes in flight while preloading: enough to keep the broker's confirm
@@ -33,8 +35,6 @@ const PRELOAD_IN_FLIGHT: usize = 512;
 const DRAIN_POLL: Duration = Duration::from_millis(10);
 /// Publish timeout while preloading.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
-/// AMQP delivery mode 2: persistent, as stockd publishes deductions.
-const PERSISTENT: u8 = 2;
 
 /// Runs both variants: `batched` messages through the configured batch size,
 /// then `single` messages with one transaction per message.
@@ -134,11 +134,11 @@ async fn preload(
     ttl_ms: u64,
     label: &str,
 ) -> anyhow::Result<()> {
-    let now_ms = crate::telemetry::unix_ms();
+    let now_ms = crate::clock::unix_ms();
     let queue = publisher.topology().deduct_queue.clone();
     let progress = Progress::start(&format!("{label} preload"), count);
     let counter = progress.counter();
-    let deduction = |i: u64| DeductionMessage {
+    let deduction = |i: u64| Deduction {
         request_id: RequestId::parse(&format!("m{i}")).expect("valid id"),
         sku_id: sku,
         user_id: UserId::new(i + 1).expect("positive"),
@@ -149,13 +149,12 @@ async fn preload(
     let group = group as u64;
     let results: Vec<_> = futures_util::stream::iter((0..count).step_by(group as usize))
         .map(|first| {
-            let msgs: Vec<DeductionMessage> =
-                (first..(first + group).min(count)).map(deduction).collect();
+            let msgs: Vec<Deduction> = (first..(first + group).min(count)).map(deduction).collect();
             let (queue, counter) = (&queue, &counter);
             async move {
                 let id = match msgs.len() {
-                    1 => msgs[0].message_id(),
-                    n => format!("{}+{n}", msgs[0].message_id()),
+                    1 => message::message_id(&msgs[0]),
+                    n => format!("{}+{n}", message::message_id(&msgs[0])),
                 };
                 let props = BasicProperties::default()
                     .with_message_id(id.into())

@@ -142,7 +142,7 @@ impl PhaseResult {
 
 /// A phase that just ended after `elapsed` started this long ago.
 fn started_unix_ms(elapsed: Duration) -> u64 {
-    crate::telemetry::unix_ms().saturating_sub(elapsed.as_millis() as u64)
+    crate::clock::unix_ms().saturating_sub(elapsed.as_millis() as u64)
 }
 
 fn ms(d: Duration) -> f64 {

@@ -12,12 +12,13 @@
 
 use std::collections::HashSet;
 
-use super::mysql::{self, BuyerUnits, LiveRow, SkuFacts};
 use super::{AuditError, Checks};
 use super::{LEDGER_IN_REDIS, OUTBOX_EMPTY, REDIS_BUYER_COUNTERS, REDIS_IN_LEDGER};
 use super::{REDIS_LOADED, STORES_AGREE};
+use crate::db::audit::{self as reads, BuyerUnits, LiveRow, SkuFacts};
+use crate::db::ledger_query::ledger_statuses;
+use crate::db::DbError;
 use crate::domain::{RequestId, SkuId, UserId};
-use crate::ops::observe::ledger_statuses;
 use crate::redis::inspect::RecordView;
 use crate::resources::Resources;
 
@@ -105,10 +106,13 @@ async fn ledger_in_redis(
     checks: &mut Checks,
 ) -> Result<(), AuditError> {
     let mut conn = res.db.conn().await?;
-    let mut tx = conn.start_transaction(mysql::snapshot_opts()).await?;
+    let mut tx = conn
+        .start_transaction(reads::snapshot_opts())
+        .await
+        .map_err(DbError::from)?;
     let mut after = String::new();
     loop {
-        let page = mysql::live_rows_page(&mut tx, sku, &after, PAGE_ROWS).await?;
+        let page = reads::live_rows_page(&mut tx, sku, &after, PAGE_ROWS).await?;
         let Some(last) = page.last() else { break };
         after = last.request_id.clone();
         let rows: Vec<(&LiveRow, RequestId)> = page
@@ -129,7 +133,7 @@ async fn ledger_in_redis(
             break;
         }
     }
-    tx.commit().await?;
+    tx.commit().await.map_err(DbError::from)?;
     Ok(())
 }
 
@@ -204,10 +208,10 @@ async fn redis_in_ledger(
 }
 
 fn accepted_but_missing(sku: SkuId, id: &RequestId, r: &RecordView) -> String {
-    let since = r.created_ms.filter(|ms| *ms > 0).map_or(
-        "unknown time".to_string(),
-        crate::roles::api::views::rfc3339_ms,
-    );
+    let since = r
+        .created_ms
+        .filter(|ms| *ms > 0)
+        .map_or("unknown time".to_string(), crate::clock::rfc3339_ms);
     format!(
         "sku {sku} request {id} user {} count {} ({} since {since}): accepted by Redis, no ledger row",
         r.user_id.map_or("?".into(), |u| u.to_string()),
@@ -226,10 +230,13 @@ async fn buyer_counters(
     checks: &mut Checks,
 ) -> Result<(), AuditError> {
     let mut conn = res.db.conn().await?;
-    let mut tx = conn.start_transaction(mysql::snapshot_opts()).await?;
+    let mut tx = conn
+        .start_transaction(reads::snapshot_opts())
+        .await
+        .map_err(DbError::from)?;
     let mut after = 0;
     loop {
-        let page = mysql::buyers_page(&mut tx, sku, after, PAGE_ROWS).await?;
+        let page = reads::buyers_page(&mut tx, sku, after, PAGE_ROWS).await?;
         let Some(last) = page.last() else { break };
         after = last.user_id;
         let buyers: Vec<&BuyerUnits> = page
@@ -240,7 +247,7 @@ async fn buyer_counters(
         if !suspects.is_empty() {
             // Second look, both stores as they are now.
             let users: Vec<u64> = suspects.iter().map(|b| b.user_id).collect();
-            let now = mysql::live_units_of(&mut res.db.conn().await?, sku, &users).await?;
+            let now = reads::live_units_of(&mut res.db.conn().await?, sku, &users).await?;
             let fresh: Vec<BuyerUnits> = suspects
                 .iter()
                 .map(|b| BuyerUnits {
@@ -257,7 +264,7 @@ async fn buyer_counters(
             break;
         }
     }
-    tx.commit().await?;
+    tx.commit().await.map_err(DbError::from)?;
     Ok(())
 }
 

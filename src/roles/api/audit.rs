@@ -20,7 +20,7 @@ use actix_web::http::{header, Method, StatusCode};
 use actix_web::{web, Error};
 
 use super::ApiState;
-use crate::telemetry::unix_ms;
+use crate::clock::unix_ms;
 
 /// Least time between two log lines about refused admin logins.
 pub const REFUSED_LOG_EVERY_MS: u64 = 1000;

@@ -26,7 +26,7 @@ use crate::soldout::{subscriber, SoldOutBoard};
 pub struct ApiState {
     pub res: Resources,
     /// Publishes outbox entries (group commit) and queues their removal.
-    pub handoff: GroupCommit,
+    pub group_commit: GroupCommit,
     /// Local sold-out flags (SPEC §7); `None` when `soldout.enabled` is false.
     pub soldout: Option<std::sync::Arc<SoldOutBoard>>,
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
@@ -122,7 +122,7 @@ pub fn start(
     let admin_bind = res.settings.admin.bind.clone();
     let state = web::Data::new(ApiState {
         res,
-        handoff: group,
+        group_commit: group,
         soldout,
         draining: AtomicBool::new(false),
         metrics: crate::telemetry::metrics_handle(),

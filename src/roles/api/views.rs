@@ -5,9 +5,8 @@
 //! The `#[schema(...)]` attributes are the OpenAPI contract (`GET /openapi.json`);
 //! the `validate` methods enforce the same ranges at run time.
 
+use crate::clock::rfc3339_ms;
 use serde::{Deserialize, Serialize};
-use time::format_description::well_known::Rfc3339;
-use time::OffsetDateTime;
 use utoipa::ToSchema;
 
 use super::problem::ApiError;
@@ -17,6 +16,10 @@ use crate::domain::{RequestId, Reservation, ReservationStatus, UserId};
 pub const REQUEST_ID_PATTERN: &str = "^[A-Za-z0-9_.:-]{1,64}$";
 
 /// `POST /v1/skus/{sku_id}/reservations`
+/// The OpenAPI `maximum` of `count` below is a literal (schema attributes take
+/// no paths); this makes it fail to build when the domain limit moves.
+const _: () = assert!(crate::domain::COUNT_MAX == 1000);
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReserveBody {
@@ -181,24 +184,9 @@ pub struct WarmupView {
     pub forced: bool,
 }
 
-/// Formats milliseconds since the epoch as RFC 3339 (UTC, millisecond precision).
-pub fn rfc3339_ms(ms: u64) -> String {
-    let nanos = i128::from(ms) * 1_000_000;
-    OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_are_rfc3339_utc() {
-        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339_ms(1_500), "1970-01-01T00:00:01.5Z");
-    }
 
     #[test]
     fn counts_outside_1_to_max_are_invalid() {

@@ -5,7 +5,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use subtle::ConstantTimeEq;
 
-use super::openapi::{
+use super::contract::{
     BelowReserved, InvalidRequest, ReconcileReport, SkuNotFound, SkuPath, Unauthorized,
     Unavailable, WarmupConflict,
 };

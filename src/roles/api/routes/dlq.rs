@@ -8,7 +8,7 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 
 use super::admin::Admin;
-use super::openapi::{InvalidRequest, Unauthorized, Unavailable};
+use super::contract::{InvalidRequest, Unauthorized, Unavailable};
 use crate::domain::SkuId;
 use crate::ops::dlq::{self, DlqFilter, DlqKind, DlqListing};
 use crate::roles::api::problem::ApiError;

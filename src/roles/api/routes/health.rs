@@ -9,12 +9,12 @@ use serde_json::json;
 
 use crate::roles::api::ApiState;
 
-#[utoipa::path(get, path = "/livez", tag = "operations", operation_id = "livez", responses((status = 200, description = "The process runs", body = crate::roles::api::routes::openapi::Liveness)))]
+#[utoipa::path(get, path = "/livez", tag = "operations", operation_id = "livez", responses((status = 200, description = "The process runs", body = crate::roles::api::routes::contract::Liveness)))]
 pub async fn livez() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
-#[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz", params(("verbose" = Option<String>, Query, description = "A flag: when present, with any value or none, the answer lists each check")), responses((status = 200, description = "Ready: dependencies answer, scripts loaded, not draining", body = crate::roles::api::routes::openapi::Readiness), (status = 503, description = "Not ready (or draining); take this instance out of rotation", body = crate::roles::api::routes::openapi::Readiness)))]
+#[utoipa::path(get, path = "/readyz", tag = "operations", operation_id = "readyz", params(("verbose" = Option<String>, Query, description = "A flag: when present, with any value or none, the answer lists each check")), responses((status = 200, description = "Ready: dependencies answer, scripts loaded, not draining", body = crate::roles::api::routes::contract::Readiness), (status = 503, description = "Not ready (or draining); take this instance out of rotation", body = crate::roles::api::routes::contract::Readiness)))]
 pub async fn readyz(req: HttpRequest, state: web::Data<ApiState>) -> HttpResponse {
     let draining = state.draining.load(Ordering::SeqCst);
     let redis = state.res.redis.ping().await.is_ok();

@@ -10,7 +10,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::openapi::{
+use super::contract::{
     CancelConflict, ConfirmConflict, InvalidRequest, RateLimited, ReservationNotFound,
     ReservationPath, Unavailable,
 };
@@ -74,7 +74,7 @@ async fn apply(
 ) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let request_id = request_from(&req)?;
-    let now_ms = crate::telemetry::unix_ms();
+    let now_ms = crate::clock::unix_ms();
     let outcome = lifecycle::transition(
         &state.res.db,
         &state.res.redis,

@@ -2,6 +2,7 @@
 //! turn malformed input into 400 problem+json before any handler runs.
 
 pub mod admin;
+pub mod contract;
 pub mod dlq;
 pub mod health;
 pub mod lifecycle;

@@ -7,15 +7,15 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::openapi::{
+use super::contract::{
     IdempotencyMismatch, InvalidRequest, RateLimited, ReservationNotFound, ReservationPath,
     ReserveConflict, SkuNotFound, SkuPath, Unavailable,
 };
 use super::sku_from;
 use crate::config::Durability;
 use crate::db::{ledger, sku};
+use crate::domain::Deduction;
 use crate::domain::{ReserveOutcome, SkuId};
-use crate::mq::DeductionMessage;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{ReservationView, ReserveBody};
 use crate::roles::api::ApiState;
@@ -116,21 +116,18 @@ async fn answer(
             outbox_id,
             ..
         } => {
-            let msg = DeductionMessage {
-                request_id: reservation.request_id.clone(),
-                sku_id,
-                user_id: reservation.user_id,
-                count: reservation.count,
-                created_ms: reservation.created_at_ms,
-                expires_ms: reservation.expires_at_ms,
-            };
+            let msg = Deduction::from(&reservation);
             let confirmed = match state.res.settings.reservation.durability {
                 Durability::Redis => {
-                    let handoff = state.handoff.clone();
-                    tokio::spawn(async move { handoff.publish(sku_id, outbox_id, msg).await });
+                    let group_commit = state.group_commit.clone();
+                    tokio::spawn(async move { group_commit.publish(sku_id, outbox_id, msg).await });
                     true
                 }
-                Durability::Queue => state.handoff.publish(sku_id, outbox_id, msg).await.is_ok(),
+                Durability::Queue => state
+                    .group_commit
+                    .publish(sku_id, outbox_id, msg)
+                    .await
+                    .is_ok(),
             };
             // Never undo on a late confirm: the reservation stands in the outbox
             // and the relay will publish it; 202 tells the client exactly that.

@@ -2,7 +2,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::openapi::{InvalidRequest, RateLimited, SkuNotFound, SkuPath, Unavailable};
+use super::contract::{InvalidRequest, RateLimited, SkuNotFound, SkuPath, Unavailable};
 use super::reservations::not_loaded;
 use super::sku_from;
 use crate::roles::api::problem::ApiError;

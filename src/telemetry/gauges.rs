@@ -13,10 +13,7 @@ pub async fn run_until_stopped(res: Resources, cancel: CancellationToken) {
     let every = Duration::from_secs(res.settings.metrics.refresh_secs.max(1));
     while !cancel.is_cancelled() {
         refresh(&res).await;
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = cancel.cancelled() => {}
-        }
+        crate::shutdown::sleep_or_cancel(every, &cancel).await;
     }
 }
 

@@ -1,7 +1,12 @@
-//! Logs (tracing) and metrics (Prometheus exporter), set up once per process.
+//! Logs (tracing) and metrics (Prometheus exporter), set up once per process,
+//! with the process-wide telemetry tasks every role runs: polled gauges and the
+//! metrics listener of roles without the HTTP API.
+
+pub mod gauges;
+pub mod metrics_listener;
 
 use std::sync::OnceLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
@@ -62,12 +67,4 @@ pub fn init_logging(settings: &LoggingSettings) {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Pretty => builder.try_init(),
     };
-}
-
-/// Milliseconds since the Unix epoch on this host's clock.
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

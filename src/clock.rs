@@ -1,0 +1,36 @@
+//! Wall-clock helpers every layer uses: "now" in epoch milliseconds and the
+//! RFC 3339 form the API, the audit and the reconciler print. They live at the
+//! ground of the crate so `ops` need not reach up into `roles::api` for a format.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// Milliseconds since the Unix epoch on this host's clock.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Formats milliseconds since the epoch as RFC 3339 (UTC, millisecond precision).
+pub fn rfc3339_ms(ms: u64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_ms(1_500), "1970-01-01T00:00:01.5Z");
+    }
+}

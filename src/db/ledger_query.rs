@@ -1,0 +1,57 @@
+//! Read-only ledger lookups shared by the reconciler's observation and the
+//! audit: the snapshot both read in, and the ledger status of a set of request
+//! ids as the in-flight arithmetic counts it.
+
+use std::collections::HashMap;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{IsolationLevel, Params, TxOpts, Value};
+
+use super::{ledger, DbError};
+use crate::domain::{ReservationStatus, SkuId};
+
+/// Ledger ids looked up per query.
+const LOOKUP_CHUNK: usize = 500;
+
+/// A read-only transaction that sees one consistent snapshot.
+pub fn snapshot_opts() -> TxOpts {
+    let mut opts = TxOpts::default();
+    opts.with_consistent_snapshot(true)
+        .with_isolation_level(IsolationLevel::RepeatableRead)
+        .with_readonly(true);
+    opts
+}
+
+/// Ledger status of each of `ids` that has a row (any status).
+pub async fn ledger_statuses<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    ids: &[&str],
+) -> Result<HashMap<String, ReservationStatus>, DbError> {
+    let mut out = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(LOOKUP_CHUNK) {
+        let marks = vec!["?"; chunk.len()].join(",");
+        let sql = format!(
+            "SELECT deduct_request_id, status, reason FROM stock_deduct_idempotent
+             WHERE sku_id = ? AND deduct_request_id IN ({marks})"
+        );
+        let mut params: Vec<Value> = vec![sku_id.get().into()];
+        params.extend(chunk.iter().map(|id| Value::from(*id)));
+        let rows: Vec<(String, String, Option<String>)> =
+            q.exec(sql, Params::Positional(params)).await?;
+        for (id, status, why) in rows {
+            let Some(mut s) = ReservationStatus::parse(&status) else {
+                continue;
+            };
+            // A rejection that leaves the unit in MySQL's stock is, for the
+            // stock in flight, a release: Redis will give the unit back.
+            if s == ReservationStatus::Rejected
+                && ledger::reason::rejection_returns_stock(why.as_deref())
+            {
+                s = ReservationStatus::Released;
+            }
+            out.insert(id, s);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,72 @@
+//! The conditional updates that settle a reservation in the ledger: the
+//! `RESERVED` → final-state update (with the stock given back on a release),
+//! clearing the Redis-mirror flag, and the sweep's search for SKUs with
+//! expired rows. `ops::lifecycle` decides when; the SQL lives here.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Transaction;
+
+use super::ledger::LedgerRow;
+use super::{sku, DbError};
+use crate::domain::{RequestId, ReservationStatus, SkuId};
+
+/// The conditional update of one RESERVED row (SKU and row already locked).
+pub async fn finish_locked(
+    tx: &mut Transaction<'_>,
+    row: &LedgerRow,
+    target: ReservationStatus,
+    why: Option<&str>,
+    now_ms: u64,
+) -> Result<(), DbError> {
+    tx.exec_drop(
+        "UPDATE stock_deduct_idempotent
+         SET status = ?, reason = ?, finished_at_ms = ?, redis_pending = 1
+         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'",
+        (
+            target.as_str(),
+            why,
+            now_ms,
+            row.sku_id.get(),
+            row.request_id.as_str(),
+        ),
+    )
+    .await?;
+    assert_eq!(tx.affected_rows(), 1, "the row is locked and was RESERVED");
+    if target == ReservationStatus::Released {
+        sku::give_back(tx, row.sku_id, i64::from(row.count)).await?;
+    }
+    Ok(())
+}
+
+/// Marks a decided row's Redis mirror as done.
+pub async fn clear_redis_pending<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    request_id: &RequestId,
+) -> Result<(), DbError> {
+    q.exec_drop(
+        "UPDATE stock_deduct_idempotent SET redis_pending = 0
+         WHERE sku_id = ? AND deduct_request_id = ?",
+        (sku_id.get(), request_id.as_str()),
+    )
+    .await?;
+    Ok(())
+}
+
+/// SKUs holding `RESERVED` rows that expired before `cutoff_ms`, at most `limit`.
+pub async fn skus_with_expired<Q: Queryable>(
+    q: &mut Q,
+    cutoff_ms: u64,
+    limit: usize,
+) -> Result<Vec<u64>, DbError> {
+    let skus = q
+        .exec(
+            format!(
+                "SELECT DISTINCT sku_id FROM stock_deduct_idempotent
+                 WHERE status = 'RESERVED' AND expires_at_ms < ? LIMIT {limit}"
+            ),
+            (cutoff_ms,),
+        )
+        .await?;
+    Ok(skus)
+}

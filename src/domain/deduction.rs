@@ -1,0 +1,86 @@
+//! The deduction: everything one reservation took from stock, so any store can
+//! apply it without asking another. Redis writes it into the outbox, the broker
+//! carries it, MySQL records it in the ledger; it lives here so those adapters
+//! share a value instead of importing each other.
+
+use serde::{Deserialize, Serialize};
+
+use super::{RequestId, Reservation, SkuId, UserId};
+
+/// Most units one reservation may take (SPEC §4: `count` is 1..=1000). The
+/// config's `reservation.max_count`, the wire check and the API schema all use it.
+pub const COUNT_MAX: u32 = 1000;
+
+/// One applied-or-to-apply deduction. Its serde form is the deduction message's
+/// wire format (see `mq::message`), hence `deny_unknown_fields`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deduction {
+    pub request_id: RequestId,
+    pub sku_id: SkuId,
+    pub user_id: UserId,
+    pub count: u32,
+    /// Reservation time, Redis clock, ms since epoch.
+    pub created_ms: u64,
+    /// Time after which an unpaid reservation is released, ms since epoch.
+    pub expires_ms: u64,
+}
+
+/// A request id Redis admitted twice: the ledger already holds a row for it
+/// (the first admission), so the second deduction is not applied and Redis
+/// must give back what it took the second time (see `redis::readmit`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readmission {
+    pub msg: Deduction,
+    pub row_created_ms: u64,
+    pub row_expires_ms: u64,
+}
+
+impl Deduction {
+    /// Whether `count` is in 1..=[`COUNT_MAX`]; a deduction outside is poison.
+    pub fn count_in_range(&self) -> bool {
+        (1..=COUNT_MAX).contains(&self.count)
+    }
+}
+
+impl From<&Reservation> for Deduction {
+    fn from(r: &Reservation) -> Self {
+        Self {
+            request_id: r.request_id.clone(),
+            sku_id: r.sku_id,
+            user_id: r.user_id,
+            count: r.count,
+            created_ms: r.created_at_ms,
+            expires_ms: r.expires_at_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ReservationStatus;
+
+    #[test]
+    fn a_reservation_becomes_its_deduction() {
+        let r = Reservation {
+            request_id: RequestId::parse("r-1").unwrap(),
+            sku_id: SkuId::new(1).unwrap(),
+            user_id: UserId::new(2).unwrap(),
+            count: 3,
+            status: ReservationStatus::Reserved,
+            created_at_ms: 10,
+            expires_at_ms: 20,
+        };
+        let d = Deduction::from(&r);
+        assert_eq!((d.count, d.created_ms, d.expires_ms), (3, 10, 20));
+        assert_eq!(d.request_id, r.request_id);
+        assert!(d.count_in_range());
+        assert!(!Deduction {
+            count: COUNT_MAX + 1,
+            ..d.clone()
+        }
+        .count_in_range());
+        assert!(!Deduction { count: 0, ..d }.count_in_range());
+    }
+}

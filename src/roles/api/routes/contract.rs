@@ -1,0 +1,317 @@
+//! The API's documented contract as types: path parameters, problem markers
+//! (status + `code` values) and the bodies written by hand elsewhere. Handlers
+//! name these in `#[utoipa::path]`; `openapi` collects them into the document.
+//! Keeping them here lets `routes/*` and `openapi` both depend on this module
+//! instead of on each other.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{IntoParams, PartialSchema, ToResponse, ToSchema};
+
+/// Media type of every error body (RFC 9457).
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Name of the admin bearer-token security scheme.
+pub const ADMIN_SECURITY: &str = "admin_token";
+
+// ---- path parameters --------------------------------------------------------
+
+/// `{sku_id}` of the SKU routes.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // documentation only: handlers parse with `routes::sku_from`
+pub struct SkuPath {
+    /// The SKU: a positive 64-bit integer, decimal, no sign.
+    #[param(minimum = 1, maximum = 9223372036854775807_i64, example = 1)]
+    sku_id: u64,
+}
+
+/// `{sku_id}` and `{request_id}` of the reservation routes.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // documentation only: handlers parse with `routes::request_from`
+pub struct ReservationPath {
+    /// The SKU: a positive 64-bit integer, decimal, no sign.
+    #[param(minimum = 1, maximum = 9223372036854775807_i64, example = 1)]
+    sku_id: u64,
+    /// The `request_id` the reservation was made with. An id made of dots only
+    /// (`.`, `..`) must be sent percent-encoded (`%2E`): HTTP clients remove such
+    /// path segments (RFC 3986 §5.2.4).
+    #[param(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_.:-]{1,64}$",
+        example = "order-4711:1"
+    )]
+    request_id: String,
+}
+
+// ---- problem responses ------------------------------------------------------
+
+/// One kind of problem response: its status and the `code` values it carries.
+pub struct ProblemKind {
+    pub name: &'static str,
+    pub status: u16,
+    pub codes: &'static [&'static str],
+    pub description: &'static str,
+}
+
+macro_rules! problems {
+    ($( $(#[doc = $doc:literal])+ $name:ident = $status:literal [$($code:literal),+ $(,)?]; )+) => {
+        $(
+            $(#[doc = $doc])+
+            pub struct $name;
+
+            impl $name {
+                pub const KIND: ProblemKind = ProblemKind {
+                    name: stringify!($name),
+                    status: $status,
+                    codes: &[$($code),+],
+                    description: concat!($($doc),+),
+                };
+            }
+
+            impl PartialSchema for $name {
+                fn schema() -> RefOr<Schema> {
+                    problem_schema(&Self::KIND)
+                }
+            }
+
+            impl ToSchema for $name {
+                fn name() -> Cow<'static, str> {
+                    Cow::Borrowed(stringify!($name))
+                }
+            }
+
+            impl<'r> ToResponse<'r> for $name {
+                fn response() -> (&'r str, RefOr<Response>) {
+                    (stringify!($name), problem_response(&Self::KIND))
+                }
+            }
+        )+
+
+        /// Every problem response of the API.
+        pub const PROBLEMS: &[ProblemKind] = &[$($name::KIND),+];
+    };
+}
+
+problems! {
+    /// The path, query or body is malformed: bad JSON, unknown field, wrong
+    /// type, out-of-range id or count, oversize body. Nothing was written.
+    InvalidRequest = 400 ["INVALID_REQUEST"];
+    /// Missing or wrong `Authorization: Bearer <admin token>`.
+    Unauthorized = 401 ["UNAUTHORIZED"];
+    /// No SKU with this id.
+    SkuNotFound = 404 ["SKU_NOT_FOUND"];
+    /// No reservation with this `request_id` for this SKU.
+    ReservationNotFound = 404 ["RESERVATION_NOT_FOUND"];
+    /// No route matches the path.
+    RouteNotFound = 404 ["NOT_FOUND"];
+    /// The route exists but does not serve this method (see `Allow`).
+    MethodNotAllowed = 405 ["METHOD_NOT_ALLOWED"];
+    /// Not reserved: `SOLD_OUT` (nothing left), `INSUFFICIENT_STOCK` (fewer
+    /// units left than asked for) or `LIMIT_EXCEEDED` (the user's per-SKU limit).
+    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED"];
+    /// This `request_id` was already used with another user or count.
+    IdempotencyMismatch = 422 ["IDEMPOTENCY_MISMATCH"];
+    /// Not confirmed: the reservation was released (expired or cancelled;
+    /// refund the buyer) or rejected by the ledger.
+    ConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED"];
+    /// Not cancelled: the reservation is confirmed (paid; run the refund flow)
+    /// or was rejected by the ledger.
+    CancelConflict = 409 ["RESERVATION_CONFIRMED", "RESERVATION_REJECTED"];
+    /// The new `total_stock` is below what is already reserved or sold.
+    BelowReserved = 409 ["BELOW_RESERVED"];
+    /// Deductions are in flight between Redis and MySQL; retry when drained or
+    /// use `?force=true`.
+    WarmupConflict = 409 ["CONFLICT"];
+    /// A dependency (Redis, MySQL, RabbitMQ) is unavailable, the outbox is
+    /// full, or the SKU is not loaded into Redis yet. Retry after `Retry-After`.
+    Unavailable = 503 ["UNAVAILABLE"];
+    /// Too many requests from this buyer (`limits.per_user_*`, reserve only) or
+    /// this client IP (`limits.per_ip_*`). Nothing was written; retry after
+    /// `Retry-After` seconds.
+    RateLimited = 429 ["RATE_LIMITED"];
+}
+
+fn string_schema(description: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+}
+
+pub fn problem_schema(kind: &ProblemKind) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .title(Some(kind.name))
+        .description(Some(kind.description.trim()))
+        .property("type", string_schema("Always `about:blank`"))
+        .property("title", string_schema("The HTTP reason phrase"))
+        .property(
+            "status",
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .enum_values(Some([kind.status])),
+        )
+        .property(
+            "detail",
+            string_schema("Human-readable; never switch on it"),
+        )
+        .property(
+            "code",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some("Stable machine-readable code"))
+                .enum_values(Some(kind.codes.iter().copied())),
+        )
+        .required("type")
+        .required("title")
+        .required("status")
+        .required("detail")
+        .required("code")
+        .into()
+}
+
+pub fn problem_response(kind: &ProblemKind) -> RefOr<Response> {
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name(kind.name)))
+        .build();
+    let mut response = ResponseBuilder::new()
+        .description(kind.description.trim())
+        .content(PROBLEM_JSON, content);
+    let header = |description: &str, schema: Schema| {
+        HeaderBuilder::new()
+            .schema(schema)
+            .description(Some(description))
+            .build()
+    };
+    match kind.status {
+        401 => {
+            let schema = string_schema("")
+                .description(None::<String>)
+                .enum_values(Some(["Bearer"]));
+            response = response.header(
+                "WWW-Authenticate",
+                header("The admin routes take a bearer token", schema.into()),
+            );
+        }
+        405 => {
+            response = response.header(
+                "Allow",
+                header(
+                    "The methods this route serves",
+                    string_schema("").description(None::<String>).into(),
+                ),
+            );
+        }
+        503 => {
+            let schema = ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0));
+            response = response.header(
+                "Retry-After",
+                header("Seconds to wait before retrying", schema.into()),
+            );
+        }
+        _ => {}
+    }
+    response.build().into()
+}
+
+// ---- bodies defined outside the api module -----------------------------------
+
+/// `GET /livez`
+#[derive(ToSchema)]
+#[allow(dead_code)] // documentation of `health::livez`'s JSON
+pub struct Liveness {
+    #[schema(value_type = String, pattern = "^ok$")]
+    status: String,
+}
+
+/// `GET /readyz`
+#[derive(ToSchema)]
+#[allow(dead_code)] // documentation of `health::readyz`'s JSON
+pub struct Readiness {
+    status: ReadinessStatus,
+    /// Only with `?verbose`: each check and whether it passed.
+    #[schema(nullable = false)]
+    checks: Option<BTreeMap<String, bool>>,
+}
+
+#[derive(ToSchema, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub enum ReadinessStatus {
+    Ready,
+    NotReady,
+}
+
+/// `GET|POST /v1/admin/reconcile`: mirrors `ops::reconcile::Report` (a unit
+/// test checks the two agree).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ReconcileReport {
+    #[schema(format = DateTime)]
+    checked_at: String,
+    skus: Vec<SkuReconcileLine>,
+}
+
+/// One SKU of a reconcile report: mirrors `ops::reconcile::SkuReport`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct SkuReconcileLine {
+    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
+    sku_id: u64,
+    verdict: Verdict,
+    /// `null` when the SKU is not loaded into Redis.
+    #[schema(required = true)]
+    redis_available: Option<i64>,
+    mysql_available: i64,
+    ledger_units: i64,
+    in_flight: i64,
+    repaired: bool,
+    /// Redis `available` minus what it should hold.
+    drift: i64,
+    /// Redis' own conservation check; `null` when not loaded.
+    #[schema(required = true)]
+    redis_conserved: Option<bool>,
+    /// Live ledger rows whose Redis record is missing (Redis lost writes).
+    missing_in_redis: i64,
+    /// Buyers holding more than `limit_per_user` live units in MySQL.
+    buyers_over_limit: i64,
+    /// Units of STUCK work: dead-lettered, or in flight past
+    /// `reconcile.stuck_after_ms`.
+    #[schema(minimum = 0)]
+    stuck_units: i64,
+    /// Where the stuck units sit; `null` when nothing is stuck.
+    #[schema(required = true)]
+    stuck_where: Option<StuckWhere>,
+}
+
+/// Where STUCK units sit (see `ops::stuck`).
+#[derive(ToSchema, serde::Serialize)]
+#[allow(dead_code)]
+pub enum StuckWhere {
+    #[serde(rename = "dlq")]
+    Dlq,
+    #[serde(rename = "in_flight")]
+    InFlight,
+    #[serde(rename = "dlq+in_flight")]
+    Both,
+}
+
+/// Mirrors `ops::reconcile::Verdict`.
+#[derive(ToSchema, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(dead_code)]
+pub enum Verdict {
+    Ok,
+    InFlight,
+    RedisAhead,
+    RedisBehind,
+    MysqlInconsistent,
+    Stuck,
+}

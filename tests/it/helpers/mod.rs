@@ -1,0 +1,251 @@
+//! `TestApp`: a fresh stockd for one test — its own MariaDB database, Redis key
+//! prefix and RabbitMQ queue names, the api on port 0, and (optionally) a
+//! consumer. `cleanup()` checks the work queue drained, then removes everything
+//! the test created. Split by concern: `http` (requests), `stores` (direct
+//! reads and writes of Redis, MySQL, RabbitMQ), `wait` (conditions and
+//! invariants), `purge` (settings and removal), `private_redis`.
+
+#![allow(dead_code)]
+
+mod http;
+mod private_redis;
+mod purge;
+mod stores;
+pub mod users;
+mod wait;
+
+pub use private_redis::PrivateRedis;
+pub use purge::{purge, test_settings, undrained};
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use stockd::config::{Durability, Settings};
+use stockd::domain::SkuId;
+use stockd::resources::Resources;
+use stockd::roles::api::{self, ApiHandle};
+use stockd::roles::consumer::Consumer;
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// A test's last change to its settings.
+pub type SettingsTweak = std::sync::Arc<dyn Fn(&mut Settings) + Send + Sync>;
+
+/// What a test wants running.
+#[derive(Clone)]
+pub struct TestOptions {
+    pub consumer: bool,
+    pub closer: bool,
+    pub durability: Durability,
+    pub ttl_secs: u64,
+    pub webhook_url: Option<String>,
+    /// Another Redis than the shared one (tests that read server-wide stats).
+    pub redis_url: Option<String>,
+    /// Last word on the settings (fault tests: URLs through a `FaultProxy`,
+    /// short timeouts). Test helpers still reach MySQL directly.
+    pub tweak: Option<SettingsTweak>,
+}
+
+impl Default for TestOptions {
+    fn default() -> Self {
+        Self {
+            consumer: true,
+            closer: false,
+            durability: Durability::Queue,
+            ttl_secs: 900,
+            webhook_url: None,
+            redis_url: None,
+            tweak: None,
+        }
+    }
+}
+
+pub struct TestApp {
+    pub id: String,
+    pub base: String,
+    pub client: reqwest::Client,
+    pub res: Resources,
+    cancel: CancellationToken,
+    api: Option<ApiHandle>,
+    consumer_cancel: CancellationToken,
+    /// Deliveries the running consumer holds unacked (see `wait_drained`).
+    consumer_in_hand: Arc<AtomicUsize>,
+    consumer: Option<tokio::task::JoinHandle<()>>,
+    closer: Option<tokio::task::JoinHandle<()>>,
+    extra_apis: Vec<ApiHandle>,
+    /// The test's database without any proxy in between, as the migration
+    /// user (helpers' reads and writes).
+    direct_db: stockd::db::Db,
+    /// Settings without the tweak, as the admin identities of [`users`]:
+    /// cleanup and helpers reach every store directly.
+    direct_settings: Settings,
+    /// Set once the test's data is gone; otherwise `Drop` removes it (a test
+    /// that panicked never reaches `cleanup`) and, unless the test already
+    /// failed, asserts that its work queues were drained.
+    purged: bool,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if self.purged {
+            return;
+        }
+        let settings = self.direct_settings.clone();
+        // Drop runs inside the test's runtime, which cannot be blocked on: purge
+        // from a thread with a runtime of its own.
+        let purger = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let left = undrained(&settings).await;
+                purge(&settings).await;
+                left
+            })
+        });
+        let left = purger.join().unwrap_or_default();
+        // A test that already failed keeps its own message; a second panic
+        // inside Drop would abort the whole test binary.
+        if !std::thread::panicking() {
+            assert!(left.is_empty(), "work queues not drained: {left:?}");
+        }
+    }
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        Self::with(TestOptions::default()).await
+    }
+
+    pub async fn with(opts: TestOptions) -> Self {
+        init_test_logging();
+        let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let runtime_settings = test_settings(&id, &opts);
+        let direct_settings = users::admin_settings(&runtime_settings);
+        stockd::db::migrate::migrate(&direct_settings.mysql.url)
+            .await
+            .expect("migrate");
+        let direct_db = stockd::db::Db::new(&direct_settings.mysql).unwrap();
+        let mut settings = runtime_settings;
+        if let Some(tweak) = &opts.tweak {
+            tweak(&mut settings);
+        }
+        let res = Resources::connect(settings, &id)
+            .await
+            .expect("resources connect");
+        let cancel = CancellationToken::new();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let api = api::start(res.clone(), listener, cancel.clone()).expect("api starts");
+        let base = format!("http://{}", api.addr);
+        let mut app = Self {
+            id,
+            base,
+            client: reqwest::Client::new(),
+            res,
+            cancel,
+            api: Some(api),
+            consumer_cancel: CancellationToken::new(),
+            consumer_in_hand: Arc::new(AtomicUsize::new(0)),
+            consumer: None,
+            closer: None,
+            extra_apis: Vec::new(),
+            direct_db,
+            direct_settings,
+            purged: false,
+        };
+        if opts.consumer {
+            app.start_consumer();
+        }
+        if opts.closer {
+            let closer = stockd::roles::closer::Closer::new(app.res.clone());
+            app.closer = Some(tokio::spawn(closer.run_until_stopped(app.cancel.clone())));
+        }
+        app
+    }
+
+    /// Starts another api instance on the same Redis/MySQL/RabbitMQ (a second
+    /// node of the fleet). Returns its base URL and state.
+    pub fn spawn_api(&mut self) -> (String, actix_web::web::Data<api::ApiState>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let cancel = self.cancel.child_token();
+        let handle = api::start(self.res.clone(), listener, cancel).expect("api starts");
+        let base = format!("http://{}", handle.addr);
+        let state = handle.state.clone();
+        self.extra_apis.push(handle);
+        (base, state)
+    }
+
+    /// The sold-out board of the first api instance.
+    pub fn board(&self) -> std::sync::Arc<stockd::soldout::SoldOutBoard> {
+        self.api
+            .as_ref()
+            .unwrap()
+            .state
+            .soldout
+            .clone()
+            .expect("sold-out enabled")
+    }
+
+    pub fn start_consumer(&mut self) {
+        assert!(self.consumer.is_none(), "consumer already running");
+        self.consumer_cancel = CancellationToken::new();
+        let consumer = Consumer::from_resources(&self.res);
+        self.consumer_in_hand = consumer.in_hand();
+        self.consumer = Some(tokio::spawn(
+            consumer.run_until_stopped(self.consumer_cancel.clone()),
+        ));
+    }
+
+    /// Deliveries the running consumer holds unacked right now.
+    pub fn consumer_in_hand(&self) -> usize {
+        self.consumer_in_hand.load(Ordering::SeqCst)
+    }
+
+    pub async fn stop_consumer(&mut self) {
+        self.consumer_cancel.cancel();
+        if let Some(task) = self.consumer.take() {
+            task.await.unwrap();
+        }
+    }
+
+    pub fn sku(n: u64) -> SkuId {
+        SkuId::new(n).unwrap()
+    }
+
+    /// Stops the roles and removes the database, keys and queues of this test.
+    pub async fn cleanup(mut self) {
+        self.stop_consumer().await;
+        self.cancel.cancel();
+        if let Some(api) = self.api.take() {
+            api.stopped().await;
+        }
+        for extra in self.extra_apis.drain(..) {
+            extra.stopped().await;
+        }
+        if let Some(closer) = self.closer.take() {
+            closer.await.unwrap();
+        }
+        tracing::info!("cleanup: roles stopped");
+        // Every role stopped, so unacked deliveries are back in their queues.
+        let left = undrained(&self.direct_settings).await;
+        purge(&self.direct_settings).await;
+        self.purged = true;
+        self.res.clone().close().await;
+        assert!(left.is_empty(), "work queues not drained: {left:?}");
+    }
+}
+
+fn init_test_logging() {
+    if std::env::var("TEST_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_test_writer()
+            .try_init();
+    }
+}

@@ -1,0 +1,85 @@
+//! A private redis-server for tests that read server-wide statistics.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use deadpool_redis::redis;
+
+/// A private redis-server for one test (its `INFO commandstats` count only that
+/// test's commands). Killed on drop.
+pub struct PrivateRedis {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl PrivateRedis {
+    pub async fn start() -> Self {
+        let port = {
+            let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        };
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH");
+        // Owned at once, so a failed start still kills the child (Drop).
+        let server = Self {
+            child,
+            url: format!("redis://127.0.0.1:{port}"),
+        };
+        let client = redis::Client::open(server.url.as_str()).unwrap();
+        for _ in 0..100 {
+            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
+                if redis::cmd("PING")
+                    .query_async::<String>(&mut conn)
+                    .await
+                    .is_ok()
+                {
+                    return server;
+                }
+            }
+            // Poll period of the wait for PING above, not a fixed wait.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("private redis-server did not start on {port}");
+    }
+
+    /// `calls` of EVAL + EVALSHA so far.
+    pub async fn script_calls(&self) -> u64 {
+        let client = redis::Client::open(self.url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

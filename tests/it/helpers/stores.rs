@@ -1,0 +1,151 @@
+//! Direct reads and writes of the test's own Redis keys, MySQL database and
+//! RabbitMQ queues: what a test checks or breaks behind stockd's back.
+
+use std::collections::HashMap;
+
+use deadpool_redis::redis;
+use lapin::options::BasicPublishOptions;
+use mysql_async::prelude::Queryable;
+
+use super::TestApp;
+
+impl TestApp {
+    /// A Redis connection as the admin (default) user, straight to the server:
+    /// for the test's own reads and writes behind stockd's back.
+    pub async fn redis_conn(&self) -> redis::aio::MultiplexedConnection {
+        let client = redis::Client::open(self.direct_settings.redis.url.as_str()).unwrap();
+        client.get_multiplexed_async_connection().await.unwrap()
+    }
+
+    pub async fn redis_available(&self, sku: u64) -> Option<i64> {
+        self.res
+            .redis
+            .sku(Self::sku(sku))
+            .await
+            .unwrap()
+            .map(|s| s.available)
+    }
+
+    pub async fn redis_keys(&self) -> Vec<String> {
+        let mut conn = self.redis_conn().await;
+        let pattern = format!("{}:*", self.id);
+        let mut keys = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            keys.extend(batch);
+            if next == 0 {
+                return keys;
+            }
+            cursor = next;
+        }
+    }
+
+    pub async fn mysql(&self) -> mysql_async::Conn {
+        self.direct_db.conn().await.unwrap()
+    }
+
+    pub async fn mysql_available(&self, sku: u64) -> Option<i64> {
+        let mut conn = self.mysql().await;
+        conn.exec_first(
+            "SELECT available_stock FROM sku_stock WHERE sku_id = ?",
+            (sku,),
+        )
+        .await
+        .unwrap()
+    }
+
+    pub async fn ledger_rows(&self) -> u64 {
+        let mut conn = self.mysql().await;
+        conn.query_first("SELECT COUNT(*) FROM stock_deduct_idempotent")
+            .await
+            .unwrap()
+            .unwrap_or(0)
+    }
+
+    /// status -> (rows, units) of one SKU's ledger.
+    pub async fn ledger_by_status(&self, sku: u64) -> HashMap<String, (u64, i64)> {
+        let mut conn = self.mysql().await;
+        let rows: Vec<(String, u64, i64)> = conn
+            .exec(
+                "SELECT status, COUNT(*), CAST(SUM(deduct_count) AS SIGNED)
+                 FROM stock_deduct_idempotent WHERE sku_id = ? GROUP BY status",
+                (sku,),
+            )
+            .await
+            .unwrap();
+        rows.into_iter().map(|(s, n, u)| (s, (n, u))).collect()
+    }
+
+    pub async fn ledger_status(&self, sku: u64, request_id: &str) -> Option<String> {
+        let mut conn = self.mysql().await;
+        conn.exec_first(
+            "SELECT status FROM stock_deduct_idempotent WHERE sku_id = ? AND deduct_request_id = ?",
+            (sku, request_id),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Moves Redis `available` behind the service's back (failover / leak simulation).
+    pub async fn redis_incr_available(&self, sku: u64, delta: i64) {
+        let mut conn = self.redis_conn().await;
+        let key = self.res.redis.keys().sku(Self::sku(sku));
+        let _: i64 = redis::cmd("HINCRBY")
+            .arg(&key)
+            .arg("available")
+            .arg(delta)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    pub async fn reconcile(&self, repair: bool) -> stockd::ops::reconcile::Report {
+        self.res.reconciler.run_once(&[], repair).await.unwrap()
+    }
+
+    /// Messages ready in a queue (passive declare).
+    pub async fn queue_depth(&self, queue: &str) -> u32 {
+        let conn = stockd::mq::connect(&self.res.settings.amqp.url, "probe")
+            .await
+            .unwrap();
+        let ch = conn.create_channel().await.unwrap();
+        let q = ch
+            .queue_declare(
+                queue.into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                lapin::types::FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        let _ = conn.close(200, "".into()).await;
+        q.message_count()
+    }
+
+    /// Publishes raw bytes to the reservations exchange (duplicate / poison tests).
+    pub async fn publish_raw(&self, payload: &[u8]) {
+        let topology = self.res.publisher.topology();
+        self.res
+            .publisher
+            .publish(
+                &topology.reservations_exchange,
+                "",
+                payload,
+                lapin::BasicProperties::default().with_delivery_mode(2),
+            )
+            .await
+            .unwrap();
+        let _ = BasicPublishOptions::default();
+    }
+}

@@ -1,0 +1,115 @@
+//! Waiting on conditions (never a fixed sleep) and the SPEC §10 invariants a
+//! test asserts once the pipeline drained.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+
+use super::TestApp;
+
+/// How often a condition is polled: the wait ends on the condition, this only
+/// bounds the polling cost (not a fixed sleep of a test).
+const POLL: Duration = Duration::from_millis(50);
+
+/// Consecutive polls a drained pipeline must be seen on: a delivery on its way
+/// from the broker to the consumer (no longer ready, not yet in hand) lasts
+/// far less than one poll period.
+const DRAINED_POLLS: u32 = 2;
+
+impl TestApp {
+    /// Polls `check` until it holds or `timeout` passes (then panics with `what`).
+    pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if check().await {
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        panic!("timed out after {timeout:?} waiting for: {what}");
+    }
+
+    pub async fn wait_ledger_rows(&self, rows: u64) {
+        self.eventually(
+            &format!("{rows} ledger rows"),
+            Duration::from_secs(20),
+            || async { self.ledger_rows().await >= rows },
+        )
+        .await;
+    }
+
+    /// Waits until every outbox entry was confirmed, the work queue is empty and
+    /// the consumer holds no unacked delivery: the broker's ready count alone
+    /// misses the batch the consumer is applying. Seen on consecutive polls.
+    pub async fn wait_drained(&self, sku: u64) {
+        let queue = self.res.publisher.topology().deduct_queue.clone();
+        let seen = AtomicU32::new(0);
+        self.eventually("pipeline drained", Duration::from_secs(30), || async {
+            let drained = self.consumer_in_hand() == 0
+                && self.res.redis.outbox_len(Self::sku(sku)).await.unwrap() == 0
+                && self.queue_depth(&queue).await == 0
+                && self.consumer_in_hand() == 0;
+            if !drained {
+                seen.store(0, Ordering::SeqCst);
+                return false;
+            }
+            seen.fetch_add(1, Ordering::SeqCst) + 1 >= DRAINED_POLLS
+        })
+        .await;
+    }
+
+    /// Waits until `n` subscribers listen on this test's sold-out channel.
+    pub async fn wait_subscribers(&self, n: u64) {
+        let url = self.res.settings.redis.url.as_str();
+        let client = deadpool_redis::redis::Client::open(url).unwrap();
+        let conn = client.get_multiplexed_async_connection().await.unwrap();
+        let channel = self.res.redis.keys().soldout_channel();
+        let what = format!("{n} subscribers on {channel}");
+        self.eventually(&what, Duration::from_secs(10), || {
+            let mut conn = conn.clone();
+            let channel = channel.clone();
+            async move {
+                let counts: Vec<(String, u64)> = deadpool_redis::redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(&channel)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                counts.first().is_some_and(|(_, c)| *c >= n)
+            }
+        })
+        .await;
+    }
+
+    /// SPEC §10 invariants 1, 2, 7 for one SKU (call after draining).
+    pub async fn assert_conserved(&self, sku: u64) {
+        let mut conn = self.mysql().await;
+        let (total, available): (i64, i64) = conn
+            .exec_first(
+                "SELECT total_stock, available_stock FROM sku_stock WHERE sku_id = ?",
+                (sku,),
+            )
+            .await
+            .unwrap()
+            .expect("sku row");
+        let live = stockd::db::ledger::live_units(&mut conn, Self::sku(sku))
+            .await
+            .unwrap();
+        assert!(
+            available >= 0,
+            "invariant 1: MySQL available {available} < 0"
+        );
+        assert!(live <= total, "invariant 1: live {live} > total {total}");
+        assert_eq!(total - available, live, "invariant 2: conservation");
+        let redis = self
+            .redis_available(sku)
+            .await
+            .expect("sku loaded in Redis");
+        assert_eq!(redis, available, "invariant 7: Redis == MySQL after drain");
+    }
+}
