@@ -25,3 +25,4 @@ mod security;
 mod soldout;
 mod stuck;
 mod telemetry;
+mod tls;

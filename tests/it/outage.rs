@@ -255,7 +255,10 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     let (rp, ap) = (redis_proxy.port, amqp_proxy.port);
     let app = TestApp::with(TestOptions {
         tweak: Some(Arc::new(move |s| {
-            s.redis.url = format!("redis://127.0.0.1:{rp}");
+            s.redis.url = s
+                .redis
+                .url
+                .replace("127.0.0.1:6379", &format!("127.0.0.1:{rp}"));
             s.redis.command_timeout_ms = 300;
             s.redis.connect_timeout_ms = 300;
             s.amqp.url = s
@@ -333,7 +336,10 @@ async fn an_outage_is_logged_once_and_counted_per_request() {
     let port = proxy.port;
     let app = TestApp::with(TestOptions {
         tweak: Some(Arc::new(move |s| {
-            s.redis.url = format!("redis://127.0.0.1:{port}");
+            s.redis.url = s
+                .redis
+                .url
+                .replace("127.0.0.1:6379", &format!("127.0.0.1:{port}"));
             s.redis.command_timeout_ms = 200;
             s.redis.connect_timeout_ms = 200;
         })),
