@@ -18,9 +18,12 @@ help:
 services:
 	scripts/services.sh up
 
+# As the least-privilege users of scripts/services.sh: the migration user
+# applies the schema, every role runs as the runtime users (`services.sh env`).
 run: services
 	$(CARGO) build --release
-	STOCKD_ENV=local $(STOCKD) migrate && STOCKD_ENV=local $(STOCKD) --role all
+	env STOCKD_ENV=local $$(scripts/services.sh env migrate) $(STOCKD) migrate
+	env STOCKD_ENV=local $$(scripts/services.sh env runtime) $(STOCKD) --role all
 
 test: services
 	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)

@@ -4,11 +4,25 @@
 #   MariaDB  127.0.0.1:3306  (root, empty password, over TCP)
 #   RabbitMQ 127.0.0.1:5672  (guest/guest)
 #
-# Usage: scripts/services.sh up|down|status
+# Usage: scripts/services.sh up|down|status|users|env [runtime|migrate]
 #   up      start whatever is not answering (installing Debian packages if
-#           missing and running as root), then wait until all answer
+#           missing and running as root), wait until all answer, then create
+#           stockd's least-privilege users (as `users`)
 #   status  one line per service; exit 1 if any is down
 #   down    stop all three
+#   users   (re)create the users below on the running services; idempotent
+#   env     print the STOCKD__…_URL lines of the runtime users (default) or,
+#           with `migrate`, of the migration/admin users (`eval` them)
+#
+# Least-privilege users (docs/operations.md, "Users and grants"). The passwords
+# are for this laptop/CI only; production sets its own through the environment.
+#   MySQL  stockd_migrate  DDL + DML on `stockd%` databases: `stockd migrate`,
+#                          test set-up and clean-up
+#          stockd_app      SELECT, INSERT, UPDATE on `stockd%`.*: every role
+#   Redis  stockd_app      keys `stockd:*` and `t_*:*` (tests), the sold-out
+#                          channels, and only the commands stockd sends
+#   RabbitMQ stockd_app    configure/write/read on names starting `stockd.` or
+#                          `t_<hex>.` (tests), write on amq.default
 set -euo pipefail
 
 REDIS_HOST=127.0.0.1
@@ -23,6 +37,42 @@ MYSQL_RUNDIR=/run/mysqld
 MARIADBD=/usr/sbin/mariadbd
 
 RABBIT_PORT=5672
+
+# Users and passwords: keep in step with tests/it/helpers.rs (`users`) and
+# deploy/systemd/stockd.env.example.
+MYSQL_MIGRATE_USER=stockd_migrate
+MYSQL_MIGRATE_PASSWORD=stockd-migrate-local
+MYSQL_APP_USER=stockd_app
+MYSQL_APP_PASSWORD=stockd-app-local
+REDIS_APP_USER=stockd_app
+REDIS_APP_PASSWORD=stockd-app-local
+RABBIT_APP_USER=stockd_app
+RABBIT_APP_PASSWORD=stockd-app-local
+
+# Key prefixes (glob) the Redis user may touch: production `stockd:` and the
+# tests' `t_<id>:` (tests/it/helpers.rs test_settings).
+REDIS_KEY_PATTERNS=('stockd:*' 't_*:*')
+# Pub/Sub channels: `<prefix>soldout` (src/redis/keys.rs).
+REDIS_CHANNELS=('stockd:soldout' 't_*:soldout')
+# Every command stockd sends, directly or from its Lua scripts (Redis checks a
+# script's commands against the caller's ACL too); UNWATCH and PING are
+# deadpool's health check. Not CLIENT SETINFO: the driver sends it on connect
+# and ignores the answer. No SCAN, KEYS, UNLINK, FLUSH*, CONFIG or INFO:
+# clean-up and the bench's server stats use the default user.
+REDIS_COMMANDS=(
+	evalsha eval script\|load script\|exists
+	get set mget incrby decrby del exists pexpire pttl
+	hget hmget hgetall hset hdel hexists hincrby
+	sadd smembers sscan scard smismember
+	xadd xrange xdel xlen
+	publish subscribe unsubscribe
+	time ping unwatch
+)
+# Exchange and queue names the RabbitMQ user may configure, write and read:
+# production `stockd.` and the tests' `t_<hex>.`; amq.default is the default
+# exchange (dead-letter replay publishes straight to a queue).
+RABBIT_NAMES='^(stockd|t_[0-9a-f]+)\.'
+RABBIT_WRITE="$RABBIT_NAMES|^amq\.default\$"
 
 REDIS_WAIT=60
 MARIADB_WAIT=60
@@ -239,6 +289,84 @@ start_rabbit() {
 	rabbitmq-server -detached >/dev/null 2>&1 || true # it reports failure via the wait below
 }
 
+# ---------------------------------------------------------------- users
+
+mysql_root() { # statements on stdin, as root over TCP (what mariadb_tcp_login checked)
+	timeout 30 "$MYSQL_CLIENT" --connect-timeout=5 --protocol=tcp -h"$MYSQL_HOST" -P"$MYSQL_PORT" \
+		-uroot --password= -N
+}
+
+ensure_mysql_users() {
+	local host sql=""
+	# 'localhost': mysql_async moves loopback TCP connections to the Unix socket.
+	for host in 127.0.0.1 localhost; do
+		sql+="CREATE USER IF NOT EXISTS '$MYSQL_MIGRATE_USER'@'$host' IDENTIFIED BY '$MYSQL_MIGRATE_PASSWORD';
+ALTER USER '$MYSQL_MIGRATE_USER'@'$host' IDENTIFIED BY '$MYSQL_MIGRATE_PASSWORD';
+GRANT CREATE, ALTER, DROP, INDEX, REFERENCES, SELECT, INSERT, UPDATE, DELETE ON \`stockd%\`.* TO '$MYSQL_MIGRATE_USER'@'$host';
+CREATE USER IF NOT EXISTS '$MYSQL_APP_USER'@'$host' IDENTIFIED BY '$MYSQL_APP_PASSWORD';
+ALTER USER '$MYSQL_APP_USER'@'$host' IDENTIFIED BY '$MYSQL_APP_PASSWORD';
+GRANT SELECT, INSERT, UPDATE ON \`stockd%\`.* TO '$MYSQL_APP_USER'@'$host';
+"
+	done
+	mysql_root <<<"$sql" || die "mariadb: could not create the stockd users"
+	log "mariadb: users $MYSQL_MIGRATE_USER (DDL) and $MYSQL_APP_USER (SELECT/INSERT/UPDATE) on \`stockd%\`"
+}
+
+ensure_redis_user() {
+	local rule=(reset on ">$REDIS_APP_PASSWORD" -@all) p c
+	for p in "${REDIS_KEY_PATTERNS[@]}"; do rule+=("~$p"); done
+	for p in "${REDIS_CHANNELS[@]}"; do rule+=("&$p"); done
+	for c in "${REDIS_COMMANDS[@]}"; do rule+=("+$c"); done
+	[ "$(timeout 10 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" ACL SETUSER "$REDIS_APP_USER" "${rule[@]}")" = OK ] ||
+		die "redis: ACL SETUSER $REDIS_APP_USER failed"
+	log "redis: ACL user $REDIS_APP_USER (keys ${REDIS_KEY_PATTERNS[*]}, ${#REDIS_COMMANDS[@]} commands)"
+}
+
+rabbitmqctl_q() { timeout 60 rabbitmqctl -q "$@"; }
+
+ensure_rabbit_user() {
+	if ! is_root && [ "$(id -un)" != rabbitmq ]; then
+		warn "rabbitmq: cannot check user $RABBIT_APP_USER without root (rabbitmqctl); skipped"
+		return 0
+	fi
+	local want have
+	want=$(printf '/\t%s\t%s\t%s' "$RABBIT_NAMES" "$RABBIT_WRITE" "$RABBIT_NAMES")
+	have=$(rabbitmqctl_q list_user_permissions "$RABBIT_APP_USER" --no-table-headers 2>/dev/null | head -n 1) || true
+	if [ "$have" = "$want" ] && rabbitmqctl_q authenticate_user "$RABBIT_APP_USER" "$RABBIT_APP_PASSWORD" >/dev/null 2>&1; then
+		log "rabbitmq: user $RABBIT_APP_USER is set up"
+		return 0
+	fi
+	rabbitmqctl_q add_user "$RABBIT_APP_USER" "$RABBIT_APP_PASSWORD" >/dev/null 2>&1 ||
+		rabbitmqctl_q change_password "$RABBIT_APP_USER" "$RABBIT_APP_PASSWORD" >/dev/null ||
+		die "rabbitmq: could not create user $RABBIT_APP_USER"
+	rabbitmqctl_q set_permissions -p / "$RABBIT_APP_USER" "$RABBIT_NAMES" "$RABBIT_WRITE" "$RABBIT_NAMES" >/dev/null ||
+		die "rabbitmq: could not set the permissions of $RABBIT_APP_USER"
+	log "rabbitmq: user $RABBIT_APP_USER (names $RABBIT_NAMES, write also amq.default)"
+}
+
+cmd_users() {
+	ensure_mysql_users
+	ensure_redis_user
+	ensure_rabbit_user
+}
+
+cmd_env() {
+	case "${1:-runtime}" in
+	runtime)
+		echo "STOCKD__MYSQL__URL=mysql://$MYSQL_APP_USER:$MYSQL_APP_PASSWORD@$MYSQL_HOST:$MYSQL_PORT/stockd"
+		echo "STOCKD__REDIS__URL=redis://$REDIS_APP_USER:$REDIS_APP_PASSWORD@$REDIS_HOST:$REDIS_PORT"
+		echo "STOCKD__AMQP__URL=amqp://$RABBIT_APP_USER:$RABBIT_APP_PASSWORD@127.0.0.1:$RABBIT_PORT/%2f"
+		;;
+	migrate)
+		echo "STOCKD__MYSQL__URL=mysql://$MYSQL_MIGRATE_USER:$MYSQL_MIGRATE_PASSWORD@$MYSQL_HOST:$MYSQL_PORT/stockd"
+		;;
+	*)
+		echo "usage: $0 env [runtime|migrate]" >&2
+		exit 2
+		;;
+	esac
+}
+
 # ---------------------------------------------------------------- commands
 
 cmd_up() {
@@ -296,6 +424,7 @@ cmd_up() {
 	if [ "${#failed[@]}" -gt 0 ]; then
 		die "did not come up: ${failed[*]}"
 	fi
+	cmd_users
 	log "all up"
 }
 
@@ -365,8 +494,10 @@ case "${1:-}" in
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
+users) cmd_users ;;
+env) cmd_env "${2:-}" ;;
 *)
-	echo "usage: $0 up|down|status" >&2
+	echo "usage: $0 up|down|status|users|env [runtime|migrate]" >&2
 	exit 2
 	;;
 esac

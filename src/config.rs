@@ -117,6 +117,86 @@ pub struct MysqlSettings {
     /// Longest one MySQL operation (its statements, or one transaction) may
     /// take before it is abandoned as a dependency failure.
     pub query_timeout_ms: u64,
+    /// TLS to MySQL (off by default: loopback needs none).
+    pub tls: MysqlTls,
+}
+
+/// MySQL TLS: mysql_async has no "TLS if offered" mode, so one switch turns it
+/// on for every connection and the files below shape it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlTls {
+    /// Connect with TLS only; a server without TLS is an error, never plain text.
+    pub require: bool,
+    /// PEM CA that signed the server certificate; when set it is the only root
+    /// trusted. Null: the built-in public roots (webpki-roots).
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate chain (mutual TLS); needs `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of `cert_file`.
+    pub key_file: Option<PathBuf>,
+}
+
+impl MysqlTls {
+    /// The file part, shaped like the other dependencies' settings.
+    pub fn files(&self) -> TlsFiles {
+        TlsFiles {
+            ca_file: self.ca_file.clone(),
+            cert_file: self.cert_file.clone(),
+            key_file: self.key_file.clone(),
+        }
+    }
+}
+
+/// CA and client certificate files of one dependency's TLS, all PEM. Whether
+/// TLS is used at all is the URL's scheme (`rediss://`, `amqps://`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// CA that signed the server certificate. Null: the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate chain (mutual TLS); needs `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// Private key of `cert_file`.
+    pub key_file: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    /// Whether any file is configured.
+    pub fn is_set(&self) -> bool {
+        self.ca_file.is_some() || self.cert_file.is_some() || self.key_file.is_some()
+    }
+
+    /// Checks one section's files: cert and key together, each readable, and
+    /// none set while `in_use` is false (`why_unused` says why it is not).
+    fn validate(&self, section: &str, in_use: bool, why_unused: &str) -> anyhow::Result<()> {
+        let named = [
+            ("ca_file", &self.ca_file),
+            ("cert_file", &self.cert_file),
+            ("key_file", &self.key_file),
+        ];
+        for (name, path) in named {
+            let Some(path) = path else { continue };
+            if !in_use {
+                bail!("invalid configuration key `{section}.tls.{name}`: set, but {why_unused}");
+            }
+            std::fs::metadata(path).with_context(|| {
+                format!(
+                    "invalid configuration key `{section}.tls.{name}`: cannot read {}",
+                    path.display()
+                )
+            })?;
+        }
+        match (&self.cert_file, &self.key_file) {
+            (Some(_), None) => bail!(
+                "invalid configuration key `{section}.tls.key_file`: required with {section}.tls.cert_file"
+            ),
+            (None, Some(_)) => bail!(
+                "invalid configuration key `{section}.tls.cert_file`: required with {section}.tls.key_file"
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Clone, Deserialize, Serialize)]
@@ -131,6 +211,8 @@ pub struct RedisSettings {
     pub reservation_retention_secs: u64,
     /// Unpublished outbox entries per SKU before reservations are refused with 503.
     pub outbox_max_len: u64,
+    /// CA and client certificate of a `rediss://` URL.
+    pub tls: TlsFiles,
 }
 
 #[derive(Clone, Deserialize, Serialize)]
@@ -147,6 +229,8 @@ pub struct AmqpSettings {
     pub group_max: usize,
     /// Most group messages awaiting their confirms at once.
     pub group_in_flight: usize,
+    /// CA and client certificate of an `amqps://` URL.
+    pub tls: TlsFiles,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -387,7 +471,24 @@ impl Settings {
             .with_context(|| {
                 format!("invalid configuration key `http.bind`: {}", self.http.bind)
             })?;
-        Ok(())
+        self.validate_tls()
+    }
+
+    /// TLS files apply only where TLS is on: a CA next to a plain URL is a
+    /// mistake that would otherwise leave the link unencrypted without a word.
+    fn validate_tls(&self) -> anyhow::Result<()> {
+        let redis_tls = self.redis.url.starts_with("rediss://");
+        self.redis
+            .tls
+            .validate("redis", redis_tls, "redis.url is not rediss://")?;
+        let amqp_tls = self.amqp.url.starts_with("amqps://");
+        self.amqp
+            .tls
+            .validate("amqp", amqp_tls, "amqp.url is not amqps://")?;
+        let mysql = &self.mysql.tls;
+        mysql
+            .files()
+            .validate("mysql", mysql.require, "mysql.tls.require is false")
     }
 
     /// The settings as YAML with secrets replaced, for `stockd config print`.
@@ -617,6 +718,58 @@ mod tests {
             err.to_string().contains("reconcile.stuck_after_ms"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn tls_is_off_by_default() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert!(!s.mysql.tls.require && !s.mysql.tls.files().is_set());
+        assert!(!s.redis.tls.is_set() && !s.amqp.tls.is_set());
+    }
+
+    #[test]
+    fn tls_files_without_tls_are_refused_naming_the_key() {
+        let this_file = concat!(env!("CARGO_MANIFEST_DIR"), "/src/config.rs");
+        let cases = [
+            ("STOCKD__REDIS__TLS__CA_FILE", "redis.tls.ca_file"),
+            ("STOCKD__AMQP__TLS__CERT_FILE", "amqp.tls.cert_file"),
+            ("STOCKD__MYSQL__TLS__KEY_FILE", "mysql.tls.key_file"),
+        ];
+        for (var, key) in cases {
+            let vars = vec![(var.to_string(), this_file.to_string())];
+            let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_tls_client_certificate_needs_its_key_and_files_must_exist() {
+        let this_file = concat!(env!("CARGO_MANIFEST_DIR"), "/src/config.rs");
+        let rediss = (
+            "STOCKD__REDIS__URL".to_string(),
+            "rediss://h:6380".to_string(),
+        );
+        let vars = vec![
+            rediss.clone(),
+            ("STOCKD__REDIS__TLS__CERT_FILE".into(), this_file.into()),
+        ];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("redis.tls.key_file"), "{err}");
+        let vars = vec![
+            ("STOCKD__MYSQL__TLS__REQUIRE".into(), "true".into()),
+            (
+                "STOCKD__MYSQL__TLS__CA_FILE".into(),
+                "/nonexistent.pem".into(),
+            ),
+        ];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("mysql.tls.ca_file"), "{err}");
+        let vars = vec![
+            rediss,
+            ("STOCKD__REDIS__TLS__CA_FILE".into(), this_file.into()),
+        ];
+        let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
+        assert!(s.redis.tls.ca_file.is_some());
     }
 
     #[test]

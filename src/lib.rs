@@ -18,6 +18,7 @@
 //!   dead-letter replay, ...).
 //! - [`roles`]: what `--role` runs: api, consumer, all.
 //! - [`clock`]: epoch milliseconds and their RFC 3339 form.
+//! - [`tls`]: the `*.tls` settings turned into each driver's rustls options.
 //! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
 
 pub mod alert;
@@ -40,3 +41,4 @@ pub mod sdnotify;
 pub mod shutdown;
 pub mod soldout;
 pub mod telemetry;
+pub mod tls;

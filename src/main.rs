@@ -104,9 +104,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         (Some(Command::Migrate), _) => {
             telemetry::init_logging(&settings.logging);
-            let applied = db::migrate::migrate(&settings.mysql.url)
+            let applied = db::migrate::migrate_with(&settings.mysql)
                 .await
-                .context("migrating (mysql.url)")?;
+                .context("migrating (mysql.url, mysql.tls)")?;
             if applied.is_empty() {
                 println!("migrate: schema is up to date");
             } else {

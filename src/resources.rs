@@ -49,7 +49,8 @@ impl Resources {
             topology,
             Duration::from_millis(settings.amqp.publish_timeout_ms),
             settings.amqp.publish_channels,
-        );
+        )
+        .with_tls(settings.amqp.tls.clone());
         publisher
             .ensure_connected()
             .await

@@ -90,7 +90,12 @@ impl Namespace {
         drop_database(&self.settings.mysql.url).await?;
         let removed = delete_keys(&self.redis()?, &self.settings.redis.key_prefix).await?;
         tracing::debug!(keys = removed, "bench.cleanup: redis keys removed");
-        let conn = crate::mq::connect(&self.settings.amqp.url, "stockd-bench-cleanup").await?;
+        let conn = crate::mq::connect_with(
+            &self.settings.amqp.url,
+            &self.settings.amqp.tls,
+            "stockd-bench-cleanup",
+        )
+        .await?;
         let channel = conn.create_channel().await?;
         self.topology().delete(&channel).await?;
         let _ = conn.close(200, "bench cleanup".into()).await;

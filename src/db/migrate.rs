@@ -5,6 +5,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
 
 use super::DbError;
+use crate::config::MysqlSettings;
 
 /// (version, name, SQL). Append only; never edit an applied migration.
 pub const MIGRATIONS: &[(u32, &str, &str)] = &[
@@ -19,7 +20,19 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
 /// Creates the database named in `url` if needed, then applies what is missing.
 /// Returns the names of the migrations applied now.
 pub async fn migrate(url: &str) -> Result<Vec<&'static str>, DbError> {
-    let opts = Opts::from_url(url)?;
+    migrate_opts(Opts::from_url(url)?).await
+}
+
+/// [`migrate`] with the whole `mysql` section: `mysql.url` and `mysql.tls`.
+pub async fn migrate_with(settings: &MysqlSettings) -> Result<Vec<&'static str>, DbError> {
+    let builder = super::pool::with_tls(
+        OptsBuilder::from_opts(Opts::from_url(&settings.url)?),
+        settings,
+    );
+    migrate_opts(builder.into()).await
+}
+
+async fn migrate_opts(opts: Opts) -> Result<Vec<&'static str>, DbError> {
     let db_name = opts.db_name().unwrap_or("stockd").to_string();
     assert!(
         db_name

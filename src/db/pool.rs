@@ -22,7 +22,7 @@ impl Db {
         let constraints = PoolConstraints::new(settings.pool_min, settings.pool_max)
             .expect("config validation keeps pool_min <= pool_max");
         let pool_opts = PoolOpts::default().with_constraints(constraints);
-        let builder = OptsBuilder::from_opts(opts)
+        let builder = with_tls(OptsBuilder::from_opts(opts), settings)
             .pool_opts(pool_opts)
             .stmt_cache_size(Some(STATEMENT_CACHE))
             .wait_timeout(Some(SERVER_IDLE_TIMEOUT_SECS));
@@ -80,6 +80,16 @@ impl Db {
         {
             tracing::warn!("mysql.pool: connections still checked out at shutdown; closing anyway");
         }
+    }
+}
+
+/// Applies `mysql.tls`: with `require` every connection is TLS over TCP.
+/// mysql_async would otherwise move a loopback connection to the server's Unix
+/// socket and skip TLS there, so `prefer_socket` is turned off.
+pub fn with_tls(builder: OptsBuilder, settings: &MysqlSettings) -> OptsBuilder {
+    match crate::tls::mysql_ssl_opts(&settings.tls) {
+        Some(ssl) => builder.ssl_opts(ssl).prefer_socket(false),
+        None => builder,
     }
 }
 

@@ -73,14 +73,14 @@ impl Subscription {
     /// Connects, declares the topology, sets the prefetch and starts consuming
     /// `queue` with manual acks.
     pub async fn open(
-        url: &str,
+        amqp: &crate::config::AmqpSettings,
         topology: &super::Topology,
         queue: &str,
         prefetch: u16,
         tag: &str,
     ) -> Result<Self, MqError> {
         use lapin::options::{BasicConsumeOptions, BasicQosOptions};
-        let conn = super::connect(url, tag).await?;
+        let conn = super::connect_with(&amqp.url, &amqp.tls, tag).await?;
         let channel = conn.create_channel().await?;
         topology.declare(&channel).await?;
         channel

@@ -10,7 +10,9 @@ pub mod topology;
 pub use publisher::{PublishError, Publisher};
 pub use topology::Topology;
 
-use lapin::{Connection, ConnectionProperties};
+use lapin::{Connection, ConnectionProperties, DefaultConnectionBuilder};
+
+use crate::config::TlsFiles;
 
 /// Failures talking to RabbitMQ.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +21,9 @@ pub enum MqError {
     Amqp(#[from] lapin::Error),
     #[error("amqp operation timed out")]
     Timeout,
+    /// A file of `amqp.tls` cannot be read (the message names the key).
+    #[error("amqp tls: {0}")]
+    Tls(String),
     /// The broker ended a consumer's delivery stream (channel or connection
     /// closed, consumer cancelled); the role reconnects.
     #[error("amqp delivery stream closed")]
@@ -26,9 +31,22 @@ pub enum MqError {
 }
 
 /// Opens a connection; the name shows up in the management UI's connection list.
+/// An `amqps://` URL trusts the system's roots only: roles use [`connect_with`].
 pub async fn connect(url: &str, name: &str) -> Result<Connection, MqError> {
+    connect_with(url, &TlsFiles::default(), name).await
+}
+
+/// [`connect`] with `amqp.tls`: its CA and client certificate shape an
+/// `amqps://` connection (they are unused, and refused by config validation,
+/// for `amqp://`).
+pub async fn connect_with(url: &str, tls: &TlsFiles, name: &str) -> Result<Connection, MqError> {
     let props = ConnectionProperties::default().with_connection_name(name.into());
-    let conn = tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url, props))
+    let tls_config = crate::tls::amqp_tls_config(tls).map_err(|e| MqError::Tls(e.to_string()))?;
+    let builder = DefaultConnectionBuilder::new()?
+        .with_uri_str(url.to_string())
+        .with_properties(props)
+        .with_tls_config(tls_config);
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, builder.connect())
         .await
         .map_err(|_| MqError::Timeout)??;
     Ok(conn)

@@ -17,9 +17,10 @@ use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection};
 use tokio::sync::{Mutex, RwLock};
 
+use crate::config::TlsFiles;
 use crate::domain::Deduction;
 
-use super::{connect, MqError, Topology};
+use super::{connect_with, MqError, Topology};
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
 pub const PERSISTENT: u8 = 2;
@@ -72,6 +73,8 @@ struct Link {
 
 pub struct Publisher {
     url: String,
+    /// `amqp.tls`: CA and client certificate of an `amqps://` URL.
+    tls: TlsFiles,
     name: String,
     topology: Topology,
     timeout: Duration,
@@ -92,6 +95,7 @@ impl Publisher {
         assert!(channel_count >= 1, "a publisher needs a channel");
         Self {
             url: url.to_string(),
+            tls: TlsFiles::default(),
             name: name.to_string(),
             topology,
             timeout,
@@ -100,6 +104,12 @@ impl Publisher {
             connecting: Mutex::new(()),
             next_channel: AtomicUsize::new(0),
         }
+    }
+
+    /// Connects with `amqp.tls` (the CA and client certificate of `amqps://`).
+    pub fn with_tls(mut self, tls: TlsFiles) -> Self {
+        self.tls = tls;
+        self
     }
 
     pub fn topology(&self) -> &Topology {
@@ -131,7 +141,7 @@ impl Publisher {
                 return Ok(link.clone());
             }
         }
-        let conn = connect(&self.url, &self.name).await?;
+        let conn = connect_with(&self.url, &self.tls, &self.name).await?;
         let mut channels = Vec::with_capacity(self.channel_count);
         for _ in 0..self.channel_count {
             let ch = conn.create_channel().await?;

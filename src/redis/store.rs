@@ -24,7 +24,8 @@ pub struct RedisStore {
     pub(super) reservation_ttl_ms: u64,
     pub(super) retention_ms: u64,
     pub(super) outbox_max_len: u64,
-    pub(super) url: String,
+    /// Builds the Pub/Sub connections (same URL and TLS as the pool).
+    pub(super) client: redis::Client,
     pub(super) connect_timeout: Duration,
     /// Longest one call may take: `connect_timeout_ms + command_timeout_ms`.
     pub(super) call_bound: Duration,
@@ -38,7 +39,9 @@ impl RedisStore {
         let conn_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(Duration::from_millis(settings.connect_timeout_ms)))
             .set_response_timeout(Some(Duration::from_millis(settings.command_timeout_ms)));
-        let manager = Manager::new_with_config(settings.url.as_str(), conn_config)?;
+        let client = crate::tls::redis_client(&settings.url, &settings.tls)
+            .map_err(|e| RedisError::Pool(e.to_string()))?;
+        let manager = Manager::new_with_config(client.get_connection_info().clone(), conn_config)?;
         let timeout = Some(Duration::from_millis(settings.connect_timeout_ms));
         let pool = Pool::builder(manager)
             .max_size(settings.pool_max)
@@ -57,7 +60,7 @@ impl RedisStore {
             reservation_ttl_ms: reservation_ttl_secs * 1000,
             retention_ms: settings.reservation_retention_secs * 1000,
             outbox_max_len: settings.outbox_max_len,
-            url: settings.url.clone(),
+            client,
             connect_timeout: Duration::from_millis(settings.connect_timeout_ms),
             call_bound: Duration::from_millis(
                 settings.connect_timeout_ms + settings.command_timeout_ms,
@@ -144,8 +147,7 @@ impl RedisStore {
 
     /// A dedicated (non-pooled) Pub/Sub connection.
     pub async fn pubsub(&self) -> Result<redis::aio::PubSub, RedisError> {
-        let client = redis::Client::open(self.url.as_str())?;
-        let connect = client.get_async_pubsub();
+        let connect = self.client.get_async_pubsub();
         tokio::time::timeout(self.connect_timeout, connect)
             .await
             .map_err(|_| RedisError::Pool("pubsub connect timed out".into()))?

@@ -69,14 +69,9 @@ impl Closer {
         let topology = self.res.publisher.topology().clone();
         let prefetch = u16::try_from(settings.closer.expiry_batch * 2).unwrap_or(u16::MAX);
         let queue = topology.expiry_queue.clone();
-        let mut sub = Subscription::open(
-            &settings.amqp.url,
-            &topology,
-            &queue,
-            prefetch,
-            "stockd-closer",
-        )
-        .await?;
+        let mut sub =
+            Subscription::open(&settings.amqp, &topology, &queue, prefetch, "stockd-closer")
+                .await?;
         let wait = Duration::from_millis(settings.consumer.batch_wait_ms);
         loop {
             match next_batch(

@@ -121,7 +121,7 @@ impl Consumer {
         let queue = topology.deduct_queue.clone();
         let prefetch = settings.consumer.prefetch;
         let mut sub = Subscription::open(
-            &settings.amqp.url,
+            &settings.amqp,
             &topology,
             &queue,
             prefetch,

@@ -49,6 +49,7 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
         tracing::info!(metrics.addr = %bind, "metrics: listening");
         metrics_server = Some(crate::telemetry::metrics_listener::start(
             listener,
+            res.mysql_breaker.clone(),
             cancel.clone(),
         )?);
     }

@@ -26,3 +26,4 @@ mod security;
 mod soldout;
 mod stuck;
 mod telemetry;
+mod tls;

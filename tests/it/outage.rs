@@ -255,7 +255,10 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     let (rp, ap) = (redis_proxy.port, amqp_proxy.port);
     let app = TestApp::with(TestOptions {
         tweak: Some(Arc::new(move |s| {
-            s.redis.url = format!("redis://127.0.0.1:{rp}");
+            s.redis.url = s
+                .redis
+                .url
+                .replace("127.0.0.1:6379", &format!("127.0.0.1:{rp}"));
             s.redis.command_timeout_ms = 300;
             s.redis.connect_timeout_ms = 300;
             s.amqp.url = s
@@ -333,7 +336,10 @@ async fn an_outage_is_logged_once_and_counted_per_request() {
     let port = proxy.port;
     let app = TestApp::with(TestOptions {
         tweak: Some(Arc::new(move |s| {
-            s.redis.url = format!("redis://127.0.0.1:{port}");
+            s.redis.url = s
+                .redis
+                .url
+                .replace("127.0.0.1:6379", &format!("127.0.0.1:{port}"));
             s.redis.command_timeout_ms = 200;
             s.redis.connect_timeout_ms = 200;
         })),
@@ -369,4 +375,37 @@ async fn failures(app: &TestApp) -> f64 {
         .filter(|l| l.starts_with("stockd_dependency_failures_total{dependency=\"redis\"}"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// A worker role (consumer, closer) shows its MySQL breaker on its own
+/// `/readyz` (`metrics.bind`): 503 while it holds deliveries, 200 again after.
+#[tokio::test]
+async fn a_workers_readyz_shows_its_mysql_breaker() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let breaker = Arc::new(stockd::health::Breaker::new("mysql"));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let server =
+        stockd::telemetry::metrics_listener::start(listener, breaker.clone(), cancel.clone())
+            .unwrap();
+    let client = reqwest::Client::new();
+    let readyz = || async {
+        let response = client
+            .get(format!("http://{addr}/readyz"))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json::<Value>().await.unwrap())
+    };
+    assert_eq!(readyz().await.0, 200);
+    breaker.trip("test", &"connection refused");
+    let (status, body) = readyz().await;
+    assert_eq!(status, 503);
+    assert_eq!(body["checks"]["mysql_breaker_closed"], false);
+    breaker.reset("test");
+    assert_eq!(readyz().await.0, 200);
+    cancel.cancel();
+    let _ = server.await;
 }

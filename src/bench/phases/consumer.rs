@@ -42,13 +42,16 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
     let db = ns.db()?;
     let redis = Arc::new(ns.redis()?);
     redis.load_scripts().await?;
-    let publisher = Arc::new(Publisher::new(
-        &ns.settings.amqp.url,
-        "stockd-bench-preload",
-        ns.topology(),
-        PUBLISH_TIMEOUT,
-        ns.settings.amqp.publish_channels,
-    ));
+    let publisher = Arc::new(
+        Publisher::new(
+            &ns.settings.amqp.url,
+            "stockd-bench-preload",
+            ns.topology(),
+            PUBLISH_TIMEOUT,
+            ns.settings.amqp.publish_channels,
+        )
+        .with_tls(ns.settings.amqp.tls.clone()),
+    );
     publisher.ensure_connected().await?;
     let mut out = Checked {
         results: Vec::new(),

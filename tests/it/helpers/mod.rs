@@ -11,6 +11,7 @@ mod http;
 mod private_redis;
 mod purge;
 mod stores;
+pub mod users;
 mod wait;
 
 pub use private_redis::PrivateRedis;
@@ -75,9 +76,11 @@ pub struct TestApp {
     consumer: Option<tokio::task::JoinHandle<()>>,
     closer: Option<tokio::task::JoinHandle<()>>,
     extra_apis: Vec<ApiHandle>,
-    /// The test's database without any proxy in between (helpers' reads).
+    /// The test's database without any proxy in between, as the migration
+    /// user (helpers' reads and writes).
     direct_db: stockd::db::Db,
-    /// Settings without the tweak: cleanup reaches every store directly.
+    /// Settings without the tweak, as the admin identities of [`users`]:
+    /// cleanup and helpers reach every store directly.
     direct_settings: Settings,
     /// Set once the test's data is gone; otherwise `Drop` removes it (a test
     /// that panicked never reaches `cleanup`) and, unless the test already
@@ -121,12 +124,13 @@ impl TestApp {
     pub async fn with(opts: TestOptions) -> Self {
         init_test_logging();
         let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-        let direct_settings = test_settings(&id, &opts);
+        let runtime_settings = test_settings(&id, &opts);
+        let direct_settings = users::admin_settings(&runtime_settings);
         stockd::db::migrate::migrate(&direct_settings.mysql.url)
             .await
             .expect("migrate");
         let direct_db = stockd::db::Db::new(&direct_settings.mysql).unwrap();
-        let mut settings = direct_settings.clone();
+        let mut settings = runtime_settings;
         if let Some(tweak) = &opts.tweak {
             tweak(&mut settings);
         }

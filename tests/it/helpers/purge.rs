@@ -57,10 +57,18 @@ pub async fn purge(settings: &Settings) {
     }
 }
 
+/// The settings stockd runs with in test `id`: its own database, key prefix
+/// and queue names, as the runtime users (see [`super::users`]).
 pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
+    use super::users;
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
     let mut s = Settings::load_with_vars(&dir, "test", &[]).expect("test config loads");
-    s.mysql.url = format!("mysql://root@127.0.0.1:3306/stockd_{id}");
+    s.mysql.url = format!(
+        "mysql://{}@127.0.0.1:3306/stockd_{id}",
+        users::MYSQL_RUNTIME
+    );
+    s.redis.url = format!("redis://{}@127.0.0.1:6379", users::REDIS_RUNTIME);
+    s.amqp.url = format!("amqp://{}@127.0.0.1:5672/%2f", users::AMQP_RUNTIME);
     s.redis.key_prefix = format!("{id}:");
     s.amqp.queue_prefix = format!("{id}.");
     s.reservation.durability = opts.durability;

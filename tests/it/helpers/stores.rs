@@ -10,8 +10,11 @@ use mysql_async::prelude::Queryable;
 use super::TestApp;
 
 impl TestApp {
+    /// A Redis connection as the admin (default) user, straight to the server:
+    /// for the test's own reads and writes behind stockd's back.
     pub async fn redis_conn(&self) -> redis::aio::MultiplexedConnection {
-        deadpool_redis::Connection::take(self.res.redis.pool().get().await.unwrap())
+        let client = redis::Client::open(self.direct_settings.redis.url.as_str()).unwrap();
+        client.get_multiplexed_async_connection().await.unwrap()
     }
 
     pub async fn redis_available(&self, sku: u64) -> Option<i64> {

@@ -65,9 +65,8 @@ impl TestApp {
 
     /// Waits until `n` subscribers listen on this test's sold-out channel.
     pub async fn wait_subscribers(&self, n: u64) {
-        let url = self.res.settings.redis.url.as_str();
-        let client = deadpool_redis::redis::Client::open(url).unwrap();
-        let conn = client.get_multiplexed_async_connection().await.unwrap();
+        // A server-wide probe: the admin connection (stockd's user has no PUBSUB).
+        let conn = self.redis_conn().await;
         let channel = self.res.redis.keys().soldout_channel();
         let what = format!("{n} subscribers on {channel}");
         self.eventually(&what, Duration::from_secs(10), || {
