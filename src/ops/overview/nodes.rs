@@ -1,7 +1,10 @@
-//! "stockd nodes seen": every process writes a heartbeat into one Redis sorted
-//! set (member `host:pid`, score Redis' clock in ms) from its gauge loop and
-//! whenever it gathers an overview; the console lists the members heard from
-//! recently. Old members are trimmed on each write, so the set stays small.
+//! "stockd nodes seen": every process writes a heartbeat into one Redis hash
+//! (field `host:pid`, value Redis' clock in ms) from its gauge loop and
+//! whenever it gathers an overview; the console lists the fields heard from
+//! recently and removes older ones, so the hash stays small. Only commands the
+//! runtime Redis user already has (HSET, PEXPIRE, HGETALL, HDEL).
+
+use std::collections::HashMap;
 
 use deadpool_redis::redis;
 use serde::Serialize;
@@ -12,7 +15,7 @@ use crate::redis::{RedisError, RedisStore};
 /// A node not heard from for this long is forgotten (three gauge refreshes at
 /// the default `metrics.refresh_secs` of 5, plus slack).
 pub const FORGET_AFTER_MS: u64 = 20_000;
-/// Nodes listed at most (the set is trimmed by age, not by count).
+/// Nodes listed at most (the hash is trimmed by age, not by count).
 pub const NODES_MAX: usize = 64;
 
 /// A process that wrote a heartbeat recently.
@@ -39,49 +42,63 @@ fn key(redis: &RedisStore) -> String {
     format!("{}nodes", redis.keys().prefix())
 }
 
-/// Records that this process is alive, and forgets nodes gone quiet.
+/// Records that this process is alive. The hash expires when every node went
+/// quiet; single members are dropped by [`seen`].
 pub async fn heartbeat(redis: &RedisStore) -> Result<(), RedisError> {
     let now_ms = redis.now_ms().await?;
     let key = key(redis);
     let mut conn = pooled(redis).await?;
     redis::pipe()
-        .cmd("ZADD")
+        .cmd("HSET")
         .arg(&key)
-        .arg(now_ms)
         .arg(this_node())
+        .arg(now_ms)
         .ignore()
-        .cmd("ZREMRANGEBYSCORE")
+        .cmd("PEXPIRE")
         .arg(&key)
-        .arg("-inf")
-        .arg(now_ms.saturating_sub(FORGET_AFTER_MS))
+        .arg(FORGET_AFTER_MS)
         .ignore()
         .query_async::<()>(&mut conn)
         .await?;
     Ok(())
 }
 
-/// The nodes heard from within [`FORGET_AFTER_MS`], most recent first.
+/// The nodes heard from within [`FORGET_AFTER_MS`], most recent first; older
+/// members are removed.
 pub async fn seen(redis: &RedisStore) -> Result<Vec<NodeSeen>, RedisError> {
     let now_ms = redis.now_ms().await?;
     let key = key(redis);
     let mut conn = pooled(redis).await?;
-    let raw: Vec<(String, u64)> = redis::cmd("ZREVRANGEBYSCORE")
+    let all: HashMap<String, u64> = redis::cmd("HGETALL")
         .arg(&key)
-        .arg("+inf")
-        .arg(now_ms.saturating_sub(FORGET_AFTER_MS))
-        .arg("WITHSCORES")
-        .arg("LIMIT")
-        .arg(0)
-        .arg(NODES_MAX)
         .query_async(&mut conn)
         .await?;
-    Ok(raw
-        .into_iter()
-        .map(|(name, at_ms)| NodeSeen {
-            name,
-            age_ms: now_ms.saturating_sub(at_ms),
-        })
-        .collect())
+    let (live, gone) = split_by_age(all, now_ms);
+    if !gone.is_empty() {
+        redis::cmd("HDEL")
+            .arg(&key)
+            .arg(&gone)
+            .query_async::<()>(&mut conn)
+            .await?;
+    }
+    Ok(live)
+}
+
+/// `(heard from recently, most recent first and at most NODES_MAX; forgotten)`.
+fn split_by_age(all: HashMap<String, u64>, now_ms: u64) -> (Vec<NodeSeen>, Vec<String>) {
+    let mut live = Vec::new();
+    let mut gone = Vec::new();
+    for (name, at_ms) in all {
+        let age_ms = now_ms.saturating_sub(at_ms);
+        if age_ms > FORGET_AFTER_MS {
+            gone.push(name);
+        } else {
+            live.push(NodeSeen { name, age_ms });
+        }
+    }
+    live.sort_by(|a, b| a.age_ms.cmp(&b.age_ms).then_with(|| a.name.cmp(&b.name)));
+    live.truncate(NODES_MAX);
+    (live, gone)
 }
 
 /// A pooled connection, so console reads never share the reserve path's
@@ -92,4 +109,24 @@ async fn pooled(redis: &RedisStore) -> Result<deadpool_redis::Connection, RedisE
         .get()
         .await
         .map_err(|e| RedisError::Pool(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_nodes_are_forgotten_and_the_rest_listed_freshest_first() {
+        let now = 100_000;
+        let all = HashMap::from([
+            ("a:1".to_string(), now - 3_000),
+            ("b:2".to_string(), now - 10),
+            ("c:3".to_string(), now - FORGET_AFTER_MS - 1),
+        ]);
+        let (live, gone) = split_by_age(all, now);
+        let names: Vec<&str> = live.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["b:2", "a:1"]);
+        assert_eq!(live[1].age_ms, 3_000);
+        assert_eq!(gone, ["c:3"]);
+    }
 }
