@@ -193,3 +193,41 @@ async fn a_retry_readmitted_before_the_repair_is_held_once() {
     app.assert_conserved(1).await;
     app.cleanup().await;
 }
+
+/// A confirm mirrored while Redis had lost the record leaves a tombstone
+/// (no winners entry, no counter); warm-up restores it like a missing record,
+/// so the buyer's limit still holds (found by chaos s02).
+#[tokio::test]
+async fn a_confirm_during_the_loss_does_not_hide_the_unit_from_warmup() {
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 10, 1).await;
+    assert_eq!(app.reserve(1, "a", 7, 1).await.status(), 201);
+    app.wait_drained(1).await;
+    empty_redis(&app).await;
+    assert_eq!(
+        app.confirm(1, "a").await.0,
+        200,
+        "MySQL decides; Redis gets a tombstone"
+    );
+    let warmed = app
+        .client
+        .post(format!("{}/v1/admin/skus/1/warmup", app.base))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(warmed.status(), 200);
+    let response = app.reserve(1, "b", 7, 1).await;
+    assert_eq!(response.status(), 409, "buyer 7 holds the confirmed unit");
+    let replay = app.reserve(1, "a", 7, 1).await;
+    assert_eq!(replay.status(), 200);
+    let body: serde_json::Value = replay.json().await.unwrap();
+    assert_eq!(body["status"], "CONFIRMED");
+    assert_ne!(
+        body["expires_at"], "1970-01-01T00:00:00.000Z",
+        "real times restored"
+    );
+    app.wait_drained(1).await;
+    app.assert_conserved(1).await;
+    app.cleanup().await;
+}

@@ -11,6 +11,8 @@
 --   in the AOF, so a lost record is a lost counter increment);
 -- - no record, ledger final (RELEASED/REJECTED): write a tombstone so a replay
 --   answers the final state instead of taking stock again;
+-- - a tombstone (created_ms '0': a confirm or release mirrored while Redis had
+--   lost the record), ledger live: restored like a missing record;
 -- - record RESERVED, ledger CONFIRMED: the status (a lost confirm mirror);
 -- - record RESERVED, ledger RELEASED/REJECTED: the lost release mirror, exactly
 --   as finish.lua would do it (stock and quota back once);
@@ -55,8 +57,12 @@ for i = 1, n do
   local created, expires, keep_ms, returns = ARGV[a + 5], ARGV[a + 6], tonumber(ARGV[a + 7]), ARGV[a + 8]
   local count = tonumber(count_s)
   local live = status == 'RESERVED' or status == 'CONFIRMED'
-  local held = redis.call('HGET', res_key, 'status')
-  if not held then
+  local rec = redis.call('HMGET', res_key, 'status', 'created_ms')
+  local held = rec[1]
+  -- A tombstone (created_ms '0', written by finish.lua when the record was
+  -- gone) never counted in the winners set or the buyer's counter: for a live
+  -- row it is restored like a missing record.
+  if not held or (live and rec[2] == '0') then
     redis.call('HSET', res_key, 'user', user, 'count', count_s, 'status', status,
       'created_ms', created, 'expires_ms', expires)
     if status == 'REJECTED' then
