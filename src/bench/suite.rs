@@ -223,61 +223,62 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
     Ok(true)
 }
 
-/// `reserve_redis` again right after it, with generous rate limits on: the
-/// cost of the limits, as a ratio of two phases of the same run.
+/// A variant of `reserve_redis`, measured right after it in its own child.
+struct Variant {
+    label: &'static str,
+    key: &'static str,
+    title: &'static str,
+    /// Extra `STOCKD__…` settings of the child.
+    env: &'static [(&'static str, &'static str)],
+    /// A console polls `GET /v1/admin/overview` once a second meanwhile.
+    console_polling: bool,
+}
+
+/// `reserve_redis` again with generous rate limits on: what the limits cost.
 async fn limited_reserve(
     args: &BenchArgs,
     ns: &Namespace,
     out: &mut Collected,
 ) -> anyhow::Result<bool> {
-    let out_dir = Path::new(&args.out_dir);
-    let label = "child-redis-limited";
-    note(&format!(
-        "starting stockd --role all ({label}): rate limits on"
-    ));
-    let child =
-        StockdChild::start_with(ns, Durability::Redis, label, out_dir, &GENEROUS_LIMITS).await?;
-    let stores = Stores {
-        db: ns.db()?,
-        redis: ns.redis()?,
+    let variant = Variant {
+        label: "child-redis-limited",
+        key: key::RESERVE_REDIS_LIMITED,
+        title: "POST reservations, durability: redis, rate limits on",
+        env: &GENEROUS_LIMITS,
+        console_polling: false,
     };
-    let target = Target {
-        addr: child.addr,
-        admin_token: &ns.admin_token,
-        stores: Some(&stores),
-    };
-    let k = key::RESERVE_REDIS_LIMITED;
-    note(&format!("phase {k}"));
-    let title = "POST reservations, durability: redis, rate limits on".to_string();
-    let sku = sku_base(args) + SKU_RESERVE;
-    let checked = phases::reserve::reserve(
-        &target,
-        k,
-        title,
-        sku,
-        plan(args.requests),
-        args.concurrency,
-    );
-    let ok = out.gate(checked.await?).await;
-    child.stop().await?;
-    stores.db.disconnect().await;
-    ns.cleanup().await?;
-    Ok(ok)
+    variant_reserve(args, ns, out, variant).await
 }
 
-/// `reserve_redis` again while a console polls `GET /v1/admin/overview` once a
-/// second: what an open console costs the hot path (goal ≥ 0.97 of without).
+/// `reserve_redis` again while a console polls the overview once a second:
+/// what an open console costs the hot path (goal ≥ 0.97 of without).
 async fn console_reserve(
     args: &BenchArgs,
     ns: &Namespace,
     out: &mut Collected,
 ) -> anyhow::Result<bool> {
+    let variant = Variant {
+        label: "child-redis-console",
+        key: key::RESERVE_REDIS_CONSOLE,
+        title: "POST reservations, durability: redis, console polling the overview",
+        env: &[],
+        console_polling: true,
+    };
+    variant_reserve(args, ns, out, variant).await
+}
+
+/// Runs one [`Variant`] of the reserve phase; its ratio to `reserve_redis` is
+/// computed in `ratios.rs` (two phases of the same run).
+async fn variant_reserve(
+    args: &BenchArgs,
+    ns: &Namespace,
+    out: &mut Collected,
+    variant: Variant,
+) -> anyhow::Result<bool> {
     let out_dir = Path::new(&args.out_dir);
-    let label = "child-redis-console";
-    note(&format!(
-        "starting stockd --role all ({label}): a console polls"
-    ));
-    let child = StockdChild::start(ns, Durability::Redis, label, out_dir).await?;
+    let label = variant.label;
+    note(&format!("starting stockd --role all ({label})"));
+    let child = StockdChild::start_with(ns, Durability::Redis, label, out_dir, variant.env).await?;
     let stores = Stores {
         db: ns.db()?,
         redis: ns.redis()?,
@@ -287,21 +288,23 @@ async fn console_reserve(
         admin_token: &ns.admin_token,
         stores: Some(&stores),
     };
-    let k = key::RESERVE_REDIS_CONSOLE;
-    note(&format!("phase {k}"));
-    let title = "POST reservations, durability: redis, console polling the overview".to_string();
+    note(&format!("phase {}", variant.key));
     let sku = sku_base(args) + SKU_RESERVE;
-    let poller = phases::console::Poller::start(child.addr, &ns.admin_token);
+    let poller = variant
+        .console_polling
+        .then(|| phases::console::Poller::start(child.addr, &ns.admin_token));
     let checked = phases::reserve::reserve(
         &target,
-        k,
-        title,
+        variant.key,
+        variant.title.to_string(),
         sku,
         plan(args.requests),
         args.concurrency,
     );
     let mut checked = checked.await?;
-    checked.violations.extend(poller.stop().await.violation());
+    if let Some(poller) = poller {
+        checked.violations.extend(poller.stop().await.violation());
+    }
     let ok = out.gate(checked).await;
     child.stop().await?;
     stores.db.disconnect().await;

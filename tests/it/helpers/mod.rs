@@ -20,6 +20,7 @@ pub use purge::{purge, test_settings, undrained};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -220,6 +221,15 @@ impl TestApp {
 
     /// Stops the roles and removes the database, keys and queues of this test.
     pub async fn cleanup(mut self) {
+        // A test that ends right after a reservation leaves its message on the
+        // way to a running consumer: give it a bounded moment to arrive. A
+        // message no consumer will take still fails the check below.
+        if self.consumer.is_some() {
+            let deadline = Instant::now() + CLEANUP_DRAIN_WAIT;
+            while Instant::now() < deadline && !undrained(&self.direct_settings).await.is_empty() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
         self.stop_consumer().await;
         self.cancel.cancel();
         if let Some(api) = self.api.take() {
@@ -240,6 +250,9 @@ impl TestApp {
         assert!(left.is_empty(), "work queues not drained: {left:?}");
     }
 }
+
+/// Longest wait in `cleanup` for a running consumer to take the last messages.
+const CLEANUP_DRAIN_WAIT: Duration = Duration::from_secs(20);
 
 fn init_test_logging() {
     if std::env::var("TEST_LOG").is_ok() {
