@@ -78,3 +78,12 @@ pub async fn rebuild_buyer_side(
     }
     Ok(counts)
 }
+
+impl From<RebuildError> for super::observe::ObserveError {
+    fn from(err: RebuildError) -> Self {
+        match err {
+            RebuildError::Db(e) => Self::Db(e),
+            RebuildError::Redis(e) => Self::Redis(e),
+        }
+    }
+}

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::dlq::{self, DlqFilter, DlqKind};
 use super::observe::{observe, Observation, ObserveError};
-use super::rebuild::{rebuild_buyer_side, RebuildError};
+use super::rebuild::rebuild_buyer_side;
 use super::stuck::{self, DeadLettered, Stuck};
 use crate::alert::{Alerter, Finding};
 use crate::db::Db;
@@ -261,12 +261,7 @@ impl Reconciler {
         if repair && verdict == Verdict::RedisAhead && obs.redis.is_some() {
             // Lost writes: records, winners and buyer counters first (limits
             // and replays), then look again and bring the stock down.
-            let counts = rebuild_buyer_side(&self.db, &self.redis, sku)
-                .await
-                .map_err(|e| match e {
-                    RebuildError::Db(e) => ObserveError::Db(e),
-                    RebuildError::Redis(e) => ObserveError::Redis(e),
-                })?;
+            let counts = rebuild_buyer_side(&self.db, &self.redis, sku).await?;
             repaired = counts.restored + counts.finished > 0;
             obs = observe(&self.db, &self.redis, sku, self.max_winners).await?;
             (verdict, drift) = classify(&obs);

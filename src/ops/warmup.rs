@@ -12,7 +12,7 @@
 //! does not put Redis above the truth for them.
 
 use super::observe::{observe, ObserveError};
-use super::rebuild::{rebuild_buyer_side, RebuildError};
+use super::rebuild::rebuild_buyer_side;
 use crate::db::Db;
 use crate::domain::SkuId;
 use crate::mq::Publisher;
@@ -74,12 +74,7 @@ pub async fn warmup(
     let available = (obs.mysql_available - obs.unapplied).max(0);
     // Records, winners and buyer counters first, then stock: the SKU is not
     // admitting (not loaded, or refused in flight) until `warm` below.
-    rebuild_buyer_side(db, redis, sku_id)
-        .await
-        .map_err(|e| match e {
-            RebuildError::Db(e) => ObserveError::Db(e),
-            RebuildError::Redis(e) => ObserveError::Redis(e),
-        })?;
+    rebuild_buyer_side(db, redis, sku_id).await?;
     redis
         .warm(sku_id, available, obs.total_stock, limit, 0)
         .await?;
