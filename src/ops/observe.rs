@@ -6,6 +6,13 @@
 //! MySQL and releases reach MySQL before Redis, so every change that lands
 //! between t1 and t2 is seen as a (MySQL status, Redis status) pair below and
 //! counted as in flight — never as drift.
+//!
+//! When the SKU has too many winners to list, the figures are an estimate and
+//! the pairs above cannot be formed. A release landing between t1 and t2 then
+//! lifts Redis above the MySQL snapshot without any fault. So Redis' `available`
+//! is also read once before t1 (t0); Redis is judged by the lower of the two
+//! readings (see [`estimated_in_flight`]). A real loss of deductions keeps both
+//! readings high; a release in the window lifts only the later one.
 
 use crate::db::ledger_query::{ledger_statuses, snapshot_opts};
 use crate::db::{ledger, sku, Db, DbError};
@@ -97,6 +104,7 @@ async fn observe_unbounded(
     max_winners: usize,
 ) -> Result<Observation, ObserveError> {
     let mut conn = db.conn().await?;
+    let available_before = redis.sku(sku_id).await?.map(|s| s.available);
     let mut tx = conn
         .start_transaction(snapshot_opts())
         .await
@@ -139,8 +147,8 @@ async fn observe_unbounded(
             // Estimate: whatever separates the stores, if Redis is below.
             exact = false;
             if let Some(s) = &snapshot {
-                in_flight = (row.available_stock - s.available).max(0);
-                unapplied = in_flight;
+                in_flight = estimated_in_flight(row.available_stock, available_before, s.available);
+                unapplied = in_flight.max(0);
             }
         }
     }
@@ -158,6 +166,16 @@ async fn observe_unbounded(
         missing_in_redis,
         buyers_over_limit,
     })
+}
+
+/// In-flight units when the winners cannot be listed: whatever separates
+/// MySQL (`mysql`, at t1) from Redis (`after`, at t2), where Redis counts at the
+/// lower of its readings before t1 and at t2. So the drift (`after - mysql +
+/// in_flight`) is `max(min(before, after) - mysql, 0)`: only Redis above MySQL at
+/// both readings is drift; Redis below MySQL is in flight.
+fn estimated_in_flight(mysql: i64, before: Option<i64>, after: i64) -> i64 {
+    let floor = before.map_or(after, |b| b.min(after));
+    mysql.max(floor) - after
 }
 
 /// Rows a record of which Redis should hold for at least this long more are
@@ -187,8 +205,27 @@ fn count_missing(live: &[String], winners: &[crate::redis::WinnerRecord], max_ro
 
 #[cfg(test)]
 mod tests {
-    use super::contribution;
+    use super::{contribution, estimated_in_flight};
     use crate::domain::ReservationStatus::*;
+
+    /// Drift as `classify` computes it from the estimate.
+    fn estimated_drift(mysql: i64, before: Option<i64>, after: i64) -> i64 {
+        after - (mysql - estimated_in_flight(mysql, before, after))
+    }
+
+    #[test]
+    fn an_estimate_blames_redis_only_when_both_readings_are_above_mysql() {
+        // Quiet: Redis below MySQL by what is in flight.
+        assert_eq!(estimated_drift(100, Some(90), 90), 0);
+        assert_eq!(estimated_in_flight(100, Some(90), 90), 10);
+        // A release returned to MySQL after t1 and to Redis before t2.
+        assert_eq!(estimated_drift(100, Some(100), 101), 0);
+        // Lost deductions: Redis above MySQL before and after.
+        assert_eq!(estimated_drift(100, Some(103), 103), 3);
+        assert_eq!(estimated_drift(100, Some(104), 103), 3);
+        // No reading before (SKU not loaded then): the one reading decides.
+        assert_eq!(estimated_drift(100, None, 102), 2);
+    }
 
     #[test]
     fn in_flight_pairs_explain_the_gap_and_settled_pairs_do_not() {

@@ -200,18 +200,33 @@ async fn the_webhook_gets_one_alert_per_finding() {
     app.cleanup().await;
 }
 
-/// No false alarms: 30 s of reserve / confirm / cancel / expiry with a check
-/// every second report only OK or IN_FLIGHT.
+/// No false alarms: 20 s of reserve / confirm / cancel / expiry with a check
+/// every second report only OK or IN_FLIGHT, with every winner listed.
 #[tokio::test]
 async fn a_busy_pipeline_never_looks_like_drift() {
+    busy_pipeline_reports_no_drift(None).await;
+}
+
+/// The same with too many winners to list (`reconcile.max_winners` 50), where
+/// the in-flight figure is an estimate: a release landing between the MySQL
+/// and the Redis reads once made this report REDIS_AHEAD with drift 1.
+#[tokio::test]
+async fn a_busy_pipeline_never_looks_like_drift_when_estimated() {
+    busy_pipeline_reports_no_drift(Some(50)).await;
+}
+
+async fn busy_pipeline_reports_no_drift(max_winners: Option<usize>) {
     let app = TestApp::with(TestOptions {
         ttl_secs: 2,
         closer: true,
+        tweak: max_winners.map(|m| -> crate::helpers::SettingsTweak {
+            Arc::new(move |s| s.reconcile.max_winners = m)
+        }),
         ..TestOptions::default()
     })
     .await;
     app.create_sku(1, 1_000_000, 1_000).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(20);
     let load = async {
         let mut n: u64 = 0;
         while Instant::now() < deadline {
@@ -249,7 +264,7 @@ async fn a_busy_pipeline_never_looks_like_drift() {
     };
     let (rounds, verdicts) = tokio::join!(load, checks);
     assert!(rounds > 10, "the load ran");
-    assert!(verdicts.len() >= 20);
+    assert!(verdicts.len() >= 15);
     for (verdict, drift) in &verdicts {
         assert!(
             verdict.is_healthy(),
