@@ -93,8 +93,8 @@ impl RedisStore {
         .await
     }
 
-    /// The live-unit counters of `users` for this SKU (same order); `None`
-    /// where no counter exists. One `MGET`: the keys share the SKU's hash tag.
+    /// The live-unit counters (`n` of each buyer hash) of `users` for this SKU
+    /// (same order); `None` where no counter exists. One pipelined round trip.
     pub async fn user_counters(
         &self,
         sku_id: SkuId,
@@ -105,7 +105,13 @@ impl RedisStore {
         }
         let keys: Vec<String> = users.iter().map(|u| self.keys().user(sku_id, *u)).collect();
         let raw: Vec<Option<String>> = self
-            .run(|mut c| async move { redis::cmd("MGET").arg(&keys).query_async(&mut c).await })
+            .run(|mut c| async move {
+                let mut pipe = redis::pipe();
+                for key in &keys {
+                    pipe.cmd("HGET").arg(key).arg("n");
+                }
+                pipe.query_async(&mut c).await
+            })
             .await?;
         Ok(raw
             .into_iter()

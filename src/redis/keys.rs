@@ -6,11 +6,10 @@
 //! | key                                | type   | holds                                   |
 //! |------------------------------------|--------|-----------------------------------------|
 //! | `<p>{<sku>}:sku`                   | hash   | `available`, `limit`, `total`           |
-//! | `<p>{<sku>}:user:<user_id>`        | string | live units the user holds of this SKU   |
+//! | `<p>{<sku>}:user:<user_id>`        | hash   | the buyer: `n` live units held of this SKU, `t` next attempt time (rate limit) |
 //! | `<p>{<sku>}:res:<request_id>`      | hash   | the reservation record                  |
 //! | `<p>{<sku>}:outbox`                | stream | deductions not yet confirmed by the MQ  |
 //! | `<p>{<sku>}:winners`               | set    | request ids that took stock             |
-//! | `<p>{<sku>}:rate:<user_id>`        | string | the buyer's next attempt time (rate limit) |
 //! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
 //! | `<p>soldout` (Pub/Sub channel)     |        | `S:<sku>` sold out, `A:<sku>` available |
 //!
@@ -71,11 +70,6 @@ impl Keys {
         self.tagged(sku, "winners")
     }
 
-    /// The buyer's attempt bucket for this SKU (per-buyer rate limit).
-    pub fn rate(&self, sku: SkuId, user: UserId) -> String {
-        self.tagged(sku, &format!("rate:{user}"))
-    }
-
     /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`) events.
     pub fn soldout_channel(&self) -> String {
         format!("{}soldout", self.prefix)
@@ -103,7 +97,6 @@ mod tests {
             keys.reservation(sku, &rid),
             keys.outbox(sku),
             keys.winners(sku),
-            keys.rate(sku, user),
         ] {
             assert!(key.starts_with("stockd:{42}:"), "{key}");
         }

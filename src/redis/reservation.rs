@@ -33,7 +33,6 @@ impl RedisStore {
             .key(self.keys.user(sku_id, user_id))
             .key(self.keys.outbox(sku_id))
             .key(self.keys.winners(sku_id))
-            .key(self.keys.rate(sku_id, user_id))
             .arg(request_id.as_str())
             .arg(sku_id.get())
             .arg(user_id.get())

@@ -141,7 +141,7 @@ pub async fn user_counters(stack: &Stack, ids: &[(u64, u64)]) -> BTreeMap<(u64, 
             let key = stack
                 .keys
                 .user(sku_id(*sku), stockd::domain::UserId::new(*user).unwrap());
-            pipe.cmd("GET").arg(key);
+            pipe.cmd("HGET").arg(key).arg("n");
         }
         let values: Vec<Option<i64>> = cmd(pipe.query_async(&mut conn)).await;
         for (id, value) in chunk.iter().zip(values) {

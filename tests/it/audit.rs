@@ -128,7 +128,7 @@ async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
     .await;
     app.redis_cmd(&["SADD", &keys.winners(sku), "extra"]).await;
     let user = keys.user(sku, stockd::domain::UserId::new(7).unwrap());
-    app.redis_cmd(&["INCRBY", &user, "1"]).await;
+    app.redis_cmd(&["HINCRBY", &user, "n", "1"]).await;
     let report = audit(&app).await;
     assert_eq!(report.failed(), [audit::BUYER_LIMIT], "{}", report.table());
     let check = report.check(audit::BUYER_LIMIT).unwrap();

@@ -2,7 +2,7 @@
 -- finish.lua: mirror a final state decided in MySQL onto the Redis reservation,
 -- returning stock and the user's quota exactly once however often it runs.
 --
--- KEYS[1] sku hash  KEYS[2] reservation hash  KEYS[3] user counter
+-- KEYS[1] sku hash  KEYS[2] reservation hash  KEYS[3] buyer hash (`n` live units)
 -- ARGV[1] final status: CONFIRMED | RELEASED | REJECTED
 -- ARGV[2] user_id  ARGV[3] count  ARGV[4] record ttl ms (for a tombstone)
 -- ARGV[5] sold-out Pub/Sub channel  ARGV[6] sku_id
@@ -36,10 +36,14 @@ end
 
 redis.call('HSET', res_key, 'status', final)
 if final == 'RELEASED' or final == 'REJECTED' then
-  if redis.call('EXISTS', user_key) == 1 then
-    local left = redis.call('DECRBY', user_key, count)
-    if left <= 0 then
-      redis.call('DEL', user_key)
+  -- `n` goes with its last unit; the rate limit's `t` stays (the hash goes
+  -- when its last field does)
+  local held = tonumber(redis.call('HGET', user_key, 'n'))
+  if held then
+    if held - count <= 0 then
+      redis.call('HDEL', user_key, 'n')
+    else
+      redis.call('HINCRBY', user_key, 'n', -count)
     end
   end
 end

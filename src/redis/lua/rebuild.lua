@@ -21,7 +21,7 @@
 -- and safe beside live traffic (each call is atomic; a batch is small).
 --
 -- KEYS[1] sku hash  KEYS[2] winners set
--- KEYS[1 + 2i] reservation hash of row i, KEYS[2 + 2i] its buyer's counter (i >= 1)
+-- KEYS[1 + 2i] reservation hash of row i, KEYS[2 + 2i] its buyer's hash (`n` live units; i >= 1)
 -- ARGV[1] sold-out channel  ARGV[2] sku_id
 -- then 8 per row: request_id, user_id, count, status, created_ms, expires_ms,
 --   keep_ms (how much longer Redis would still hold it), returns_stock ('1' for a
@@ -43,9 +43,12 @@ local function stock_back(count)
 end
 
 local function quota_back(user_key, count)
-  if redis.call('EXISTS', user_key) == 1 then
-    if redis.call('DECRBY', user_key, count) <= 0 then
-      redis.call('DEL', user_key)
+  local held = tonumber(redis.call('HGET', user_key, 'n'))
+  if held then
+    if held - count <= 0 then
+      redis.call('HDEL', user_key, 'n')
+    else
+      redis.call('HINCRBY', user_key, 'n', -count)
     end
   end
 end
@@ -72,7 +75,7 @@ for i = 1, n do
     redis.call('PEXPIRE', res_key, keep_ms)
     redis.call('SADD', winners_key, rid)
     if live then
-      redis.call('INCRBY', user_key, count)
+      redis.call('HINCRBY', user_key, 'n', count)
       if redis.call('PTTL', user_key) < keep_ms then
         redis.call('PEXPIRE', user_key, keep_ms)
       end
