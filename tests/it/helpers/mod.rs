@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use stockd::config::{Durability, Settings};
 use stockd::domain::SkuId;
+use stockd::ops::reconcile::Reconciler;
 use stockd::resources::Resources;
 use stockd::roles::api::{self, ApiHandle};
 use stockd::roles::consumer::Consumer;
@@ -69,6 +70,9 @@ pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
     pub res: Resources,
+    /// The api's reconciler: `reconcile()` drives its one step and the admin
+    /// routes and console see the same history, as in one stockd process.
+    pub reconciler: Arc<Reconciler>,
     cancel: CancellationToken,
     api: Option<ApiHandle>,
     consumer_cancel: CancellationToken,
@@ -141,13 +145,16 @@ impl TestApp {
         let cancel = CancellationToken::new();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
-        let api = api::start(res.clone(), listener, cancel.clone()).expect("api starts");
+        let reconciler = Arc::new(Reconciler::from_resources(&res));
+        let api = api::start(res.clone(), reconciler.clone(), listener, cancel.clone())
+            .expect("api starts");
         let base = format!("http://{}", api.addr);
         let mut app = Self {
             id,
             base,
             client: reqwest::Client::new(),
             res,
+            reconciler,
             cancel,
             api: Some(api),
             consumer_cancel: CancellationToken::new(),
@@ -163,7 +170,7 @@ impl TestApp {
             app.start_consumer();
         }
         if opts.closer {
-            let closer = stockd::roles::closer::Closer::new(app.res.clone());
+            let closer = stockd::roles::closer::Closer::from_resources(&app.res);
             app.closer = Some(tokio::spawn(closer.run_until_stopped(app.cancel.clone())));
         }
         app
@@ -175,7 +182,10 @@ impl TestApp {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let cancel = self.cancel.child_token();
-        let handle = api::start(self.res.clone(), listener, cancel).expect("api starts");
+        // Another node: its own reconciler, as another process would have.
+        let reconciler = Arc::new(Reconciler::from_resources(&self.res));
+        let handle =
+            api::start(self.res.clone(), reconciler, listener, cancel).expect("api starts");
         let base = format!("http://{}", handle.addr);
         let state = handle.state.clone();
         self.extra_apis.push(handle);
