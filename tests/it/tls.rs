@@ -197,6 +197,7 @@ async fn wait_for_ledger_row(res: &Resources, request_id: &str) {
             start.elapsed() < LEDGER_WAIT,
             "no RESERVED ledger row for {request_id} after {LEDGER_WAIT:?} (status {status:?})"
         );
+        // Poll period of the wait above (bounded by LEDGER_WAIT), not a fixed wait.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
