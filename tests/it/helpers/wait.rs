@@ -31,6 +31,7 @@ where
         if start.elapsed() >= timeout {
             return false;
         }
+        // The poll period of this bounded wait (see POLL), not a fixed wait.
         tokio::time::sleep(POLL).await;
     }
 }
