@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::SkuId;
-use crate::ops::reconcile::Report;
+use crate::ops::reconcile::{Reconciler, Report};
 use crate::ops::warmup::{warmup as warm, WarmupOutcome};
 use crate::resources::Resources;
 
@@ -108,8 +108,9 @@ pub async fn reconcile(
     cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     let interval = Duration::from_millis(res.settings.reconcile.interval_ms);
+    let reconciler = Reconciler::from_resources(res);
     loop {
-        let mut report = res.reconciler.run_once(&[], repair).await?;
+        let mut report = reconciler.run_once(&[], repair).await?;
         if once
             && repair
             && report
@@ -120,7 +121,7 @@ pub async fn reconcile(
             // REDIS_BEHIND is repaired only when two checks see the same drift:
             // a one-shot repair looks twice, a moment apart, instead of never.
             crate::shutdown::sleep_or_cancel(ONCE_SECOND_LOOK, &cancel).await;
-            report = res.reconciler.run_once(&[], repair).await?;
+            report = reconciler.run_once(&[], repair).await?;
         }
         print_report(&report, json)?;
         if once {

@@ -121,7 +121,7 @@ pub struct MysqlSettings {
     pub tls: MysqlTls,
 }
 
-/// MySQL TLS: mysql_async has no "TLS if offered" mode, so one switch turns it
+/// MySQL TLS: the driver has no "TLS if offered" mode, so one switch turns it
 /// on for every connection and the files below shape it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -1,6 +1,8 @@
 //! The shared resources every role uses: settings, the MySQL pool, the Redis
 //! store, and a broker publisher. Built once per process, checked at start-up so
-//! a wrong URL fails fast with the dependency named.
+//! a wrong URL fails fast with the dependency named. Each role builds its
+//! worker from these (`from_resources`); nothing here knows a role or an
+//! operation, so `resources` depends only on the adapters.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +13,6 @@ use crate::config::Settings;
 use crate::db::Db;
 use crate::health::Breaker;
 use crate::mq::{Publisher, Topology};
-use crate::ops::reconcile::Reconciler;
 use crate::redis::RedisStore;
 
 #[derive(Clone)]
@@ -20,8 +21,6 @@ pub struct Resources {
     pub db: Db,
     pub redis: Arc<RedisStore>,
     pub publisher: Arc<Publisher>,
-    /// Shared so `/v1/admin/reconcile` and the reconciler role see one history.
-    pub reconciler: Arc<Reconciler>,
     /// The workers' MySQL circuit breaker (consumer and closer), shown by `/readyz`.
     pub mysql_breaker: Arc<Breaker>,
 }
@@ -55,21 +54,11 @@ impl Resources {
             .ensure_connected()
             .await
             .context("connecting to RabbitMQ (amqp.url)")?;
-        let redis = Arc::new(redis);
-        let publisher = Arc::new(publisher);
-        let reconciler = Reconciler::new(
-            db.clone(),
-            redis.clone(),
-            &settings.reconcile,
-            settings.metrics.sku_allowlist.clone(),
-        )
-        .with_dead_letters(publisher.clone());
         Ok(Self {
             settings: Arc::new(settings),
             db,
-            redis,
-            publisher,
-            reconciler: Arc::new(reconciler),
+            redis: Arc::new(redis),
+            publisher: Arc::new(publisher),
             mysql_breaker: Arc::new(Breaker::new("mysql")),
         })
     }

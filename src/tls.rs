@@ -1,11 +1,12 @@
 //! TLS to the dependencies (config `mysql.tls`, `redis.tls`, `amqp.tls`): the
 //! configured CA and client certificate files turned into each driver's own
-//! TLS options. All three drivers use rustls with the ring provider; no
+//! TLS options (MySQL's are built in `db/pool.rs`, so that driver stays
+//! behind `db/`). All three drivers use rustls with the ring provider; no
 //! OpenSSL is linked (the `openssl-probe` crate only looks for the system's CA
 //! directory).
 //!
 //! Whether TLS is on is the URL's scheme for Redis (`rediss://`) and RabbitMQ
-//! (`amqps://`), and `mysql.tls.require` for MySQL (mysql_async has no "TLS if
+//! (`amqps://`), and `mysql.tls.require` for MySQL (its driver has no "TLS if
 //! the server offers it" mode). `config::Settings::validate` refuses files
 //! next to a plain connection, so a configured CA never sits unused.
 
@@ -13,9 +14,8 @@ use std::path::Path;
 
 use deadpool_redis::redis;
 use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
-use mysql_async::{ClientIdentity, SslOpts};
 
-use crate::config::{MysqlTls, TlsFiles};
+use crate::config::TlsFiles;
 
 /// A TLS file that cannot be used; names the configuration key.
 #[derive(Debug, thiserror::Error)]
@@ -35,28 +35,6 @@ pub struct TlsFileError {
 pub fn install_crypto_provider() {
     // Err means a provider is already installed: the one from an earlier call.
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// mysql_async's TLS options, or `None` when `mysql.tls.require` is off (the
-/// URL's own `require_ssl` parameter still applies then).
-pub fn mysql_ssl_opts(tls: &MysqlTls) -> Option<SslOpts> {
-    if !tls.require {
-        return None;
-    }
-    install_crypto_provider();
-    let mut opts = SslOpts::default();
-    if let Some(ca) = &tls.ca_file {
-        // A private CA is the only root trusted: a public CA must not be able
-        // to vouch for the database.
-        opts = opts
-            .with_root_certs(vec![ca.clone().into()])
-            .with_disable_built_in_roots(true);
-    }
-    if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
-        let identity = ClientIdentity::new(cert.clone().into(), key.clone().into());
-        opts = opts.with_client_identity(Some(identity));
-    }
-    Some(opts)
 }
 
 /// The Redis client of `url`: with a `rediss://` URL and `redis.tls` files, a
@@ -136,21 +114,6 @@ fn read(key: &str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mysql_tls_is_off_unless_required() {
-        assert!(mysql_ssl_opts(&MysqlTls::default()).is_none());
-        let on = MysqlTls {
-            require: true,
-            ca_file: Some("/ca.pem".into()),
-            ..MysqlTls::default()
-        };
-        let opts = mysql_ssl_opts(&on).expect("TLS options");
-        assert!(
-            opts.disable_built_in_roots(),
-            "a private CA is the only root"
-        );
-    }
 
     #[test]
     fn a_missing_file_is_named_by_its_key() {

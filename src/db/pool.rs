@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
+use mysql_async::SslOpts;
+use mysql_async::{ClientIdentity, Conn, Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
 
 use super::DbError;
-use crate::config::MysqlSettings;
+use crate::config::{MysqlSettings, MysqlTls};
 
 #[derive(Clone)]
 pub struct Db {
@@ -87,10 +88,32 @@ impl Db {
 /// mysql_async would otherwise move a loopback connection to the server's Unix
 /// socket and skip TLS there, so `prefer_socket` is turned off.
 pub fn with_tls(builder: OptsBuilder, settings: &MysqlSettings) -> OptsBuilder {
-    match crate::tls::mysql_ssl_opts(&settings.tls) {
+    match ssl_opts(&settings.tls) {
         Some(ssl) => builder.ssl_opts(ssl).prefer_socket(false),
         None => builder,
     }
+}
+
+/// The driver's TLS options, or `None` when `mysql.tls.require` is off (the
+/// URL's own `require_ssl` parameter still applies then).
+fn ssl_opts(tls: &MysqlTls) -> Option<SslOpts> {
+    if !tls.require {
+        return None;
+    }
+    crate::tls::install_crypto_provider();
+    let mut opts = SslOpts::default();
+    if let Some(ca) = &tls.ca_file {
+        // A private CA is the only root trusted: a public CA must not be able
+        // to vouch for the database.
+        opts = opts
+            .with_root_certs(vec![ca.clone().into()])
+            .with_disable_built_in_roots(true);
+    }
+    if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
+        let identity = ClientIdentity::new(cert.clone().into(), key.clone().into());
+        opts = opts.with_client_identity(Some(identity));
+    }
+    Some(opts)
 }
 
 /// Longest wait for checked-out connections on shutdown.
@@ -107,4 +130,24 @@ pub fn url_error(url: &str) -> Option<String> {
     mysql_async::Opts::from_url(url)
         .err()
         .map(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mysql_tls_is_off_unless_required() {
+        assert!(ssl_opts(&MysqlTls::default()).is_none());
+        let on = MysqlTls {
+            require: true,
+            ca_file: Some("/ca.pem".into()),
+            ..MysqlTls::default()
+        };
+        let opts = ssl_opts(&on).expect("TLS options");
+        assert!(
+            opts.disable_built_in_roots(),
+            "a private CA is the only root"
+        );
+    }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use lapin::message::Delivery;
 use lapin::Consumer;
 use tokio_util::sync::CancellationToken;
@@ -19,12 +19,17 @@ pub enum Batch {
     Closed,
 }
 
-pub async fn next_batch(
-    consumer: &mut Consumer,
+/// The next batch from `consumer` (a subscription's delivery stream, or one
+/// the caller wraps to count what it takes off it).
+pub async fn next_batch<S>(
+    consumer: &mut S,
     max: usize,
     max_wait: Duration,
     cancel: &CancellationToken,
-) -> Result<Batch, MqError> {
+) -> Result<Batch, MqError>
+where
+    S: Stream<Item = Result<Delivery, lapin::Error>> + Unpin,
+{
     let first = tokio::select! {
         item = consumer.next() => item,
         _ = cancel.cancelled() => return Ok(Batch::Cancelled),

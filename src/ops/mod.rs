@@ -10,4 +10,5 @@ pub mod rebuild;
 pub mod reconcile;
 pub mod sku_admin;
 pub mod stuck;
+pub mod sweep;
 pub mod warmup;

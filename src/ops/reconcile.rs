@@ -171,6 +171,18 @@ impl Reconciler {
         }
     }
 
+    /// Built from the shared resources, like every role: the pools, the DLQ
+    /// read through the publisher's connection, `reconcile.*` settings.
+    pub fn from_resources(res: &crate::resources::Resources) -> Self {
+        Self::new(
+            res.db.clone(),
+            res.redis.clone(),
+            &res.settings.reconcile,
+            res.settings.metrics.sku_allowlist.clone(),
+        )
+        .with_dead_letters(res.publisher.clone())
+    }
+
     /// Lets the reconciler read the deduct DLQ through `publisher`'s connection.
     pub fn with_dead_letters(mut self, publisher: std::sync::Arc<Publisher>) -> Self {
         self.publisher = Some(publisher);

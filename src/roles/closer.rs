@@ -8,6 +8,9 @@
 //!   batches (`FOR UPDATE SKIP LOCKED`, so several closers split the work) and
 //!   releases them; the same sweep retries Redis mirrors still pending.
 //!
+//! This file is the loop and the settlement of deliveries; the release itself
+//! is `ops::lifecycle` (a delivery) and `ops::sweep` (one bounded pass).
+//!
 //! While MySQL (or Redis, for a reservation the consumer has not applied yet)
 //! is down, an expiry delivery is held unacked behind the circuit breaker and
 //! retried when the dependency answers — never requeued, which would count a
@@ -20,30 +23,28 @@ use lapin::options::{BasicAckOptions, BasicNackOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::unix_ms;
-use crate::db::{ledger, settle, DbError};
+use crate::db::DbError;
 use crate::domain::Deduction;
-use crate::domain::SkuId;
 use crate::mq::batching::{next_batch, Batch, Subscription};
 use crate::mq::{message, MqError};
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
+use crate::ops::sweep::{self, Swept};
 use crate::resources::Resources;
 
 /// Pause before reconnecting to the broker or retrying a failed expiry batch.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
-/// SKUs examined per sweep pass.
-const SWEEP_SKUS_MAX: usize = 100;
 /// Name of this worker in breaker logs.
 const WORKER: &str = "closer";
-/// A pending mirror younger than this is still being handled by its request.
-const PENDING_MIRROR_AGE_MS: u64 = 2000;
 
 pub struct Closer {
+    /// The process's pools, settings and MySQL breaker (shown by `/readyz`).
     res: Resources,
 }
 
 impl Closer {
-    pub fn new(res: Resources) -> Self {
-        Self { res }
+    /// Built from the shared resources, like every role.
+    pub fn from_resources(res: &Resources) -> Self {
+        Self { res: res.clone() }
     }
 
     /// Runs the expiry consumer and the sweep until cancelled.
@@ -156,7 +157,7 @@ impl Closer {
         let idle = Duration::from_millis(self.res.settings.closer.sweep_interval_ms);
         while !cancel.is_cancelled() {
             let full = match self.sweep_once().await {
-                Ok(n) => n >= self.res.settings.closer.sweep_batch,
+                Ok(swept) => swept.full,
                 Err(err) => {
                     crate::health::outage::failed("mysql", &err);
                     false
@@ -168,58 +169,21 @@ impl Closer {
         }
     }
 
-    /// One sweep pass: release expired rows, retry pending mirrors. Returns the
-    /// largest batch handled (a full batch means: go again without sleeping).
-    pub async fn sweep_once(&self) -> Result<usize, DbError> {
+    /// One step of the sweep: one bounded pass ([`sweep::pass`]) over rows
+    /// expired more than `closer.grace_ms` ago. `full` in the result means:
+    /// go again without sleeping.
+    pub async fn sweep_once(&self) -> Result<Swept, DbError> {
         let settings = &self.res.settings.closer;
-        let cutoff = unix_ms().saturating_sub(settings.grace_ms);
-        let skus: Vec<u64> = self
-            .res
-            .db
-            .bounded(async {
-                let mut conn = self.res.db.conn().await?;
-                settle::skus_with_expired(&mut conn, cutoff, SWEEP_SKUS_MAX).await
-            })
-            .await?;
-        let mut largest = 0;
-        for raw in skus {
-            let Ok(sku_id) = SkuId::new(raw) else {
-                continue;
-            };
-            let released = self
-                .res
-                .db
-                .bounded(lifecycle::release_expired(
-                    &self.res.db,
-                    sku_id,
-                    cutoff,
-                    settings.sweep_batch,
-                ))
-                .await?;
-            largest = largest.max(released.len());
-            for row in &released {
-                lifecycle::mirror(&self.res.db, &self.res.redis, row).await;
-            }
-            metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "sweep")
-                .increment(released.len() as u64);
-        }
-        let retried = self.retry_pending_mirrors(settings.sweep_batch).await?;
-        Ok(largest.max(retried))
-    }
-
-    async fn retry_pending_mirrors(&self, limit: usize) -> Result<usize, DbError> {
-        let older_than = unix_ms().saturating_sub(PENDING_MIRROR_AGE_MS);
-        let rows = self
-            .res
-            .db
-            .bounded(async {
-                let mut conn = self.res.db.conn().await?;
-                ledger::pending_mirrors(&mut conn, older_than, limit).await
-            })
-            .await?;
-        for row in &rows {
-            lifecycle::mirror(&self.res.db, &self.res.redis, row).await;
-        }
-        Ok(rows.len())
+        let cutoff_ms = unix_ms().saturating_sub(settings.grace_ms);
+        let swept = sweep::pass(
+            &self.res.db,
+            &self.res.redis,
+            cutoff_ms,
+            settings.sweep_batch,
+        )
+        .await?;
+        metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "sweep")
+            .increment(swept.released as u64);
+        Ok(swept)
     }
 }

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use lapin::BasicProperties;
@@ -50,8 +51,9 @@ pub struct Consumer {
     redis: Arc<RedisStore>,
     publisher: Arc<Publisher>,
     breaker: Arc<Breaker>,
-    /// Deliveries taken from the broker and not yet settled (the broker counts
-    /// them as unacked, not ready). Tests read it to know the pipeline drained.
+    /// Deliveries taken off the broker's stream and not yet settled (the
+    /// broker counts them as unacked, not ready). Tests read it to know the
+    /// pipeline drained.
     in_hand: Arc<AtomicUsize>,
 }
 
@@ -129,17 +131,19 @@ impl Consumer {
         )
         .await?;
         let wait = Duration::from_millis(self.settings.consumer.batch_wait_ms);
+        // Counted the moment a delivery leaves the stream, so a batch still
+        // being collected (up to `batch_wait_ms`) is in hand too.
+        let in_hand = self.in_hand.clone();
+        let mut stream = (&mut sub.consumer).inspect(move |taken| {
+            if taken.is_ok() {
+                in_hand.fetch_add(1, Ordering::SeqCst);
+            }
+        });
         loop {
-            let batch = next_batch(
-                &mut sub.consumer,
-                self.settings.consumer.batch_max,
-                wait,
-                cancel,
-            );
+            let batch = next_batch(&mut stream, self.settings.consumer.batch_max, wait, cancel);
             match batch.await? {
                 Batch::Deliveries(deliveries) => {
                     let held = deliveries.len();
-                    self.in_hand.fetch_add(held, Ordering::SeqCst);
                     let processed = self.process(&sub.channel, deliveries, cancel).await;
                     // Settled, or (on an error) back to the broker with the channel.
                     self.in_hand.fetch_sub(held, Ordering::SeqCst);
@@ -149,6 +153,7 @@ impl Consumer {
                 Batch::Closed => return Err(MqError::ConsumerClosed),
             }
         }
+        drop(stream);
         // Unacked prefetched deliveries go back to the queue when the channel closes.
         sub.close().await;
         Ok(())

@@ -6,10 +6,12 @@ pub mod consumer;
 pub mod reconciler;
 
 use std::net::TcpListener;
+use std::sync::Arc;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::ops::reconcile::Reconciler;
 use crate::resources::Resources;
 
 /// The roles `--role` accepts.
@@ -28,15 +30,21 @@ pub enum Role {
 }
 
 /// Runs `role` until `cancel` fires, then shuts down in order and closes pools.
+///
+/// Every role is built the same way, from the shared resources; the one
+/// reconciler is shared by the api's admin routes and the reconciler loop, so
+/// with `--role all` `/v1/admin/reconcile` and the console see the loop's
+/// history (previous verdicts, last report, ongoing alerts).
 pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyhow::Result<()> {
     let mut api = None;
     let mut workers = Vec::new();
+    let reconciler = Arc::new(Reconciler::from_resources(&res));
     if matches!(role, Role::Api | Role::All) {
         let bind = res.settings.http.bind.clone();
         let listener =
             TcpListener::bind(&bind).with_context(|| format!("binding http.bind {bind}"))?;
         listener.set_nonblocking(true)?;
-        let handle = api::start(res.clone(), listener, cancel.clone())?;
+        let handle = api::start(res.clone(), reconciler.clone(), listener, cancel.clone())?;
         tracing::info!(http.addr = %handle.addr, "api: listening");
         api = Some(handle);
     }
@@ -62,13 +70,13 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
         workers.push(tokio::spawn(consumer.run_until_stopped(cancel.clone())));
     }
     if matches!(role, Role::Closer | Role::All) {
-        let closer = closer::Closer::new(res.clone());
+        let closer = closer::Closer::from_resources(&res);
         workers.push(tokio::spawn(closer.run_until_stopped(cancel.clone())));
     }
     if matches!(role, Role::Reconciler | Role::All) {
         let interval = std::time::Duration::from_millis(res.settings.reconcile.interval_ms);
         let task = reconciler::run_until_stopped(
-            res.reconciler.clone(),
+            reconciler.clone(),
             interval,
             res.settings.reconcile.repair,
             cancel.clone(),

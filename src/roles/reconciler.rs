@@ -1,5 +1,9 @@
 //! `stockd --role reconciler`: checks every SKU each `reconcile.interval_ms`,
 //! repairs per `reconcile.repair`, alerts on findings (SPEC §8).
+//!
+//! Only the loop: the check is [`Reconciler`], built from the shared resources
+//! like every role, and its one step, `run_once`, is what the tests and
+//! `/v1/admin/reconcile` drive.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ops::reconcile::Reconciler;
 
+/// Runs one check every `interval` until `cancel` fires.
 pub async fn run_until_stopped(
     reconciler: Arc<Reconciler>,
     interval: Duration,

@@ -77,8 +77,13 @@ async fn the_overview_needs_the_token_and_shows_both_stores() {
         "the public listener hides the console"
     );
 
-    // The cache may hold a gather from before the drain for up to a second.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // The cache may hold a gather from before the drain for up to a second:
+    // wait for one that shows the cancel, then check it whole.
+    app.eventually("an overview after the drain", SEEN_WITHIN, || async {
+        let (_, o) = overview(&app, &admin, ADMIN_TOKEN).await;
+        o["skus"][0]["released"] == 1 && o["skus"][0]["redis_available"] == 8
+    })
+    .await;
     let (status, o) = overview(&app, &admin, ADMIN_TOKEN).await;
     assert_eq!(status, 200, "{o}");
     let sku = &o["skus"][0];
@@ -173,6 +178,8 @@ async fn an_operator_watches_a_sale_sell_out_and_warms_up_in_chromium() {
             .await
             .status();
         assert_eq!(status, 201);
+        // About time itself: traffic spread over seconds, so the page's rate
+        // chart (one point a second) has something to draw.
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(app.reserve(1, "last", 2, 3).await.status(), 201);

@@ -1,13 +1,16 @@
 //! The reservation lifecycle: confirm, cancel, expiry (delay queue and sweep),
 //! races and out-of-order arrival (SPEC §5; §10 invariants 5 and 8).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use lapin::options::QueuePurgeOptions;
+use mysql_async::prelude::Queryable;
 
 use stockd::domain::Deduction;
 use stockd::domain::{RequestId, UserId};
+use stockd::ops::sweep::Swept;
 use stockd::roles::closer::Closer;
 
 use crate::helpers::{TestApp, TestOptions};
@@ -155,6 +158,43 @@ async fn the_sweep_releases_what_the_delay_queue_lost() {
     app.cleanup().await;
 }
 
+/// The closer's sweep step is one bounded batch per SKU: with
+/// `closer.sweep_batch` 2, five expired rows take three steps (full, full,
+/// then not full: the loop would sleep), each release mirrored to Redis.
+#[tokio::test]
+async fn one_sweep_step_releases_one_batch_and_says_when_to_go_again() {
+    let app = TestApp::with(TestOptions {
+        // The 900 s TTL keeps the delay queue out of it; no closer runs.
+        tweak: Some(Arc::new(|s| s.closer.sweep_batch = 2)),
+        ..TestOptions::default()
+    })
+    .await;
+    app.create_sku(1, 10, 10).await;
+    for i in 0..5 {
+        assert_eq!(app.reserve(1, &format!("w{i}"), 1, 1).await.status(), 201);
+    }
+    app.wait_ledger_rows(5).await;
+    let closer = Closer::from_resources(&app.res);
+    assert_eq!(closer.sweep_once().await.unwrap(), Swept::default());
+    // Expired in MySQL, which is all the sweep reads: no wait for the clock.
+    let mut db = app.mysql().await;
+    db.query_drop("UPDATE stock_deduct_idempotent SET expires_at_ms = 1")
+        .await
+        .unwrap();
+    drop(db);
+    let mut steps = Vec::new();
+    for _ in 0..3 {
+        let swept = closer.sweep_once().await.unwrap();
+        steps.push((swept.released, swept.full));
+    }
+    assert_eq!(steps, [(2, true), (2, true), (1, false)]);
+    assert_eq!(app.ledger_by_status(1).await.get("RELEASED"), Some(&(5, 5)));
+    assert_eq!(app.redis_available(1).await, Some(10));
+    app.wait_drained(1).await;
+    app.assert_conserved(1).await;
+    app.cleanup().await;
+}
+
 /// Duplicate expiry messages and repeated cancels release once.
 #[tokio::test]
 async fn duplicate_expiries_and_cancels_release_exactly_once() {
@@ -172,7 +212,7 @@ async fn duplicate_expiries_and_cancels_release_exactly_once() {
         created_ms: 0,
         expires_ms: 0,
     };
-    let closer = Closer::new(app.res.clone());
+    let closer = Closer::from_resources(&app.res);
     let (a, b, c, d) = tokio::join!(
         closer.expire(&msg),
         closer.expire(&msg),
@@ -208,7 +248,7 @@ async fn pay_and_expiry_racing_have_exactly_one_winner_each() {
     app.wait_ledger_rows(N).await;
     // About time itself: the 1 s reservation TTL must run out before expiring.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let closer = Closer::new(app.res.clone());
+    let closer = Closer::from_resources(&app.res);
     let races = (0..N).map(|i| {
         let app = &app;
         let closer = &closer;

@@ -13,6 +13,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use stockd::config::{MysqlTls, Settings, TlsFiles};
+use stockd::ops::reconcile::Reconciler;
 use stockd::resources::Resources;
 
 use crate::helpers::{test_settings, TestOptions, ADMIN_TOKEN};
@@ -129,13 +130,9 @@ async fn a_reservation_travels_through_tls_redis_rabbitmq_and_mysql() {
     let cancel = CancellationToken::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
-    let api = stockd::roles::api::start(res.clone(), listener, cancel.clone()).unwrap();
-    let consumer = stockd::roles::consumer::Consumer::new(
-        res.settings.clone(),
-        res.db.clone(),
-        res.redis.clone(),
-        res.publisher.clone(),
-    );
+    let reconciler = std::sync::Arc::new(Reconciler::from_resources(&res));
+    let api = stockd::roles::api::start(res.clone(), reconciler, listener, cancel.clone()).unwrap();
+    let consumer = stockd::roles::consumer::Consumer::from_resources(&res);
     let consumer = tokio::spawn(consumer.run_until_stopped(cancel.clone()));
 
     let http = reqwest::Client::new();
@@ -200,6 +197,7 @@ async fn wait_for_ledger_row(res: &Resources, request_id: &str) {
             start.elapsed() < LEDGER_WAIT,
             "no RESERVED ledger row for {request_id} after {LEDGER_WAIT:?} (status {status:?})"
         );
+        // Poll period of the wait above (bounded by LEDGER_WAIT), not a fixed wait.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

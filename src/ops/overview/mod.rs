@@ -21,6 +21,7 @@ use utoipa::ToSchema;
 
 use crate::db::console::{self as queries, StatusCounts};
 use crate::domain::SkuId;
+use crate::ops::reconcile::{Reconciler, Report};
 use crate::resources::Resources;
 use metrics::{Recent, ReserveCounts};
 use nodes::NodeSeen;
@@ -151,7 +152,12 @@ struct CacheState {
 
 impl OverviewCache {
     /// The cached overview, or a fresh one when it is older than [`CACHE_FOR`].
-    pub async fn get(&self, res: &Resources, registry: &PrometheusHandle) -> Arc<Overview> {
+    pub async fn get(
+        &self,
+        res: &Resources,
+        reconciler: &Reconciler,
+        registry: &PrometheusHandle,
+    ) -> Arc<Overview> {
         let mut state = self.inner.lock().await;
         if let Some((at, overview)) = &state.last {
             if at.elapsed() < CACHE_FOR {
@@ -161,7 +167,8 @@ impl OverviewCache {
         let now = Instant::now();
         let reading = metrics::read(&registry.render());
         let recent = state.history.push(now, &reading);
-        let overview = Arc::new(gather(res, reading.reservations, recent).await);
+        let last_check = reconciler.last_report();
+        let overview = Arc::new(gather(res, last_check, reading.reservations, recent).await);
         state.last = Some((now, overview.clone()));
         overview
     }
@@ -175,7 +182,12 @@ async fn bounded<T, F: std::future::Future<Output = Option<T>>>(part: F) -> Opti
 }
 
 /// One full gather: the stores concurrently, each bounded.
-pub async fn gather(res: &Resources, reservations: ReserveCounts, recent: Recent) -> Overview {
+pub async fn gather(
+    res: &Resources,
+    last_check: Option<Report>,
+    reservations: ReserveCounts,
+    recent: Recent,
+) -> Overview {
     let (skus, outbox, queues, nodes, redis_up, broker_up) = tokio::join!(
         bounded(sku_lines(res)),
         bounded(outbox(res)),
@@ -216,7 +228,7 @@ pub async fn gather(res: &Resources, reservations: ReserveCounts, recent: Recent
             persist_lag_p99_ms: recent.persist_lag_p99_ms,
             consumer_batch_size: recent.consumer_batch_size,
         },
-        reconcile: res.reconciler.last_report().map(summarize),
+        reconcile: last_check.map(summarize),
         health: Health {
             redis: redis_up.is_some(),
             mysql: mysql_up,
@@ -227,7 +239,7 @@ pub async fn gather(res: &Resources, reservations: ReserveCounts, recent: Recent
     }
 }
 
-fn summarize(report: crate::ops::reconcile::Report) -> ReconcileSummary {
+fn summarize(report: Report) -> ReconcileSummary {
     ReconcileSummary {
         checked_at: report.checked_at,
         skus: report

@@ -12,12 +12,14 @@ pub mod views;
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{web, App, HttpServer};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::ops::reconcile::Reconciler;
 use crate::outbox::{GroupCommit, OutboxAcker, Relay};
 use crate::resources::Resources;
 use crate::soldout::{subscriber, SoldOutBoard};
@@ -25,6 +27,9 @@ use crate::soldout::{subscriber, SoldOutBoard};
 /// Everything a request handler needs.
 pub struct ApiState {
     pub res: Resources,
+    /// Runs `/v1/admin/reconcile` and keeps the last report the console shows;
+    /// the process's one reconciler (with `--role all`, the loop's too).
+    pub reconciler: Arc<Reconciler>,
     /// Publishes outbox entries (group commit) and queues their removal.
     pub group_commit: GroupCommit,
     /// Local sold-out flags (SPEC §7); `None` when `soldout.enabled` is false.
@@ -85,6 +90,7 @@ impl ApiHandle {
 /// background tasks finish.
 pub fn start(
     res: Resources,
+    reconciler: Arc<Reconciler>,
     listener: TcpListener,
     cancel: CancellationToken,
 ) -> std::io::Result<ApiHandle> {
@@ -124,6 +130,7 @@ pub fn start(
     let admin_bind = res.settings.admin.bind.clone();
     let state = web::Data::new(ApiState {
         res,
+        reconciler,
         group_commit: group,
         soldout,
         draining: AtomicBool::new(false),

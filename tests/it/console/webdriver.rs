@@ -114,6 +114,7 @@ impl Browser {
                 }
             }
             assert!(Instant::now() < deadline, "chromedriver did not start");
+            // Poll period of the wait for `ready` above, not a fixed wait.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -215,6 +216,7 @@ impl Browser {
                 Instant::now() < deadline,
                 "{css} never matched; last text {text:?}"
             );
+            // Poll period of the wait for the text above, not a fixed wait.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

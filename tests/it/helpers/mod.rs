@@ -20,12 +20,13 @@ pub use purge::{purge, test_settings, undrained};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use stockd::config::{Durability, Settings};
 use stockd::domain::SkuId;
+use stockd::ops::reconcile::Reconciler;
 use stockd::resources::Resources;
 use stockd::roles::api::{self, ApiHandle};
 use stockd::roles::consumer::Consumer;
@@ -69,6 +70,9 @@ pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
     pub res: Resources,
+    /// The api's reconciler: `reconcile()` drives its one step and the admin
+    /// routes and console see the same history, as in one stockd process.
+    pub reconciler: Arc<Reconciler>,
     cancel: CancellationToken,
     api: Option<ApiHandle>,
     consumer_cancel: CancellationToken,
@@ -85,7 +89,9 @@ pub struct TestApp {
     direct_settings: Settings,
     /// Set once the test's data is gone; otherwise `Drop` removes it (a test
     /// that panicked never reaches `cleanup`) and, unless the test already
-    /// failed, asserts that its work queues were drained.
+    /// failed, asserts that its work queues were drained — nothing ready, and
+    /// nothing unacked in the hands of the consumer still running — before
+    /// it purged them.
     purged: bool,
 }
 
@@ -95,6 +101,9 @@ impl Drop for TestApp {
             return;
         }
         let settings = self.direct_settings.clone();
+        // The roles still run (no cleanup): what the consumer holds is unacked,
+        // which the broker's ready count below does not show.
+        let in_hand = self.consumer_in_hand();
         // Drop runs inside the test's runtime, which cannot be blocked on: purge
         // from a thread with a runtime of its own.
         let purger = std::thread::spawn(move || {
@@ -108,7 +117,11 @@ impl Drop for TestApp {
                 left
             })
         });
-        let left = purger.join().unwrap_or_default();
+        let mut left = purger.join().unwrap_or_default();
+        if in_hand > 0 {
+            let queue = self.res.publisher.topology().deduct_queue.clone();
+            left.push((format!("{queue} (unacked)"), in_hand as u32));
+        }
         // A test that already failed keeps its own message; a second panic
         // inside Drop would abort the whole test binary.
         if !std::thread::panicking() {
@@ -141,13 +154,16 @@ impl TestApp {
         let cancel = CancellationToken::new();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
-        let api = api::start(res.clone(), listener, cancel.clone()).expect("api starts");
+        let reconciler = Arc::new(Reconciler::from_resources(&res));
+        let api = api::start(res.clone(), reconciler.clone(), listener, cancel.clone())
+            .expect("api starts");
         let base = format!("http://{}", api.addr);
         let mut app = Self {
             id,
             base,
             client: reqwest::Client::new(),
             res,
+            reconciler,
             cancel,
             api: Some(api),
             consumer_cancel: CancellationToken::new(),
@@ -163,7 +179,7 @@ impl TestApp {
             app.start_consumer();
         }
         if opts.closer {
-            let closer = stockd::roles::closer::Closer::new(app.res.clone());
+            let closer = stockd::roles::closer::Closer::from_resources(&app.res);
             app.closer = Some(tokio::spawn(closer.run_until_stopped(app.cancel.clone())));
         }
         app
@@ -175,7 +191,10 @@ impl TestApp {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let cancel = self.cancel.child_token();
-        let handle = api::start(self.res.clone(), listener, cancel).expect("api starts");
+        // Another node: its own reconciler, as another process would have.
+        let reconciler = Arc::new(Reconciler::from_resources(&self.res));
+        let handle =
+            api::start(self.res.clone(), reconciler, listener, cancel).expect("api starts");
         let base = format!("http://{}", handle.addr);
         let state = handle.state.clone();
         self.extra_apis.push(handle);
@@ -225,10 +244,10 @@ impl TestApp {
         // way to a running consumer: give it a bounded moment to arrive. A
         // message no consumer will take still fails the check below.
         if self.consumer.is_some() {
-            let deadline = Instant::now() + CLEANUP_DRAIN_WAIT;
-            while Instant::now() < deadline && !undrained(&self.direct_settings).await.is_empty() {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            let settings = &self.direct_settings;
+            let drained = || async { undrained(settings).await.is_empty() };
+            // Not drained in time is reported by the check below, not here.
+            let _ = wait::poll_until(CLEANUP_DRAIN_WAIT, drained).await;
         }
         self.stop_consumer().await;
         self.cancel.cancel();

@@ -109,7 +109,7 @@ impl TestApp {
     }
 
     pub async fn reconcile(&self, repair: bool) -> stockd::ops::reconcile::Report {
-        self.res.reconciler.run_once(&[], repair).await.unwrap()
+        self.reconciler.run_once(&[], repair).await.unwrap()
     }
 
     /// Messages ready in a queue (passive declare).

@@ -12,26 +12,40 @@ use super::TestApp;
 /// bounds the polling cost (not a fixed sleep of a test).
 const POLL: Duration = Duration::from_millis(50);
 
-/// Consecutive polls a drained pipeline must be seen on: a delivery on its way
-/// from the broker to the consumer (no longer ready, not yet in hand) lasts
-/// far less than one poll period.
+/// Consecutive polls a drained pipeline must be seen on: a delivery on the
+/// wire from the broker to the consumer (no longer ready, not yet taken off
+/// the stream) lasts far less than one poll period.
 const DRAINED_POLLS: u32 = 2;
+
+/// Polls `check` until it holds (true) or `timeout` passes (false).
+pub async fn poll_until<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if check().await {
+            return true;
+        }
+        if start.elapsed() >= timeout {
+            return false;
+        }
+        // The poll period of this bounded wait (see POLL), not a fixed wait.
+        tokio::time::sleep(POLL).await;
+    }
+}
 
 impl TestApp {
     /// Polls `check` until it holds or `timeout` passes (then panics with `what`).
-    pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, mut check: F)
+    pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, check: F)
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        let start = Instant::now();
-        while start.elapsed() < timeout {
-            if check().await {
-                return;
-            }
-            tokio::time::sleep(POLL).await;
+        if !poll_until(timeout, check).await {
+            panic!("timed out after {timeout:?} waiting for: {what}");
         }
-        panic!("timed out after {timeout:?} waiting for: {what}");
     }
 
     pub async fn wait_ledger_rows(&self, rows: u64) {
@@ -43,9 +57,11 @@ impl TestApp {
         .await;
     }
 
-    /// Waits until every outbox entry was confirmed, the work queue is empty and
-    /// the consumer holds no unacked delivery: the broker's ready count alone
-    /// misses the batch the consumer is applying. Seen on consecutive polls.
+    /// Waits until every outbox entry was confirmed and the work queue holds
+    /// nothing ready or unacked: the broker's count (passive declare) is the
+    /// ready messages only, so the unacked ones are the consumer's count of
+    /// deliveries taken off its stream and not yet settled — the batch it
+    /// collects or applies. Seen on consecutive polls.
     pub async fn wait_drained(&self, sku: u64) {
         let queue = self.res.publisher.topology().deduct_queue.clone();
         let seen = AtomicU32::new(0);

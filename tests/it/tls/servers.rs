@@ -106,6 +106,7 @@ where
             server.name,
             server.log_tail()
         );
+        // Poll period of the wait for `ready` above (bounded by `limit`).
         tokio::time::sleep(POLL).await;
     }
 }

@@ -195,7 +195,6 @@ pub async fn reconcile_now(
     require_admin(&req, &state)?;
     let repair = state.res.settings.reconcile.repair;
     let report = state
-        .res
         .reconciler
         .run_once(&[], repair)
         .await
@@ -222,10 +221,9 @@ pub async fn last_reconcile(
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     require_admin(&req, &state)?;
-    let report = match state.res.reconciler.last_report() {
+    let report = match state.reconciler.last_report() {
         Some(report) => report,
         None => state
-            .res
             .reconciler
             .run_once(&[], false)
             .await

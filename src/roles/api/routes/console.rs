@@ -68,7 +68,10 @@ pub async fn style() -> HttpResponse {
     )
 )]
 pub async fn overview(_admin: Admin, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
-    let overview = state.console.get(&state.res, &state.metrics).await;
+    let overview = state
+        .console
+        .get(&state.res, &state.reconciler, &state.metrics)
+        .await;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(overview.as_ref()))
