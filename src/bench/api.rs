@@ -60,6 +60,14 @@ impl Api {
         Ok(value["persisted"].as_bool() == Some(true))
     }
 
+    /// `GET /metrics`: the Prometheus text.
+    pub async fn metrics(&mut self) -> anyhow::Result<String> {
+        let path = "/metrics";
+        let resp = self.conn.request("GET", path, "", b"").await?;
+        ensure_status(&resp, 200, path)?;
+        Ok(String::from_utf8_lossy(&resp.body).into_owned())
+    }
+
     /// `POST /v1/admin/reconcile`: the reconciler's report, one entry per SKU.
     pub async fn reconcile(&mut self) -> anyhow::Result<serde_json::Value> {
         let path = "/v1/admin/reconcile";

@@ -12,10 +12,12 @@
 //! - [`check`]: the invariants; [`report`], [`ratios`], [`svg`], [`machine`]: output.
 
 pub mod api;
+pub mod batches;
 pub mod check;
 pub mod child;
 pub mod cpu;
 pub mod demo;
+pub mod efficiency;
 pub mod http_client;
 pub mod load;
 pub mod machine;

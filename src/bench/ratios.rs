@@ -43,7 +43,7 @@ pub struct Ratio {
     pub data: String,
 }
 
-fn row(name: &'static str, goal: Goal, value: Option<(f64, String)>) -> Ratio {
+pub fn row(name: &'static str, goal: Goal, value: Option<(f64, String)>) -> Ratio {
     match value {
         Some((v, data)) => Ratio {
             name,
@@ -94,7 +94,7 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
         .max_by(|a, b| a.peak_rss_mib.total_cmp(&b.peak_rss_mib))
         .map(|m| (m.peak_rss_mib, format!("{} (pid {})", m.process, m.pid)));
     let ms = |k: &str| p99(k).map(|v| (v, format!("{k} p99 {v:.2} ms")));
-    vec![
+    let mut rows = vec![
         row(
             "reserve (durability: redis) / ceiling",
             Goal::AtLeast(0.5),
@@ -102,7 +102,7 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
         ),
         row(
             "reserve (durability: queue) / ceiling",
-            Goal::AtLeast(0.25),
+            Goal::AtLeast(0.35),
             quotient(reserve_queue, key::CEILING),
         ),
         row(
@@ -141,7 +141,9 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
             Goal::AtLeast(0.97),
             quotient(key::RESERVE_REDIS_CONSOLE, key::RESERVE_REDIS),
         ),
-    ]
+    ];
+    rows.extend(super::efficiency::rows(phases));
+    rows
 }
 
 #[cfg(test)]

@@ -150,6 +150,7 @@ impl Report {
                 .collect();
             let _ = writeln!(out, "| {} | {} |", p.key, cells.join(" | "));
         }
+        out.push_str(&self.batches_markdown());
         let stalls = self.stalls_text();
         if !stalls.is_empty() {
             let _ = writeln!(
@@ -181,6 +182,35 @@ impl Report {
         std::fs::write(dir.join("bench.md"), self.markdown())?;
         std::fs::write(dir.join("bench.svg"), super::svg::chart(self))?;
         Ok(())
+    }
+}
+
+impl Report {
+    /// Group-commit batch sizes per HTTP phase (empty when none was read).
+    fn batches_markdown(&self) -> String {
+        let rows: Vec<String> = self
+            .phases
+            .iter()
+            .filter_map(|p| p.batches.map(|b| (p.key, b)))
+            .map(|(key, b)| {
+                let mean = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+                format!(
+                    "| {key} | {} | {} | {} |",
+                    thousands(b.messages as f64),
+                    mean(b.per_message),
+                    mean(b.per_transaction)
+                )
+            })
+            .collect();
+        if rows.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\nGroup commit during the measured run (means, from the child's `/metrics`):\n\n\
+             | phase | broker messages | deductions per message | deductions per consumer transaction |\n\
+             |---|--:|--:|--:|\n{}\n",
+            rows.join("\n")
+        )
     }
 }
 

@@ -63,6 +63,9 @@ pub struct PhaseResult {
     /// Redis commands on the bench's keys that blocked Redis during the phase
     /// (from SLOWLOG), slowest first.
     pub redis_stalls: Vec<crate::bench::slowlog::Stall>,
+    /// Group-commit batch sizes during the measured run (HTTP phases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batches: Option<crate::bench::batches::BatchSizes>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -115,6 +118,7 @@ impl PhaseResult {
             cpu_ms: run.cpu_ms.clone(),
             started_unix_ms: started_unix_ms(run.elapsed),
             redis_stalls: Vec::new(),
+            batches: None,
         }
     }
 
@@ -139,6 +143,7 @@ impl PhaseResult {
             cpu_ms: Default::default(),
             started_unix_ms: started_unix_ms(elapsed),
             redis_stalls: Vec::new(),
+            batches: None,
         }
     }
 }

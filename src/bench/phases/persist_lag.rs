@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use super::{both, Checked, PhaseResult};
 use crate::bench::api::{Api, Reserver, UserOf};
+use crate::bench::batches::BatchCounters;
 use crate::bench::check::{self, Expect, Target, DRAIN_TIMEOUT};
 use crate::bench::load::{drive, Plan};
 use crate::bench::stats::{micros, Percentiles, Tally};
@@ -81,8 +82,10 @@ pub async fn run(
         max_duration: duration * 2,
         rate_per_sec: Some(rate_per_sec),
     };
+    let before = BatchCounters::read(target.addr).await;
     let (run, (mut lags, unpersisted)) =
         tokio::join!(drive(half_key, plan, workers), watch(rx, &mut probe, sku));
+    let after = BatchCounters::read(target.addr).await;
     let expect = Expect {
         sku: SkuId::new(sku)?,
         total,
@@ -95,13 +98,14 @@ pub async fn run(
             "{unpersisted} reservations answered 201/202 were not in MySQL within {DRAIN_TIMEOUT:?}"
         ));
     }
-    let half = PhaseResult::from_run(
+    let mut half = PhaseResult::from_run(
         half_key,
         format!("POST reservations at {rate_per_sec:.0}/s (half the measured reserve rate)"),
         "req/s",
         concurrency,
         &run,
     );
+    half.batches = before.zip(after).map(|(b, a)| a.since(&b));
     let mut lag = PhaseResult::from_rate(
         lag_key,
         "201 → ledger row committed in MySQL, at half load".into(),

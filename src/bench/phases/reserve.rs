@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::{both, Checked, PhaseResult};
 use crate::bench::api::{Api, Reserver, UserOf};
+use crate::bench::batches::BatchCounters;
 use crate::bench::check::{self, Expect, Target};
 use crate::bench::load::{drive, Plan, Run};
 use crate::bench::stats::Kind;
@@ -53,14 +54,17 @@ pub async fn reserve(
         .put_sku(sku, total, 1)
         .await?;
     let warm = warm_up(target, sku, concurrency).await;
+    let before = BatchCounters::read(target.addr).await;
     let run = drive(key, plan, workers(target, sku, "r", concurrency)).await;
+    let after = BatchCounters::read(target.addr).await;
     let expect = Expect {
         sku: SkuId::new(sku)?,
         total,
         admitted: (warm.tally.done + run.tally.done) as i64,
     };
     let violations = check::after_phase(target, expect, &both(&warm.tally, &run.tally)).await;
-    let result = PhaseResult::from_run(key, title, "req/s", concurrency, &run);
+    let mut result = PhaseResult::from_run(key, title, "req/s", concurrency, &run);
+    result.batches = before.zip(after).map(|(b, a)| a.since(&b));
     Ok(Checked::one(result, violations))
 }
 
