@@ -152,11 +152,7 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
     out
 }
 
-/// A free loopback TCP port (bound once to find one, then released).
-pub fn free_port() -> u16 {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    probe.local_addr().unwrap().port()
-}
+pub use crate::ports::free_port;
 
 /// A directory removed (recursively) when dropped.
 pub struct TempDir {

@@ -1,6 +1,5 @@
 //! A private redis-server for tests that read server-wide statistics.
 
-use std::net::TcpListener;
 use std::time::Duration;
 
 use deadpool_redis::redis;
@@ -14,10 +13,7 @@ pub struct PrivateRedis {
 
 impl PrivateRedis {
     pub async fn start() -> Self {
-        let port = {
-            let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-            probe.local_addr().unwrap().port()
-        };
+        let port = crate::ports::free_port();
         let child = std::process::Command::new("redis-server")
             .args([
                 "--port",

@@ -77,11 +77,7 @@ impl Drop for Owned {
     }
 }
 
-/// A free loopback TCP port (bound once to find one, then released).
-pub fn free_port() -> u16 {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    probe.local_addr().unwrap().port()
-}
+pub use crate::ports::free_port;
 
 fn port_open(port: u16) -> bool {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
