@@ -219,6 +219,10 @@ pub struct RedisSettings {
 #[serde(deny_unknown_fields)]
 pub struct AmqpSettings {
     pub url: String,
+    /// Brokers to try in turn, on connect and on every reconnect (the nodes of
+    /// a cluster); empty means `url` alone. See [`AmqpSettings::broker_urls`].
+    #[serde(default)]
+    pub urls: Vec<String>,
     pub queue_prefix: String,
     pub publish_timeout_ms: u64,
     pub publish_channels: usize,
@@ -231,6 +235,17 @@ pub struct AmqpSettings {
     pub group_in_flight: usize,
     /// CA and client certificate of an `amqps://` URL.
     pub tls: TlsFiles,
+}
+
+impl AmqpSettings {
+    /// The URLs to try, in order: `amqp.urls` when set, else `amqp.url`.
+    pub fn broker_urls(&self) -> Vec<String> {
+        if self.urls.is_empty() {
+            vec![self.url.clone()]
+        } else {
+            self.urls.clone()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -481,7 +496,11 @@ impl Settings {
         self.redis
             .tls
             .validate("redis", redis_tls, "redis.url is not rediss://")?;
-        let amqp_tls = self.amqp.url.starts_with("amqps://");
+        let brokers = self.amqp.broker_urls();
+        let amqp_tls = brokers.iter().any(|u| u.starts_with("amqps://"));
+        if amqp_tls && !brokers.iter().all(|u| u.starts_with("amqps://")) {
+            bail!("invalid configuration key `amqp.urls`: mixes amqps:// and amqp:// brokers");
+        }
         self.amqp
             .tls
             .validate("amqp", amqp_tls, "amqp.url is not amqps://")?;
@@ -499,6 +518,12 @@ impl Settings {
         }
         copy.mysql.url = redact_url_password(&copy.mysql.url);
         copy.amqp.url = redact_url_password(&copy.amqp.url);
+        copy.amqp.urls = copy
+            .amqp
+            .urls
+            .iter()
+            .map(|u| redact_url_password(u))
+            .collect();
         copy.redis.url = redact_url_password(&copy.redis.url);
         Ok(serde_yaml::to_string(&copy)?)
     }
@@ -683,6 +708,27 @@ mod tests {
         )];
         let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
         assert_eq!(s.redis.key_prefix, "shop1:");
+    }
+
+    #[test]
+    fn amqp_urls_take_a_comma_separated_list_and_replace_url() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert_eq!(s.amqp.broker_urls(), [s.amqp.url.clone()]);
+        let vars = vec![(
+            "STOCKD__AMQP__URLS".to_string(),
+            "amqp://a@127.0.0.1:5681/%2f, amqp://a@127.0.0.1:5682/%2f".to_string(),
+        )];
+        let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
+        assert_eq!(
+            s.amqp.broker_urls(),
+            ["amqp://a@127.0.0.1:5681/%2f", "amqp://a@127.0.0.1:5682/%2f"]
+        );
+        let vars = vec![(
+            "STOCKD__AMQP__URLS".to_string(),
+            "amqps://a@h1:5671/%2f,amqp://a@h2:5672/%2f".to_string(),
+        )];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("amqp.urls"), "{err}");
     }
 
     #[test]

@@ -43,7 +43,7 @@ impl Resources {
             .context("loading Lua scripts into Redis")?;
         let topology = Topology::new(&settings.amqp, settings.reservation.ttl_secs);
         let publisher = Publisher::new(
-            &settings.amqp.url,
+            settings.amqp.broker_urls(),
             name,
             topology,
             Duration::from_millis(settings.amqp.publish_timeout_ms),
@@ -53,7 +53,7 @@ impl Resources {
         publisher
             .ensure_connected()
             .await
-            .context("connecting to RabbitMQ (amqp.url)")?;
+            .context("connecting to RabbitMQ (amqp.url / amqp.urls)")?;
         Ok(Self {
             settings: Arc::new(settings),
             db,

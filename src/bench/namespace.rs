@@ -90,8 +90,8 @@ impl Namespace {
         drop_database(&self.settings.mysql.url).await?;
         let removed = delete_keys(&self.redis()?, &self.settings.redis.key_prefix).await?;
         tracing::debug!(keys = removed, "bench.cleanup: redis keys removed");
-        let conn = crate::mq::connect_with(
-            &self.settings.amqp.url,
+        let conn = crate::mq::connect_any(
+            &self.settings.amqp.broker_urls(),
             &self.settings.amqp.tls,
             "stockd-bench-cleanup",
         )

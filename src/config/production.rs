@@ -52,6 +52,11 @@ pub fn check_urls(settings: &Settings) -> anyhow::Result<()> {
     if let Err(err) = settings.amqp.url.parse::<lapin::uri::AMQPUri>() {
         bail!("invalid configuration key `amqp.url`: {err}");
     }
+    for url in &settings.amqp.urls {
+        if let Err(err) = url.parse::<lapin::uri::AMQPUri>() {
+            bail!("invalid configuration key `amqp.urls`: {err}");
+        }
+    }
     if let Some(url) = &settings.reconcile.webhook_url {
         if !url.starts_with("http://") || url.len() <= "http://".len() {
             bail!("invalid configuration key `reconcile.webhook_url`: must be an http:// URL");

@@ -85,7 +85,7 @@ impl Subscription {
         tag: &str,
     ) -> Result<Self, MqError> {
         use lapin::options::{BasicConsumeOptions, BasicQosOptions};
-        let conn = super::connect_with(&amqp.url, &amqp.tls, tag).await?;
+        let conn = super::connect_any(&amqp.broker_urls(), &amqp.tls, tag).await?;
         let channel = conn.create_channel().await?;
         topology.declare(&channel).await?;
         channel

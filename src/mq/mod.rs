@@ -36,6 +36,36 @@ pub async fn connect(url: &str, name: &str) -> Result<Connection, MqError> {
     connect_with(url, &TlsFiles::default(), name).await
 }
 
+/// Connects to the first of `urls` that answers (`amqp.urls`: the nodes of a
+/// cluster, tried in order on every connect and reconnect, so a role whose
+/// broker died moves to the next node). The error is the last node's.
+pub async fn connect_any(
+    urls: &[String],
+    tls: &TlsFiles,
+    name: &str,
+) -> Result<Connection, MqError> {
+    let mut last = MqError::Timeout;
+    for (i, url) in urls.iter().enumerate() {
+        match connect_with(url, tls, name).await {
+            Ok(conn) => {
+                if i > 0 {
+                    tracing::info!(
+                        node = i,
+                        name,
+                        "amqp: connected to a later broker of amqp.urls"
+                    );
+                }
+                return Ok(conn);
+            }
+            Err(err) => {
+                tracing::warn!(node = i, name, error = %err, "amqp: broker unreachable, trying the next of amqp.urls");
+                last = err;
+            }
+        }
+    }
+    Err(last)
+}
+
 /// [`connect`] with `amqp.tls`: its CA and client certificate shape an
 /// `amqps://` connection (they are unused, and refused by config validation,
 /// for `amqp://`).

@@ -20,7 +20,7 @@ use tokio::sync::{Mutex, RwLock};
 use crate::config::TlsFiles;
 use crate::domain::Deduction;
 
-use super::{connect_with, MqError, Topology};
+use super::{connect_any, MqError, Topology};
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
 pub const PERSISTENT: u8 = 2;
@@ -72,7 +72,8 @@ struct Link {
 }
 
 pub struct Publisher {
-    url: String,
+    /// Brokers tried in turn on every (re)connect (`amqp.urls`).
+    urls: Vec<String>,
     /// `amqp.tls`: CA and client certificate of an `amqps://` URL.
     tls: TlsFiles,
     name: String,
@@ -86,7 +87,7 @@ pub struct Publisher {
 
 impl Publisher {
     pub fn new(
-        url: &str,
+        urls: Vec<String>,
         name: &str,
         topology: Topology,
         timeout: Duration,
@@ -94,7 +95,7 @@ impl Publisher {
     ) -> Self {
         assert!(channel_count >= 1, "a publisher needs a channel");
         Self {
-            url: url.to_string(),
+            urls,
             tls: TlsFiles::default(),
             name: name.to_string(),
             topology,
@@ -141,7 +142,7 @@ impl Publisher {
                 return Ok(link.clone());
             }
         }
-        let conn = connect_with(&self.url, &self.tls, &self.name).await?;
+        let conn = connect_any(&self.urls, &self.tls, &self.name).await?;
         let mut channels = Vec::with_capacity(self.channel_count);
         for _ in 0..self.channel_count {
             let ch = conn.create_channel().await?;

@@ -264,3 +264,36 @@ async fn no_oversell_under_two_thousand_concurrent_requests() {
     app.assert_conserved(1).await;
     app.cleanup().await;
 }
+
+/// `amqp.urls`: a broker that refuses connections comes first in the list; the
+/// api's publisher and the consumer both skip it and reach the next node, and a
+/// reservation goes all the way to MySQL.
+#[tokio::test]
+async fn a_dead_broker_first_in_amqp_urls_is_skipped() {
+    let dead_port = crate::ports::free_port();
+    let app = TestApp::with(TestOptions {
+        tweak: Some(std::sync::Arc::new(move |s| {
+            let live = s.amqp.url.clone();
+            let dead = live.replacen("@127.0.0.1:5672", &format!("@127.0.0.1:{dead_port}"), 1);
+            assert_ne!(dead, live, "the test URL names 127.0.0.1:5672");
+            // `url` is ignored once `urls` is set: point it at the dead node too,
+            // so a role that still read `url` could not reach any broker.
+            s.amqp.url = dead.clone();
+            s.amqp.urls = vec![dead, live];
+        })),
+        ..TestOptions::default()
+    })
+    .await;
+    assert_eq!(app.res.settings.amqp.broker_urls().len(), 2);
+    app.create_sku(1, 10, 5).await;
+    let resp = app.reserve(1, "via-second", 3, 1).await;
+    assert_eq!(resp.status().as_u16(), 201, "{:?}", resp.text().await);
+    app.wait_ledger_rows(1).await;
+    assert_eq!(
+        app.ledger_status(1, "via-second").await.as_deref(),
+        Some("RESERVED")
+    );
+    app.wait_drained(1).await;
+    app.assert_conserved(1).await;
+    app.cleanup().await;
+}

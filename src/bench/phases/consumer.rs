@@ -44,7 +44,7 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
     redis.load_scripts().await?;
     let publisher = Arc::new(
         Publisher::new(
-            &ns.settings.amqp.url,
+            ns.settings.amqp.broker_urls(),
             "stockd-bench-preload",
             ns.topology(),
             PUBLISH_TIMEOUT,

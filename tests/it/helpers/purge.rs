@@ -38,7 +38,7 @@ pub async fn purge(settings: &Settings) {
             }
         }
     }
-    if let Ok(amqp) = stockd::mq::connect(&settings.amqp.url, "cleanup").await {
+    if let Ok(amqp) = broker(settings, "cleanup").await {
         if let Ok(ch) = amqp.create_channel().await {
             let topology = stockd::mq::Topology::new(&settings.amqp, settings.reservation.ttl_secs);
             let _ = topology.delete(&ch).await;
@@ -89,7 +89,7 @@ pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
 /// fills on its own clock (TTL) whether or not a test runs a closer.
 pub async fn undrained(settings: &Settings) -> Vec<(String, u32)> {
     let topology = stockd::mq::Topology::new(&settings.amqp, settings.reservation.ttl_secs);
-    let Ok(amqp) = stockd::mq::connect(&settings.amqp.url, "drain-check").await else {
+    let Ok(amqp) = broker(settings, "drain-check").await else {
         return Vec::new();
     };
     let mut left = Vec::new();
@@ -116,4 +116,13 @@ pub async fn undrained(settings: &Settings) -> Vec<(String, u32)> {
     }
     let _ = amqp.close(200, "".into()).await;
     left
+}
+
+/// A connection to the first broker of `amqp.urls` (or `amqp.url`) that answers,
+/// as the roles connect.
+pub async fn broker(
+    settings: &Settings,
+    name: &str,
+) -> Result<lapin::Connection, stockd::mq::MqError> {
+    stockd::mq::connect_any(&settings.amqp.broker_urls(), &settings.amqp.tls, name).await
 }

@@ -114,7 +114,7 @@ impl TestApp {
 
     /// Messages ready in a queue (passive declare).
     pub async fn queue_depth(&self, queue: &str) -> u32 {
-        let conn = stockd::mq::connect(&self.res.settings.amqp.url, "probe")
+        let conn = super::purge::broker(&self.res.settings, "probe")
             .await
             .unwrap();
         let ch = conn.create_channel().await.unwrap();

@@ -29,5 +29,8 @@ pub fn admin_settings(runtime: &Settings) -> Settings {
     s.mysql.url = s.mysql.url.replace(MYSQL_RUNTIME, MYSQL_MIGRATE);
     s.redis.url = s.redis.url.replace(&format!("{REDIS_RUNTIME}@"), "");
     s.amqp.url = s.amqp.url.replace(AMQP_RUNTIME, AMQP_ADMIN);
+    for url in &mut s.amqp.urls {
+        *url = url.replace(AMQP_RUNTIME, AMQP_ADMIN);
+    }
     s
 }
