@@ -1,7 +1,10 @@
-//! A tiny WebDriver (W3C) client over plain HTTP: starts Debian's chromedriver
-//! on a free port and drives one headless Chromium session. Just what the
-//! console test needs: navigate, find, type, click, run a script, screenshot.
+//! A tiny WebDriver (W3C) client over plain HTTP: starts a WebDriver server
+//! (Debian's chromedriver, or geckodriver built from crates.io) on a free port
+//! and drives one headless browser session (Chromium or Firefox ESR). Just what
+//! the console test needs: navigate, find, type, click, run a script, resize,
+//! screenshot.
 
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,11 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-pub const CHROMIUM: &str = "/usr/bin/chromium";
-pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// W3C's key of an element reference in JSON.
 const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
-/// chromedriver and Chromium start within a few seconds even on a busy 2-core box.
+/// A driver and its browser start within a few seconds even on a busy 2-core box.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Chromium's own background connections fail on this offline machine, and a
 /// sandbox needs privileges a test runner (root in a container) lacks.
@@ -28,23 +29,95 @@ const CHROMIUM_FLAGS: &[&str] = &[
     "--disable-sync",
     "--disable-dev-shm-usage",
 ];
+/// geckodriver's profile already turns off updates, telemetry and most other
+/// background traffic; these are the rest an offline machine would wait on, and
+/// the one that lets FIREFOX_CHROME_CSS apply.
+const FIREFOX_PREFS: &[(&str, bool)] = &[
+    ("toolkit.legacyUserProfileCustomizations.stylesheets", true),
+    ("network.captive-portal-service.enabled", false),
+    ("network.connectivity-service.enabled", false),
+    ("browser.safebrowsing.malware.enabled", false),
+    ("browser.safebrowsing.phishing.enabled", false),
+    ("extensions.getAddons.cache.enabled", false),
+];
+/// Firefox's own window frame keeps the window at least 500 px wide (the
+/// toolbars' minimum, even headless); a phone's 390 px needs it lifted. Only the
+/// browser's frame is styled by this file, never the page.
+const FIREFOX_CHROME_CSS: &str = ":root { min-width: 0 !important; }\n";
 
-/// Installs chromium and chromedriver when absent (scripts/browser-tools.sh).
-pub fn ensure_installed() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/browser-tools.sh");
-    let out = Command::new("bash")
-        .arg(script)
-        .output()
-        .expect("running scripts/browser-tools.sh");
-    assert!(
-        out.status.success(),
-        "browser-tools.sh failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The browsers the console test runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Chromium,
+    Firefox,
 }
 
-/// chromedriver plus one browser session; both end on drop.
+impl Engine {
+    /// The name scripts/browser-tools.sh takes and prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Chromium => "chromium",
+            Engine::Firefox => "firefox",
+        }
+    }
+}
+
+/// Where a browser and its WebDriver server are installed.
+#[derive(Clone, Debug)]
+pub struct Tools {
+    pub engine: Engine,
+    pub browser: PathBuf,
+    pub driver: PathBuf,
+}
+
+/// Installs the browser and its driver when absent (scripts/browser-tools.sh:
+/// apt for chromium, chromedriver and firefox-esr; `cargo install` for
+/// geckodriver, minutes on first use) and says where they are. The script's
+/// progress goes to this process's stderr as it comes (not captured by the test
+/// harness, so a long build shows); a failure panics with its whole output.
+pub fn ensure_installed(engine: Engine) -> Tools {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/browser-tools.sh");
+    let mut child = Command::new("bash")
+        .arg(script)
+        .arg(engine.name())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running scripts/browser-tools.sh");
+    let stderr = child.stderr.take().unwrap();
+    let progress = std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        seen
+    });
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+    let status = child.wait().unwrap();
+    let stderr = progress.join().unwrap();
+    assert!(
+        status.success(),
+        "browser-tools.sh {} failed ({status}): {stdout}{stderr}",
+        engine.name()
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{}\t", engine.name())))
+        .unwrap_or_else(|| panic!("browser-tools.sh printed no paths: {stdout}{stderr}"));
+    let fields: Vec<&str> = line.split('\t').collect();
+    assert_eq!(fields.len(), 3, "browser-tools.sh: {line:?}");
+    Tools {
+        engine,
+        browser: fields[1].into(),
+        driver: fields[2].into(),
+    }
+}
+
+/// A WebDriver server plus one browser session; both end on drop.
 pub struct Browser {
     driver: Child,
     base: String,
@@ -54,21 +127,33 @@ pub struct Browser {
 }
 
 impl Browser {
-    /// A headless Chromium of `width`×`height` CSS pixels with a fresh profile.
-    pub async fn start(width: u32, height: u32) -> Self {
+    /// A headless browser with a fresh profile and a viewport of
+    /// `width`×`height` CSS pixels. The driver's log goes to `driver_log`.
+    pub async fn start(tools: &Tools, width: u32, height: u32, driver_log: &Path) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let driver = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+        let log = std::fs::File::create(driver_log).expect("creating the driver log");
+        let mut command = Command::new(&tools.driver);
+        match tools.engine {
+            Engine::Chromium => command.arg(format!("--port={port}")),
+            // Marionette's port is left to the system (geckodriver's default), so
+            // several Firefoxes may run at once.
+            Engine::Firefox => command.args(["--host", "127.0.0.1", "--port", &port.to_string()]),
+        };
+        let driver = command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
             .spawn()
-            .expect("starting chromedriver");
-        let profile =
-            std::env::temp_dir().join(format!("stockd-chromium-{}", uuid::Uuid::new_v4()));
+            .unwrap_or_else(|e| panic!("starting {}: {e}", tools.driver.display()));
+        let profile = std::env::temp_dir().join(format!(
+            "stockd-{}-{}",
+            tools.engine.name(),
+            uuid::Uuid::new_v4()
+        ));
         let http = reqwest::Client::builder()
             .timeout(START_TIMEOUT)
             .build()
@@ -82,18 +167,41 @@ impl Browser {
             profile,
         };
         browser.wait_ready().await;
-        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
-        args.push(format!("--user-data-dir={}", browser.profile.display()));
-        args.push(format!("--window-size={width},{height}"));
-        let caps = json!({"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
-        }}});
-        let created = browser.send("POST", "/session", caps).await;
+        let caps = match tools.engine {
+            Engine::Chromium => {
+                let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
+                args.push(format!("--user-data-dir={}", browser.profile.display()));
+                json!({"browserName": "chrome",
+                    "goog:chromeOptions": {"binary": tools.browser, "args": args}})
+            }
+            Engine::Firefox => {
+                let chrome = browser.profile.join("chrome");
+                std::fs::create_dir_all(&chrome).unwrap();
+                std::fs::write(chrome.join("userChrome.css"), FIREFOX_CHROME_CSS).unwrap();
+                let prefs: serde_json::Map<String, Value> = FIREFOX_PREFS
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), json!(v)))
+                    .collect();
+                json!({"browserName": "firefox",
+                "moz:firefoxOptions": {
+                    "binary": tools.browser,
+                    "args": ["-headless", "-profile", browser.profile],
+                    "prefs": prefs,
+                }})
+            }
+        };
+        let created = browser
+            .send(
+                "POST",
+                "/session",
+                json!({"capabilities": {"alwaysMatch": caps}}),
+            )
+            .await;
         browser.session = created["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no session: {created}"))
             .to_string();
+        browser.resize(width, height).await;
         browser
     }
 
@@ -113,7 +221,10 @@ impl Browser {
                     }
                 }
             }
-            assert!(Instant::now() < deadline, "chromedriver did not start");
+            assert!(
+                Instant::now() < deadline,
+                "the WebDriver server did not start"
+            );
             // Poll period of the wait for `ready` above, not a fixed wait.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -127,9 +238,12 @@ impl Browser {
             "DELETE" => self.http.delete(url),
             _ => self.http.post(url).json(&body),
         };
-        let resp = req.send().await.expect("chromedriver answers");
+        let resp = req.send().await.expect("the WebDriver server answers");
         let status = resp.status();
-        let v: Value = resp.json().await.expect("chromedriver answers JSON");
+        let v: Value = resp
+            .json()
+            .await
+            .expect("the WebDriver server answers JSON");
         if let Some(value) = v.get("value").filter(|_| status.is_success()) {
             return value.clone();
         }
@@ -221,14 +335,29 @@ impl Browser {
         }
     }
 
-    /// Resizes the browser window (CSS pixels).
+    /// Makes the viewport (`window.innerWidth` × `innerHeight`) `width`×`height`
+    /// CSS pixels: sets the window rect, then adds what the browser's own frame
+    /// takes, if anything. Panics when the browser will not go that small.
     pub async fn resize(&self, width: u32, height: u32) {
-        self.send(
-            "POST",
-            &self.at("/window/rect"),
-            json!({"width": width, "height": height}),
-        )
-        .await;
+        let viewport = "return [window.innerWidth, window.innerHeight];";
+        let (mut outer_w, mut outer_h) = (i64::from(width), i64::from(height));
+        let mut inner = Value::Null;
+        for _ in 0..2 {
+            self.send(
+                "POST",
+                &self.at("/window/rect"),
+                json!({"width": outer_w, "height": outer_h}),
+            )
+            .await;
+            inner = self.script(viewport, json!([])).await;
+            let (w, h) = (inner[0].as_i64().unwrap(), inner[1].as_i64().unwrap());
+            if (w, h) == (i64::from(width), i64::from(height)) {
+                return;
+            }
+            outer_w += i64::from(width) - w;
+            outer_h += i64::from(height) - h;
+        }
+        panic!("asked for a {width}x{height} viewport, got {inner}");
     }
 
     /// A PNG of the viewport.
@@ -240,7 +369,7 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // Ends Chromium with the session, then the driver we started.
+        // Ends the browser with the session, then the driver we started.
         if !self.session.is_empty() {
             let url = format!("{}/session/{}", self.base, self.session);
             let _ = std::thread::spawn(move || {

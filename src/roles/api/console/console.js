@@ -250,18 +250,34 @@
 
   const COLUMNS = ["total", "redis", "mysql", "reserved", "confirmed", "released", "badge", "verdict", "drift", "actions"];
 
+  // Each cell carries its column's header as data-label: at phone width the
+  // rows are cards and show it before the value (console.css).
+  const LABELS = [...document.querySelectorAll("#skus thead th")].map((th) => th.textContent);
+  // Cards are not display: table: say the table's roles outright, or a browser
+  // may drop them (the rows' roles are set in skuRow).
+  $("skus").setAttribute("role", "table");
+  for (const e of document.querySelectorAll("#skus thead, #skus tbody")) e.setAttribute("role", "rowgroup");
+  for (const e of document.querySelectorAll("#skus thead tr")) e.setAttribute("role", "row");
+  for (const e of document.querySelectorAll("#skus thead th")) e.setAttribute("role", "columnheader");
+
   function skuRow(id) {
     let row = rows.get(id);
     if (row) return row;
     const tr = document.createElement("tr");
+    tr.setAttribute("role", "row");
     const th = document.createElement("th");
     th.scope = "row";
+    th.setAttribute("role", "rowheader");
+    th.dataset.label = LABELS[0];
     th.textContent = String(id);
     tr.appendChild(th);
     const cells = {};
-    for (const c of COLUMNS) {
+    for (const [i, c] of COLUMNS.entries()) {
       const td = document.createElement("td");
       td.id = `sku-${id}-${c}`;
+      td.dataset.col = c;
+      td.setAttribute("role", "cell");
+      td.dataset.label = LABELS[i + 1];
       if (!["badge", "verdict", "actions"].includes(c)) td.className = "n";
       tr.appendChild(td);
       cells[c] = td;
