@@ -713,7 +713,7 @@ mod tests {
     #[test]
     fn amqp_urls_take_a_comma_separated_list_and_replace_url() {
         let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
-        assert_eq!(s.amqp.broker_urls(), [s.amqp.url.clone()]);
+        assert_eq!(s.amqp.broker_urls(), std::slice::from_ref(&s.amqp.url));
         let vars = vec![(
             "STOCKD__AMQP__URLS".to_string(),
             "amqp://a@127.0.0.1:5681/%2f, amqp://a@127.0.0.1:5682/%2f".to_string(),
