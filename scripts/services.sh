@@ -52,8 +52,8 @@ RABBIT_APP_PASSWORD=stockd-app-local
 # Key prefixes (glob) the Redis user may touch: production `stockd:` and the
 # tests' `t_<id>:` (tests/it/helpers.rs test_settings).
 REDIS_KEY_PATTERNS=('stockd:*' 't_*:*')
-# Pub/Sub channels: `<prefix>soldout` (src/redis/keys.rs).
-REDIS_CHANNELS=('stockd:soldout' 't_*:soldout')
+# Pub/Sub channels: `<prefix>soldout` (src/redis/keys.rs), for any prefix under `stockd:` as the keys.
+REDIS_CHANNELS=('stockd:*soldout' 't_*:soldout')
 # Every command stockd sends, directly or from its Lua scripts (Redis checks a
 # script's commands against the caller's ACL too); UNWATCH and PING are
 # deadpool's health check. Not CLIENT SETINFO: the driver sends it on connect
