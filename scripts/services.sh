@@ -5,6 +5,7 @@
 #   RabbitMQ 127.0.0.1:5672  (guest/guest)
 #
 # Usage: scripts/services.sh up|down|status|users|env [runtime|migrate]
+#        scripts/services.sh cluster up|down|status|env|ctl
 #   up      start whatever is not answering (installing Debian packages if
 #           missing and running as root), wait until all answer, then create
 #           stockd's least-privilege users (as `users`)
@@ -13,6 +14,8 @@
 #   users   (re)create the users below on the running services; idempotent
 #   env     print the STOCKD__…_URL lines of the runtime users (default) or,
 #           with `migrate`, of the migration/admin users (`eval` them)
+#   cluster a 6-node Redis Cluster and a 3-node RabbitMQ cluster on private
+#           loopback ports, beside the services above (scripts/services-cluster.sh)
 #
 # Least-privilege users (docs/operations.md, "Users and grants"). The passwords
 # are for this laptop/CI only; production sets its own through the environment.
@@ -152,15 +155,16 @@ rabbit_up() {
 	fi
 }
 
-# wait_for NAME SECONDS CHECK_FN -- progress dot every second.
+# wait_for NAME SECONDS CHECK_FN [ARGS...] -- progress dot every second.
 wait_for() {
-	local name=$1 limit=$2 check=$3 start=$SECONDS
-	if "$check"; then
+	local name=$1 limit=$2 start=$SECONDS
+	shift 2
+	if "$@"; then
 		log "$name is up"
 		return 0
 	fi
 	printf 'services: waiting for %s (max %ss) ' "$name" "$limit"
-	while ! "$check"; do
+	while ! "$@"; do
 		if ((SECONDS - start >= limit)); then
 			echo " timed out"
 			return 1
@@ -312,36 +316,43 @@ GRANT SELECT, INSERT, UPDATE ON \`stockd%\`.* TO '$MYSQL_APP_USER'@'$host';
 	log "mariadb: users $MYSQL_MIGRATE_USER (DDL) and $MYSQL_APP_USER (SELECT/INSERT/UPDATE) on \`stockd%\`"
 }
 
-ensure_redis_user() {
-	local rule=(reset on ">$REDIS_APP_PASSWORD" -@all) p c
+# redis_acl_setuser PORT [EXTRA_COMMAND...]: stockd's ACL user on one server.
+redis_acl_setuser() {
+	local port=$1 rule=(reset on ">$REDIS_APP_PASSWORD" -@all) p c
+	shift
 	for p in "${REDIS_KEY_PATTERNS[@]}"; do rule+=("~$p"); done
 	for p in "${REDIS_CHANNELS[@]}"; do rule+=("&$p"); done
-	for c in "${REDIS_COMMANDS[@]}"; do rule+=("+$c"); done
-	[ "$(timeout 10 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" ACL SETUSER "$REDIS_APP_USER" "${rule[@]}")" = OK ] ||
-		die "redis: ACL SETUSER $REDIS_APP_USER failed"
+	for c in "${REDIS_COMMANDS[@]}" "$@"; do rule+=("+$c"); done
+	[ "$(timeout 10 redis-cli -h "$REDIS_HOST" -p "$port" ACL SETUSER "$REDIS_APP_USER" "${rule[@]}")" = OK ]
+}
+
+ensure_redis_user() {
+	redis_acl_setuser "$REDIS_PORT" || die "redis: ACL SETUSER $REDIS_APP_USER failed"
 	log "redis: ACL user $REDIS_APP_USER (keys ${REDIS_KEY_PATTERNS[*]}, ${#REDIS_COMMANDS[@]} commands)"
 }
 
 rabbitmqctl_q() { timeout 60 rabbitmqctl -q "$@"; }
 
+# ensure_rabbit_user [CTL_FN LABEL]: on the system node by default; the
+# cluster passes its own rabbitmqctl (users are shared by a cluster's nodes).
 ensure_rabbit_user() {
-	if ! is_root && [ "$(id -un)" != rabbitmq ]; then
+	local ctl=${1:-rabbitmqctl_q} label=${2:-rabbitmq} want have
+	if [ "$ctl" = rabbitmqctl_q ] && ! is_root && [ "$(id -un)" != rabbitmq ]; then
 		warn "rabbitmq: cannot check user $RABBIT_APP_USER without root (rabbitmqctl); skipped"
 		return 0
 	fi
-	local want have
 	want=$(printf '/\t%s\t%s\t%s' "$RABBIT_NAMES" "$RABBIT_WRITE" "$RABBIT_NAMES")
-	have=$(rabbitmqctl_q list_user_permissions "$RABBIT_APP_USER" --no-table-headers 2>/dev/null | head -n 1) || true
-	if [ "$have" = "$want" ] && rabbitmqctl_q authenticate_user "$RABBIT_APP_USER" "$RABBIT_APP_PASSWORD" >/dev/null 2>&1; then
-		log "rabbitmq: user $RABBIT_APP_USER is set up"
+	have=$("$ctl" list_user_permissions "$RABBIT_APP_USER" --no-table-headers 2>/dev/null | head -n 1) || true
+	if [ "$have" = "$want" ] && "$ctl" authenticate_user "$RABBIT_APP_USER" "$RABBIT_APP_PASSWORD" >/dev/null 2>&1; then
+		log "$label: user $RABBIT_APP_USER is set up"
 		return 0
 	fi
-	rabbitmqctl_q add_user "$RABBIT_APP_USER" "$RABBIT_APP_PASSWORD" >/dev/null 2>&1 ||
-		rabbitmqctl_q change_password "$RABBIT_APP_USER" "$RABBIT_APP_PASSWORD" >/dev/null ||
-		die "rabbitmq: could not create user $RABBIT_APP_USER"
-	rabbitmqctl_q set_permissions -p / "$RABBIT_APP_USER" "$RABBIT_NAMES" "$RABBIT_WRITE" "$RABBIT_NAMES" >/dev/null ||
-		die "rabbitmq: could not set the permissions of $RABBIT_APP_USER"
-	log "rabbitmq: user $RABBIT_APP_USER (names $RABBIT_NAMES, write also amq.default)"
+	"$ctl" add_user "$RABBIT_APP_USER" "$RABBIT_APP_PASSWORD" >/dev/null 2>&1 ||
+		"$ctl" change_password "$RABBIT_APP_USER" "$RABBIT_APP_PASSWORD" >/dev/null ||
+		die "$label: could not create user $RABBIT_APP_USER"
+	"$ctl" set_permissions -p / "$RABBIT_APP_USER" "$RABBIT_NAMES" "$RABBIT_WRITE" "$RABBIT_NAMES" >/dev/null ||
+		die "$label: could not set the permissions of $RABBIT_APP_USER"
+	log "$label: user $RABBIT_APP_USER (names $RABBIT_NAMES, write also amq.default)"
 }
 
 cmd_users() {
@@ -490,14 +501,18 @@ cmd_down() {
 	return "$rc"
 }
 
+# shellcheck source=scripts/services-cluster.sh
+. "$(dirname "${BASH_SOURCE[0]}")/services-cluster.sh"
+
 case "${1:-}" in
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
 users) cmd_users ;;
 env) cmd_env "${2:-}" ;;
+cluster) cmd_cluster "${@:2}" ;;
 *)
-	echo "usage: $0 up|down|status|users|env [runtime|migrate]" >&2
+	echo "usage: $0 up|down|status|users|env [runtime|migrate] | cluster up|down|status|env|ctl" >&2
 	exit 2
 	;;
 esac
