@@ -210,7 +210,15 @@ impl Publisher {
             }
             Ok(Ok(Confirmation::Ack(None))) => Ok(()),
             Ok(Ok(Confirmation::Ack(Some(_)))) => Err(PublishError::Returned),
-            Ok(Ok(Confirmation::Nack(_))) => Err(PublishError::Nack),
+            Ok(Ok(Confirmation::Nack(_))) => {
+                // A nack is broker trouble, not a full queue (no queue of ours
+                // has a length limit). Seen after a RabbitMQ cluster node died
+                // under load: the publisher's new channels were nacked for good
+                // while a fresh connection's publishes were acked. New channels
+                // on the next publish; the nacked entries stay in the outbox.
+                self.drop_link().await;
+                Err(PublishError::Nack)
+            }
             Ok(Ok(Confirmation::NotRequested)) => {
                 unreachable!("every publisher channel is in confirm mode")
             }
