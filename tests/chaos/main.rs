@@ -18,6 +18,8 @@
 mod audit;
 mod drain;
 mod load;
+#[path = "../support/process.rs"]
+mod owned;
 #[path = "../support/ports.rs"]
 mod ports;
 mod scenarios;

@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod helpers;
+#[path = "../support/process.rs"]
+mod owned;
 #[path = "../support/ports.rs"]
 mod ports;
 mod proxy;

@@ -4,10 +4,8 @@
 //! when dropped — also when the test panics. The shared services on 6379,
 //! 3306 and 5672 are never touched.
 
-use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::certs::Pki;
@@ -24,58 +22,7 @@ const POLL: Duration = Duration::from_millis(200);
 const RABBIT_BIN: &str = "/usr/lib/rabbitmq/bin";
 const MARIADBD: &str = "/usr/sbin/mariadbd";
 
-/// One child process the test owns.
-pub struct Owned {
-    name: String,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Owned {
-    fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Self {
-        let out = File::create(&log).expect("server log");
-        let err = out.try_clone().unwrap();
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .process_group(0);
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {name}: {e}"));
-        Self {
-            name: name.into(),
-            child,
-            log,
-        }
-    }
-
-    /// Panics with the log's tail if the process has exited.
-    fn assert_running(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("{} exited ({status}):\n{}", self.name, self.log_tail());
-        }
-    }
-
-    pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-}
-
-impl Drop for Owned {
-    fn drop(&mut self) {
-        let pid = self.child.id() as i32;
-        assert!(pid > 1, "refusing to signal pid {pid}");
-        // SAFETY: kill(2) on the process group this test created with
-        // process_group(0); no memory is involved.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::owned::OwnedProcess;
 
 pub use crate::ports::free_port;
 
@@ -85,14 +32,16 @@ fn port_open(port: u16) -> bool {
 }
 
 /// Waits until `ready` holds; panics with the server's log after `limit`.
-pub async fn wait_ready<F, Fut>(server: &mut Owned, limit: Duration, mut ready: F)
+pub async fn wait_ready<F, Fut>(server: &mut OwnedProcess, limit: Duration, mut ready: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
     let start = Instant::now();
     loop {
-        server.assert_running();
+        if let Some(status) = server.exited() {
+            panic!("{} exited ({status}):\n{}", server.name, server.log_tail());
+        }
         if ready().await {
             return;
         }
@@ -124,7 +73,7 @@ pub fn missing(binaries: &[&str]) -> Option<String> {
 /// redis-server with only a TLS port; clients must show a certificate.
 pub struct TlsRedis {
     pub port: u16,
-    _process: Owned,
+    _process: OwnedProcess,
 }
 
 impl TlsRedis {
@@ -142,10 +91,10 @@ impl TlsRedis {
             .arg("--tls-ca-cert-file")
             .arg(&pki.ca)
             .args(["--tls-auth-clients", "yes"]);
-        let mut process = Owned::spawn(
+        let mut process = OwnedProcess::spawn(
             &format!("redis-server tls :{port}"),
             cmd,
-            dir.join("redis.log"),
+            &dir.join("redis.log"),
         );
         wait_ready(&mut process, REDIS_START_LIMIT, || async move {
             port_open(port)
@@ -161,7 +110,7 @@ impl TlsRedis {
 /// mariadbd on a private datadir that refuses connections without TLS.
 pub struct TlsMariadb {
     pub port: u16,
-    _process: Owned,
+    _process: OwnedProcess,
 }
 
 impl TlsMariadb {
@@ -196,10 +145,10 @@ impl TlsMariadb {
             .arg(format!("--ssl-key={}", pki.server_key.display()))
             .arg(format!("--ssl-ca={}", pki.ca.display()))
             .arg("--require-secure-transport=ON");
-        let mut process = Owned::spawn(
+        let mut process = OwnedProcess::spawn(
             &format!("mariadbd tls :{port}"),
             cmd,
-            dir.join("mariadb.log"),
+            &dir.join("mariadb.log"),
         );
         wait_ready(&mut process, MARIADB_START_LIMIT, || async move {
             port_open(port)
@@ -217,8 +166,8 @@ impl TlsMariadb {
 pub struct TlsRabbit {
     pub port: u16,
     // Dropped in this order: the node, then its epmd.
-    process: Option<Owned>,
-    _epmd: Owned,
+    process: Option<OwnedProcess>,
+    _epmd: OwnedProcess,
 }
 
 impl TlsRabbit {
@@ -243,10 +192,10 @@ impl TlsRabbit {
         std::fs::write(dir.join("rabbitmq.conf"), conf).unwrap();
         let mut epmd_cmd = Command::new("epmd");
         epmd_cmd.args(["-port", &epmd_port.to_string(), "-address", "127.0.0.1"]);
-        let epmd = Owned::spawn(
+        let epmd = OwnedProcess::spawn(
             &format!("epmd :{epmd_port}"),
             epmd_cmd,
-            dir.join("epmd.log"),
+            &dir.join("epmd.log"),
         );
         let mut cmd = Command::new(format!("{RABBIT_BIN}/rabbitmq-server"));
         cmd.current_dir(&dir)
@@ -267,10 +216,10 @@ impl TlsRabbit {
             )
             // exec the VM in place of the script, so killing our child kills beam.
             .env("RUNNING_UNDER_SYSTEMD", "true");
-        let mut process = Owned::spawn(
+        let mut process = OwnedProcess::spawn(
             &format!("rabbitmq tls :{port}"),
             cmd,
-            dir.join("rabbitmq.log"),
+            &dir.join("rabbitmq.log"),
         );
         wait_ready(&mut process, RABBIT_START_LIMIT, || async move {
             port_open(port)
