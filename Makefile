@@ -9,10 +9,10 @@ CARGO        ?= cargo
 TEST_THREADS ?= 4
 STOCKD       := ./target/release/stockd
 
-.PHONY: help services run test lint check bench demo clean-test-data fuzz chaos
+.PHONY: help services run test test-cluster lint check bench demo clean-test-data fuzz chaos
 
 help:
-	@echo "targets: services run test lint check bench demo clean-test-data fuzz chaos"
+	@echo "targets: services run test test-cluster lint check bench demo clean-test-data fuzz chaos"
 	@echo "  test uses TEST_THREADS=$(TEST_THREADS) (override: make test TEST_THREADS=8)"
 
 services:
@@ -27,6 +27,15 @@ run: services
 
 test: services
 	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+
+# The integration suite against the local clusters (scripts/services.sh
+# cluster): a 6-node Redis Cluster and a 3-node RabbitMQ cluster on private
+# loopback ports. Tests read the STOCKD__REDIS__MODE/URLS and STOCKD__AMQP__URLS
+# lines `cluster env` prints; tests on a private server stay standalone.
+test-cluster: services
+	scripts/services.sh cluster up
+	env $$(scripts/services.sh cluster env 2>/dev/null) \
+		$(CARGO) test --test it -- --test-threads=$(TEST_THREADS)
 
 lint:
 	$(CARGO) fmt --check && $(CARGO) clippy --all-targets -- -D warnings

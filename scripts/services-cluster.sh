@@ -556,7 +556,7 @@ cmd_cluster_env() {
 	done
 	# On stderr, so `env $(scripts/services.sh cluster env) …` gets only the
 	# assignments.
-	echo "# stockd reads amqp.urls; it does not read redis.mode/redis.urls yet (issue 13) and refuses them as unknown keys" >&2
+	echo "# stockd settings for the local clusters (redis.mode, redis.urls, amqp.urls)" >&2
 	echo "STOCKD__REDIS__MODE=cluster"
 	(
 		IFS=,

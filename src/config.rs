@@ -202,7 +202,14 @@ impl TlsFiles {
 #[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSettings {
+    /// `standalone` (one server at `url`) or `cluster` (a Redis Cluster found
+    /// through the seed list `urls`).
+    #[serde(default)]
+    pub mode: RedisMode,
     pub url: String,
+    /// Seed nodes of a cluster (`mode: cluster`); empty means `url` alone.
+    #[serde(default)]
+    pub urls: Vec<String>,
     pub key_prefix: String,
     pub pool_max: usize,
     pub command_timeout_ms: u64,
@@ -211,8 +218,43 @@ pub struct RedisSettings {
     pub reservation_retention_secs: u64,
     /// Unpublished outbox entries per SKU before reservations are refused with 503.
     pub outbox_max_len: u64,
+    /// Cluster client: how often one command is retried after a redirection
+    /// it could not follow, TRYAGAIN, CLUSTERDOWN or a dropped node link.
+    #[serde(default = "default_cluster_retries")]
+    pub cluster_retries: u32,
+    /// Cluster client: longest wait before such a retry, in milliseconds.
+    #[serde(default = "default_cluster_retry_wait_ms")]
+    pub cluster_retry_wait_ms: u64,
     /// CA and client certificate of a `rediss://` URL.
     pub tls: TlsFiles,
+}
+
+/// How stockd reaches Redis.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedisMode {
+    #[default]
+    Standalone,
+    Cluster,
+}
+
+fn default_cluster_retries() -> u32 {
+    3
+}
+
+fn default_cluster_retry_wait_ms() -> u64 {
+    100
+}
+
+impl RedisSettings {
+    /// The nodes to connect to: `urls` in cluster mode (or `url` when it is
+    /// empty), `url` alone otherwise.
+    pub fn node_urls(&self) -> Vec<String> {
+        match self.mode {
+            RedisMode::Cluster if !self.urls.is_empty() => self.urls.clone(),
+            _ => vec![self.url.clone()],
+        }
+    }
 }
 
 #[derive(Clone, Deserialize, Serialize)]
@@ -233,6 +275,9 @@ pub struct AmqpSettings {
     pub group_max: usize,
     /// Most group messages awaiting their confirms at once.
     pub group_in_flight: usize,
+    /// Members of each quorum queue when it is created (0: the broker's choice).
+    #[serde(default)]
+    pub quorum_initial_group_size: u32,
     /// CA and client certificate of an `amqps://` URL.
     pub tls: TlsFiles,
 }
@@ -492,7 +537,11 @@ impl Settings {
     /// TLS files apply only where TLS is on: a CA next to a plain URL is a
     /// mistake that would otherwise leave the link unencrypted without a word.
     fn validate_tls(&self) -> anyhow::Result<()> {
-        let redis_tls = self.redis.url.starts_with("rediss://");
+        let nodes = self.redis.node_urls();
+        let redis_tls = nodes.iter().any(|u| u.starts_with("rediss://"));
+        if redis_tls && !nodes.iter().all(|u| u.starts_with("rediss://")) {
+            bail!("invalid configuration key `redis.urls`: mixes rediss:// and redis:// nodes");
+        }
         self.redis
             .tls
             .validate("redis", redis_tls, "redis.url is not rediss://")?;
@@ -525,17 +574,26 @@ impl Settings {
             .map(|u| redact_url_password(u))
             .collect();
         copy.redis.url = redact_url_password(&copy.redis.url);
+        copy.redis.urls = copy
+            .redis
+            .urls
+            .iter()
+            .map(|u| redact_url_password(u))
+            .collect();
         Ok(serde_yaml::to_string(&copy)?)
     }
 }
 
 /// Debug output of the sections with URLs: the password in a URL never shows.
 macro_rules! debug_redacting_url {
-    ($($name:ident),*) => {$(
+    ($($name:ident $([$list:ident])?),*) => {$(
         impl std::fmt::Debug for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 let mut shown = self.clone();
                 shown.url = redact_url_password(&shown.url);
+                $(for url in &mut shown.$list {
+                    *url = redact_url_password(url);
+                })?
                 let yaml = serde_yaml::to_string(&shown).map_err(|_| std::fmt::Error)?;
                 write!(f, "{} {{ {} }}", stringify!($name), yaml.trim().replace('\n', ", "))
             }
@@ -543,7 +601,7 @@ macro_rules! debug_redacting_url {
     )*};
 }
 
-debug_redacting_url!(MysqlSettings, RedisSettings, AmqpSettings);
+debug_redacting_url!(MysqlSettings, RedisSettings[urls], AmqpSettings[urls]);
 
 /// The configuration directory: `STOCKD_CONFIG_DIR` or `./config`.
 pub fn config_dir() -> PathBuf {

@@ -40,12 +40,24 @@ pub fn install_crypto_provider() {
 /// The Redis client of `url`: with a `rediss://` URL and `redis.tls` files, a
 /// client whose TLS trusts only `ca_file` and presents the client certificate.
 pub fn redis_client(url: &str, tls: &TlsFiles) -> Result<redis::Client, TlsClientError> {
+    match redis_certificates(url, tls)? {
+        Some(certificates) => Ok(redis::Client::build_with_tls(url, certificates)?),
+        None => Ok(redis::Client::open(url)?),
+    }
+}
+
+/// The certificates of a `rediss://` connection shaped by `redis.tls`; `None`
+/// when the URL is plain or no file is set (system roots).
+pub fn redis_certificates(
+    url: &str,
+    tls: &TlsFiles,
+) -> Result<Option<redis::TlsCertificates>, TlsClientError> {
     if !url.starts_with("rediss://") {
-        return Ok(redis::Client::open(url)?);
+        return Ok(None);
     }
     install_crypto_provider();
     if !tls.is_set() {
-        return Ok(redis::Client::open(url)?);
+        return Ok(None);
     }
     let root_cert = tls
         .ca_file
@@ -59,11 +71,10 @@ pub fn redis_client(url: &str, tls: &TlsFiles) -> Result<redis::Client, TlsClien
         }),
         _ => None,
     };
-    let certificates = redis::TlsCertificates {
+    Ok(Some(redis::TlsCertificates {
         client_tls,
         root_cert,
-    };
-    Ok(redis::Client::build_with_tls(url, certificates)?)
+    }))
 }
 
 /// Failures building the Redis client.

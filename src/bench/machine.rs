@@ -80,7 +80,7 @@ fn proc_field(path: &str, name: &str) -> Option<String> {
 
 async fn redis_version(ns: &Namespace) -> Option<String> {
     let store = ns.redis().ok()?;
-    let mut conn = deadpool_redis::Connection::take(store.pool().get().await.ok()?);
+    let (_, mut conn) = store.primaries().await.ok()?.into_iter().next()?;
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(&mut conn)

@@ -11,7 +11,7 @@ use mysql_async::{Conn, Opts, OptsBuilder};
 use crate::config::{Durability, Settings};
 use crate::db::Db;
 use crate::mq::Topology;
-use crate::redis::RedisStore;
+use crate::redis::{RedisLink, RedisStore};
 
 /// Keys removed per SCAN step; big enough to be quick, small enough not to
 /// block Redis for other clients.
@@ -132,13 +132,23 @@ async fn drop_database(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Deletes every key starting with `prefix` by SCAN (never KEYS: Redis is shared).
+/// Deletes every key starting with `prefix` by SCAN (never KEYS: Redis is
+/// shared), on every primary of a cluster.
 pub async fn delete_keys(store: &RedisStore, prefix: &str) -> anyhow::Result<u64> {
     assert!(
         !prefix.is_empty() && !prefix.contains(['*', '?', '[', ']', '\\']),
         "prefix must be a literal"
     );
-    let mut conn = deadpool_redis::Connection::take(store.pool().get().await?);
+    let mut removed = 0;
+    for (_, mut conn) in store.primaries().await? {
+        removed += delete_on_node(&mut conn, prefix).await?;
+    }
+    Ok(removed)
+}
+
+/// One node's SCAN + UNLINK. Keys go one per UNLINK, pipelined: a cluster
+/// node refuses one command over keys of different slots.
+async fn delete_on_node(conn: &mut RedisLink, prefix: &str) -> anyhow::Result<u64> {
     let pattern = format!("{prefix}*");
     let mut cursor: u64 = 0;
     let mut removed = 0;
@@ -149,13 +159,15 @@ pub async fn delete_keys(store: &RedisStore, prefix: &str) -> anyhow::Result<u64
             .arg(&pattern)
             .arg("COUNT")
             .arg(SCAN_COUNT)
-            .query_async(&mut conn)
+            .query_async(conn)
             .await?;
         if !keys.is_empty() {
-            removed += redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async::<u64>(&mut conn)
-                .await?;
+            let mut pipe = redis::pipe();
+            for key in &keys {
+                pipe.cmd("UNLINK").arg(key);
+            }
+            let counts: Vec<u64> = pipe.query_async(conn).await?;
+            removed += counts.iter().sum::<u64>();
         }
         if next == 0 {
             return Ok(removed);

@@ -27,25 +27,28 @@ pub struct Stall {
     pub blocked_ms: f64,
 }
 
-/// Slow commands on keys under `prefix` between `from_s` and `to_s` (Unix seconds).
+/// Slow commands on keys under `prefix` between `from_s` and `to_s` (Unix
+/// seconds), from every primary's SLOWLOG.
 pub async fn stalls(store: &RedisStore, prefix: &str, from_s: u64, to_s: u64) -> Vec<Stall> {
-    let Ok(pooled) = store.pool().get().await else {
+    let Ok(primaries) = store.primaries().await else {
         return Vec::new();
     };
-    let mut conn = deadpool_redis::Connection::take(pooled);
-    let entries: Value = match redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(SLOWLOG_READ_MAX)
-        .query_async(&mut conn)
-        .await
-    {
-        Ok(v) => v,
-        Err(_) => return Vec::new(),
-    };
+    let mut entries = Vec::new();
+    for (_, mut conn) in primaries {
+        let read: Value = match redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(SLOWLOG_READ_MAX)
+            .query_async(&mut conn)
+            .await
+        {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if let Value::Array(read) = read {
+            entries.extend(read);
+        }
+    }
     let names = script_names();
-    let Value::Array(entries) = entries else {
-        return Vec::new();
-    };
     let mut out: Vec<Stall> = entries
         .iter()
         .filter_map(|entry| parse(entry, &names))

@@ -49,6 +49,19 @@ pub fn check_urls(settings: &Settings) -> anyhow::Result<()> {
     if let Err(err) = deadpool_redis::redis::Client::open(settings.redis.url.as_str()) {
         bail!("invalid configuration key `redis.url`: {err}");
     }
+    for url in &settings.redis.urls {
+        if let Err(err) = deadpool_redis::redis::Client::open(url.as_str()) {
+            bail!("invalid configuration key `redis.urls`: {err}");
+        }
+    }
+    if settings.redis.mode == crate::config::RedisMode::Standalone
+        && !settings.redis.urls.is_empty()
+    {
+        bail!(
+            "invalid configuration key `redis.urls`: read only with redis.mode: cluster \
+             (a standalone Redis is redis.url)"
+        );
+    }
     if let Err(err) = settings.amqp.url.parse::<lapin::uri::AMQPUri>() {
         bail!("invalid configuration key `amqp.url`: {err}");
     }

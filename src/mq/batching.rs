@@ -87,7 +87,7 @@ impl Subscription {
         use lapin::options::{BasicConsumeOptions, BasicQosOptions};
         let conn = super::connect_any(&amqp.broker_urls(), &amqp.tls, tag).await?;
         let channel = conn.create_channel().await?;
-        topology.declare(&channel).await?;
+        topology.declare(&conn).await?;
         channel
             .basic_qos(prefetch, BasicQosOptions::default())
             .await?;

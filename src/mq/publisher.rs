@@ -143,13 +143,13 @@ impl Publisher {
             }
         }
         let conn = connect_any(&self.urls, &self.tls, &self.name).await?;
+        self.topology.declare(&conn).await?;
         let mut channels = Vec::with_capacity(self.channel_count);
         for _ in 0..self.channel_count {
             let ch = conn.create_channel().await?;
             ch.confirm_select(ConfirmSelectOptions::default()).await?;
             channels.push(ch);
         }
-        self.topology.declare(&channels[0]).await?;
         let link = Arc::new(Link { conn, channels });
         *self.link.write().await = Some(link.clone());
         Ok(link)

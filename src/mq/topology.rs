@@ -37,6 +37,8 @@ pub struct Topology {
     delivery_limit: u32,
     retry_delay_ms: u64,
     expiry_delay_ms: u64,
+    /// `x-quorum-initial-group-size` (0: not sent).
+    group_size: u32,
 }
 
 impl Topology {
@@ -45,6 +47,7 @@ impl Topology {
         Self {
             reservations_exchange: format!("{p}reservations"),
             dead_letter_exchange: format!("{p}dlx"),
+            group_size: settings.quorum_initial_group_size,
             deduct_queue: format!("{p}deduct"),
             deduct_retry_queue: format!("{p}deduct.retry"),
             deduct_dlq: format!("{p}deduct.dlq"),
@@ -58,7 +61,10 @@ impl Topology {
     }
 
     /// Declares everything; safe to run from every role and every restart.
-    pub async fn declare(&self, ch: &Channel) -> Result<(), MqError> {
+    /// Uses channels of its own: a refused declaration closes its channel.
+    pub async fn declare(&self, conn: &lapin::Connection) -> Result<(), MqError> {
+        let channel = conn.create_channel().await?;
+        let ch = &channel;
         let durable = ExchangeDeclareOptions {
             durable: true,
             ..ExchangeDeclareOptions::default()
@@ -79,13 +85,13 @@ impl Topology {
         .await?;
 
         for dlq in [&self.deduct_dlq, &self.expiry_dlq] {
-            declare_queue(ch, dlq, quorum()).await?;
+            self.declare_queue(conn, dlq, self.quorum()).await?;
             bind(ch, dlq, &self.dead_letter_exchange, dlq).await?;
         }
 
         // Work queues: a poison message or one redelivered `delivery_limit` times
         // (crash loops) is dead-lettered instead of blocking the queue forever.
-        let mut work = quorum();
+        let mut work = self.quorum();
         work.insert("x-delivery-limit".into(), long(self.delivery_limit as i64));
         work.insert(
             "x-dead-letter-exchange".into(),
@@ -93,18 +99,22 @@ impl Topology {
         );
         let mut deduct_args = work.clone();
         deduct_args.insert("x-dead-letter-routing-key".into(), text(&self.deduct_dlq));
-        declare_queue(ch, &self.deduct_queue, deduct_args).await?;
+        self.declare_queue(conn, &self.deduct_queue, deduct_args)
+            .await?;
         bind(ch, &self.deduct_queue, &self.reservations_exchange, "").await?;
         let mut expiry_args = work;
         expiry_args.insert("x-dead-letter-routing-key".into(), text(&self.expiry_dlq));
-        declare_queue(ch, &self.expiry_queue, expiry_args).await?;
+        self.declare_queue(conn, &self.expiry_queue, expiry_args)
+            .await?;
 
         // Timed queues: messages wait out the TTL, then are dead-lettered (through
         // the default exchange, by queue name) at-least-once into their target.
-        let retry = timed(self.retry_delay_ms, &self.deduct_queue);
-        declare_queue(ch, &self.deduct_retry_queue, retry).await?;
-        let delay = timed(self.expiry_delay_ms, &self.expiry_queue);
-        declare_queue(ch, &self.expiry_delay_queue, delay).await?;
+        let retry = self.timed(self.retry_delay_ms, &self.deduct_queue);
+        self.declare_queue(conn, &self.deduct_retry_queue, retry)
+            .await?;
+        let delay = self.timed(self.expiry_delay_ms, &self.expiry_queue);
+        self.declare_queue(conn, &self.expiry_delay_queue, delay)
+            .await?;
         bind(
             ch,
             &self.expiry_delay_queue,
@@ -112,7 +122,37 @@ impl Topology {
             "",
         )
         .await?;
+        let _ = channel.close(200, "declared".into()).await;
         Ok(())
+    }
+
+    /// Declares one durable queue, on a channel of its own (a refusal closes
+    /// it). A queue created by a build that did not send
+    /// `x-quorum-initial-group-size` (or with another value) is refused by the
+    /// broker as "inequivalent"; the size only matters at creation, so it is
+    /// declared again without it and every other argument is still checked.
+    async fn declare_queue(
+        &self,
+        conn: &lapin::Connection,
+        queue: &str,
+        args: FieldTable,
+    ) -> Result<(), MqError> {
+        let first = declare_on_fresh_channel(conn, queue, args.clone()).await;
+        match first {
+            Err(MqError::Amqp(err))
+                if self.group_size > 0
+                    && err.to_string().contains("x-quorum-initial-group-size") =>
+            {
+                let mut without = FieldTable::default();
+                for (key, value) in args.inner() {
+                    if key.as_str() != "x-quorum-initial-group-size" {
+                        without.insert(key.clone(), value.clone());
+                    }
+                }
+                declare_on_fresh_channel(conn, queue, without).await
+            }
+            other => other,
+        }
     }
 
     /// Deletes every queue and exchange (tests clean up after themselves with it).
@@ -148,22 +188,45 @@ fn long(value: i64) -> AMQPValue {
     AMQPValue::LongLongInt(value)
 }
 
-fn quorum() -> FieldTable {
-    let mut args = FieldTable::default();
-    args.insert("x-queue-type".into(), text("quorum"));
-    args
+impl Topology {
+    /// A quorum queue, with `x-quorum-initial-group-size` when configured: on
+    /// a cluster its members are spread over that many nodes.
+    fn quorum(&self) -> FieldTable {
+        let mut args = FieldTable::default();
+        args.insert("x-queue-type".into(), text("quorum"));
+        if self.group_size > 0 {
+            args.insert(
+                "x-quorum-initial-group-size".into(),
+                long(i64::from(self.group_size)),
+            );
+        }
+        args
+    }
+
+    /// A quorum queue whose messages expire after `ttl_ms` into queue `target`.
+    /// At-least-once dead-lettering needs `reject-publish` overflow (RabbitMQ docs).
+    fn timed(&self, ttl_ms: u64, target: &str) -> FieldTable {
+        let mut args = self.quorum();
+        args.insert("x-message-ttl".into(), long(ttl_ms as i64));
+        args.insert("x-dead-letter-exchange".into(), text(""));
+        args.insert("x-dead-letter-routing-key".into(), text(target));
+        args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
+        args.insert("x-overflow".into(), text("reject-publish"));
+        args
+    }
 }
 
-/// A quorum queue whose messages expire after `ttl_ms` into queue `target`.
-/// At-least-once dead-lettering needs `reject-publish` overflow (RabbitMQ docs).
-fn timed(ttl_ms: u64, target: &str) -> FieldTable {
-    let mut args = quorum();
-    args.insert("x-message-ttl".into(), long(ttl_ms as i64));
-    args.insert("x-dead-letter-exchange".into(), text(""));
-    args.insert("x-dead-letter-routing-key".into(), text(target));
-    args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
-    args.insert("x-overflow".into(), text("reject-publish"));
-    args
+async fn declare_on_fresh_channel(
+    conn: &lapin::Connection,
+    queue: &str,
+    args: FieldTable,
+) -> Result<(), MqError> {
+    let ch = conn.create_channel().await?;
+    let result = declare_queue(&ch, queue, args).await;
+    if ch.status().connected() {
+        let _ = ch.close(200, "declared".into()).await;
+    }
+    result
 }
 
 async fn declare_queue(ch: &Channel, queue: &str, args: FieldTable) -> Result<(), MqError> {

@@ -196,7 +196,13 @@ impl Reconciler {
     /// Checks `skus` (every SKU in MySQL when empty), repairing if asked.
     pub async fn run_once(&self, skus: &[SkuId], repair: bool) -> Result<Report, ObserveError> {
         let skus = if skus.is_empty() {
-            crate::db::sku::all_ids(&self.db).await?
+            let all = crate::db::sku::all_ids(&self.db).await?;
+            // The registry lives on one Redis node: a failover of that node can
+            // lose its latest additions, and the relay would then skip those
+            // SKUs' outboxes. MySQL knows every SKU, so each full pass puts
+            // them back.
+            self.redis.register_all(&all).await?;
+            all
         } else {
             skus.to_vec()
         };

@@ -10,6 +10,7 @@
 //! | `<p>{<sku>}:res:<request_id>`      | hash   | the reservation record                  |
 //! | `<p>{<sku>}:outbox`                | stream | deductions not yet confirmed by the MQ  |
 //! | `<p>{<sku>}:winners`               | set    | request ids that took stock             |
+//! | `<p>{<sku>}:op:<op_id>`            | string | a restock already applied (60 s TTL)    |
 //! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
 //! | `<p>soldout` (Pub/Sub channel)     |        | `S:<sku>` sold out, `A:<sku>` available |
 //!
@@ -62,6 +63,12 @@ impl Keys {
         self.tagged(sku, "res:")
     }
 
+    /// Marks one restock as applied (`load_sku.lua`), so a re-sent script
+    /// does not apply its delta twice.
+    pub fn load_op(&self, sku: SkuId, op_id: &str) -> String {
+        self.tagged(sku, &format!("op:{op_id}"))
+    }
+
     pub fn outbox(&self, sku: SkuId) -> String {
         self.tagged(sku, "outbox")
     }
@@ -97,6 +104,7 @@ mod tests {
             keys.reservation(sku, &rid),
             keys.outbox(sku),
             keys.winners(sku),
+            keys.load_op(sku, "op1"),
         ] {
             assert!(key.starts_with("stockd:{42}:"), "{key}");
         }

@@ -68,11 +68,13 @@ impl RedisStore {
         idle_ms: u64,
         limit: usize,
     ) -> Result<Vec<OutboxEntry>, RedisError> {
-        let now_ms = self.now_ms().await?;
+        let key = self.keys.outbox(sku_id);
+        // The clock of the node that wrote the ids: on a cluster, another
+        // node's clock would shift the cutoff by their skew.
+        let now_ms = self.now_ms_at(&key).await?;
         let Some(cutoff) = now_ms.checked_sub(idle_ms) else {
             return Ok(Vec::new());
         };
-        let key = self.keys.outbox(sku_id);
         let raw: Vec<(String, HashMap<String, String>)> = self
             .run(|mut c| async move {
                 redis::cmd("XRANGE")

@@ -25,6 +25,13 @@ pub enum LoadOutcome {
     },
 }
 
+/// SKUs per `SADD` when the registry is rebuilt from MySQL.
+const REGISTER_BATCH: usize = 1_000;
+
+/// How long a restock's operation id is remembered: far longer than one call
+/// with its retries may take.
+const LOAD_OP_TTL_MS: u64 = 60_000;
+
 impl RedisStore {
     /// Creates or restocks the SKU in Redis (see `load_sku.lua`) and registers it.
     pub async fn load_sku(
@@ -35,15 +42,20 @@ impl RedisStore {
         limit_per_user: u64,
         total: u64,
     ) -> Result<LoadOutcome, RedisError> {
+        // A cluster client re-sends a command whose connection dropped, so the
+        // script may run twice: the operation id makes the second run a replay.
+        let op_id = uuid::Uuid::new_v4().simple().to_string();
         let mut invocation = self.load_sku.prepare_invoke();
         invocation
             .key(self.keys.sku(sku_id))
+            .key(self.keys.load_op(sku_id, &op_id))
             .arg(delta)
             .arg(available_if_absent)
             .arg(limit_per_user)
             .arg(total)
             .arg(self.keys.soldout_channel())
-            .arg(sku_id.get());
+            .arg(sku_id.get())
+            .arg(LOAD_OP_TTL_MS);
         let reply: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
@@ -71,6 +83,24 @@ impl RedisStore {
         })
         .await
         .map(|_| ())
+    }
+
+    /// Adds every SKU of `skus` to the registry (the reconciler's repair of
+    /// a registry that lost members in a failover), in bounded batches.
+    pub async fn register_all(&self, skus: &[SkuId]) -> Result<(), RedisError> {
+        for chunk in skus.chunks(REGISTER_BATCH) {
+            let registry = self.keys.registry();
+            let ids: Vec<u64> = chunk.iter().map(|s| s.get()).collect();
+            self.run(|mut c| async move {
+                redis::cmd("SADD")
+                    .arg(&registry)
+                    .arg(&ids)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await?;
+        }
+        Ok(())
     }
 
     /// The SKU hash, or `None` when the SKU is not loaded.

@@ -1,4 +1,4 @@
-//! The Redis store: its pool, scripts and the one bounded `run` every call goes
+//! The Redis store: its connection (standalone or cluster), scripts and the one bounded `run` every call goes
 //! through. The commands themselves live by aggregate, one file each:
 //! `reservation.rs`, `sku.rs`, `outbox.rs` (and `drift`, `readmit`, `rebuild`,
 //! `inspect` for the reconciler and warm-up).
@@ -8,8 +8,9 @@ use std::time::Duration;
 use deadpool_redis::redis::{self, AsyncConnectionConfig, Script};
 use deadpool_redis::{Manager, Pool};
 
+use super::link::RedisLink;
 use super::{HotConnection, Keys, RedisError};
-use crate::config::RedisSettings;
+use crate::config::{RedisMode, RedisSettings};
 
 const RESERVE_LUA: &str = include_str!("lua/reserve.lua");
 const LOAD_SKU_LUA: &str = include_str!("lua/load_sku.lua");
@@ -24,8 +25,11 @@ pub struct RedisStore {
     pub(super) reservation_ttl_ms: u64,
     pub(super) retention_ms: u64,
     pub(super) outbox_max_len: u64,
-    /// Builds the Pub/Sub connections (same URL and TLS as the pool).
-    pub(super) client: redis::Client,
+    /// Build the Pub/Sub connections (same URLs and TLS as the commands): one
+    /// client per node URL, tried in turn on every (re)subscribe.
+    pub(super) pubsub_clients: Vec<redis::Client>,
+    /// Which of `pubsub_clients` the next subscribe tries first.
+    pub(super) pubsub_next: std::sync::atomic::AtomicUsize,
     pub(super) connect_timeout: Duration,
     /// Longest one call may take: `connect_timeout_ms + command_timeout_ms`.
     pub(super) call_bound: Duration,
@@ -34,25 +38,24 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Builds the pool with explicit timeouts (deadpool-redis has none by default).
+    /// Builds the connection with explicit timeouts (neither deadpool-redis
+    /// nor the cluster client has sensible ones by default).
     pub fn new(settings: &RedisSettings, reservation_ttl_secs: u64) -> Result<Self, RedisError> {
-        let conn_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(Duration::from_millis(settings.connect_timeout_ms)))
-            .set_response_timeout(Some(Duration::from_millis(settings.command_timeout_ms)));
-        let client = crate::tls::redis_client(&settings.url, &settings.tls)
+        let pubsub_clients = settings
+            .node_urls()
+            .iter()
+            .map(|url| crate::tls::redis_client(url, &settings.tls))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| RedisError::Pool(e.to_string()))?;
-        let manager = Manager::new_with_config(client.get_connection_info().clone(), conn_config)?;
-        let timeout = Some(Duration::from_millis(settings.connect_timeout_ms));
-        let pool = Pool::builder(manager)
-            .max_size(settings.pool_max)
-            .wait_timeout(timeout)
-            .create_timeout(timeout)
-            .recycle_timeout(timeout)
-            .runtime(deadpool_redis::Runtime::Tokio1)
-            .build()
-            .map_err(|e| RedisError::Pool(e.to_string()))?;
+        let hot = match settings.mode {
+            RedisMode::Standalone => HotConnection::standalone(standalone_pool(
+                settings,
+                pubsub_clients[0].get_connection_info().clone(),
+            )?),
+            RedisMode::Cluster => HotConnection::cluster(settings)?,
+        };
         Ok(Self {
-            hot: HotConnection::new(pool),
+            hot,
             keys: Keys::new(&settings.key_prefix),
             reserve: Script::new(RESERVE_LUA),
             load_sku: Script::new(LOAD_SKU_LUA),
@@ -60,7 +63,8 @@ impl RedisStore {
             reservation_ttl_ms: reservation_ttl_secs * 1000,
             retention_ms: settings.reservation_retention_secs * 1000,
             outbox_max_len: settings.outbox_max_len,
-            client,
+            pubsub_clients,
+            pubsub_next: std::sync::atomic::AtomicUsize::new(0),
             connect_timeout: Duration::from_millis(settings.connect_timeout_ms),
             call_bound: Duration::from_millis(
                 settings.connect_timeout_ms + settings.command_timeout_ms,
@@ -85,13 +89,36 @@ impl RedisStore {
         self.reservation_ttl_ms + self.retention_ms
     }
 
-    pub fn pool(&self) -> &Pool {
+    /// The standalone pool (`None` on a cluster).
+    pub fn pool(&self) -> Option<&Pool> {
         self.hot.pool()
+    }
+
+    /// Whether the cluster client is connected (`false` when standalone).
+    pub fn cluster_link_open(&self) -> bool {
+        self.hot.cluster_link_open()
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.hot.is_cluster()
+    }
+
+    /// A connection for reads off the hot path (see [`HotConnection::side`]).
+    pub async fn side_link(&self) -> Result<RedisLink, RedisError> {
+        self.hot.side().await
+    }
+
+    /// `(name, link)` per primary: `SCAN`, `INFO` and `SLOWLOG` go to each.
+    pub async fn primaries(&self) -> Result<Vec<(String, RedisLink)>, RedisError> {
+        tokio::time::timeout(self.call_bound, self.hot.primaries())
+            .await
+            .map_err(|_| RedisError::Timeout)?
     }
 
     pub(super) async fn run<T, F, Fut>(&self, op: F) -> Result<T, RedisError>
     where
-        F: FnOnce(redis::aio::MultiplexedConnection) -> Fut,
+        F: FnOnce(RedisLink) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         // One deadline for the whole call: taking (or building) a connection
@@ -145,20 +172,62 @@ impl RedisStore {
             .map(|_| ())
     }
 
-    /// A dedicated (non-pooled) Pub/Sub connection.
+    /// A dedicated (non-pooled) Pub/Sub connection. On a cluster every node
+    /// hears every `PUBLISH`, so any node will do: each call starts at the
+    /// next node URL and tries them all, so a dead node is skipped.
     pub async fn pubsub(&self) -> Result<redis::aio::PubSub, RedisError> {
-        let connect = self.client.get_async_pubsub();
-        tokio::time::timeout(self.connect_timeout, connect)
-            .await
-            .map_err(|_| RedisError::Pool("pubsub connect timed out".into()))?
-            .map_err(RedisError::from)
+        use std::sync::atomic::Ordering;
+        let start = self.pubsub_next.fetch_add(1, Ordering::Relaxed);
+        let mut last = RedisError::Pool("no redis node URL".into());
+        for i in 0..self.pubsub_clients.len() {
+            let client = &self.pubsub_clients[(start + i) % self.pubsub_clients.len()];
+            match tokio::time::timeout(self.connect_timeout, client.get_async_pubsub()).await {
+                Ok(Ok(pubsub)) => return Ok(pubsub),
+                Ok(Err(err)) => last = err.into(),
+                Err(_) => last = RedisError::Pool("pubsub connect timed out".into()),
+            }
+        }
+        Err(last)
     }
 
-    /// Redis' clock in milliseconds: the one clock every node agrees on.
+    /// Redis' clock in milliseconds (any node; use [`Self::now_ms_at`] to
+    /// compare with times a script wrote).
     pub async fn now_ms(&self) -> Result<u64, RedisError> {
         let (secs, micros): (u64, u64) = self
             .run(|mut c| async move { redis::cmd("TIME").query_async(&mut c).await })
             .await?;
         Ok(secs * 1000 + micros / 1000)
     }
+
+    /// The clock of the node that owns `key`: the one its scripts read, so
+    /// stream ids and `created_ms` compare without inter-node skew.
+    pub async fn now_ms_at(&self, key: &str) -> Result<u64, RedisError> {
+        let call = self.hot.on_owner_of(key, redis::cmd("TIME"));
+        let value = tokio::time::timeout(self.call_bound, call)
+            .await
+            .map_err(|_| RedisError::Timeout)??;
+        let (secs, micros): (u64, u64) =
+            redis::from_redis_value(value).map_err(|e| RedisError::BadReply(e.to_string()))?;
+        Ok(secs * 1000 + micros / 1000)
+    }
+}
+
+/// The standalone pool, with the timeouts deadpool-redis lacks by default.
+fn standalone_pool(
+    settings: &RedisSettings,
+    info: redis::ConnectionInfo,
+) -> Result<Pool, RedisError> {
+    let conn_config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_millis(settings.connect_timeout_ms)))
+        .set_response_timeout(Some(Duration::from_millis(settings.command_timeout_ms)));
+    let manager = Manager::new_with_config(info, conn_config)?;
+    let timeout = Some(Duration::from_millis(settings.connect_timeout_ms));
+    Pool::builder(manager)
+        .max_size(settings.pool_max)
+        .wait_timeout(timeout)
+        .create_timeout(timeout)
+        .recycle_timeout(timeout)
+        .runtime(deadpool_redis::Runtime::Tokio1)
+        .build()
+        .map_err(|e| RedisError::Pool(e.to_string()))
 }

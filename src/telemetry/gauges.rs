@@ -70,11 +70,22 @@ pub async fn refresh(res: &Resources) {
         metrics::gauge!("stockd_outbox_entries").set(backlog as f64);
         metrics::gauge!("stockd_outbox_oldest_age_seconds").set(oldest_ms as f64 / 1000.0);
     }
-    let redis_pool = res.redis.pool().status();
-    metrics::gauge!("stockd_pool_connections", "pool" => "redis", "state" => "open")
-        .set(redis_pool.size as f64);
-    metrics::gauge!("stockd_pool_connections", "pool" => "redis", "state" => "idle")
-        .set(redis_pool.available as f64);
+    if let Some(pool) = res.redis.pool() {
+        let redis_pool = pool.status();
+        metrics::gauge!("stockd_pool_connections", "pool" => "redis", "state" => "open")
+            .set(redis_pool.size as f64);
+        metrics::gauge!("stockd_pool_connections", "pool" => "redis", "state" => "idle")
+            .set(redis_pool.available as f64);
+    } else {
+        // A cluster client has no pool: one multiplexed link per node, kept
+        // by redis-rs. `open` is 1 while the client is connected.
+        let open = if res.redis.cluster_link_open() {
+            1.0
+        } else {
+            0.0
+        };
+        metrics::gauge!("stockd_pool_connections", "pool" => "redis", "state" => "open").set(open);
+    }
     metrics::gauge!("stockd_pool_connections", "pool" => "mysql", "state" => "max")
         .set(res.settings.mysql.pool_max as f64);
     let amqp_up = res.publisher.is_connected().await;

@@ -202,7 +202,14 @@ async fn a_dead_lettered_message_fails_dlq_empty() {
 async fn an_unreachable_store_exits_2() {
     let app = TestApp::spawn().await;
     let run = app
-        .stockd(&["audit"], &[("STOCKD__REDIS__URL", "redis://127.0.0.1:1")])
+        .stockd(
+            &["audit"],
+            &[
+                ("STOCKD__REDIS__MODE", "standalone"),
+                ("STOCKD__REDIS__URLS", ""),
+                ("STOCKD__REDIS__URL", "redis://127.0.0.1:1"),
+            ],
+        )
         .await;
     assert_eq!(run.code, 2, "{run:?}");
     let run = app.stockd(&["audit", "--sku", "0"], &[]).await;

@@ -129,7 +129,7 @@ async fn the_sweep_releases_what_the_delay_queue_lost() {
     }
     let started = Instant::now();
     app.wait_ledger_rows(5).await;
-    let conn = stockd::mq::connect(&app.res.settings.amqp.url, "purge")
+    let conn = crate::helpers::broker(&app.res.settings, "purge")
         .await
         .unwrap();
     let ch = conn.create_channel().await.unwrap();

@@ -44,12 +44,7 @@ async fn forget(app: &TestApp, sku: u64, rid: &str, user: u64, count: i64) {
 /// Deletes every key of the test (Redis restarted with no data, for this test).
 async fn empty_redis(app: &TestApp) {
     let keys = app.redis_keys().await;
-    let mut conn = app.redis_conn().await;
-    let _: () = redis::cmd("DEL")
-        .arg(&keys)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    app.redis_del(&keys).await;
 }
 
 /// Defect: after Redis restarted empty and the SKU was warmed up, a buyer at

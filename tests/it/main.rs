@@ -16,6 +16,7 @@ mod support;
 mod audit;
 mod bad_input;
 mod cli;
+mod cluster;
 mod console;
 mod deploy;
 mod dlq;

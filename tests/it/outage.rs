@@ -88,7 +88,7 @@ async fn six_consumer_crashes_holding_the_prefetch_dead_letter_nothing() {
     }
     let topology = app.res.publisher.topology().clone();
     for _crash in 0..6 {
-        let conn = stockd::mq::connect(&app.res.settings.amqp.url, "crashing-consumer")
+        let conn = crate::helpers::broker(&app.res.settings, "crashing-consumer")
             .await
             .unwrap();
         let ch = conn.create_channel().await.unwrap();
@@ -143,7 +143,7 @@ async fn a_poison_message_is_dead_lettered_with_its_reason() {
         app.queue_depth(&topology.deduct_dlq).await == 1
     })
     .await;
-    let conn = stockd::mq::connect(&app.res.settings.amqp.url, "dlq-reader")
+    let conn = crate::helpers::broker(&app.res.settings, "dlq-reader")
         .await
         .unwrap();
     let ch = conn.create_channel().await.unwrap();
@@ -255,12 +255,14 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     let (rp, ap) = (redis_proxy.port, amqp_proxy.port);
     let app = TestApp::with(TestOptions {
         tweak: Some(Arc::new(move |s| {
+            crate::helpers::standalone_redis(s);
             s.redis.url = s
                 .redis
                 .url
                 .replace("127.0.0.1:6379", &format!("127.0.0.1:{rp}"));
             s.redis.command_timeout_ms = 300;
             s.redis.connect_timeout_ms = 300;
+            s.amqp.urls.clear();
             s.amqp.url = s
                 .amqp
                 .url
@@ -336,6 +338,7 @@ async fn an_outage_is_logged_once_and_counted_per_request() {
     let port = proxy.port;
     let app = TestApp::with(TestOptions {
         tweak: Some(Arc::new(move |s| {
+            crate::helpers::standalone_redis(s);
             s.redis.url = s
                 .redis
                 .url

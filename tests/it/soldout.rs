@@ -87,14 +87,15 @@ async fn killed_subscribers_never_cause_a_wrong_acceptance() {
     let (b_base, b) = app.spawn_api();
     let b_board = b.soldout.clone().unwrap();
     app.wait_subscribers(2).await; // A and B subscribed
-    let mut conn = app.redis_conn().await;
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    for mut node in app.redis_nodes().await {
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut node)
+            .await
+            .unwrap();
+    }
     let mut accepted = 0;
     for i in 0..3u64 {
         let (status, _) = app

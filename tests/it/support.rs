@@ -39,6 +39,15 @@ impl TestApp {
             ("STOCKD__MYSQL__URL".into(), s.mysql.url.clone()),
             ("STOCKD__REDIS__URL".into(), s.redis.url.clone()),
             (
+                "STOCKD__REDIS__MODE".into(),
+                match s.redis.mode {
+                    stockd::config::RedisMode::Standalone => "standalone".into(),
+                    stockd::config::RedisMode::Cluster => "cluster".into(),
+                },
+            ),
+            ("STOCKD__REDIS__URLS".into(), s.redis.urls.join(",")),
+            ("STOCKD__AMQP__URLS".into(), s.amqp.urls.join(",")),
+            (
                 "STOCKD__REDIS__KEY_PREFIX".into(),
                 s.redis.key_prefix.clone(),
             ),
@@ -104,7 +113,7 @@ impl TestApp {
 
     /// Removes every ready message of `queue` (a lost message); returns how many.
     pub async fn purge_queue(&self, queue: &str) -> u32 {
-        let conn = stockd::mq::connect(&self.res.settings.amqp.url, "purge")
+        let conn = crate::helpers::broker(&self.res.settings, "purge")
             .await
             .unwrap();
         let ch = conn.create_channel().await.unwrap();

@@ -42,6 +42,8 @@ fn files(pki: &Pki) -> TlsFiles {
 /// read them from `STOCKD__…` variables.
 fn tls_settings(id: &str, pki: &Pki, redis: u16, mysql: u16, amqp: u16) -> Settings {
     let mut s = test_settings(id, &TestOptions::default());
+    crate::helpers::standalone_redis(&mut s);
+    s.amqp.urls.clear();
     s.redis.url = format!("rediss://127.0.0.1:{redis}");
     s.redis.tls = files(pki);
     s.mysql.url = format!("mysql://root@127.0.0.1:{mysql}/stockd_{id}");
@@ -239,6 +241,7 @@ async fn redis_tls_trusts_only_the_configured_ca_and_shows_the_client_certificat
     let redis = TlsRedis::start(&dir.path, &pki).await;
     let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut s = test_settings(&id, &TestOptions::default());
+    crate::helpers::standalone_redis(&mut s);
     s.redis.url = format!("rediss://127.0.0.1:{}", redis.port);
     s.redis.tls = files(&pki);
     s.redis.connect_timeout_ms = 2000;

@@ -101,14 +101,10 @@ fn split_by_age(all: HashMap<String, u64>, now_ms: u64) -> (Vec<NodeSeen>, Vec<S
     (live, gone)
 }
 
-/// A pooled connection, so console reads never share the reserve path's
+/// A side connection, so console reads never share the reserve path's
 /// multiplexed connection.
-async fn pooled(redis: &RedisStore) -> Result<deadpool_redis::Connection, RedisError> {
-    redis
-        .pool()
-        .get()
-        .await
-        .map_err(|e| RedisError::Pool(e.to_string()))
+async fn pooled(redis: &RedisStore) -> Result<crate::redis::RedisLink, RedisError> {
+    redis.side_link().await
 }
 
 #[cfg(test)]

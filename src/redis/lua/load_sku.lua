@@ -1,16 +1,24 @@
 #!lua
 -- load_sku.lua: create or restock a SKU in Redis without clobbering live reservations.
 --
--- KEYS[1] sku hash
+-- KEYS[1] sku hash  KEYS[2] this operation's marker (`<p>{sku}:op:<op_id>`)
 -- ARGV[1] delta of available (signed) when the SKU is already loaded
 -- ARGV[2] available to set when the SKU is not loaded (MySQL's available_stock)
 -- ARGV[3] limit_per_user  ARGV[4] total_stock
--- ARGV[5] sold-out Pub/Sub channel  ARGV[6] sku_id
+-- ARGV[5] sold-out Pub/Sub channel  ARGV[6] sku_id  ARGV[7] marker ttl ms
 --
 -- Returns {'OK', available} or {'BELOW_RESERVED', available} when a negative delta
 -- would take Redis below zero (units already promised to buyers).
+--
+-- A Redis Cluster client re-sends a script whose connection dropped, so this one
+-- may run twice. The marker makes the second run answer the first one's result
+-- instead of applying the delta again.
 
 local sku_key = KEYS[1]
+local applied = redis.call('GET', KEYS[2])
+if applied then
+  return {'OK', applied}
+end
 local delta = tonumber(ARGV[1])
 local current = redis.call('HGET', sku_key, 'available')
 local available
@@ -31,4 +39,5 @@ if available > 0 then
 elseif redis.call('HSET', sku_key, 'soldout', '1') == 1 then
   redis.call('PUBLISH', ARGV[5], 'S:' .. ARGV[6])
 end
+redis.call('SET', KEYS[2], string.format('%.0f', available), 'PX', ARGV[7])
 return {'OK', string.format('%.0f', available)}

@@ -15,7 +15,7 @@ pub mod users;
 mod wait;
 
 pub use private_redis::PrivateRedis;
-pub use purge::{purge, test_settings, undrained};
+pub use purge::{broker, purge, standalone_redis, test_settings, undrained};
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};

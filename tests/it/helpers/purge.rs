@@ -14,27 +14,11 @@ use super::TestOptions;
 /// database. Used by `cleanup()` and, after a panic, by `Drop`.
 pub async fn purge(settings: &Settings) {
     let prefix = settings.redis.key_prefix.clone();
-    if let Ok(client) = redis::Client::open(settings.redis.url.as_str()) {
-        if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-            let mut cursor: u64 = 0;
-            loop {
-                let scanned: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(format!("{prefix}*"))
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut conn)
-                    .await;
-                let Ok((next, keys)) = scanned else { break };
-                if !keys.is_empty() {
-                    let _: redis::RedisResult<()> =
-                        redis::cmd("DEL").arg(&keys).query_async(&mut conn).await;
-                }
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
+    if let Ok(keys) = scan_keys(settings, &format!("{prefix}*")).await {
+        if let Ok(mut conn) = admin_link(settings).await {
+            for key in keys {
+                let _: redis::RedisResult<()> =
+                    redis::cmd("DEL").arg(&key).query_async(&mut conn).await;
             }
         }
     }
@@ -57,6 +41,67 @@ pub async fn purge(settings: &Settings) {
     }
 }
 
+/// A connection to the test's Redis (server or cluster) as `settings` say.
+pub async fn admin_link(settings: &Settings) -> anyhow::Result<stockd::redis::RedisLink> {
+    let store = stockd::redis::RedisStore::new(&settings.redis, 1)?;
+    Ok(store.side_link().await?)
+}
+
+/// Every key matching `pattern`, SCANned on every primary.
+pub async fn scan_keys(settings: &Settings, pattern: &str) -> anyhow::Result<Vec<String>> {
+    let store = stockd::redis::RedisStore::new(&settings.redis, 1)?;
+    let mut keys = Vec::new();
+    for (_, mut node) in store.primaries().await? {
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut node)
+                .await?;
+            keys.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    Ok(keys)
+}
+
+/// `make test-cluster` points the suite at the local clusters with the lines
+/// `scripts/services.sh cluster env` prints, the variables stockd itself
+/// reads (STOCKD__REDIS__MODE, STOCKD__REDIS__URLS, STOCKD__AMQP__URLS).
+fn apply_cluster_env(s: &mut Settings) {
+    let list = |name: &str| -> Vec<String> {
+        std::env::var(name)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    if std::env::var("STOCKD__REDIS__MODE").as_deref() == Ok("cluster") {
+        s.redis.mode = stockd::config::RedisMode::Cluster;
+        s.redis.urls = list("STOCKD__REDIS__URLS");
+    }
+    let brokers = list("STOCKD__AMQP__URLS");
+    if !brokers.is_empty() {
+        s.amqp.urls = brokers;
+    }
+}
+
+/// Points `s` at one standalone Redis again (`redis.url`), also in a
+/// cluster run: for tests of a private or proxied server.
+pub fn standalone_redis(s: &mut Settings) {
+    s.redis.mode = stockd::config::RedisMode::Standalone;
+    s.redis.urls.clear();
+}
+
 /// The settings stockd runs with in test `id`: its own database, key prefix
 /// and queue names, as the runtime users (see [`super::users`]).
 pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
@@ -76,7 +121,10 @@ pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
     s.http.bind = "127.0.0.1:0".into();
     s.http.workers = 2;
     s.reconcile.webhook_url = opts.webhook_url.clone();
+    apply_cluster_env(&mut s);
     if let Some(url) = &opts.redis_url {
+        // A private standalone server, also in a cluster run.
+        standalone_redis(&mut s);
         s.redis.url = url.clone();
     }
     s

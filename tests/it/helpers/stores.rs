@@ -10,11 +10,38 @@ use mysql_async::prelude::Queryable;
 use super::TestApp;
 
 impl TestApp {
-    /// A Redis connection as the admin (default) user, straight to the server:
-    /// for the test's own reads and writes behind stockd's back.
-    pub async fn redis_conn(&self) -> redis::aio::MultiplexedConnection {
-        let client = redis::Client::open(self.direct_settings.redis.url.as_str()).unwrap();
-        client.get_multiplexed_async_connection().await.unwrap()
+    /// A Redis connection as the admin (default) user, straight to the server
+    /// or cluster: for the test's own reads and writes behind stockd's back.
+    /// On a cluster it routes each command by its key, so a command may name
+    /// keys of one SKU only (use [`Self::redis_del`] for several SKUs).
+    pub async fn redis_conn(&self) -> stockd::redis::RedisLink {
+        super::purge::admin_link(&self.direct_settings)
+            .await
+            .unwrap()
+    }
+
+    /// One connection per Redis node (every node of a cluster, replicas too):
+    /// for commands about a node rather than a key (`PUBSUB`, `CLIENT KILL`).
+    pub async fn redis_nodes(&self) -> Vec<redis::aio::MultiplexedConnection> {
+        let mut nodes = Vec::new();
+        for url in self.direct_settings.redis.node_urls() {
+            let client = redis::Client::open(url.as_str()).unwrap();
+            nodes.push(client.get_multiplexed_async_connection().await.unwrap());
+        }
+        nodes
+    }
+
+    /// Deletes `keys`, one command each (keys of several SKUs live in several
+    /// slots of a cluster).
+    pub async fn redis_del(&self, keys: &[String]) {
+        let mut conn = self.redis_conn().await;
+        for key in keys {
+            let _: i64 = redis::cmd("DEL")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
     }
 
     pub async fn redis_available(&self, sku: u64) -> Option<i64> {
@@ -26,27 +53,11 @@ impl TestApp {
             .map(|s| s.available)
     }
 
+    /// Every key of this test, from every primary.
     pub async fn redis_keys(&self) -> Vec<String> {
-        let mut conn = self.redis_conn().await;
-        let pattern = format!("{}:*", self.id);
-        let mut keys = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            keys.extend(batch);
-            if next == 0 {
-                return keys;
-            }
-            cursor = next;
-        }
+        super::purge::scan_keys(&self.direct_settings, &format!("{}:*", self.id))
+            .await
+            .unwrap()
     }
 
     pub async fn mysql(&self) -> mysql_async::Conn {

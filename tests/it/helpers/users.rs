@@ -28,6 +28,9 @@ pub fn admin_settings(runtime: &Settings) -> Settings {
     let mut s = runtime.clone();
     s.mysql.url = s.mysql.url.replace(MYSQL_RUNTIME, MYSQL_MIGRATE);
     s.redis.url = s.redis.url.replace(&format!("{REDIS_RUNTIME}@"), "");
+    for url in &mut s.redis.urls {
+        *url = url.replace(&format!("{REDIS_RUNTIME}@"), "");
+    }
     s.amqp.url = s.amqp.url.replace(AMQP_RUNTIME, AMQP_ADMIN);
     for url in &mut s.amqp.urls {
         *url = url.replace(AMQP_RUNTIME, AMQP_ADMIN);

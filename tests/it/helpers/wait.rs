@@ -81,21 +81,26 @@ impl TestApp {
 
     /// Waits until `n` subscribers listen on this test's sold-out channel.
     pub async fn wait_subscribers(&self, n: u64) {
-        // A server-wide probe: the admin connection (stockd's user has no PUBSUB).
-        let conn = self.redis_conn().await;
+        // A server-wide probe: the admin connection (stockd's user has no
+        // PUBSUB). Counts are per node, so a cluster's nodes are summed.
+        let nodes = self.redis_nodes().await;
         let channel = self.res.redis.keys().soldout_channel();
         let what = format!("{n} subscribers on {channel}");
         self.eventually(&what, Duration::from_secs(10), || {
-            let mut conn = conn.clone();
+            let mut nodes = nodes.clone();
             let channel = channel.clone();
             async move {
-                let counts: Vec<(String, u64)> = deadpool_redis::redis::cmd("PUBSUB")
-                    .arg("NUMSUB")
-                    .arg(&channel)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap_or_default();
-                counts.first().is_some_and(|(_, c)| *c >= n)
+                let mut total = 0;
+                for conn in &mut nodes {
+                    let counts: Vec<(String, u64)> = deadpool_redis::redis::cmd("PUBSUB")
+                        .arg("NUMSUB")
+                        .arg(&channel)
+                        .query_async(conn)
+                        .await
+                        .unwrap_or_default();
+                    total += counts.first().map_or(0, |(_, c)| *c);
+                }
+                total >= n
             }
         })
         .await;

@@ -1,0 +1,95 @@
+//! What Redis Cluster and RabbitMQ cluster support needs from the code paths
+//! every run exercises (`make test` and `make test-cluster` alike): a re-sent
+//! restock script applies its delta once, and queues created before
+//! `amqp.quorum_initial_group_size` existed are still accepted.
+
+use deadpool_redis::redis;
+use lapin::options::QueueDeclareOptions;
+use lapin::types::{AMQPValue, FieldTable, LongString};
+
+use crate::helpers::TestApp;
+
+/// A cluster client re-sends a script whose connection dropped: the second run
+/// of the same restock (same operation marker) must not add its units again.
+#[tokio::test]
+async fn a_restock_script_run_twice_applies_its_delta_once() {
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 10, 5).await;
+    let sku = TestApp::sku(1);
+    let keys = app.res.redis.keys().clone();
+    let script = redis::Script::new(include_str!("../../src/redis/lua/load_sku.lua"));
+    let mut conn = app.redis_conn().await;
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let reply: Vec<String> = script
+            .key(keys.sku(sku))
+            .key(keys.load_op(sku, "op-resent"))
+            .arg(5) // delta
+            .arg(0)
+            .arg(5)
+            .arg(15)
+            .arg(keys.soldout_channel())
+            .arg(1)
+            .arg(60_000)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        answers.push(reply);
+    }
+    assert_eq!(answers[0], vec!["OK".to_string(), "15".to_string()]);
+    assert_eq!(
+        answers[1], answers[0],
+        "the re-sent run answers as the first"
+    );
+    assert_eq!(app.redis_available(1).await, Some(15));
+    // A different operation is applied.
+    let reply: Vec<String> = script
+        .key(keys.sku(sku))
+        .key(keys.load_op(sku, "op-next"))
+        .arg(2)
+        .arg(0)
+        .arg(5)
+        .arg(17)
+        .arg(keys.soldout_channel())
+        .arg(1)
+        .arg(60_000)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(reply[1], "17");
+    app.cleanup().await;
+}
+
+/// A work queue declared by an older build (no initial group size) is
+/// redeclared by this one without PRECONDITION_FAILED: upgrades need no
+/// queue migration.
+#[tokio::test]
+async fn queues_of_an_older_build_are_still_accepted() {
+    let app = TestApp::spawn().await;
+    let mut settings = (*app.res.settings).clone();
+    settings.amqp.queue_prefix = format!("{}old.", settings.amqp.queue_prefix);
+    let old = stockd::mq::Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+    let conn = crate::helpers::broker(&settings, "upgrade").await.unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString(LongString::from("quorum")),
+    );
+    ch.queue_declare(
+        old.deduct_dlq.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        },
+        args,
+    )
+    .await
+    .unwrap();
+    assert!(settings.amqp.quorum_initial_group_size > 0);
+    let redeclared = old.declare(&conn).await;
+    let _ = old.delete(&ch).await;
+    let _ = conn.close(200, "".into()).await;
+    redeclared.unwrap();
+    app.cleanup().await;
+}
