@@ -31,6 +31,9 @@ pub fn watch_target(pid: u32) {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     ticks: BTreeMap<&'static str, u64>,
+    /// Each redis-server on its own, by the address in its process title
+    /// (`127.0.0.1:7001`): the nodes of a cluster are told apart.
+    redis_servers: BTreeMap<String, u64>,
 }
 
 /// Reads every relevant process's CPU time now. Processes that vanish between
@@ -38,6 +41,7 @@ pub struct Snapshot {
 pub fn snapshot() -> Snapshot {
     let me = std::process::id();
     let mut ticks: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut redis_servers: BTreeMap<String, u64> = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Snapshot::default();
     };
@@ -62,8 +66,27 @@ pub fn snapshot() -> Snapshot {
         if let Some(label) = label {
             *ticks.entry(label).or_default() += used;
         }
+        if comm == "redis-server" {
+            if let Some(addr) = redis_address(pid) {
+                *redis_servers.entry(addr).or_default() += used;
+            }
+        }
     }
-    Snapshot { ticks }
+    Snapshot {
+        ticks,
+        redis_servers,
+    }
+}
+
+/// The listening address redis-server shows in its process title
+/// (`redis-server 127.0.0.1:7001 [cluster]`).
+fn redis_address(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let title = String::from_utf8_lossy(&raw).replace('\0', " ");
+    title
+        .split_whitespace()
+        .find(|word| word.contains(':'))
+        .map(str::to_string)
 }
 
 impl Snapshot {
@@ -76,6 +99,19 @@ impl Snapshot {
                 let before = self.ticks.get(label).copied().unwrap_or(0);
                 let ms = t.saturating_sub(before) as f64 / TICKS_PER_SEC * 1000.0;
                 (label.to_string(), ms)
+            })
+            .collect()
+    }
+
+    /// CPU milliseconds per redis-server (by address) spent since `self`.
+    pub fn redis_servers_elapsed_ms(&self) -> BTreeMap<String, f64> {
+        let now = snapshot();
+        now.redis_servers
+            .iter()
+            .map(|(addr, t)| {
+                let before = self.redis_servers.get(addr).copied().unwrap_or(0);
+                let ms = t.saturating_sub(before) as f64 / TICKS_PER_SEC * 1000.0;
+                (addr.clone(), ms)
             })
             .collect()
     }

@@ -44,6 +44,8 @@ pub struct Run {
     pub tally: Tally,
     /// CPU milliseconds per process group during the phase (see [`super::cpu`]).
     pub cpu_ms: BTreeMap<String, f64>,
+    /// CPU milliseconds of each redis-server (by address) during the phase.
+    pub redis_servers_ms: BTreeMap<String, f64>,
 }
 
 impl Run {
@@ -83,6 +85,7 @@ pub async fn drive<R: Requester>(label: &str, plan: Plan, workers: Vec<R>) -> Ru
         finished = finished.max(end);
     }
     let cpu_ms = cpu_before.elapsed_ms();
+    let redis_servers_ms = cpu_before.redis_servers_elapsed_ms();
     progress.finish().await;
     Run {
         requests: samples.len() as u64,
@@ -90,6 +93,7 @@ pub async fn drive<R: Requester>(label: &str, plan: Plan, workers: Vec<R>) -> Ru
         latency: Percentiles::of_micros(&mut samples),
         tally,
         cpu_ms,
+        redis_servers_ms,
     }
 }
 

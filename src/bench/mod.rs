@@ -25,6 +25,7 @@ pub mod namespace;
 pub mod phases;
 pub mod progress;
 pub mod ratios;
+pub mod redis_servers;
 pub mod report;
 pub mod slowlog;
 pub mod stats;

@@ -62,6 +62,7 @@ impl Report {
         for p in self.phases.iter().filter(|p| !p.cpu_ms.is_empty()) {
             let _ = writeln!(out, "{:<24} {}", p.key, cpu_cells(p, |c| format!("{c:>9}")));
         }
+        let _ = write!(out, "{}", self.redis_servers_text());
         let _ = write!(out, "{}", self.stalls_text());
         let _ = writeln!(out);
         for m in &self.memory {
@@ -150,6 +151,7 @@ impl Report {
                 .collect();
             let _ = writeln!(out, "| {} | {} |", p.key, cells.join(" | "));
         }
+        out.push_str(&self.redis_servers_markdown());
         out.push_str(&self.batches_markdown());
         let stalls = self.stalls_text();
         if !stalls.is_empty() {

@@ -42,7 +42,8 @@ enum Backend {
         shared: RwLock<Option<MultiplexedConnection>>,
     },
     Cluster {
-        client: ClusterClient,
+        /// Boxed: the client is large and there is one per process.
+        client: Box<ClusterClient>,
         shared: RwLock<Option<ClusterConnection>>,
         /// Serialises building the first connection: a burst of requests at
         /// start-up would otherwise each discover the whole cluster.
@@ -86,7 +87,7 @@ impl HotConnection {
         let client = builder.build()?;
         Ok(Self {
             backend: Backend::Cluster {
-                client,
+                client: Box::new(client),
                 shared: RwLock::new(None),
                 building: tokio::sync::Mutex::new(()),
             },

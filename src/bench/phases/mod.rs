@@ -58,6 +58,10 @@ pub struct PhaseResult {
     pub outcomes: BTreeMap<String, u64>,
     /// CPU milliseconds per process group during the phase.
     pub cpu_ms: BTreeMap<String, f64>,
+    /// CPU milliseconds of each redis-server (by address): the primaries of a
+    /// cluster one by one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redis_servers_ms: BTreeMap<String, f64>,
     /// When the phase started (Unix ms), to find what happened during it.
     pub started_unix_ms: u64,
     /// Redis commands on the bench's keys that blocked Redis during the phase
@@ -116,6 +120,7 @@ impl PhaseResult {
             latency: run.latency.map(LatencyMs::from),
             outcomes: run.tally.by_label.clone(),
             cpu_ms: run.cpu_ms.clone(),
+            redis_servers_ms: run.redis_servers_ms.clone(),
             started_unix_ms: started_unix_ms(run.elapsed),
             redis_stalls: Vec::new(),
             batches: None,
@@ -141,6 +146,7 @@ impl PhaseResult {
             latency: None,
             outcomes: Default::default(),
             cpu_ms: Default::default(),
+            redis_servers_ms: Default::default(),
             started_unix_ms: started_unix_ms(elapsed),
             redis_stalls: Vec::new(),
             batches: None,
