@@ -167,15 +167,21 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
         republished,
         duplicates,
     ));
+    // The roles connect to the first URL; only its loss makes them move.
     let moved = moved_to_later_node(&sc);
-    sc.expect(
-        ["api", "consumer", "closer"]
-            .iter()
-            .all(|r| moved.get(*r).copied().unwrap_or(0) > 0),
-        format!(
-            "every role reconnected to a later node of amqp.urls (log lines per role: {moved:?})"
-        ),
-    );
+    if victim == 0 {
+        sc.expect(
+            ["api", "consumer", "closer"]
+                .iter()
+                .all(|r| moved.get(*r).copied().unwrap_or(0) > 0),
+            format!("every role reconnected to a later node of amqp.urls (log lines per role: {moved:?})"),
+        );
+    } else {
+        sc.note(&format!(
+            "the deduct leader was not on the first URL's node: roles kept their connections \
+             (reconnect log lines per role: {moved:?})"
+        ));
+    }
     sc.expect(lost == 0, format!("nothing accepted is lost ({lost})"));
     sc.expect(
         oversold == 0,
