@@ -13,8 +13,10 @@ use stockd::config::Settings;
 use stockd::mq::Topology;
 use stockd::redis::Keys;
 
+use crate::servers::broker::Broker;
 use crate::servers::mariadb::Mariadb;
 use crate::servers::process::{free_port, log_tail, TempDir};
+use crate::servers::rabbit_cluster::RabbitCluster;
 use crate::servers::rabbitmq::Rabbit;
 use crate::servers::redis::Redis;
 use crate::stockd::{run_cli, start_role, CliOutput, RoleProcess, StockdEnv, ADMIN_TOKEN};
@@ -32,7 +34,8 @@ pub struct Stack {
     roles: BTreeMap<String, RoleProcess>,
     pub redis: Redis,
     pub mysql: Mariadb,
-    pub rabbit: Rabbit,
+    /// One private node, or a 3-node cluster ([`Stack::start_rabbit_cluster`]).
+    pub rabbit: Broker,
     pub env: StockdEnv,
     /// The settings every stockd process of this stack runs with.
     pub settings: Settings,
@@ -50,14 +53,28 @@ impl Stack {
     /// Starts the three servers (in parallel), migrates; no role runs yet.
     /// `extra` are scenario settings (`STOCKD__…` variables).
     pub async fn start(name: &str, extra: &[(&str, String)]) -> Self {
+        Self::start_on(name, extra, false).await
+    }
+
+    /// [`Stack::start`] with a private 3-node RabbitMQ cluster instead of one
+    /// node: `amqp.urls` lists every node, `amqp.url` is the first.
+    pub async fn start_rabbit_cluster(name: &str, extra: &[(&str, String)]) -> Self {
+        Self::start_on(name, extra, true).await
+    }
+
+    async fn start_on(name: &str, extra: &[(&str, String)], rabbit_cluster: bool) -> Self {
         let dir = TempDir::new(name);
         let root = dir.path.clone();
         println!("[{name}] starting private servers under {}", root.display());
-        let (redis, mysql, rabbit) = tokio::join!(
-            Redis::start(&root),
-            Mariadb::start(&root),
-            Rabbit::start(&root)
-        );
+        let broker = async {
+            if rabbit_cluster {
+                Broker::Cluster(RabbitCluster::start(&root).await)
+            } else {
+                Broker::Single(Rabbit::start(&root).await)
+            }
+        };
+        let (redis, mysql, rabbit) =
+            tokio::join!(Redis::start(&root), Mariadb::start(&root), broker);
         let api_port = free_port();
         let mut env = StockdEnv::default();
         let config_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
@@ -66,6 +83,9 @@ impl Stack {
         env.set("STOCKD__MYSQL__URL", mysql.url(DB_NAME));
         env.set("STOCKD__REDIS__URL", redis.url());
         env.set("STOCKD__AMQP__URL", rabbit.url());
+        if let Some(urls) = rabbit.urls() {
+            env.set("STOCKD__AMQP__URLS", urls);
+        }
         env.set("STOCKD__HTTP__BIND", format!("127.0.0.1:{api_port}"));
         env.set(
             "STOCKD__METRICS__BIND",
@@ -201,6 +221,17 @@ impl Stack {
         let body = resp.text().await.unwrap_or_default();
         assert_eq!(status, 200, "creating sku {sku}: {body}");
         println!("  sku {sku}: total {total}, limit_per_user {limit}");
+    }
+
+    /// Port of a role's `/livez` and `/metrics` (http.bind of the api,
+    /// metrics.bind of the others), once it was started.
+    pub fn role_port(&self, role: &str) -> Option<u16> {
+        self.role_ports.get(role).copied()
+    }
+
+    /// Where every server and role process writes its log.
+    pub fn logs_dir(&self) -> PathBuf {
+        self.dir.path.join("logs")
     }
 
     /// A connection to the stack's database.

@@ -14,6 +14,7 @@ mod s09_frozen;
 mod s10_expiry_outage;
 mod s11_memory_alarm;
 mod s12_redis_maxmemory;
+mod s15_rabbit_node_kill;
 
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,20 @@ pub struct Scenario {
 impl Scenario {
     /// Prints the header and seed, starts the private servers and migrates.
     pub async fn begin(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
+        Self::begin_on(name, title, extra, false).await
+    }
+
+    /// [`Scenario::begin`] on a stack with a 3-node RabbitMQ cluster.
+    pub async fn begin_rabbit_cluster(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
+        Self::begin_on(name, title, extra, true).await
+    }
+
+    async fn begin_on(
+        name: &str,
+        title: &str,
+        extra: &[(&str, String)],
+        rabbit_cluster: bool,
+    ) -> Self {
         let run = run_seed();
         let seed = scenario_seed(run, name);
         println!("\n===== {name}: {title}");
@@ -48,7 +63,11 @@ impl Scenario {
             println!("[{name}] settings: {extra:?}");
         }
         let started = Instant::now();
-        let stack = Stack::start(name, extra).await;
+        let stack = if rabbit_cluster {
+            Stack::start_rabbit_cluster(name, extra).await
+        } else {
+            Stack::start(name, extra).await
+        };
         Self {
             name: name.to_string(),
             rng: Rng::new(seed),

@@ -2,8 +2,10 @@
 //! loopback ports with data under the scenario's temp dir. The shared services
 //! on 6379/3306/5672 are never touched.
 
+pub mod broker;
 pub mod mariadb;
 pub mod process;
+pub mod rabbit_cluster;
 pub mod rabbitmq;
 pub mod redis;
 

@@ -234,7 +234,7 @@ impl CtlHandle {
     }
 }
 
-async fn amqp_handshake(url: String) -> bool {
+pub(super) async fn amqp_handshake(url: String) -> bool {
     match stockd::mq::connect(&url, "chaos-ready").await {
         Ok(conn) => {
             let _ = conn.close(200, "".into()).await;
