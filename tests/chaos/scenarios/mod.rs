@@ -14,12 +14,17 @@ mod s09_frozen;
 mod s10_expiry_outage;
 mod s11_memory_alarm;
 mod s12_redis_maxmemory;
+mod s13_cluster_primary_kill;
+mod s14_cluster_lost_writes;
+mod s16_cluster_slot_migration;
+
+mod cluster;
 
 use std::time::{Duration, Instant};
 
 use crate::load::{Load, LoadPlan, LoadReport};
 use crate::seed::{run_seed, scenario_seed, Rng};
-use crate::stack::Stack;
+use crate::stack::{RedisSetup, Stack};
 use crate::{audit, drain};
 
 /// How long a scenario waits for the pipeline to drain before auditing anyway.
@@ -37,6 +42,16 @@ pub struct Scenario {
 impl Scenario {
     /// Prints the header and seed, starts the private servers and migrates.
     pub async fn begin(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
+        Self::begin_on(name, title, extra, RedisSetup::Standalone).await
+    }
+
+    /// [`Self::begin`] on the Redis of `setup` (one server or a cluster).
+    pub async fn begin_on(
+        name: &str,
+        title: &str,
+        extra: &[(&str, String)],
+        setup: RedisSetup,
+    ) -> Self {
         let run = run_seed();
         let seed = scenario_seed(run, name);
         println!("\n===== {name}: {title}");
@@ -48,7 +63,7 @@ impl Scenario {
             println!("[{name}] settings: {extra:?}");
         }
         let started = Instant::now();
-        let stack = Stack::start(name, extra).await;
+        let stack = Stack::start_on(name, extra, setup).await;
         Self {
             name: name.to_string(),
             rng: Rng::new(seed),
