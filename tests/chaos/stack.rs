@@ -63,12 +63,8 @@ pub struct Stack {
 
 impl Stack {
     /// Starts the three servers (in parallel), migrates; no role runs yet.
-    /// `extra` are scenario settings (`STOCKD__…` variables).
-    pub async fn start(name: &str, extra: &[(&str, String)]) -> Self {
-        Self::start_on(name, extra, RedisSetup::Standalone).await
-    }
-
-    /// [`Self::start`] with the Redis of `setup`.
+    /// `extra` are scenario settings (`STOCKD__…` variables); `setup` picks one
+    /// redis-server or the 6-node cluster.
     pub async fn start_on(name: &str, extra: &[(&str, String)], setup: RedisSetup) -> Self {
         let dir = TempDir::new(name);
         let root = dir.path.clone();

@@ -54,17 +54,23 @@ pub async fn print_placement(sc: &Scenario, skus: &[u64]) {
 pub struct Repair {
     /// (sku, verdict, drift, missing_in_redis, repaired) per SKU.
     pub skus: Vec<(u64, String, i64, i64, bool)>,
-    pub code: Option<i32>,
 }
 
 impl Repair {
-    /// "sku 141 REDIS_AHEAD drift 12, 30 records missing, repaired" for the repaired SKUs.
+    /// The repaired SKUs. The JSON gives the verdict of the look after the
+    /// repair: REDIS_AHEAD when only the stock CAS was left to do, OK when the
+    /// rebuild of records and counters from MySQL already closed the gap.
     pub fn summary(&self) -> String {
         let done: Vec<String> = self
             .skus
             .iter()
             .filter(|s| s.4)
-            .map(|s| format!("sku {} {} drift {} missing records {}", s.0, s.1, s.2, s.3))
+            .map(|s| {
+                format!(
+                    "sku {} repaired (verdict after the repair {}, drift {}, records missing {})",
+                    s.0, s.1, s.2, s.3
+                )
+            })
             .collect();
         if done.is_empty() {
             "nothing".into()
@@ -82,10 +88,7 @@ pub async fn repair(sc: &Scenario) -> Repair {
         .cli(&["reconcile", "--once", "--repair", "--json"])
         .await;
     let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
-    let mut repair = Repair {
-        code: out.code,
-        ..Repair::default()
-    };
+    let mut repair = Repair::default();
     match report["skus"].as_array() {
         Some(skus) => {
             for s in skus {

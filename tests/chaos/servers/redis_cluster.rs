@@ -27,8 +27,11 @@ pub const NODE_TIMEOUT_MS: u64 = 1_500;
 const START_LIMIT: Duration = Duration::from_secs(30);
 /// `cluster_state:ok` on every node after `--cluster create` or a failover.
 const CONVERGE_LIMIT: Duration = Duration::from_secs(60);
-/// Keys moved by one `MIGRATE`.
-const MIGRATE_BATCH: usize = 100;
+/// Keys moved by one `MIGRATE`, and the pause after each: small and slow on
+/// purpose, so a migration under load lasts seconds and requests meet the
+/// slot half moved (ASK, TRYAGAIN).
+const MIGRATE_BATCH: usize = 10;
+const MIGRATE_PAUSE: Duration = Duration::from_millis(50);
 
 pub struct ClusterNode {
     pub port: u16,
@@ -390,15 +393,19 @@ impl RedisCluster {
     }
 
     /// `CLUSTER FAILOVER TAKEOVER` on replica `i`: it promotes itself without
-    /// its primary's agreement nor the other primaries' votes.
-    pub async fn failover_takeover(&self, i: usize) {
-        let _: () = self
-            .on_node(i, redis::cmd("CLUSTER").arg("FAILOVER").arg("TAKEOVER"))
-            .await;
+    /// its primary's agreement nor the other primaries' votes. The error is
+    /// returned (a node that is a primary already refuses it).
+    pub async fn failover_takeover(&self, i: usize) -> redis::RedisResult<String> {
+        let mut conn = self.conn(i).await;
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("FAILOVER").arg("TAKEOVER");
+        tokio::time::timeout(Duration::from_secs(5), cmd.query_async(&mut conn))
+            .await
+            .unwrap_or_else(|_| panic!("CLUSTER FAILOVER TAKEOVER on node {i} timed out"))
     }
 
     /// Moves `slot` (and its keys) from its primary to primary `to`:
-    /// SETSLOT IMPORTING / MIGRATING, MIGRATE in batches, SETSLOT NODE on
+    /// SETSLOT IMPORTING / MIGRATING, MIGRATE in small paced batches, SETSLOT NODE on
     /// both and on every other primary. Returns the keys moved.
     pub async fn migrate_slot(&self, slot: u16, to: usize) -> usize {
         let (from, _) = self.owners(slot).await;
@@ -436,6 +443,7 @@ impl RedisCluster {
                 .arg(&keys);
             let _: String = self.on_node(from, &migrate).await;
             moved += keys.len();
+            tokio::time::sleep(MIGRATE_PAUSE).await;
         }
         // The new owner first, then the old one (which then answers MOVED),
         // then the other primaries (the epoch bump spreads it anyway).
