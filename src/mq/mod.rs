@@ -37,16 +37,22 @@ pub async fn connect(url: &str, name: &str) -> Result<Connection, MqError> {
 }
 
 /// Connects to the first of `urls` that answers (`amqp.urls`: the nodes of a
-/// cluster, tried in order on every connect and reconnect, so a role whose
-/// broker died moves to the next node). The error is the last node's.
+/// cluster, tried on every connect and reconnect, so a role whose broker died
+/// moves to the next node). Each try starts at the node that answered last
+/// time for this list: after a failover, reconnects go straight to the
+/// survivor instead of waiting out the connect timeout of a frozen first
+/// node every time. The error is the last node's.
 pub async fn connect_any(
     urls: &[String],
     tls: &TlsFiles,
     name: &str,
 ) -> Result<Connection, MqError> {
+    let list = urls.join(",");
+    let start = last_good(&list, None).min(urls.len().saturating_sub(1));
     let mut last = MqError::Timeout;
-    for (i, url) in urls.iter().enumerate() {
-        match connect_with(url, tls, name).await {
+    for step in 0..urls.len() {
+        let i = (start + step) % urls.len();
+        match connect_with(&urls[i], tls, name).await {
             Ok(conn) => {
                 if i > 0 {
                     tracing::info!(
@@ -55,6 +61,7 @@ pub async fn connect_any(
                         "amqp: connected to a later broker of amqp.urls"
                     );
                 }
+                last_good(&list, Some(i));
                 return Ok(conn);
             }
             Err(err) => {
@@ -64,6 +71,26 @@ pub async fn connect_any(
         }
     }
     Err(last)
+}
+
+/// The index of the node of `list` that answered last (0 at first); with
+/// `Some(i)` records `i`. Per URL list, so processes (and tests) holding
+/// several lists keep them apart.
+fn last_good(list: &str, set: Option<usize>) -> usize {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LAST_GOOD: OnceLock<Mutex<HashMap<String, usize>>> = OnceLock::new();
+    let mut map = LAST_GOOD
+        .get_or_init(Default::default)
+        .lock()
+        .expect("lock poisoned");
+    match set {
+        Some(i) => {
+            map.insert(list.to_string(), i);
+            i
+        }
+        None => map.get(list).copied().unwrap_or(0),
+    }
 }
 
 /// [`connect`] with `amqp.tls`: its CA and client certificate shape an

@@ -185,6 +185,11 @@ impl Load {
         answers.iter().filter(|a| a.accepted()).count()
     }
 
+    /// Every answer received so far (the load goes on).
+    pub fn answers_so_far(&self) -> Vec<Answer> {
+        self.shared.answers.lock().unwrap().clone()
+    }
+
     /// Waits until every planned request was sent and answered (bounded by
     /// the plan's max duration and the request timeout).
     pub async fn finish(self) -> LoadReport {

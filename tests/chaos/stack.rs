@@ -1,4 +1,5 @@
-//! One scenario's whole installation: private Redis, MariaDB and RabbitMQ,
+//! One scenario's whole installation: private Redis (one server, or a 6-node
+//! Redis Cluster with [`RedisSetup::Cluster`]), MariaDB and RabbitMQ,
 //! the stockd roles as processes, and the names (keys, queues) they use.
 //! Dropping it stops every process by pid and removes the temp dir; after a
 //! panic it first prints the tail of every log.
@@ -11,7 +12,7 @@ use serde_json::json;
 
 use stockd::config::Settings;
 use stockd::mq::Topology;
-use stockd::redis::Keys;
+use stockd::redis::{Keys, RedisLink, RedisStore};
 
 use crate::servers::broker::Broker;
 use crate::servers::mariadb::Mariadb;
@@ -19,6 +20,7 @@ use crate::servers::process::{free_port, log_tail, TempDir};
 use crate::servers::rabbit_cluster::RabbitCluster;
 use crate::servers::rabbitmq::Rabbit;
 use crate::servers::redis::Redis;
+use crate::servers::redis_cluster::RedisCluster;
 use crate::stockd::{run_cli, start_role, CliOutput, RoleProcess, StockdEnv, ADMIN_TOKEN};
 
 /// Database of every chaos stack (the server is private, the name can be fixed).
@@ -28,11 +30,24 @@ const ROLE_START_LIMIT: Duration = Duration::from_secs(90);
 /// One-shot subcommands (migrate, warmup, reconcile, audit).
 const CLI_LIMIT: Duration = Duration::from_secs(120);
 
+/// Which Redis a stack runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisSetup {
+    /// One redis-server (every scenario up to s12).
+    Standalone,
+    /// A 6-node Redis Cluster (3 primaries + 3 replicas); stockd runs with
+    /// `redis.mode: cluster` and every node in `redis.urls`.
+    Cluster,
+}
+
 pub struct Stack {
     pub name: String,
     // Field order is drop order: stockd processes, then servers, then the dir.
     roles: BTreeMap<String, RoleProcess>,
-    pub redis: Redis,
+    /// The harness's own cluster client (routes each key to its slot's primary).
+    harness_store: Option<RedisStore>,
+    redis: Option<Redis>,
+    cluster: Option<RedisCluster>,
     pub mysql: Mariadb,
     /// One private node, or a 3-node cluster ([`Stack::start_rabbit_cluster`]).
     pub rabbit: Broker,
@@ -51,21 +66,25 @@ pub struct Stack {
 
 impl Stack {
     /// Starts the three servers (in parallel), migrates; no role runs yet.
-    /// `extra` are scenario settings (`STOCKD__…` variables).
-    pub async fn start(name: &str, extra: &[(&str, String)]) -> Self {
-        Self::start_on(name, extra, false).await
-    }
-
-    /// [`Stack::start`] with a private 3-node RabbitMQ cluster instead of one
-    /// node: `amqp.urls` lists every node, `amqp.url` is the first.
-    pub async fn start_rabbit_cluster(name: &str, extra: &[(&str, String)]) -> Self {
-        Self::start_on(name, extra, true).await
-    }
-
-    async fn start_on(name: &str, extra: &[(&str, String)], rabbit_cluster: bool) -> Self {
+    /// `extra` are scenario settings (`STOCKD__…` variables); `setup` picks one
+    /// redis-server or the 6-node cluster, `rabbit_cluster` one RabbitMQ node
+    /// or a 3-node cluster (`amqp.urls` lists every node, `amqp.url` is the
+    /// first).
+    pub async fn start_on(
+        name: &str,
+        extra: &[(&str, String)],
+        setup: RedisSetup,
+        rabbit_cluster: bool,
+    ) -> Self {
         let dir = TempDir::new(name);
         let root = dir.path.clone();
         println!("[{name}] starting private servers under {}", root.display());
+        let redis_start = async {
+            match setup {
+                RedisSetup::Standalone => (Some(Redis::start(&root).await), None),
+                RedisSetup::Cluster => (None, Some(RedisCluster::start(&root).await)),
+            }
+        };
         let broker = async {
             if rabbit_cluster {
                 Broker::Cluster(RabbitCluster::start(&root).await)
@@ -73,15 +92,23 @@ impl Stack {
                 Broker::Single(Rabbit::start(&root).await)
             }
         };
-        let (redis, mysql, rabbit) =
-            tokio::join!(Redis::start(&root), Mariadb::start(&root), broker);
+        let ((redis, cluster), mysql, rabbit) =
+            tokio::join!(redis_start, Mariadb::start(&root), broker);
         let api_port = free_port();
         let mut env = StockdEnv::default();
         let config_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
         env.set("STOCKD_CONFIG_DIR", config_dir.display());
         env.set("STOCKD_ENV", "test");
         env.set("STOCKD__MYSQL__URL", mysql.url(DB_NAME));
-        env.set("STOCKD__REDIS__URL", redis.url());
+        match (&redis, &cluster) {
+            (Some(redis), _) => env.set("STOCKD__REDIS__URL", redis.url()),
+            (None, Some(cluster)) => {
+                env.set("STOCKD__REDIS__MODE", "cluster");
+                env.set("STOCKD__REDIS__URL", cluster.nodes[0].url());
+                env.set("STOCKD__REDIS__URLS", cluster.urls());
+            }
+            (None, None) => unreachable!("a stack has a Redis"),
+        }
         env.set("STOCKD__AMQP__URL", rabbit.url());
         if let Some(urls) = rabbit.urls() {
             env.set("STOCKD__AMQP__URLS", urls);
@@ -106,10 +133,16 @@ impl Stack {
             .unwrap_or_else(|e| panic!("[{name}] settings {vars:?}: {e:#}"));
         let topology = Topology::new(&settings.amqp, settings.reservation.ttl_secs);
         let keys = Keys::new(&settings.redis.key_prefix);
+        let harness_store = cluster.as_ref().map(|_| {
+            RedisStore::new(&settings.redis, settings.reservation.ttl_secs)
+                .unwrap_or_else(|e| panic!("[{name}] harness cluster client: {e}"))
+        });
         let stack = Self {
             name: name.to_string(),
             roles: BTreeMap::new(),
+            harness_store,
             redis,
+            cluster,
             mysql,
             rabbit,
             env,
@@ -128,6 +161,37 @@ impl Stack {
         let migrate = stack.cli(&["migrate"]).await;
         assert_eq!(migrate.code, Some(0), "migrate: {}", migrate.text());
         stack
+    }
+
+    /// The single redis-server (panics on a cluster stack).
+    pub fn redis(&self) -> &Redis {
+        self.redis.as_ref().expect("a standalone Redis stack")
+    }
+
+    pub fn redis_mut(&mut self) -> &mut Redis {
+        self.redis.as_mut().expect("a standalone Redis stack")
+    }
+
+    /// The Redis Cluster (panics on a standalone stack).
+    pub fn cluster(&self) -> &RedisCluster {
+        self.cluster.as_ref().expect("a Redis Cluster stack")
+    }
+
+    pub fn cluster_mut(&mut self) -> &mut RedisCluster {
+        self.cluster.as_mut().expect("a Redis Cluster stack")
+    }
+
+    /// The harness's connection for its own reads: a direct connection to the
+    /// single server, or the cluster client (each command routed by its key;
+    /// a pipeline must stay within one slot, i.e. one SKU).
+    pub async fn redis_link(&self) -> RedisLink {
+        match &self.harness_store {
+            None => RedisLink::Shared(self.redis().conn().await),
+            Some(store) => tokio::time::timeout(Duration::from_secs(5), store.side_link())
+                .await
+                .expect("cluster client: connect timed out")
+                .unwrap_or_else(|e| panic!("cluster client: {e}")),
+        }
     }
 
     /// Starts `role` (api, consumer, closer, reconciler) and waits until live.

@@ -1,6 +1,9 @@
-//! Reads of the truth, straight from the private servers (no stockd code in
-//! between): SKU rows and the ledger in MySQL; SKU hashes, reservation
-//! records, buyer counters and outboxes in Redis; queue depths in RabbitMQ.
+//! Reads of the truth, straight from the private servers: SKU rows and the
+//! ledger in MySQL; SKU hashes, reservation records, buyer counters and
+//! outboxes in Redis; queue depths in RabbitMQ. On a Redis Cluster the reads go
+//! through stockd's cluster client (it only routes each key to its slot's
+//! primary), and every pipeline holds the keys of one SKU (one slot): a
+//! cluster node refuses keys of several slots in one request (CROSSSLOT).
 
 use std::collections::BTreeMap;
 
@@ -91,7 +94,7 @@ pub fn by_key(rows: &[LedgerRow]) -> BTreeMap<(u64, String), &LedgerRow> {
 
 /// Redis `available` of a SKU (None: not loaded).
 pub async fn redis_available(stack: &Stack, sku: u64) -> Option<i64> {
-    let mut conn = stack.redis.conn().await;
+    let mut conn = stack.redis_link().await;
     let key = stack.keys.sku(sku_id(sku));
     let value: Option<i64> = cmd(redis::cmd("HGET")
         .arg(&key)
@@ -102,7 +105,7 @@ pub async fn redis_available(stack: &Stack, sku: u64) -> Option<i64> {
 }
 
 pub async fn outbox_len(stack: &Stack, sku: u64) -> u64 {
-    let mut conn = stack.redis.conn().await;
+    let mut conn = stack.redis_link().await;
     cmd(redis::cmd("XLEN")
         .arg(stack.keys.outbox(sku_id(sku)))
         .query_async(&mut conn))
@@ -115,11 +118,11 @@ pub async fn record_statuses(
     stack: &Stack,
     ids: &[(u64, String)],
 ) -> BTreeMap<(u64, String), Option<String>> {
-    let mut conn = stack.redis.conn().await;
+    let mut conn = stack.redis_link().await;
     let mut out = BTreeMap::new();
-    for chunk in ids.chunks(500) {
+    for chunk in per_sku_chunks(ids, |id| id.0) {
         let mut pipe = redis::pipe();
-        for (sku, rid) in chunk {
+        for (sku, rid) in &chunk {
             let key = format!("{}{rid}", stack.keys.reservation_prefix(sku_id(*sku)));
             pipe.cmd("HGET").arg(key).arg("status");
         }
@@ -131,13 +134,25 @@ pub async fn record_statuses(
     out
 }
 
+/// `ids` in runs of at most 500 with one SKU each (one slot on a cluster).
+fn per_sku_chunks<T: Clone>(ids: &[T], sku: impl Fn(&T) -> u64) -> Vec<Vec<T>> {
+    let mut by_sku: BTreeMap<u64, Vec<T>> = BTreeMap::new();
+    for id in ids {
+        by_sku.entry(sku(id)).or_default().push(id.clone());
+    }
+    by_sku
+        .into_values()
+        .flat_map(|v| v.chunks(500).map(<[T]>::to_vec).collect::<Vec<_>>())
+        .collect()
+}
+
 /// Redis buyer counters (missing = 0) of each (sku, user) asked.
 pub async fn user_counters(stack: &Stack, ids: &[(u64, u64)]) -> BTreeMap<(u64, u64), i64> {
-    let mut conn = stack.redis.conn().await;
+    let mut conn = stack.redis_link().await;
     let mut out = BTreeMap::new();
-    for chunk in ids.chunks(500) {
+    for chunk in per_sku_chunks(ids, |id| id.0) {
         let mut pipe = redis::pipe();
-        for (sku, user) in chunk {
+        for (sku, user) in &chunk {
             let key = stack
                 .keys
                 .user(sku_id(*sku), stockd::domain::UserId::new(*user).unwrap());
@@ -153,7 +168,7 @@ pub async fn user_counters(stack: &Stack, ids: &[(u64, u64)]) -> BTreeMap<(u64, 
 
 /// Request ids in a SKU's winners set (took Redis stock at some point).
 pub async fn winners(stack: &Stack, sku: u64) -> Vec<String> {
-    let mut conn = stack.redis.conn().await;
+    let mut conn = stack.redis_link().await;
     cmd(redis::cmd("SMEMBERS")
         .arg(stack.keys.winners(sku_id(sku)))
         .query_async(&mut conn))
@@ -162,7 +177,7 @@ pub async fn winners(stack: &Stack, sku: u64) -> Vec<String> {
 
 /// Redis `TIME` in ms (the clock reservations expire by).
 pub async fn redis_now_ms(stack: &Stack) -> u64 {
-    let mut conn = stack.redis.conn().await;
+    let mut conn = stack.redis_link().await;
     let (secs, micros): (u64, u64) = cmd(redis::cmd("TIME").query_async(&mut conn)).await;
     secs * 1000 + micros / 1000
 }

@@ -14,13 +14,18 @@ mod s09_frozen;
 mod s10_expiry_outage;
 mod s11_memory_alarm;
 mod s12_redis_maxmemory;
+mod s13_cluster_primary_kill;
+mod s14_cluster_lost_writes;
 mod s15_rabbit_node_kill;
+mod s16_cluster_slot_migration;
+
+mod cluster;
 
 use std::time::{Duration, Instant};
 
 use crate::load::{Load, LoadPlan, LoadReport};
 use crate::seed::{run_seed, scenario_seed, Rng};
-use crate::stack::Stack;
+use crate::stack::{RedisSetup, Stack};
 use crate::{audit, drain};
 
 /// How long a scenario waits for the pipeline to drain before auditing anyway.
@@ -38,18 +43,29 @@ pub struct Scenario {
 impl Scenario {
     /// Prints the header and seed, starts the private servers and migrates.
     pub async fn begin(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
-        Self::begin_on(name, title, extra, false).await
+        Self::begin_with(name, title, extra, RedisSetup::Standalone, false).await
+    }
+
+    /// [`Self::begin`] on the Redis of `setup` (one server or a cluster).
+    pub async fn begin_on(
+        name: &str,
+        title: &str,
+        extra: &[(&str, String)],
+        setup: RedisSetup,
+    ) -> Self {
+        Self::begin_with(name, title, extra, setup, false).await
     }
 
     /// [`Scenario::begin`] on a stack with a 3-node RabbitMQ cluster.
     pub async fn begin_rabbit_cluster(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
-        Self::begin_on(name, title, extra, true).await
+        Self::begin_with(name, title, extra, RedisSetup::Standalone, true).await
     }
 
-    async fn begin_on(
+    async fn begin_with(
         name: &str,
         title: &str,
         extra: &[(&str, String)],
+        setup: RedisSetup,
         rabbit_cluster: bool,
     ) -> Self {
         let run = run_seed();
@@ -63,11 +79,7 @@ impl Scenario {
             println!("[{name}] settings: {extra:?}");
         }
         let started = Instant::now();
-        let stack = if rabbit_cluster {
-            Stack::start_rabbit_cluster(name, extra).await
-        } else {
-            Stack::start(name, extra).await
-        };
+        let stack = Stack::start_on(name, extra, setup, rabbit_cluster).await;
         Self {
             name: name.to_string(),
             rng: Rng::new(seed),

@@ -17,10 +17,10 @@ async fn s01_redis_kill9_and_aof_restart_lose_nothing() {
     sc.pause(4_000, 2_000).await;
     sc.note("inject: kill -9 redis-server");
     let down_ms = load.elapsed_ms();
-    sc.stack.redis.kill9();
+    sc.stack.redis_mut().kill9();
     sc.pause(2_000, 1_000).await;
     sc.note("restart redis-server on its AOF");
-    sc.stack.redis.restart().await;
+    sc.stack.redis_mut().restart().await;
     let up_ms = load.elapsed_ms();
     let report = load.finish().await;
     let during: Vec<_> = report

@@ -22,7 +22,7 @@ async fn s02_redis_restarted_empty_then_warmup_keeps_limits_and_replays() {
     let load = sc.load(plan("s02a", &skus, 250, 900, 100));
     sc.pause(4_000, 2_000).await;
     sc.note("inject: kill -9 redis-server, delete its data, start it empty");
-    sc.stack.redis.restart_empty().await;
+    sc.stack.redis_mut().restart_empty().await;
     let before = load.finish().await;
 
     let probe = sc.reserve(skus[0], "s02-probe", 9_999, 1).await;

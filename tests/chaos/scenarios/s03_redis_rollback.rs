@@ -59,14 +59,14 @@ async fn s03_redis_rollback_to_a_snapshot_is_repaired_without_over_limit() {
     let load = sc.load(plan("s03", &skus, 300, 1500, 100));
     sc.pause(4_000, 2_000).await;
     sc.note("snapshot: SAVE + copy dump.rdb");
-    let snapshot = sc.stack.redis.snapshot("before").await;
+    let snapshot = sc.stack.redis().snapshot("before").await;
     let at_snapshot = load.accepted_count();
     sc.pause(4_000, 2_000).await;
     let lost = load.accepted_count() - at_snapshot;
     sc.note(&format!(
         "inject: kill -9 redis-server, restart from the snapshot ({lost} acknowledged reservations after it are lost)"
     ));
-    sc.stack.redis.restore(&snapshot).await;
+    sc.stack.redis_mut().restore(&snapshot).await;
     let report = load.finish().await;
     sc.pause(2_000, 0).await;
     for _ in 0..2 {
@@ -91,7 +91,7 @@ async fn s03b_rolled_back_buyer_cannot_exceed_limit_and_retry_replays() {
     for sku in [33, 34] {
         sc.stack.create_sku(sku, 10, 1).await;
     }
-    let snapshot = sc.stack.redis.snapshot("before-a").await;
+    let snapshot = sc.stack.redis().snapshot("before-a").await;
     for sku in [33, 34] {
         let a = sc.reserve(sku, &format!("a{sku}"), 7, 1).await;
         sc.expect(
@@ -110,7 +110,7 @@ async fn s03b_rolled_back_buyer_cannot_exceed_limit_and_retry_replays() {
     )
     .await;
     sc.note("inject: restore Redis from the snapshot taken before a");
-    sc.stack.redis.restore(&snapshot).await;
+    sc.stack.redis_mut().restore(&snapshot).await;
     for _ in 0..2 {
         repair(&sc).await;
         sc.pause(1_000, 0).await;

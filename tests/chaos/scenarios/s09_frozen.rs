@@ -149,7 +149,7 @@ async fn freeze_phase(sc: &mut Scenario, target: Target) -> Phase {
 fn process_of(sc: &mut Scenario, target: Target) -> &mut crate::servers::process::OwnedProcess {
     match target {
         Target::Mysql => sc.stack.mysql.process(),
-        Target::Redis => sc.stack.redis.process(),
+        Target::Redis => sc.stack.redis_mut().process(),
         Target::Broker => sc.stack.rabbit.process(),
     }
 }

@@ -34,7 +34,7 @@ async fn s11_broker_memory_alarm_fills_outbox_to_its_bound_then_drains() {
     let max_outbox = Arc::new(AtomicU64::new(0));
     let sampler = {
         let (url, key, max) = (
-            sc.stack.redis.url(),
+            sc.stack.redis().url(),
             sc.stack.keys.outbox(stores::sku_id(111)),
             max_outbox.clone(),
         );

@@ -20,16 +20,16 @@ async fn s12_redis_maxmemory_refuses_reserves_whole() {
     }
     let load = sc.load(plan("s12", &skus, 600, 1_500, 100));
     sc.pause(3_000, 1_000).await;
-    let used = sc.stack.redis.used_memory().await;
+    let used = sc.stack.redis().used_memory().await;
     sc.note(&format!(
         "inject: CONFIG SET maxmemory {} (used {used} + {HEADROOM})",
         used + HEADROOM
     ));
     let from_ms = load.elapsed_ms();
-    sc.stack.redis.set_maxmemory(used + HEADROOM).await;
+    sc.stack.redis().set_maxmemory(used + HEADROOM).await;
     sc.pause(5_000, 2_000).await;
     sc.note("CONFIG SET maxmemory 0");
-    sc.stack.redis.set_maxmemory(0).await;
+    sc.stack.redis().set_maxmemory(0).await;
     let to_ms = load.elapsed_ms();
     let report = load.finish().await;
     let refused = report

@@ -1,4 +1,4 @@
-//! Private Redis, MariaDB and RabbitMQ servers, one set per scenario, on free
+//! Private Redis (one server or a 6-node cluster), MariaDB and RabbitMQ servers, one set per scenario, on free
 //! loopback ports with data under the scenario's temp dir. The shared services
 //! on 6379/3306/5672 are never touched.
 
@@ -8,6 +8,7 @@ pub mod process;
 pub mod rabbit_cluster;
 pub mod rabbitmq;
 pub mod redis;
+pub mod redis_cluster;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
