@@ -93,3 +93,28 @@ async fn queues_of_an_older_build_are_still_accepted() {
     redeclared.unwrap();
     app.cleanup().await;
 }
+
+/// Node-wide commands reach every primary: `INFO` through each link of
+/// `primaries()` answers that node's own text (the bench reads the version
+/// and the SLOWLOG this way, clean-up SCANs every primary).
+#[tokio::test]
+async fn every_primary_answers_node_wide_commands() {
+    let app = TestApp::spawn().await;
+    let admin = stockd::redis::RedisStore::new(&app.direct_settings.redis, 1).unwrap();
+    let primaries = admin.primaries().await.unwrap();
+    let expected = if app.direct_settings.redis.mode == stockd::config::RedisMode::Cluster {
+        3
+    } else {
+        1
+    };
+    assert_eq!(primaries.len(), expected, "one link per primary");
+    for (name, mut link) in primaries {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut link)
+            .await
+            .unwrap_or_else(|e| panic!("INFO on {name}: {e}"));
+        assert!(info.contains("redis_version:"), "{name}: {info}");
+    }
+    app.cleanup().await;
+}

@@ -86,7 +86,7 @@ pub struct TestApp {
     direct_db: stockd::db::Db,
     /// Settings without the tweak, as the admin identities of [`users`]:
     /// cleanup and helpers reach every store directly.
-    direct_settings: Settings,
+    pub direct_settings: Settings,
     /// Set once the test's data is gone; otherwise `Drop` removes it (a test
     /// that panicked never reaches `cleanup`) and, unless the test already
     /// failed, asserts that its work queues were drained — nothing ready, and
