@@ -11,6 +11,12 @@ use stockd::cli::{Cli, Command, ConfigAction};
 use stockd::config::{config_dir, env_name, Settings};
 use stockd::{db, resources::Resources, roles, shutdown, telemetry};
 
+/// mimalloc instead of glibc malloc: fewer cycles per allocation on the
+/// request path and no contention between the runtime's threads
+/// (BENCHMARKS.md, "CPU efficiency").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // For the audit and dlq jobs, exit code 1 means "found something"; failing
