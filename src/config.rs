@@ -769,6 +769,36 @@ mod tests {
     }
 
     #[test]
+    fn redis_cluster_mode_reads_the_seed_list_and_standalone_refuses_it() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert_eq!(s.redis.mode, RedisMode::Standalone);
+        assert_eq!(s.redis.node_urls(), std::slice::from_ref(&s.redis.url));
+        let seeds = "redis://u:p@127.0.0.1:7001, redis://u:p@127.0.0.1:7002".to_string();
+        let vars = vec![
+            ("STOCKD__REDIS__MODE".to_string(), "cluster".to_string()),
+            ("STOCKD__REDIS__URLS".to_string(), seeds.clone()),
+        ];
+        let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
+        assert_eq!(s.redis.mode, RedisMode::Cluster);
+        assert_eq!(
+            s.redis.node_urls(),
+            ["redis://u:p@127.0.0.1:7001", "redis://u:p@127.0.0.1:7002"]
+        );
+        assert!(
+            !format!("{:?}", s.redis).contains(":p@"),
+            "passwords redacted"
+        );
+        assert!(!s.redacted_yaml().unwrap().contains(":p@"));
+        // The seed list without cluster mode would be silently ignored: refused.
+        let vars = vec![("STOCKD__REDIS__URLS".to_string(), seeds)];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("redis.urls"), "{err}");
+        let vars = vec![("STOCKD__REDIS__MODE".to_string(), "sentinel".to_string())];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("redis.mode"), "{err}");
+    }
+
+    #[test]
     fn amqp_urls_take_a_comma_separated_list_and_replace_url() {
         let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
         assert_eq!(s.amqp.broker_urls(), std::slice::from_ref(&s.amqp.url));
