@@ -1,5 +1,5 @@
-//! The Redis store: its connection (standalone or cluster), scripts and the one bounded `run` every call goes
-//! through. The commands themselves live by aggregate, one file each:
+//! The Redis store: its connection (standalone or cluster), scripts and the
+//! one bounded `run` every call goes through. The commands themselves live by aggregate, one file each:
 //! `reservation.rs`, `sku.rs`, `outbox.rs` (and `drift`, `readmit`, `rebuild`,
 //! `inspect` for the reconciler and warm-up).
 
