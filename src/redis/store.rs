@@ -1,7 +1,7 @@
 //! The Redis store: its connection (standalone or cluster), scripts and the
-//! one bounded `run` every call goes through. The commands themselves live by aggregate, one file each:
-//! `reservation.rs`, `sku.rs`, `outbox.rs` (and `drift`, `readmit`, `rebuild`,
-//! `inspect` for the reconciler and warm-up).
+//! one bounded `run` every call goes through. The commands themselves live by
+//! aggregate, one file each: `reservation.rs`, `sku.rs`, `outbox.rs` (and
+//! `drift`, `readmit`, `rebuild`, `inspect` for the reconciler and warm-up).
 
 use std::time::Duration;
 
