@@ -89,32 +89,38 @@ fn redis_address(pid: u32) -> Option<String> {
         .map(str::to_string)
 }
 
-impl Snapshot {
-    /// CPU milliseconds per label spent since `self`.
-    pub fn elapsed_ms(&self) -> BTreeMap<String, f64> {
-        let now = snapshot();
-        now.ticks
-            .iter()
-            .map(|(label, t)| {
-                let before = self.ticks.get(label).copied().unwrap_or(0);
-                let ms = t.saturating_sub(before) as f64 / TICKS_PER_SEC * 1000.0;
-                (label.to_string(), ms)
-            })
-            .collect()
-    }
+/// CPU milliseconds spent between a [`Snapshot`] and now, from one reading.
+#[derive(Debug, Clone, Default)]
+pub struct Elapsed {
+    /// Per process group (`bench`, `stockd`, `redis`, ...).
+    pub by_label: BTreeMap<String, f64>,
+    /// Per redis-server, by the address in its process title.
+    pub by_redis_server: BTreeMap<String, f64>,
+}
 
-    /// CPU milliseconds per redis-server (by address) spent since `self`.
-    pub fn redis_servers_elapsed_ms(&self) -> BTreeMap<String, f64> {
+impl Snapshot {
+    /// CPU milliseconds spent since `self`, both views from one `/proc` read.
+    pub fn elapsed(&self) -> Elapsed {
         let now = snapshot();
-        now.redis_servers
-            .iter()
-            .map(|(addr, t)| {
-                let before = self.redis_servers.get(addr).copied().unwrap_or(0);
-                let ms = t.saturating_sub(before) as f64 / TICKS_PER_SEC * 1000.0;
-                (addr.clone(), ms)
-            })
-            .collect()
+        Elapsed {
+            by_label: ms_since(&self.ticks, &now.ticks),
+            by_redis_server: ms_since(&self.redis_servers, &now.redis_servers),
+        }
     }
+}
+
+/// Milliseconds per key between two tick counts.
+fn ms_since<K: Ord + ToString>(
+    before: &BTreeMap<K, u64>,
+    now: &BTreeMap<K, u64>,
+) -> BTreeMap<String, f64> {
+    now.iter()
+        .map(|(key, t)| {
+            let then = before.get(key).copied().unwrap_or(0);
+            let ms = t.saturating_sub(then) as f64 / TICKS_PER_SEC * 1000.0;
+            (key.to_string(), ms)
+        })
+        .collect()
 }
 
 /// `(comm, ppid, utime + stime)` of one process.

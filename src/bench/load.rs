@@ -84,16 +84,15 @@ pub async fn drive<R: Requester>(label: &str, plan: Plan, workers: Vec<R>) -> Ru
         tally.merge(t);
         finished = finished.max(end);
     }
-    let cpu_ms = cpu_before.elapsed_ms();
-    let redis_servers_ms = cpu_before.redis_servers_elapsed_ms();
+    let cpu = cpu_before.elapsed();
     progress.finish().await;
     Run {
         requests: samples.len() as u64,
         elapsed: finished - started,
         latency: Percentiles::of_micros(&mut samples),
         tally,
-        cpu_ms,
-        redis_servers_ms,
+        cpu_ms: cpu.by_label,
+        redis_servers_ms: cpu.by_redis_server,
     }
 }
 

@@ -111,9 +111,7 @@ impl RedisStore {
 
     /// `(name, link)` per primary: `SCAN`, `INFO` and `SLOWLOG` go to each.
     pub async fn primaries(&self) -> Result<Vec<(String, RedisLink)>, RedisError> {
-        tokio::time::timeout(self.call_bound, self.hot.primaries())
-            .await
-            .map_err(|_| RedisError::Timeout)?
+        self.bounded(self.hot.primaries()).await
     }
 
     pub(super) async fn run<T, F, Fut>(&self, op: F) -> Result<T, RedisError>
@@ -121,13 +119,22 @@ impl RedisStore {
         F: FnOnce(RedisLink) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
-        // One deadline for the whole call: taking (or building) a connection
-        // and the command. Without it a frozen Redis costs the pool wait, the
-        // connect and the response timeouts one after the other.
-        let call = async {
+        self.bounded(async {
             let conn = self.hot.get().await?;
             op(conn).await.map_err(RedisError::from)
-        };
+        })
+        .await
+    }
+
+    /// Every call's one deadline and failure check. The deadline covers
+    /// taking (or building) a connection and the command: without it a frozen
+    /// Redis costs the pool wait, the connect and the response timeouts one
+    /// after the other. A failure is shown to the connection, which drops a
+    /// broken standalone socket.
+    async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, RedisError>>,
+    ) -> Result<T, RedisError> {
         let result = match tokio::time::timeout(self.call_bound, call).await {
             Ok(result) => result,
             Err(_) => Err(RedisError::Timeout),
@@ -202,10 +209,9 @@ impl RedisStore {
     /// The clock of the node that owns `key`: the one its scripts read, so
     /// stream ids and `created_ms` compare without inter-node skew.
     pub async fn now_ms_at(&self, key: &str) -> Result<u64, RedisError> {
-        let call = self.hot.on_owner_of(key, redis::cmd("TIME"));
-        let value = tokio::time::timeout(self.call_bound, call)
-            .await
-            .map_err(|_| RedisError::Timeout)??;
+        let value = self
+            .bounded(self.hot.on_owner_of(key, redis::cmd("TIME")))
+            .await?;
         let (secs, micros): (u64, u64) =
             redis::from_redis_value(value).map_err(|e| RedisError::BadReply(e.to_string()))?;
         Ok(secs * 1000 + micros / 1000)

@@ -98,7 +98,7 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
         })
         .await;
         let elapsed = started.elapsed();
-        let cpu_ms = cpu_before.elapsed_ms();
+        let cpu_ms = cpu_before.elapsed().by_label;
         cancel.cancel();
         let _ = task.await;
         progress.finish().await;
