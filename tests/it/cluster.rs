@@ -9,54 +9,41 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 
 use crate::helpers::TestApp;
 
+/// One run of `load_sku.lua` for SKU 1 under operation `op`: add `delta`
+/// (limit 5, the given total), as stockd's restock does.
+async fn restock(app: &TestApp, op: &str, delta: i64, total: i64) -> Vec<String> {
+    let keys = app.res.redis.keys();
+    let sku = TestApp::sku(1);
+    let mut conn = app.redis_conn().await;
+    redis::Script::new(include_str!("../../src/redis/lua/load_sku.lua"))
+        .key(keys.sku(sku))
+        .key(keys.load_op(sku, op))
+        .arg(delta)
+        .arg(0) // available when not loaded: it is loaded
+        .arg(5)
+        .arg(total)
+        .arg(keys.soldout_channel())
+        .arg(1)
+        .arg(60_000)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap()
+}
+
 /// A cluster client re-sends a script whose connection dropped: the second run
 /// of the same restock (same operation marker) must not add its units again.
 #[tokio::test]
 async fn a_restock_script_run_twice_applies_its_delta_once() {
     let app = TestApp::spawn().await;
     app.create_sku(1, 10, 5).await;
-    let sku = TestApp::sku(1);
-    let keys = app.res.redis.keys().clone();
-    let script = redis::Script::new(include_str!("../../src/redis/lua/load_sku.lua"));
-    let mut conn = app.redis_conn().await;
-    let mut answers = Vec::new();
-    for _ in 0..2 {
-        let reply: Vec<String> = script
-            .key(keys.sku(sku))
-            .key(keys.load_op(sku, "op-resent"))
-            .arg(5) // delta
-            .arg(0)
-            .arg(5)
-            .arg(15)
-            .arg(keys.soldout_channel())
-            .arg(1)
-            .arg(60_000)
-            .invoke_async(&mut conn)
-            .await
-            .unwrap();
-        answers.push(reply);
-    }
-    assert_eq!(answers[0], vec!["OK".to_string(), "15".to_string()]);
-    assert_eq!(
-        answers[1], answers[0],
-        "the re-sent run answers as the first"
-    );
+    let first = restock(&app, "op-resent", 5, 15).await;
+    let resent = restock(&app, "op-resent", 5, 15).await;
+    assert_eq!(first, vec!["OK".to_string(), "15".to_string()]);
+    assert_eq!(resent, first, "the re-sent run answers as the first");
     assert_eq!(app.redis_available(1).await, Some(15));
     // A different operation is applied.
-    let reply: Vec<String> = script
-        .key(keys.sku(sku))
-        .key(keys.load_op(sku, "op-next"))
-        .arg(2)
-        .arg(0)
-        .arg(5)
-        .arg(17)
-        .arg(keys.soldout_channel())
-        .arg(1)
-        .arg(60_000)
-        .invoke_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(reply[1], "17");
+    let next = restock(&app, "op-next", 2, 17).await;
+    assert_eq!(next[1], "17");
     app.cleanup().await;
 }
 

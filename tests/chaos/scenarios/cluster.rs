@@ -1,6 +1,6 @@
-//! What the Redis Cluster scenarios (s13, s14, s16) share: the settings they
-//! run with, where a SKU lives, the repair run, a MySQL `available_stock`
-//! sampler, and the one counts line each prints.
+//! What the Redis Cluster scenarios (s13, s14, s16) share: how they start,
+//! where a SKU lives, a MySQL `available_stock` sampler, and the one counts
+//! line each prints.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -11,7 +11,7 @@ use mysql_async::prelude::Queryable;
 
 use super::Scenario;
 use crate::load::{Answer, Op};
-use crate::stack::{Stack, DB_NAME};
+use crate::stack::{RedisSetup, Stack, DB_NAME};
 use crate::stores;
 
 /// `redis.command_timeout_ms` of the cluster scenarios: a reserve on a slot
@@ -23,6 +23,11 @@ pub fn settings() -> Vec<(&'static str, String)> {
         "STOCKD__REDIS__COMMAND_TIMEOUT_MS",
         COMMAND_TIMEOUT_MS.to_string(),
     )]
+}
+
+/// Starts a cluster scenario: a private 6-node Redis Cluster and [`settings`].
+pub async fn begin(name: &str, title: &str) -> Scenario {
+    Scenario::begin_on(name, title, &settings(), RedisSetup::Cluster).await
 }
 
 /// Slot, primary and replica (node indexes) of a SKU's keys.
@@ -47,84 +52,6 @@ pub async fn print_placement(sc: &Scenario, skus: &[u64]) {
             c.nodes[p].port, c.nodes[r].port
         );
     }
-}
-
-/// What `stockd reconcile --once --repair --json` did.
-#[derive(Debug, Default, Clone)]
-pub struct Repair {
-    /// (sku, verdict, drift, missing_in_redis, repaired) per SKU.
-    pub skus: Vec<(u64, String, i64, i64, bool)>,
-}
-
-impl Repair {
-    /// The repaired SKUs. The JSON gives the verdict of the look after the
-    /// repair: REDIS_AHEAD when only the stock CAS was left to do, OK when the
-    /// rebuild of records and counters from MySQL already closed the gap.
-    pub fn summary(&self) -> String {
-        let done: Vec<String> = self
-            .skus
-            .iter()
-            .filter(|s| s.4)
-            .map(|s| {
-                format!(
-                    "sku {} repaired (verdict after the repair {}, drift {}, records missing {})",
-                    s.0, s.1, s.2, s.3
-                )
-            })
-            .collect();
-        if done.is_empty() {
-            "nothing".into()
-        } else {
-            done.join("; ")
-        }
-    }
-}
-
-/// Runs `stockd reconcile --once --repair --json`, prints each SKU's verdict.
-pub async fn repair(sc: &Scenario) -> Repair {
-    sc.note("stockd reconcile --once --repair");
-    let out = sc
-        .stack
-        .cli(&["reconcile", "--once", "--repair", "--json"])
-        .await;
-    let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
-    let mut repair = Repair::default();
-    match report["skus"].as_array() {
-        Some(skus) => {
-            for s in skus {
-                println!(
-                    "    sku {} verdict {} redis {} mysql {} in_flight {} drift {} missing_in_redis {} repaired {}",
-                    s["sku_id"],
-                    s["verdict"],
-                    s["redis_available"],
-                    s["mysql_available"],
-                    s["in_flight"],
-                    s["drift"],
-                    s["missing_in_redis"],
-                    s["repaired"]
-                );
-                repair.skus.push((
-                    s["sku_id"].as_u64().unwrap_or(0),
-                    s["verdict"].as_str().unwrap_or("?").to_string(),
-                    s["drift"].as_i64().unwrap_or(0),
-                    s["missing_in_redis"].as_i64().unwrap_or(0),
-                    s["repaired"].as_bool().unwrap_or(false),
-                ));
-            }
-        }
-        None => print!("{}", out.text()),
-    }
-    repair
-}
-
-/// Waits until the work queues hold no ready message (bounded).
-pub async fn wait_queues_empty(sc: &Scenario) {
-    let stack = &sc.stack;
-    sc.wait_for("work queues empty", Duration::from_secs(60), || async {
-        let ready = stores::ready_counts(stack, &stores::work_queues(stack)).await;
-        ready.iter().all(|(_, n)| *n == Some(0))
-    })
-    .await;
 }
 
 /// Samples the lowest MySQL `available_stock` of any SKU every 200 ms until

@@ -20,6 +20,7 @@ mod s15_rabbit_node_kill;
 mod s16_cluster_slot_migration;
 
 mod cluster;
+mod reconcile;
 
 use std::time::{Duration, Instant};
 
@@ -211,6 +212,17 @@ impl Scenario {
             if reply.replayed { " (replayed)" } else { "" }
         );
         reply
+    }
+
+    /// Waits until the work queues hold no ready message, at most `limit`.
+    pub async fn wait_queues_empty(&self, limit: Duration) {
+        let stack = &self.stack;
+        self.wait_for("work queues empty", limit, || async {
+            let ready =
+                crate::stores::ready_counts(stack, &crate::stores::work_queues(stack)).await;
+            ready.iter().all(|(_, n)| *n == Some(0))
+        })
+        .await;
     }
 
     /// Polls `check` until it holds or `limit` passes; returns whether it held.

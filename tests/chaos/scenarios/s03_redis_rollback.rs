@@ -7,39 +7,12 @@
 
 use std::time::Duration;
 
-use super::{plan, Scenario};
+use super::{plan, reconcile, Scenario};
 use crate::load::LoadReport;
 use crate::stores;
 
 fn redis_durability() -> Vec<(&'static str, String)> {
     vec![("STOCKD__RESERVATION__DURABILITY", "redis".to_string())]
-}
-
-/// Runs `stockd reconcile --once --repair --json` and prints the verdicts.
-async fn repair(sc: &Scenario) -> Option<i32> {
-    sc.note("stockd reconcile --once --repair");
-    let out = sc
-        .stack
-        .cli(&["reconcile", "--once", "--repair", "--json"])
-        .await;
-    let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
-    match report["skus"].as_array() {
-        Some(skus) => {
-            for s in skus {
-                println!(
-                    "    sku {} verdict {} redis {} mysql {} in_flight {} repaired {}",
-                    s["sku_id"],
-                    s["verdict"],
-                    s["redis_available"],
-                    s["mysql_available"],
-                    s["in_flight"],
-                    s["repaired"]
-                );
-            }
-        }
-        None => print!("{}", out.text()),
-    }
-    out.code
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -70,7 +43,7 @@ async fn s03_redis_rollback_to_a_snapshot_is_repaired_without_over_limit() {
     let report = load.finish().await;
     sc.pause(2_000, 0).await;
     for _ in 0..2 {
-        repair(&sc).await;
+        reconcile::repair(&sc).await;
         sc.pause(1_500, 0).await;
     }
     sc.expect_sane_answers(&report);
@@ -112,7 +85,7 @@ async fn s03b_rolled_back_buyer_cannot_exceed_limit_and_retry_replays() {
     sc.note("inject: restore Redis from the snapshot taken before a");
     sc.stack.redis_mut().restore(&snapshot).await;
     for _ in 0..2 {
-        repair(&sc).await;
+        reconcile::repair(&sc).await;
         sc.pause(1_000, 0).await;
     }
 
@@ -151,12 +124,7 @@ async fn s03b_rolled_back_buyer_cannot_exceed_limit_and_retry_replays() {
             });
         }
     }
-    let stack = &sc.stack;
-    sc.wait_for("work queues empty", Duration::from_secs(30), || async {
-        let ready = stores::ready_counts(stack, &stores::work_queues(stack)).await;
-        ready.iter().all(|(_, n)| *n == Some(0))
-    })
-    .await;
+    sc.wait_queues_empty(Duration::from_secs(30)).await;
     sc.pause(1_000, 0).await;
     for sku in [33, 34] {
         let b = stores::ledger_status(&sc.stack, sku, &format!("b{sku}")).await;
@@ -172,7 +140,7 @@ async fn s03b_rolled_back_buyer_cannot_exceed_limit_and_retry_replays() {
         );
     }
     for _ in 0..2 {
-        repair(&sc).await;
+        reconcile::repair(&sc).await;
         sc.pause(1_000, 0).await;
     }
     let mut accepted = vec![];

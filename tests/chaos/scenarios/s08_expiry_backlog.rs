@@ -45,12 +45,7 @@ async fn s08_consumer_down_60s_with_5s_ttl_releases_each_unpaid_once() {
     ));
     sc.stack.start_role("consumer").await;
 
-    let stack = &sc.stack;
-    sc.wait_for("work queues empty", Duration::from_secs(60), || async {
-        let ready = stores::ready_counts(stack, &stores::work_queues(stack)).await;
-        ready.iter().all(|(_, n)| *n == Some(0))
-    })
-    .await;
+    sc.wait_queues_empty(Duration::from_secs(60)).await;
     let ledger = stores::ledger(&sc.stack).await;
     let confirmed: i64 = ledger
         .iter()

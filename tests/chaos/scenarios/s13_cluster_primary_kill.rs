@@ -9,18 +9,15 @@
 use std::time::Duration;
 
 use super::cluster::{self, reserves_in, with_status};
-use super::{plan, Scenario};
-use crate::stack::RedisSetup;
+use super::{plan, reconcile};
 use crate::stores;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s13_cluster_primary_kill9_fails_over_without_restarting_stockd() {
-    let mut sc = Scenario::begin_on(
+    let mut sc = cluster::begin(
         "s13",
         "Redis Cluster: kill -9 of the hot SKU's primary under load, replica promoted",
-        &cluster::settings(),
-        RedisSetup::Cluster,
     )
     .await;
     sc.stack.start_roles(&["api", "consumer", "closer"]).await;
@@ -110,8 +107,9 @@ async fn s13_cluster_primary_kill9_fails_over_without_restarting_stockd() {
     }
     sc.expect_sane_answers(&report);
 
-    cluster::wait_queues_empty(&sc).await;
-    let repair = cluster::repair(&sc).await;
+    sc.wait_queues_empty(std::time::Duration::from_secs(60))
+        .await;
+    let repair = reconcile::repair(&sc).await;
     let rejected = cluster::rejected(&sc.stack).await;
     let oversold = cluster::oversold(&sc.stack).await;
     let acknowledged = report.accepted().len();

@@ -18,18 +18,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::cluster::{self, reserves_in, with_status, MinAvailable};
-use super::{plan, Scenario};
-use crate::stack::RedisSetup;
+use super::{plan, reconcile, Scenario};
 use crate::stores;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells() {
-    let mut sc = Scenario::begin_on(
+    let mut sc = cluster::begin(
         "s14",
         "Redis Cluster: failover to a frozen replica loses acknowledged writes",
-        &cluster::settings(),
-        RedisSetup::Cluster,
     )
     .await;
     sc.stack.start_roles(&["api", "consumer", "closer"]).await;
@@ -149,14 +146,15 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
     );
     sc.expect_sane_answers(&report);
 
-    cluster::wait_queues_empty(&sc).await;
+    sc.wait_queues_empty(std::time::Duration::from_secs(60))
+        .await;
     // Lost records a retry in the load wrote again (Redis re-did the lost
     // write) are back already; the repair rebuilds the others from MySQL.
     let before_repair = stores::record_statuses(&sc.stack, &lost).await;
     let missing_before = before_repair.values().filter(|s| s.is_none()).count();
-    let first = cluster::repair(&sc).await;
+    let first = reconcile::repair(&sc).await;
     sc.pause(1_500, 0).await;
-    let second = cluster::repair(&sc).await;
+    let second = reconcile::repair(&sc).await;
     let healthy = second
         .skus
         .iter()

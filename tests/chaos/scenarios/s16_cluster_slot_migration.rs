@@ -9,17 +9,14 @@
 use std::time::Duration;
 
 use super::cluster::{self, reserves_in, with_status};
-use super::{plan, Scenario};
-use crate::stack::RedisSetup;
+use super::{plan, reconcile};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s16_cluster_slot_migration_under_load_gives_no_wrong_answer() {
-    let mut sc = Scenario::begin_on(
+    let mut sc = cluster::begin(
         "s16",
         "Redis Cluster: the hot SKU's slot migrated to another primary under load",
-        &cluster::settings(),
-        RedisSetup::Cluster,
     )
     .await;
     sc.stack.start_roles(&["api", "consumer", "closer"]).await;
@@ -109,8 +106,9 @@ async fn s16_cluster_slot_migration_under_load_gives_no_wrong_answer() {
     );
     sc.expect_sane_answers(&report);
 
-    cluster::wait_queues_empty(&sc).await;
-    let repair = cluster::repair(&sc).await;
+    sc.wait_queues_empty(std::time::Duration::from_secs(60))
+        .await;
+    let repair = reconcile::repair(&sc).await;
     let rejected = cluster::rejected(&sc.stack).await;
     let oversold = cluster::oversold(&sc.stack).await;
     println!(

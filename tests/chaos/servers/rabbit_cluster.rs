@@ -12,8 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lapin::options::QueueDeclareOptions;
-use lapin::types::FieldTable;
 use serde_json::Value;
 
 use super::process::{free_port, log_tail, OwnedProcess};
@@ -365,7 +363,7 @@ impl RabbitCluster {
     /// node that answers), None if none does.
     pub async fn ready(&self, queue: &str) -> Option<u32> {
         for n in self.nodes.iter().filter(|n| n.running()) {
-            if let Some(count) = passive_count(&n.url(), queue).await {
+            if let Some(count) = super::rabbitmq::passive_count(&n.url(), queue).await {
                 return Some(count);
             }
         }
@@ -393,27 +391,6 @@ impl Drop for RabbitCluster {
         }
         self.epmd.kill9();
     }
-}
-
-/// Ready messages of `queue` on the broker at `url` (passive declare).
-async fn passive_count(url: &str, queue: &str) -> Option<u32> {
-    let probe = async {
-        let conn = stockd::mq::connect(url, "chaos-probe").await.ok()?;
-        let ch = conn.create_channel().await.ok()?;
-        let options = QueueDeclareOptions {
-            passive: true,
-            ..QueueDeclareOptions::default()
-        };
-        let declared = ch
-            .queue_declare(queue.into(), options, FieldTable::default())
-            .await;
-        let _ = conn.close(200, "".into()).await;
-        declared.ok().map(|q| q.message_count())
-    };
-    tokio::time::timeout(Duration::from_secs(10), probe)
-        .await
-        .ok()
-        .flatten()
 }
 
 /// A cookie of our own, readable by its owner only (Erlang refuses others).

@@ -169,24 +169,30 @@ impl Rabbit {
 
     /// Ready messages of `queue` (AMQP passive declare), None if unreachable.
     pub async fn ready(&self, queue: &str) -> Option<u32> {
-        let probe = async {
-            let conn = stockd::mq::connect(&self.url(), "chaos-probe").await.ok()?;
-            let ch = conn.create_channel().await.ok()?;
-            let options = QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            };
-            let declared = ch
-                .queue_declare(queue.into(), options, FieldTable::default())
-                .await;
-            let _ = conn.close(200, "".into()).await;
-            declared.ok().map(|q| q.message_count())
-        };
-        tokio::time::timeout(Duration::from_secs(10), probe)
-            .await
-            .ok()
-            .flatten()
+        passive_count(&self.url(), queue).await
     }
+}
+
+/// Ready messages of `queue` on the broker at `url` (AMQP passive declare),
+/// None if unreachable or missing. For one node and for each node of a cluster.
+pub(super) async fn passive_count(url: &str, queue: &str) -> Option<u32> {
+    let probe = async {
+        let conn = stockd::mq::connect(url, "chaos-probe").await.ok()?;
+        let ch = conn.create_channel().await.ok()?;
+        let options = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = ch
+            .queue_declare(queue.into(), options, FieldTable::default())
+            .await;
+        let _ = conn.close(200, "".into()).await;
+        declared.ok().map(|q| q.message_count())
+    };
+    tokio::time::timeout(Duration::from_secs(10), probe)
+        .await
+        .ok()
+        .flatten()
 }
 
 impl Drop for Rabbit {
