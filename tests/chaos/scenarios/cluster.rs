@@ -42,6 +42,20 @@ pub async fn placement(stack: &Stack, sku: u64) -> (u16, usize, usize) {
     (slot, primary, replica)
 }
 
+/// Restarts a killed node on its data dir and waits until the cluster agrees
+/// again (the old primary rejoins as a replica of the promoted one).
+pub async fn rejoin(sc: &mut Scenario, node: usize) {
+    sc.note(&format!(
+        "restart node {node} on its data dir (rejoins as a replica)"
+    ));
+    sc.stack.cluster_mut().restart(node).await;
+    sc.stack
+        .cluster()
+        .wait_converged("old primary rejoined")
+        .await;
+    sc.note(&format!("cluster: {}", sc.stack.cluster().describe().await));
+}
+
 /// Prints where every SKU lives.
 pub async fn print_placement(sc: &Scenario, skus: &[u64]) {
     for sku in skus {

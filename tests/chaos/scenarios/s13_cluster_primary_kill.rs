@@ -68,15 +68,7 @@ async fn s13_cluster_primary_kill9_fails_over_without_restarting_stockd() {
     let records = stores::record_statuses(&sc.stack, &before).await;
     let lost = records.values().filter(|s| s.is_none()).count();
     sc.pause(3_000, 1_000).await;
-    sc.note(&format!(
-        "restart node {primary} on its data dir (rejoins as a replica)"
-    ));
-    sc.stack.cluster_mut().restart(primary).await;
-    sc.stack
-        .cluster()
-        .wait_converged("old primary rejoined")
-        .await;
-    sc.note(&format!("cluster: {}", sc.stack.cluster().describe().await));
+    cluster::rejoin(&mut sc, primary).await;
     let report = load.finish().await;
 
     let gap = reserves_in(&report.answers, hot, down_ms, up_ms);

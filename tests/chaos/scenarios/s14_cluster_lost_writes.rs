@@ -125,15 +125,7 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
     );
 
     sc.pause(3_000, 1_000).await;
-    sc.note(&format!(
-        "restart node {primary} on its data dir (rejoins as a replica)"
-    ));
-    sc.stack.cluster_mut().restart(primary).await;
-    sc.stack
-        .cluster()
-        .wait_converged("old primary rejoined")
-        .await;
-    sc.note(&format!("cluster: {}", sc.stack.cluster().describe().await));
+    cluster::rejoin(&mut sc, primary).await;
     let report = load.finish().await;
     let after = reserves_in(&report.answers, hot, up_ms, u64::MAX);
     let created_after = with_status(&after, 201);

@@ -78,14 +78,7 @@ impl RabbitCluster {
         std::fs::create_dir_all(&home).unwrap();
         write_cookie(&home);
         std::fs::write(home.join("rabbitmq-env.conf"), "").unwrap();
-        let epmd_port = free_port();
-        let mut epmd_cmd = Command::new("epmd");
-        epmd_cmd.args(["-port", &epmd_port.to_string(), "-address", "127.0.0.1"]);
-        let epmd = OwnedProcess::spawn(
-            &format!("epmd :{epmd_port}"),
-            epmd_cmd,
-            &root.join("logs/epmd-cluster.log"),
-        );
+        let (epmd_port, epmd) = super::rabbitmq::start_epmd(&root.join("logs/epmd-cluster.log"));
         let mut taken: Vec<u16> = vec![epmd_port];
         let mut distinct_port = || loop {
             let p = free_port();

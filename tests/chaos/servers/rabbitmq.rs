@@ -45,14 +45,7 @@ impl Rabbit {
             format!("listeners.tcp.local = 127.0.0.1:{port}\n"),
         )
         .unwrap();
-        let epmd_port = free_port();
-        let mut epmd_cmd = Command::new("epmd");
-        epmd_cmd.args(["-port", &epmd_port.to_string(), "-address", "127.0.0.1"]);
-        let epmd = OwnedProcess::spawn(
-            &format!("epmd :{epmd_port}"),
-            epmd_cmd,
-            &root.join("logs/epmd.log"),
-        );
+        let (epmd_port, epmd) = start_epmd(&root.join("logs/epmd.log"));
         let mut rabbit = Self {
             node: format!("chaos{port}@localhost"),
             port,
@@ -171,6 +164,18 @@ impl Rabbit {
     pub async fn ready(&self, queue: &str) -> Option<u32> {
         passive_count(&self.url(), queue).await
     }
+}
+
+/// An epmd of our own on a free loopback port (the system node's stays
+/// untouched), logging to `log`: its port and process.
+pub(super) fn start_epmd(log: &Path) -> (u16, OwnedProcess) {
+    let port = free_port();
+    let mut cmd = Command::new("epmd");
+    cmd.args(["-port", &port.to_string(), "-address", "127.0.0.1"]);
+    (
+        port,
+        OwnedProcess::spawn(&format!("epmd :{port}"), cmd, log),
+    )
 }
 
 /// Ready messages of `queue` on the broker at `url` (AMQP passive declare),
