@@ -1,6 +1,7 @@
 //! Stage 1: Redis. The key builder, the Lua scripts behind typed functions, and the
 //! connection handling of the hot path.
 
+pub mod buckets;
 pub mod conn;
 pub mod drift;
 pub mod inspect;
