@@ -143,12 +143,12 @@ pub fn rows(phases: &[PhaseResult]) -> Vec<Ratio> {
     });
     vec![
         row(
-            "hot SKU: busiest primary's Redis CPU per reservation, N = 3 / N = 1",
+            "hot SKU: busiest primary's CPU per reservation, N = 3 / N = 1",
             Goal::AtMost(BUSIEST_SHARE_MAX),
             share,
         ),
         row(
-            "hot SKU: extra Redis round trips per reservation from leasing, N = 3",
+            "hot SKU: extra round trips per reservation (leasing), N = 3",
             Goal::AtMost(ROUND_TRIPS_PER_RESERVATION_MAX),
             trips,
         ),
