@@ -130,8 +130,7 @@ async fn variant(
     buckets: u16,
     sku: u64,
 ) -> anyhow::Result<Checked> {
-    let mut api = Api::new(t.addr, t.admin_token);
-    let view = api
+    let view = Api::new(t.addr, t.admin_token)
         .put_split_sku(sku, STOCK, LIMIT_PER_USER, buckets)
         .await?;
     anyhow::ensure!(
@@ -158,7 +157,7 @@ async fn variant(
     };
     let mut violations = check::after_phase(t, expect, &tally).await;
     violations.extend(refusals(key, &tally));
-    violations.extend(bucket_view(&mut api, sku, buckets, STOCK - expect.admitted).await);
+    violations.extend(bucket_view(t, sku, buckets, STOCK - expect.admitted).await);
     let rate = s.plan.rate_per_sec.unwrap_or(0.0);
     let title = format!(
         "POST reservations, one deep-stock SKU in {buckets} bucket(s), offered {rate:.0}/s"
@@ -191,8 +190,10 @@ fn refusals(key: &str, tally: &Tally) -> Option<String> {
 
 /// `GET /v1/skus/{sku}` after the run: the split the SKU was created with,
 /// one entry per bucket, and no unit lost between the pool and the buckets
-/// (the pipeline has drained, so no lease is in flight).
-async fn bucket_view(api: &mut Api, sku: u64, buckets: u16, want: i64) -> Vec<String> {
+/// (the pipeline has drained, so no lease is in flight). A fresh connection:
+/// the one that created the SKU idled through the run and may be closed.
+async fn bucket_view(t: &Target<'_>, sku: u64, buckets: u16, want: i64) -> Vec<String> {
+    let mut api = Api::new(t.addr, t.admin_token);
     let view = match api.sku_view(sku).await {
         Ok(view) => view,
         Err(err) => return vec![format!("GET /v1/skus/{sku}: {err:#}")],
