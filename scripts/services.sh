@@ -65,8 +65,8 @@ REDIS_CHANNELS=('stockd:*soldout' 't_*:soldout')
 REDIS_COMMANDS=(
 	evalsha eval script\|load script\|exists
 	get set mget incrby decrby del exists pexpire pttl
-	hget hmget hgetall hset hdel hexists hincrby
-	sadd smembers sscan scard smismember
+	hget hmget hgetall hset hsetnx hdel hexists hincrby hlen
+	sadd smembers sscan scard sismember smismember
 	xadd xrange xdel xlen
 	publish subscribe unsubscribe
 	time ping unwatch

@@ -55,6 +55,10 @@ pub struct BatchReport {
     /// lost the first record and took the request id again (see
     /// `RedisStore::settle_readmission`).
     pub readmitted: Vec<Readmission>,
+    /// Duplicates whose ledger row belongs to another buyer, with that
+    /// buyer: a SKU split into buckets admits a request id once per bucket
+    /// (see `RedisStore::reject_foreign_duplicate`).
+    pub foreign: Vec<(Deduction, UserId)>,
 }
 
 /// A ledger row as the lifecycle and the API read it.
@@ -165,9 +169,13 @@ pub async fn apply_sku(
     for msg in msgs {
         match existing.get(msg.request_id.as_str()) {
             None => fresh.push(msg),
-            Some(&(created_ms, expires_ms)) => {
+            Some(&(created_ms, expires_ms, owner)) => {
                 report.duplicates += 1;
-                if created_ms != msg.created_ms {
+                if owner != msg.user_id.get() {
+                    if let Ok(owner) = UserId::new(owner) {
+                        report.foreign.push((msg.clone(), owner));
+                    }
+                } else if created_ms != msg.created_ms {
                     report.readmitted.push(Readmission {
                         msg: msg.clone(),
                         row_created_ms: created_ms,
@@ -234,18 +242,18 @@ async fn existing_rows(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
     msgs: &[&Deduction],
-) -> Result<HashMap<String, (u64, u64)>, DbError> {
+) -> Result<HashMap<String, (u64, u64, u64)>, DbError> {
     let mut found = HashMap::new();
     for chunk in msgs.chunks(INSERT_CHUNK_ROWS) {
         let marks = vec!["?"; chunk.len()].join(",");
         let sql = format!(
-            "SELECT deduct_request_id, reserved_at_ms, expires_at_ms FROM stock_deduct_idempotent
+            "SELECT deduct_request_id, reserved_at_ms, expires_at_ms, user_id FROM stock_deduct_idempotent
              WHERE sku_id = ? AND deduct_request_id IN ({marks})"
         );
         let mut params: Vec<Value> = vec![sku_id.get().into()];
         params.extend(chunk.iter().map(|m| Value::from(m.request_id.as_str())));
-        let rows: Vec<(String, u64, u64)> = tx.exec(sql, Params::Positional(params)).await?;
-        found.extend(rows.into_iter().map(|(id, c, e)| (id, (c, e))));
+        let rows: Vec<(String, u64, u64, u64)> = tx.exec(sql, Params::Positional(params)).await?;
+        found.extend(rows.into_iter().map(|(id, c, e, u)| (id, (c, e, u))));
     }
     Ok(found)
 }

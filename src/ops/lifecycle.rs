@@ -20,7 +20,7 @@ use crate::db::ledger::{self, reason, LedgerRow};
 use crate::db::{settle, sku, Db, DbError};
 use crate::domain::Deduction;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
-use crate::redis::{RedisError, RedisStore};
+use crate::redis::{FinishOutcome, RedisError, RedisStore};
 
 /// Deadlock / lock-timeout retries of one transition.
 const TRANSITION_RETRIES: u32 = 5;
@@ -188,10 +188,17 @@ pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
             returns_stock,
         )
         .await;
-    if let Err(err) = mirrored {
-        // Redis is down: the outage log reports it once; the sweep retries.
-        crate::health::outage::failed("redis", &err);
-        return false;
+    let outcome = match mirrored {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            // Redis is down: the outage log reports it once; the sweep retries.
+            crate::health::outage::failed("redis", &err);
+            return false;
+        }
+    };
+    let restocked = row.status == ReservationStatus::Released || returns_stock;
+    if restocked && outcome == FinishOutcome::Applied {
+        reopen_split_sku(redis, row.sku_id).await;
     }
     let cleared = db.bounded(async {
         let mut conn = db.conn().await?;
@@ -201,6 +208,20 @@ pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
         tracing::warn!(error = %err, "lifecycle.mirror: pending flag not cleared; mirror will repeat (idempotent)");
     }
     true
+}
+
+/// A unit went back to one bucket of a split SKU: if other buckets were
+/// drained meanwhile (their buyers refused SOLD_OUT), put stock back within
+/// their reach now rather than at the reconciler's next pass.
+async fn reopen_split_sku(redis: &RedisStore, sku_id: SkuId) {
+    match redis.layout(sku_id).await {
+        Ok(layout) if layout.is_split() => {}
+        _ => return,
+    }
+    let now_secs = unix_ms() / 1000;
+    if let Err(err) = super::rebalance::rebalance(redis, sku_id, now_secs).await {
+        tracing::warn!(sku.id = %sku_id, error = %err, "lifecycle.mirror: rebalance after a release failed; the reconciler retries");
+    }
 }
 
 /// The sweep's release: up to `limit` `RESERVED` rows of one SKU expired

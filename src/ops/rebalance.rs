@@ -13,6 +13,7 @@
 //! refill reclaims in-line (`redis/buckets/refill.rs`).
 
 use crate::domain::SkuId;
+use crate::redis::buckets::transfer::CREDIT_HORIZON_SECS;
 use crate::redis::buckets::Holder;
 use crate::redis::{RedisError, RedisStore};
 
@@ -41,7 +42,14 @@ pub async fn rebalance(
     }
     for bucket in layout.buckets() {
         for pending in redis.pending_transfers(&layout, bucket).await? {
-            if now_secs.saturating_sub(pending.at_secs) < ABANDONED_AFTER_SECS {
+            let age = now_secs.saturating_sub(pending.at_secs);
+            if age < ABANDONED_AFTER_SECS {
+                continue;
+            }
+            if age > CREDIT_HORIZON_SECS {
+                // Its credit id may be forgotten: crediting could count it twice.
+                tracing::error!(sku.id = %sku, transfer = %pending.id, age_secs = age,
+                    "rebalance: transfer pending for days; not finished automatically (docs/operations.md)");
                 continue;
             }
             use crate::redis::buckets::transfer::Credited;

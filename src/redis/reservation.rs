@@ -20,7 +20,7 @@ pub enum FinishOutcome {
 
 /// Reservation attempts of one request: a dry bucket's refill and a stale
 /// layout each cost one more.
-const RESERVE_ATTEMPTS: usize = 6;
+const RESERVE_ATTEMPTS: usize = 8;
 
 impl RedisStore {
     /// Stage 1: the atomic admission decision (one EVALSHA round trip). A
@@ -48,7 +48,7 @@ impl RedisStore {
             let relayout = match reply.first().map(String::as_str) {
                 Some("LAYOUT") => true,
                 // A bucket hash gone (or not created yet): the layout may be new.
-                Some("NOT_LOADED") => bucket > 0,
+                Some("NOT_LOADED") if bucket > 0 => true,
                 Some("DRY") => {
                     let refill = self
                         .refill(&layout, bucket, count, generation.unwrap_or(0))
@@ -200,5 +200,36 @@ impl RedisStore {
             created_at_ms: num("created_ms")?,
             expires_at_ms: num("expires_ms")?,
         }))
+    }
+}
+
+impl RedisStore {
+    /// A split SKU admits a request id once per bucket: the reserve script's
+    /// mismatch check sees only its own bucket. When MySQL's unique key finds
+    /// the id already taken by `owner` in another bucket, the second buyer's
+    /// reservation is rejected in Redis (unit and quota back, record
+    /// `REJECTED`). Returns whether it applied; `false` when both buyers share
+    /// a bucket (the script refused the second one already, so the record is
+    /// the owner's and must not be touched).
+    pub async fn reject_foreign_duplicate(
+        &self,
+        msg: &crate::domain::Deduction,
+        owner: UserId,
+    ) -> Result<bool, RedisError> {
+        let layout = self.layout(msg.sku_id).await?;
+        if layout.bucket_of(owner) == layout.bucket_of(msg.user_id) {
+            return Ok(false);
+        }
+        let outcome = self
+            .finish(
+                msg.sku_id,
+                &msg.request_id,
+                msg.user_id,
+                msg.count,
+                ReservationStatus::Rejected,
+                true,
+            )
+            .await?;
+        Ok(outcome == FinishOutcome::Applied)
     }
 }

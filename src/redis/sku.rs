@@ -66,13 +66,22 @@ impl RedisStore {
         limit_per_user: u64,
         total: u64,
     ) -> Result<LoadOutcome, RedisError> {
+        if layout.is_split() && delta < 0 {
+            // A cut takes from the pool: bring every bucket's stock back first.
+            self.gather(layout).await?;
+        }
         let outcome = self
             .load_home(layout, delta, available_if_absent, limit_per_user, total)
             .await?;
         if layout.is_split() {
             if let LoadOutcome::Loaded { .. } = outcome {
                 self.init_buckets(layout, limit_per_user, false).await?;
-                if delta > 0 || available_if_absent > 0 {
+                if total == 0 {
+                    // Nothing will ever be on sale: every bucket is sold out.
+                    for bucket in layout.buckets() {
+                        self.set_drained(layout, bucket, true).await?;
+                    }
+                } else {
                     self.undrain_all(layout).await?;
                     self.prime(layout).await?;
                 }
@@ -166,8 +175,10 @@ impl RedisStore {
             };
             let held: i64 = stock.buckets.iter().map(|b| b.available.max(0)).sum();
             let available = stock.pool.max(0) + held;
-            let sold_out =
-                available == 0 && !stock.in_transfer && stock.buckets.iter().all(|b| b.drained);
+            // Nothing anywhere and nothing on the way: no buyer of any
+            // bucket can be admitted (an empty bucket not yet drained would
+            // find the pool and its siblings empty and drain).
+            let sold_out = available == 0 && !stock.in_transfer;
             return Ok(Some(SkuSnapshot {
                 available,
                 limit_per_user: stock.limit_per_user,

@@ -351,6 +351,18 @@ impl Consumer {
         for readmission in &report.readmitted {
             self.settle_readmission(readmission).await;
         }
+        for (msg, owner) in &report.foreign {
+            match self.redis.reject_foreign_duplicate(msg, *owner).await {
+                Ok(true) => {
+                    tracing::warn!(sku.id = %msg.sku_id, request.id = %msg.request_id, user.id = %msg.user_id,
+                        owner = %owner, "consumer.foreign_duplicate: request id already used by another buyer; rejected in Redis, unit returned");
+                    metrics::counter!("stockd_consumer_messages_total", "outcome" => "foreign_duplicate")
+                        .increment(1);
+                }
+                Ok(false) => {}
+                Err(err) => crate::health::outage::failed("redis", &err),
+            }
+        }
     }
 
     /// A duplicate Redis admitted a second time after losing its record.

@@ -101,6 +101,20 @@ pub async fn refresh(res: &Resources) {
         if let Ok(Some(snapshot)) = res.redis.sku(sku).await {
             metrics::gauge!("stockd_sku_available", "sku" => sku.to_string())
                 .set(snapshot.available as f64);
+            // A split SKU: where its stock sits (`redis/buckets`).
+            if snapshot.buckets.len() > 1 {
+                metrics::gauge!("stockd_sku_pool", "sku" => sku.to_string())
+                    .set(snapshot.pool as f64);
+                for b in &snapshot.buckets {
+                    let labels = [("sku", sku.to_string()), ("bucket", b.bucket.to_string())];
+                    metrics::gauge!("stockd_sku_bucket_available", &labels).set(b.available as f64);
+                    metrics::gauge!("stockd_sku_bucket_drained", &labels).set(if b.drained {
+                        1.0
+                    } else {
+                        0.0
+                    });
+                }
+            }
         }
     }
 }

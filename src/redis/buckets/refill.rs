@@ -20,7 +20,7 @@ use crate::domain::SkuId;
 use crate::redis::{RedisError, RedisStore};
 
 /// Lease-and-reclaim rounds one refill tries before giving up for now.
-const ROUNDS: usize = 6;
+const ROUNDS: usize = 8;
 
 /// Wait before looking again when transfers of the SKU are still in flight.
 const IN_FLIGHT_WAIT: Duration = Duration::from_millis(5);
@@ -34,6 +34,10 @@ pub struct RefillGates {
 struct Gate {
     /// Completed refills; a waiter that sees it moved retries without refilling.
     generation: AtomicU64,
+    /// Units wanted by the requests in or waiting for the refill: a lease
+    /// brings at least this much, so one refill serves every waiter instead
+    /// of each winning or losing a race for a small chunk.
+    demand: AtomicU64,
     running: tokio::sync::Mutex<()>,
 }
 
@@ -78,12 +82,21 @@ impl RedisStore {
         seen: u64,
     ) -> Result<Refill, RedisError> {
         let gate = self.refills.gate(layout.sku(), bucket);
-        let _running = gate.running.lock().await;
-        if gate.generation.load(Ordering::Acquire) != seen {
-            return Ok(Refill::ByOther);
-        }
-        let outcome = self.refill_now(layout, bucket, i64::from(count)).await;
-        gate.generation.fetch_add(1, Ordering::AcqRel);
+        gate.demand.fetch_add(u64::from(count), Ordering::AcqRel);
+        let outcome = {
+            let _running = gate.running.lock().await;
+            if gate.generation.load(Ordering::Acquire) != seen {
+                Ok(Refill::ByOther)
+            } else {
+                let demand = gate.demand.load(Ordering::Acquire).max(u64::from(count));
+                let outcome = self
+                    .refill_now(layout, bucket, i64::from(count), demand as i64)
+                    .await;
+                gate.generation.fetch_add(1, Ordering::AcqRel);
+                outcome
+            }
+        };
+        gate.demand.fetch_sub(u64::from(count), Ordering::AcqRel);
         let outcome = outcome?;
         let label = match outcome {
             Refill::Leased(_) => "leased",
@@ -101,10 +114,14 @@ impl RedisStore {
         layout: &Layout,
         bucket: u16,
         count: i64,
+        demand: i64,
     ) -> Result<Refill, RedisError> {
+        // At least what the waiting requests want (`count` of this one if
+        // the pool has no more), else the share `pool / 2N`, at most
+        // `lease_max` unless the waiters want more.
         let lease = Take {
-            min: count,
-            max: self.lease_max,
+            min: demand.max(count),
+            max: self.lease_max.max(demand),
             divisor: 2 * i64::from(layout.n()),
         };
         for _ in 0..ROUNDS {

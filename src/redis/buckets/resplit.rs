@@ -10,7 +10,6 @@
 
 use deadpool_redis::redis;
 
-use super::transfer::{Holder, Take, Transferred};
 use super::Layout;
 use crate::redis::{RedisError, RedisStore};
 
@@ -52,23 +51,12 @@ impl RedisStore {
         new: &Layout,
         limit_per_user: u64,
     ) -> Result<(), RedisError> {
-        let everything = Take {
-            min: 1,
-            max: i64::MAX / 4,
-            divisor: 1,
-        };
         if old.is_split() {
+            // Drained first, so no buyer leases while its stock goes back.
             for bucket in old.buckets() {
                 self.set_drained(old, bucket, true).await?;
-                if let Transferred::Layout = self
-                    .transfer(old, Holder::Bucket(bucket), Holder::Pool, everything)
-                    .await?
-                {
-                    return Err(RedisError::Unsettled(
-                        "layout changed during a re-split".into(),
-                    ));
-                }
             }
+            self.gather(old).await?;
         }
         let mut invocation = super::scripts::RESPLIT.prepare_invoke();
         invocation

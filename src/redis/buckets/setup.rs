@@ -106,6 +106,21 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Moves everything every bucket holds back to the pool (a missing
+    /// bucket hash holds nothing).
+    pub async fn gather(&self, layout: &Layout) -> Result<(), RedisError> {
+        let everything = Take {
+            min: 1,
+            max: i64::MAX / 4,
+            divisor: 1,
+        };
+        for bucket in layout.buckets() {
+            self.transfer(layout, Holder::Bucket(bucket), Holder::Pool, everything)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Leases a first chunk to every bucket.
     pub async fn prime(&self, layout: &Layout) -> Result<(), RedisError> {
         let lease = Take {

@@ -24,9 +24,15 @@ static DEBIT: LazyLock<Script> =
 static CREDIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/transfer_credit.lua")));
 
-/// How long a slot remembers the ids credited to it: far longer than a
-/// pending transfer waits for the reconciler.
-const CREDITED_IDS_TTL_MS: u64 = 3_600_000;
+/// How long a slot remembers the ids credited to it (7 days, refreshed by
+/// every credit): far longer than a pending transfer waits for the
+/// reconciler (one pass). The reconciler never credits a transfer older than
+/// [`CREDIT_HORIZON_SECS`], so a forgotten id cannot be credited twice.
+const CREDITED_IDS_TTL_MS: u64 = 7 * 24 * 3_600_000;
+
+/// Oldest pending transfer the reconciler still finishes on its own; an older
+/// one (the reconciler was down for days) is left to the operator.
+pub const CREDIT_HORIZON_SECS: u64 = 6 * 24 * 3600;
 
 /// Where stock of a split SKU sits: the pool (in bucket 0's hash) or a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

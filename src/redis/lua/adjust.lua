@@ -15,7 +15,7 @@
 -- Returns {'OK', available} or {'CHANGED', available}; a pool that would go
 -- below zero is left alone and answers CHANGED too.
 
-local field = ARGV[6]
+local field = ARGV[6] or 'available'
 local current = redis.call('HGET', KEYS[1], field)
 if field == 'pool' and not current and redis.call('EXISTS', KEYS[1]) == 1 then
   current = '0'

@@ -26,7 +26,7 @@ local sku_key, res_key, user_key = KEYS[1], KEYS[2], KEYS[3]
 local final, user_id, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 if redis.call('EXISTS', sku_key) == 1
-    and (redis.call('HGET', sku_key, 'buckets') or '1') ~= ARGV[8] then
+    and (redis.call('HGET', sku_key, 'buckets') or '1') ~= (ARGV[8] or '1') then
   return {'LAYOUT'}
 end
 

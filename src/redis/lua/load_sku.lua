@@ -28,11 +28,12 @@ if applied then
   return {'OK', applied}
 end
 local delta = tonumber(ARGV[1])
+local buckets = ARGV[8] or '1'
 local loaded = redis.call('HMGET', sku_key, 'available', 'buckets', 'pool')
-if loaded[1] and (loaded[2] or '1') ~= ARGV[8] then
+if loaded[1] and (loaded[2] or '1') ~= buckets then
   return {'LAYOUT', loaded[2] or '1'}
 end
-if ARGV[8] ~= '1' then
+if buckets ~= '1' then
   local pool
   if loaded[1] then
     pool = tonumber(loaded[3] or '0') + delta
@@ -41,7 +42,7 @@ if ARGV[8] ~= '1' then
     end
   else
     pool = tonumber(ARGV[2])
-    redis.call('HSET', sku_key, 'available', '0', 'buckets', ARGV[8], 'tags', ARGV[9])
+    redis.call('HSET', sku_key, 'available', '0', 'buckets', buckets, 'tags', ARGV[9])
   end
   redis.call('HSET', sku_key, 'pool', string.format('%.0f', pool), 'limit', ARGV[3],
     'total', ARGV[4])

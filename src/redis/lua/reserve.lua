@@ -33,7 +33,7 @@ local request_id, sku_id, user_id = ARGV[1], ARGV[2], ARGV[3]
 -- 0. the caller's layout must be this bucket's: a stale cache re-routes
 local sku = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'drained')
 local buckets = sku[3] or '1'
-if sku[1] and buckets ~= ARGV[11] then
+if sku[1] and buckets ~= (ARGV[11] or '1') then
   return {'LAYOUT', buckets}
 end
 local split = buckets ~= '1'
@@ -140,7 +140,7 @@ redis.call('PEXPIRE', winners_key, ttl_ms + retention_ms)
 if left <= 0 and drained then
   -- durable marker + broadcast: every api node flags the SKU (bucket) sold out locally
   redis.call('HSET', sku_key, 'soldout', '1')
-  redis.call('PUBLISH', ARGV[8], 'S:' .. ARGV[12])
+  redis.call('PUBLISH', ARGV[8], 'S:' .. (ARGV[12] or sku_id))
 end
 local entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
   'user_id', user_id, 'count', ARGV[4], 'created_ms', created, 'expires_ms', expires)

@@ -27,7 +27,7 @@ for _, v in ipairs(pending) do
   table.insert(out, v)
 end
 local asked = {}
-for id in string.gmatch(ARGV[3], '[^,]+') do
+for id in string.gmatch(ARGV[3] or '', '[^,]+') do
   table.insert(asked, id)
 end
 table.insert(out, tostring(#asked))

@@ -12,7 +12,7 @@
 -- bucket_init.lua 'reset') every other bucket start empty and lease again.
 -- Pending transfers are dropped: the stock they carried is in ARGV[1].
 
-if ARGV[7] ~= '1' then
+if (ARGV[7] or '1') ~= '1' then
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[1], 'available', '0', 'pool', ARGV[1], 'total', ARGV[2],
     'limit', ARGV[3], 'adjust', ARGV[4], 'buckets', ARGV[7], 'tags', ARGV[8])

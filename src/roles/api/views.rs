@@ -167,8 +167,9 @@ pub struct SkuView {
     pub sold_out: bool,
     #[schema(minimum = 1)]
     pub limit_per_user: u64,
-    #[serde(flatten)]
-    pub split: SplitView,
+    /// Only for a SKU split into buckets (the view of an unsplit SKU is as in SPEC §2).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitView>,
 }
 
 /// How a SKU's stock is split over buckets (one bucket: not split).
@@ -186,14 +187,19 @@ pub struct SplitView {
 pub struct BucketView {
     pub bucket: u16,
     pub available: i64,
-    /// The pool had nothing more for this bucket (always true when not split).
+    /// The pool had nothing more for this bucket.
     pub drained: bool,
     /// This bucket's buyers are refused `SOLD_OUT`.
     pub sold_out: bool,
 }
 
 impl SplitView {
-    pub fn new(snapshot: &crate::redis::SkuSnapshot) -> Self {
+    /// `None` for a SKU in one bucket.
+    pub fn of(snapshot: &crate::redis::SkuSnapshot) -> Option<Self> {
+        (snapshot.buckets.len() > 1).then(|| Self::new(snapshot))
+    }
+
+    fn new(snapshot: &crate::redis::SkuSnapshot) -> Self {
         Self {
             buckets: snapshot.buckets.len() as u16,
             pool: snapshot.pool,
@@ -227,8 +233,9 @@ pub struct AdminSkuView {
     pub sold_out: bool,
     #[schema(minimum = 1)]
     pub limit_per_user: u64,
-    #[serde(flatten)]
-    pub split: SplitView,
+    /// Only for a SKU split into buckets (the view of an unsplit SKU is as in SPEC §2).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitView>,
 }
 
 /// `POST /v1/admin/skus/{sku_id}/warmup`: what was loaded into Redis.

@@ -105,7 +105,7 @@ pub async fn put_sku(
         mysql_available: sku.available_mysql,
         sold_out: snapshot.sold_out,
         limit_per_user: u64::from(sku.limit_per_user),
-        split: SplitView::new(&snapshot),
+        split: SplitView::of(&snapshot),
     }))
 }
 

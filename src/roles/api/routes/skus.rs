@@ -40,6 +40,6 @@ pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpRes
         available: snapshot.available.max(0),
         sold_out: snapshot.sold_out,
         limit_per_user: snapshot.limit_per_user,
-        split: SplitView::new(&snapshot),
+        split: SplitView::of(&snapshot),
     }))
 }
