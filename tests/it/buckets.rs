@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use deadpool_redis::redis;
+use deadpool_redis::redis::FromRedisValue;
 use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
 
@@ -431,11 +432,13 @@ async fn assert_bucket_tags(app: &TestApp, sku: u64, n: u16) {
         return;
     }
     let mut node = app.redis_nodes().await.remove(0);
-    let slots: Vec<(i64, i64, Vec<redis::Value>)> = redis::cmd("CLUSTER")
+    // Each range: start, end, then the primary ([ip, port, id]) and replicas.
+    let ranges: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER")
         .arg("SLOTS")
         .query_async(&mut node)
         .await
         .unwrap();
+    let int = |v: &redis::Value| i64::from_redis_value_ref(v).unwrap();
     let mut owners = Vec::new();
     for tag in &list {
         let slot: i64 = redis::cmd("CLUSTER")
@@ -444,18 +447,19 @@ async fn assert_bucket_tags(app: &TestApp, sku: u64, n: u16) {
             .query_async(&mut node)
             .await
             .unwrap();
-        let owner = slots
+        let range = ranges
             .iter()
-            .position(|(lo, hi, _)| (*lo..=*hi).contains(&slot));
-        owners.push(owner.expect("slot covered"));
+            .find(|r| (int(&r[0])..=int(&r[1])).contains(&slot))
+            .expect("slot covered");
+        owners.push(format!("{:?}", range[2]));
     }
-    let mut primaries: Vec<_> = owners.clone();
+    let mut primaries = owners.clone();
     primaries.sort_unstable();
     primaries.dedup();
     assert_eq!(
         primaries.len(),
         list.len(),
-        "tags {tags}: slot ranges {owners:?}"
+        "tags {tags}: primaries {owners:?}"
     );
 }
 
