@@ -410,8 +410,9 @@ fn assert_split_adds_up(split: &Split, available: i64, when: &str) {
     assert!(split.stock.iter().all(|b| !b.sold_out), "{when}: {split:?}");
 }
 
-/// The home hash's `tags` name one hash tag per bucket, all different; in a
-/// cluster their slots belong to as many different primaries.
+/// The SKU id (bucket 0) and the home hash's `tags` (buckets 1..) name one
+/// hash tag per bucket, all different; in a cluster their slots belong to as
+/// many different primaries.
 async fn assert_bucket_tags(app: &TestApp, sku: u64, n: u16) {
     let home = app.res.redis.keys().sku(TestApp::sku(sku));
     let mut conn = app.redis_conn().await;
@@ -422,7 +423,10 @@ async fn assert_bucket_tags(app: &TestApp, sku: u64, n: u16) {
         .await
         .unwrap();
     let tags = tags.expect("home hash field `tags`");
-    let list: Vec<&str> = tags.split(',').collect();
+    // Bucket 0's tag is the SKU id (today's keys); `tags` lists buckets 1...
+    let home_tag = sku.to_string();
+    let mut list: Vec<&str> = vec![home_tag.as_str()];
+    list.extend(tags.split(','));
     assert_eq!(list.len(), usize::from(n), "tags {tags}");
     let mut distinct = list.clone();
     distinct.sort_unstable();
