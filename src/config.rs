@@ -225,6 +225,12 @@ pub struct RedisSettings {
     /// Cluster client: longest wait before such a retry, in milliseconds.
     #[serde(default = "default_cluster_retry_wait_ms")]
     pub cluster_retry_wait_ms: u64,
+    /// Most stock buckets one SKU may be split into (`"buckets"` of the admin API).
+    #[serde(default = "default_max_buckets")]
+    pub max_buckets: u16,
+    /// Most units one lease moves from a split SKU's pool to a bucket.
+    #[serde(default = "default_bucket_lease_max")]
+    pub bucket_lease_max: u32,
     /// CA and client certificate of a `rediss://` URL.
     pub tls: TlsFiles,
 }
@@ -244,6 +250,14 @@ fn default_cluster_retries() -> u32 {
 
 fn default_cluster_retry_wait_ms() -> u64 {
     100
+}
+
+fn default_max_buckets() -> u16 {
+    16
+}
+
+fn default_bucket_lease_max() -> u32 {
+    1000
 }
 
 impl RedisSettings {
@@ -434,7 +448,7 @@ impl Settings {
 
     /// Semantic checks serde cannot express; each error names its key.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let checks: [(bool, &str, &str); 12] = [
+        let checks: [(bool, &str, &str); 14] = [
             (
                 self.mysql.query_timeout_ms >= 100,
                 "mysql.query_timeout_ms",
@@ -447,6 +461,16 @@ impl Settings {
             ),
             (self.mysql.pool_max >= 1, "mysql.pool_max", "must be >= 1"),
             (self.redis.pool_max >= 1, "redis.pool_max", "must be >= 1"),
+            (
+                (1..=1024).contains(&self.redis.max_buckets),
+                "redis.max_buckets",
+                "must be in 1..=1024",
+            ),
+            (
+                self.redis.bucket_lease_max >= 1,
+                "redis.bucket_lease_max",
+                "must be >= 1",
+            ),
             (
                 self.amqp.publish_channels >= 1,
                 "amqp.publish_channels",

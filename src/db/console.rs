@@ -21,12 +21,12 @@ pub struct StatusCounts {
 
 /// The first `limit` SKUs by id, plus whether more exist.
 pub async fn first_skus(db: &Db, limit: usize) -> Result<(Vec<SkuRow>, bool), DbError> {
-    let raw: Vec<(u64, i64, i64, u32)> = db
+    let raw: Vec<(u64, i64, i64, u32, u16)> = db
         .bounded(async {
             let mut conn = db.conn().await?;
             Ok(conn
                 .exec(
-                    "SELECT sku_id, total_stock, available_stock, limit_per_user \
+                    "SELECT sku_id, total_stock, available_stock, limit_per_user, buckets \
                      FROM sku_stock ORDER BY sku_id LIMIT ?",
                     (limit as u64 + 1,),
                 )
@@ -37,14 +37,17 @@ pub async fn first_skus(db: &Db, limit: usize) -> Result<(Vec<SkuRow>, bool), Db
     let rows = raw
         .into_iter()
         .take(limit)
-        .filter_map(|(id, total_stock, available_stock, limit_per_user)| {
-            Some(SkuRow {
-                sku_id: SkuId::new(id).ok()?,
-                total_stock,
-                available_stock,
-                limit_per_user,
-            })
-        })
+        .filter_map(
+            |(id, total_stock, available_stock, limit_per_user, buckets)| {
+                Some(SkuRow {
+                    sku_id: SkuId::new(id).ok()?,
+                    total_stock,
+                    available_stock,
+                    limit_per_user,
+                    buckets,
+                })
+            },
+        )
         .collect();
     Ok((rows, more))
 }

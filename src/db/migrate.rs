@@ -15,6 +15,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0002_buyer_limit",
         include_str!("../../sql/0002_buyer_limit.sql"),
     ),
+    (
+        3,
+        "0003_buckets",
+        include_str!("../../sql/0003_buckets.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

@@ -12,6 +12,8 @@ pub struct SkuRow {
     pub total_stock: i64,
     pub available_stock: i64,
     pub limit_per_user: u32,
+    /// Stock buckets in Redis (`redis/buckets`; 1 = not split).
+    pub buckets: u16,
 }
 
 impl SkuRow {
@@ -21,7 +23,7 @@ impl SkuRow {
     }
 }
 
-type RawRow = (u64, i64, i64, u32);
+type RawRow = (u64, i64, i64, u32, u16);
 
 fn from_raw(raw: RawRow) -> SkuRow {
     SkuRow {
@@ -29,10 +31,11 @@ fn from_raw(raw: RawRow) -> SkuRow {
         total_stock: raw.1,
         available_stock: raw.2,
         limit_per_user: raw.3,
+        buckets: raw.4,
     }
 }
 
-const COLUMNS: &str = "sku_id, total_stock, available_stock, limit_per_user";
+const COLUMNS: &str = "sku_id, total_stock, available_stock, limit_per_user, buckets";
 
 /// Reads one SKU without locking.
 pub async fn get<Q: Queryable>(q: &mut Q, sku: SkuId) -> Result<Option<SkuRow>, DbError> {
@@ -61,11 +64,26 @@ pub async fn insert(
     sku: SkuId,
     total: i64,
     limit_per_user: u32,
+    buckets: u16,
 ) -> Result<(), DbError> {
     tx.exec_drop(
-        "INSERT INTO sku_stock (sku_id, total_stock, available_stock, limit_per_user)
-         VALUES (?, ?, ?, ?)",
-        (sku.get(), total, total, limit_per_user),
+        "INSERT INTO sku_stock (sku_id, total_stock, available_stock, limit_per_user, buckets)
+         VALUES (?, ?, ?, ?, ?)",
+        (sku.get(), total, total, limit_per_user, buckets),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Records how many Redis buckets the SKU is split into.
+pub async fn set_buckets(
+    tx: &mut Transaction<'_>,
+    sku: SkuId,
+    buckets: u16,
+) -> Result<(), DbError> {
+    tx.exec_drop(
+        "UPDATE sku_stock SET buckets = ? WHERE sku_id = ?",
+        (buckets, sku.get()),
     )
     .await?;
     Ok(())

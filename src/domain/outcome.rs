@@ -10,6 +10,9 @@ pub enum ReserveOutcome {
         reservation: Reservation,
         available_after: u64,
         outbox_id: String,
+        /// The stock bucket that took it (0 unless the SKU is split); its
+        /// outbox holds the entry.
+        bucket: u16,
     },
     /// The same `(sku_id, request_id)` was reserved before with the same user and count.
     Replayed { reservation: Reservation },
@@ -27,6 +30,9 @@ pub enum ReserveOutcome {
     Backpressure,
     /// The buyer used up their attempts (`limits.per_user_*`); retry after this long.
     RateLimited { retry_after_ms: u64 },
+    /// A split SKU's stock kept moving between buckets while this request
+    /// tried to lease for its bucket; nothing was taken, retry shortly.
+    Rebalancing,
 }
 
 impl ReserveOutcome {
@@ -42,6 +48,7 @@ impl ReserveOutcome {
             Self::Insufficient { .. } => "insufficient",
             Self::Backpressure => "backpressure",
             Self::RateLimited { .. } => "rate_limited",
+            Self::Rebalancing => "rebalancing",
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod dlq;
 pub mod lifecycle;
 pub mod observe;
 pub mod overview;
+pub mod rebalance;
 pub mod rebuild;
 pub mod reconcile;
 pub mod sku_admin;

@@ -34,7 +34,7 @@ use crate::alert::{Alerter, Finding};
 use crate::db::Db;
 use crate::domain::SkuId;
 use crate::mq::Publisher;
-use crate::redis::{AdjustOutcome, RedisStore};
+use crate::redis::{AdjustOutcome, RedisError, RedisStore};
 
 /// Most dead letters one pass reads to find STUCK SKUs. A DLQ deeper than this
 /// is an incident already (its alert fires); SKUs beyond the bound still turn
@@ -210,7 +210,16 @@ impl Reconciler {
         let now_ms = self.redis.now_ms().await?;
         let mut lines = Vec::with_capacity(skus.len());
         for sku in skus {
-            let line = self.check(sku, repair, &dead, now_ms).await?;
+            if repair {
+                // Split SKUs: finish abandoned transfers, reach stranded stock.
+                if let Err(err) = super::rebalance::rebalance(&self.redis, sku, now_ms / 1000).await
+                {
+                    tracing::warn!(sku.id = %sku, error = %err, "reconcile.rebalance: failed");
+                }
+            }
+            let Some(line) = self.check_settled(sku, repair, &dead, now_ms).await? else {
+                continue;
+            };
             metrics::counter!("stockd_reconcile_verdicts_total", "verdict" => line.verdict.as_str()).increment(1);
             lines.push(line);
         }
@@ -253,6 +262,34 @@ impl Reconciler {
                 tracing::warn!(error = %err, "reconcile.dlq: dead-letter queue not read; STUCK judged by age only");
                 DeadLettered::new()
             }
+        }
+    }
+
+    /// [`Self::check`], retried while a split SKU's stock keeps moving
+    /// between buckets; `None` (logged, counted) when it never settled.
+    async fn check_settled(
+        &self,
+        sku: SkuId,
+        repair: bool,
+        dead: &DeadLettered,
+        now_ms: u64,
+    ) -> Result<Option<SkuReport>, ObserveError> {
+        const TRIES: usize = 3;
+        for _ in 1..TRIES {
+            match self.check(sku, repair, dead, now_ms).await {
+                Err(ObserveError::Redis(RedisError::Unsettled(_))) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                other => return other.map(Some),
+            }
+        }
+        match self.check(sku, repair, dead, now_ms).await {
+            Err(ObserveError::Redis(RedisError::Unsettled(reason))) => {
+                metrics::counter!("stockd_reconcile_unsettled_total").increment(1);
+                tracing::warn!(sku.id = %sku, %reason, "reconcile: not judged this pass");
+                Ok(None)
+            }
+            other => other.map(Some),
         }
     }
 
@@ -357,7 +394,7 @@ impl Reconciler {
         };
         let outcome = self
             .redis
-            .adjust(obs.sku_id, redis.available, -drift, new_adjust)
+            .adjust(obs.sku_id, redis, -drift, new_adjust)
             .await?;
         let applied = matches!(outcome, AdjustOutcome::Applied { .. });
         if applied {
@@ -388,6 +425,7 @@ mod tests {
                 total,
                 adjust: 0,
                 limit_per_user: 1,
+                pool: None,
                 winners: Some(Vec::new()),
             }),
             in_flight,

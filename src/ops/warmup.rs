@@ -64,19 +64,22 @@ pub async fn warmup(
     if !reasons.is_empty() && !force {
         return Ok(WarmupOutcome::Refused(reasons.join("; ")));
     }
-    let limit = db
+    let row = db
         .bounded(async {
             let mut conn = db.conn().await?;
             crate::db::sku::get(&mut conn, sku_id).await
         })
-        .await?
-        .map_or(1, |row| row.limit_per_user);
+        .await?;
+    let limit = row.map_or(1, |row| row.limit_per_user);
+    let buckets = row.map_or(1, |row| row.buckets);
     let available = (obs.mysql_available - obs.unapplied).max(0);
-    // Records, winners and buyer counters first, then stock: the SKU is not
-    // admitting (not loaded, or refused in flight) until `warm` below.
+    // The bucket layout first (the buyer side is rebuilt into the buyers'
+    // buckets), then records, winners and buyer counters, then stock: the SKU
+    // is not admitting (not loaded, or refused in flight) until `warm` below.
+    let layout = redis.prepare_layout(sku_id, buckets).await?;
     rebuild_buyer_side(db, redis, sku_id).await?;
     redis
-        .warm(sku_id, available, obs.total_stock, limit, 0)
+        .warm(&layout, available, obs.total_stock, limit, 0)
         .await?;
     rebaseline_adjust(redis, sku_id, obs.total_stock, max_winners).await?;
     tracing::info!(sku.id = %sku_id, available, forced = force, "warmup: loaded into Redis");
@@ -107,9 +110,7 @@ async fn rebaseline_adjust(
         if adjust == snap.adjust {
             return Ok(());
         }
-        if let AdjustOutcome::Applied { .. } =
-            redis.adjust(sku_id, snap.available, 0, adjust).await?
-        {
+        if let AdjustOutcome::Applied { .. } = redis.adjust(sku_id, &snap, 0, adjust).await? {
             return Ok(());
         }
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::SkuId;
+use crate::redis::outbox::OutboxStream;
 use crate::redis::RedisStore;
 
 /// Confirmed entries waiting for removal; beyond this the sender drops acks
@@ -19,7 +19,7 @@ const ACK_BATCH_MAX: usize = 1_000;
 
 #[derive(Clone)]
 pub struct OutboxAcker {
-    tx: mpsc::Sender<(SkuId, String)>,
+    tx: mpsc::Sender<(OutboxStream, String)>,
 }
 
 impl OutboxAcker {
@@ -34,8 +34,8 @@ impl OutboxAcker {
     }
 
     /// Queues removal of a confirmed entry; never waits.
-    pub fn ack(&self, sku: SkuId, entry_id: String) {
-        if self.tx.try_send((sku, entry_id)).is_err() {
+    pub fn ack(&self, stream: OutboxStream, entry_id: String) {
+        if self.tx.try_send((stream, entry_id)).is_err() {
             metrics::counter!("stockd_outbox_ack_dropped_total").increment(1);
         }
     }
@@ -43,7 +43,7 @@ impl OutboxAcker {
 
 async fn run(
     redis: Arc<RedisStore>,
-    mut rx: mpsc::Receiver<(SkuId, String)>,
+    mut rx: mpsc::Receiver<(OutboxStream, String)>,
     cancel: CancellationToken,
 ) {
     let mut buffer = Vec::with_capacity(ACK_BATCH_MAX);
@@ -59,13 +59,13 @@ async fn run(
         if received == 0 {
             return;
         }
-        let mut by_sku: BTreeMap<SkuId, Vec<String>> = BTreeMap::new();
-        for (sku, id) in buffer.drain(..) {
-            by_sku.entry(sku).or_default().push(id);
+        let mut by_stream: BTreeMap<OutboxStream, Vec<String>> = BTreeMap::new();
+        for (stream, id) in buffer.drain(..) {
+            by_stream.entry(stream).or_default().push(id);
         }
-        for (sku, ids) in by_sku {
-            if let Err(err) = redis.outbox_delete(sku, &ids).await {
-                tracing::warn!(sku.id = %sku, error = %err, "outbox.ack: removal failed; relay will republish");
+        for (stream, ids) in by_stream {
+            if let Err(err) = redis.outbox_delete(stream, &ids).await {
+                tracing::warn!(sku.id = %stream.sku, bucket = stream.bucket, error = %err, "outbox.ack: removal failed; relay will republish");
             }
         }
     }

@@ -17,15 +17,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::OutboxAcker;
 use crate::domain::Deduction;
-use crate::domain::SkuId;
 use crate::mq::{message, PublishError, Publisher};
+use crate::redis::outbox::OutboxStream;
 
 /// Deductions waiting for a batch; when full, callers get a failure at once
 /// (their entries stay in the outbox for the relay) instead of queueing forever.
 const PENDING_CAPACITY: usize = 65_536;
 
 struct Pending {
-    sku: SkuId,
+    stream: OutboxStream,
     entry_id: String,
     msg: Deduction,
     done: oneshot::Sender<Result<(), PublishError>>,
@@ -70,13 +70,13 @@ impl GroupCommit {
     /// a late confirm still removes it, and otherwise the relay republishes.
     pub async fn publish(
         &self,
-        sku: SkuId,
+        stream: OutboxStream,
         entry_id: String,
         msg: Deduction,
     ) -> Result<(), PublishError> {
         let (done, confirmed) = oneshot::channel();
         let pending = Pending {
-            sku,
+            stream,
             entry_id,
             msg,
             done,
@@ -131,7 +131,7 @@ async fn publish_batch(publisher: &Publisher, acker: &OutboxAcker, batch: Vec<Pe
     for pending in batch {
         let outcome = match &result {
             Ok(()) => {
-                acker.ack(pending.sku, pending.entry_id);
+                acker.ack(pending.stream, pending.entry_id);
                 Ok(())
             }
             Err(err) => Err(err.clone_kind()),

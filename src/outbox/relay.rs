@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::GroupCommit;
 use crate::config::RelaySettings;
+use crate::redis::outbox::OutboxStream;
 use crate::redis::{RedisError, RedisStore};
 
 pub struct Relay {
@@ -61,7 +62,11 @@ impl Relay {
                 .await?;
             backlog += stale.len() as u64;
             let results = join_all(stale.into_iter().map(|entry| async move {
-                self.group.publish(sku, entry.id, entry.message).await
+                let stream = OutboxStream {
+                    sku,
+                    bucket: entry.bucket,
+                };
+                self.group.publish(stream, entry.id, entry.message).await
             }))
             .await;
             republished += results.iter().filter(|r| r.is_ok()).count();

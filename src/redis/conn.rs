@@ -189,6 +189,23 @@ impl HotConnection {
             .collect())
     }
 
+    /// `(first slot, last slot, primary)` of every slot range; one range
+    /// covering every slot when standalone.
+    pub async fn slot_owners(&self) -> Result<Vec<(u16, u16, String)>, RedisError> {
+        if !self.is_cluster() {
+            return Ok(vec![(0, 16383, "standalone".into())]);
+        }
+        let mut conn = self.cluster_conn().await?;
+        let slots: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut conn)
+            .await?;
+        Ok(slot_ranges(&slots)
+            .into_iter()
+            .map(|(first, last, addr)| (first, last, addr.to_string()))
+            .collect())
+    }
+
     /// Runs `cmd` on the primary that owns `key`'s slot (a keyless command such
     /// as `TIME` would otherwise go to a random node).
     pub async fn on_owner_of(&self, key: &str, cmd: redis::Cmd) -> Result<Value, RedisError> {
@@ -237,6 +254,14 @@ impl HotConnection {
 /// The distinct primaries of a `CLUSTER SLOTS` reply: each entry is
 /// `[start, end, [host, port, id, ...], replicas...]`.
 fn primary_addrs(slots: &Value) -> Vec<NodeAddr> {
+    slot_ranges(slots)
+        .into_iter()
+        .map(|(_, _, addr)| addr)
+        .collect()
+}
+
+/// `(first, last, primary)` per range of a `CLUSTER SLOTS` reply.
+fn slot_ranges(slots: &Value) -> Vec<(u16, u16, NodeAddr)> {
     let Value::Array(ranges) = slots else {
         return Vec::new();
     };
@@ -246,6 +271,11 @@ fn primary_addrs(slots: &Value) -> Vec<NodeAddr> {
             let Value::Array(fields) = range else {
                 return None;
             };
+            let slot = |i: usize| match fields.get(i) {
+                Some(Value::Int(v)) => u16::try_from(*v).ok(),
+                _ => None,
+            };
+            let (first, last) = (slot(0)?, slot(1)?);
             let Value::Array(primary) = fields.get(2)? else {
                 return None;
             };
@@ -258,7 +288,7 @@ fn primary_addrs(slots: &Value) -> Vec<NodeAddr> {
                 Value::Int(p) => u16::try_from(*p).ok()?,
                 _ => return None,
             };
-            Some(NodeAddr { host, port })
+            Some((first, last, NodeAddr { host, port }))
         })
         .collect()
 }

@@ -19,6 +19,9 @@ pub struct RecordView {
     pub created_ms: Option<u64>,
 }
 
+/// Bits of a winners cursor below the bucket number (see `winners_page`).
+const BUCKET_SHIFT: u32 = 48;
+
 type RawRecord = (
     Option<String>,
     Option<String>,
@@ -27,28 +30,39 @@ type RawRecord = (
 );
 
 impl RedisStore {
-    /// The records of `ids` (same order); `None` where no record exists.
+    /// The records of `ids` (same order); `None` where no record exists. A
+    /// split SKU's buckets are each asked (the buyer is not known here).
     pub async fn records(
         &self,
         sku_id: SkuId,
         ids: &[RequestId],
     ) -> Result<Vec<Option<RecordView>>, RedisError> {
+        let mut found: Vec<Option<RecordView>> = vec![None; ids.len()];
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(found);
         }
-        let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.cmd("HMGET")
-                .arg(self.keys().reservation(sku_id, id))
-                .arg("status")
-                .arg("user")
-                .arg("count")
-                .arg("created_ms");
+        let layout = self.layout(sku_id).await?;
+        for bucket in layout.buckets() {
+            let tag = layout.tag(bucket);
+            let mut pipe = redis::pipe();
+            for id in ids {
+                pipe.cmd("HMGET")
+                    .arg(self.keys().reservation_at(tag, id))
+                    .arg("status")
+                    .arg("user")
+                    .arg("count")
+                    .arg("created_ms");
+            }
+            let raw: Vec<RawRecord> = self
+                .run(|mut c| async move { pipe.query_async(&mut c).await })
+                .await?;
+            for (slot, record) in found.iter_mut().zip(raw.into_iter().map(record_view)) {
+                if slot.is_none() {
+                    *slot = record;
+                }
+            }
         }
-        let raw: Vec<RawRecord> = self
-            .run(|mut c| async move { pipe.query_async(&mut c).await })
-            .await?;
-        Ok(raw.into_iter().map(record_view).collect())
+        Ok(found)
     }
 
     /// Whether each of `ids` is in the SKU's winners set (same order).
@@ -57,40 +71,68 @@ impl RedisStore {
         sku_id: SkuId,
         ids: &[RequestId],
     ) -> Result<Vec<bool>, RedisError> {
+        let mut found = vec![false; ids.len()];
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(found);
         }
-        let key = self.keys().winners(sku_id);
+        let layout = self.layout(sku_id).await?;
         let members: Vec<&str> = ids.iter().map(RequestId::as_str).collect();
-        self.run(|mut c| async move {
-            redis::cmd("SMISMEMBER")
-                .arg(&key)
-                .arg(&members)
-                .query_async(&mut c)
-                .await
-        })
-        .await
+        for bucket in layout.buckets() {
+            let key = self.keys().winners_at(layout.tag(bucket));
+            let members = &members;
+            let here: Vec<bool> = self
+                .run(|mut c| async move {
+                    redis::cmd("SMISMEMBER")
+                        .arg(&key)
+                        .arg(members)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            for (slot, yes) in found.iter_mut().zip(here) {
+                *slot |= yes;
+            }
+        }
+        Ok(found)
     }
 
     /// One `SSCAN` step over the winners set: the next cursor (0 = done) and
-    /// about `count` members (Redis may return a few more or fewer).
+    /// about `count` members (Redis may return a few more or fewer). A split
+    /// SKU's buckets are walked one after the other: the cursor's top 16 bits
+    /// name the bucket, the rest is that bucket's `SSCAN` cursor.
     pub async fn winners_page(
         &self,
         sku_id: SkuId,
         cursor: u64,
         count: usize,
     ) -> Result<(u64, Vec<String>), RedisError> {
-        let key = self.keys().winners(sku_id);
-        self.run(|mut c| async move {
-            redis::cmd("SSCAN")
-                .arg(&key)
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(count)
-                .query_async(&mut c)
-                .await
-        })
-        .await
+        let layout = self.layout(sku_id).await?;
+        let bucket = (cursor >> BUCKET_SHIFT) as u16;
+        if bucket >= layout.n() {
+            return Ok((0, Vec::new()));
+        }
+        let key = self.keys().winners_at(layout.tag(bucket));
+        let inner = cursor & ((1 << BUCKET_SHIFT) - 1);
+        let (next, members): (u64, Vec<String>) = self
+            .run(|mut c| async move {
+                redis::cmd("SSCAN")
+                    .arg(&key)
+                    .arg(inner)
+                    .arg("COUNT")
+                    .arg(count)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let next = match next {
+            0 if bucket + 1 < layout.n() => u64::from(bucket + 1) << BUCKET_SHIFT,
+            0 => 0,
+            n if n >> BUCKET_SHIFT != 0 => {
+                return Err(RedisError::BadReply(format!("SSCAN cursor {n} too large")))
+            }
+            n => (u64::from(bucket) << BUCKET_SHIFT) | n,
+        };
+        Ok((next, members))
     }
 
     /// The live-unit counters (`n` of each buyer hash) of `users` for this SKU
@@ -103,20 +145,34 @@ impl RedisStore {
         if users.is_empty() {
             return Ok(Vec::new());
         }
-        let keys: Vec<String> = users.iter().map(|u| self.keys().user(sku_id, *u)).collect();
-        let raw: Vec<Option<String>> = self
-            .run(|mut c| async move {
-                let mut pipe = redis::pipe();
-                for key in &keys {
-                    pipe.cmd("HGET").arg(key).arg("n");
-                }
-                pipe.query_async(&mut c).await
-            })
-            .await?;
-        Ok(raw
-            .into_iter()
-            .map(|v| v.and_then(|s| s.parse().ok()))
-            .collect())
+        let layout = self.layout(sku_id).await?;
+        let mut counters = vec![None; users.len()];
+        for bucket in layout.buckets() {
+            let mine: Vec<usize> = (0..users.len())
+                .filter(|&i| layout.bucket_of(users[i]) == bucket)
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let tag = layout.tag(bucket);
+            let keys: Vec<String> = mine
+                .iter()
+                .map(|&i| self.keys().user_at(tag, users[i]))
+                .collect();
+            let raw: Vec<Option<String>> = self
+                .run(|mut c| async move {
+                    let mut pipe = redis::pipe();
+                    for key in &keys {
+                        pipe.cmd("HGET").arg(key).arg("n");
+                    }
+                    pipe.query_async(&mut c).await
+                })
+                .await?;
+            for (&i, v) in mine.iter().zip(raw) {
+                counters[i] = v.and_then(|s| s.parse().ok());
+            }
+        }
+        Ok(counters)
     }
 }
 

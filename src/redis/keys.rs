@@ -11,8 +11,15 @@
 //! | `<p>{<sku>}:outbox`                | stream | deductions not yet confirmed by the MQ  |
 //! | `<p>{<sku>}:winners`               | set    | request ids that took stock             |
 //! | `<p>{<sku>}:op:<op_id>`            | string | a restock already applied (60 s TTL)    |
+//! | `<p>{<tag>}:xout`                  | hash   | stock transfers out, not yet settled    |
+//! | `<p>{<tag>}:xin`                   | set    | stock transfers in, already credited    |
 //! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
 //! | `<p>soldout` (Pub/Sub channel)     |        | `S:<sku>` sold out, `A:<sku>` available |
+//!
+//! A SKU split into buckets (`redis/buckets`) keeps bucket 0 under the tag
+//! `{<sku>}` (today's keys, plus `pool`, `buckets` and `tags` in its hash) and
+//! bucket b ≥ 1 under its own tag `{<tag_b>}` from the hash's `tags` field:
+//! the same per-bucket keys (`sku`, `user`, `res`, `outbox`, `winners`).
 //!
 //! The sold-out channel is a plain channel: on Redis Cluster a `PUBLISH` reaches
 //! every node's subscribers, so one channel serves all SKUs.
@@ -44,6 +51,47 @@ impl Keys {
 
     fn tagged(&self, sku: SkuId, suffix: &str) -> String {
         format!("{}{{{}}}:{}", self.prefix, sku, suffix)
+    }
+
+    fn at(&self, tag: &str, suffix: &str) -> String {
+        format!("{}{{{}}}:{}", self.prefix, tag, suffix)
+    }
+
+    /// The stock hash of one bucket of a SKU (bucket 0's tag is the SKU id, so
+    /// `sku_at(&sku.to_string())` is [`Keys::sku`]). See `redis/buckets`.
+    pub fn sku_at(&self, tag: &str) -> String {
+        self.at(tag, "sku")
+    }
+
+    pub fn user_at(&self, tag: &str, user: UserId) -> String {
+        self.at(tag, &format!("user:{user}"))
+    }
+
+    pub fn reservation_at(&self, tag: &str, request: &RequestId) -> String {
+        self.at(tag, &format!("res:{request}"))
+    }
+
+    pub fn reservation_prefix_at(&self, tag: &str) -> String {
+        self.at(tag, "res:")
+    }
+
+    pub fn outbox_at(&self, tag: &str) -> String {
+        self.at(tag, "outbox")
+    }
+
+    pub fn winners_at(&self, tag: &str) -> String {
+        self.at(tag, "winners")
+    }
+
+    /// Transfers of stock out of this bucket not yet settled: id -> `dest:units:ms`.
+    pub fn transfers_out_at(&self, tag: &str) -> String {
+        self.at(tag, "xout")
+    }
+
+    /// Ids of transfers already credited to this bucket (kept an hour, so a
+    /// re-sent credit is a no-op).
+    pub fn transfers_in_at(&self, tag: &str) -> String {
+        self.at(tag, "xin")
     }
 
     pub fn sku(&self, sku: SkuId) -> String {

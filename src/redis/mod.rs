@@ -16,10 +16,10 @@ pub mod sku;
 pub mod store;
 
 pub use conn::HotConnection;
-pub use drift::{AdjustOutcome, RedisSnapshot, WinnerRecord};
+pub use drift::{AdjustOutcome, BucketSnapshot, PendingTransfer, RedisSnapshot, WinnerRecord};
 pub use keys::Keys;
 pub use link::{NodeAddr, RedisLink};
-pub use outbox::OutboxEntry;
+pub use outbox::{OutboxEntry, OutboxStream};
 pub use readmit::ReadmitOutcome;
 pub use rebuild::{RebuildCounts, RebuildRow};
 pub use reservation::FinishOutcome;
@@ -38,4 +38,6 @@ pub enum RedisError {
     BadReply(String),
     #[error("redis call did not finish within connect + command timeout")]
     Timeout,
+    #[error("redis state kept moving: {0}")]
+    Unsettled(String),
 }

@@ -11,11 +11,20 @@ use deadpool_redis::redis;
 
 use super::{RedisError, RedisStore};
 
+/// One outbox stream: a SKU's, or one bucket's of a split SKU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OutboxStream {
+    pub sku: SkuId,
+    pub bucket: u16,
+}
+
 /// One outbox entry: the stream id and the deduction it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxEntry {
     pub id: String,
     pub message: Deduction,
+    /// The bucket whose stream holds it (0 unless the SKU is split).
+    pub bucket: u16,
 }
 
 impl OutboxEntry {
@@ -38,17 +47,29 @@ impl OutboxEntry {
             created_ms: num("created_ms")?,
             expires_ms: num("expires_ms")?,
         };
-        Ok(Self { id, message })
+        Ok(Self {
+            id,
+            message,
+            bucket: 0,
+        })
     }
 }
 
 impl RedisStore {
     /// Removes outbox entries whose deduction the broker confirmed.
-    pub async fn outbox_delete(&self, sku_id: SkuId, ids: &[String]) -> Result<(), RedisError> {
+    pub async fn outbox_delete(
+        &self,
+        stream: OutboxStream,
+        ids: &[String],
+    ) -> Result<(), RedisError> {
         if ids.is_empty() {
             return Ok(());
         }
-        let key = self.keys.outbox(sku_id);
+        let layout = self.layout(stream.sku).await?;
+        if stream.bucket >= layout.n() {
+            return Err(RedisError::BadReply(format!("no bucket {stream:?}")));
+        }
+        let key = self.keys.outbox_at(layout.tag(stream.bucket));
         self.run(|mut c| async move {
             redis::cmd("XDEL")
                 .arg(&key)
@@ -61,14 +82,31 @@ impl RedisStore {
     }
 
     /// Outbox entries written more than `idle_ms` ago (by Redis' clock: stream ids
-    /// are Redis `TIME` in milliseconds), oldest first, at most `limit`.
+    /// are Redis `TIME` in milliseconds), oldest first per bucket, at most
+    /// `limit` per bucket.
     pub async fn outbox_stale(
         &self,
         sku_id: SkuId,
         idle_ms: u64,
         limit: usize,
     ) -> Result<Vec<OutboxEntry>, RedisError> {
-        let key = self.keys.outbox(sku_id);
+        let layout = self.layout(sku_id).await?;
+        let mut entries = Vec::new();
+        for bucket in layout.buckets() {
+            let key = self.keys.outbox_at(layout.tag(bucket));
+            let mut stale = self.outbox_stale_in(key, idle_ms, limit).await?;
+            stale.iter_mut().for_each(|e| e.bucket = bucket);
+            entries.extend(stale);
+        }
+        Ok(entries)
+    }
+
+    async fn outbox_stale_in(
+        &self,
+        key: String,
+        idle_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<OutboxEntry>, RedisError> {
         // The clock of the node that wrote the ids: on a cluster, another
         // node's clock would shift the cutoff by their skew.
         let now_ms = self.now_ms_at(&key).await?;
@@ -92,10 +130,22 @@ impl RedisStore {
             .collect()
     }
 
-    /// Entries in one SKU's outbox (published or not yet confirmed).
+    /// Entries in one SKU's outbox (published or not yet confirmed), every
+    /// bucket's stream counted.
     pub async fn outbox_len(&self, sku_id: SkuId) -> Result<u64, RedisError> {
-        let key = self.keys.outbox(sku_id);
-        self.run(|mut c| async move { redis::cmd("XLEN").arg(&key).query_async(&mut c).await })
-            .await
+        let layout = self.layout(sku_id).await?;
+        let mut len = 0;
+        for bucket in layout.buckets() {
+            let key = self.keys.outbox_at(layout.tag(bucket));
+            len += self
+                .run(|mut c| async move {
+                    redis::cmd("XLEN")
+                        .arg(&key)
+                        .query_async::<u64>(&mut c)
+                        .await
+                })
+                .await?;
+        }
+        Ok(len)
     }
 }

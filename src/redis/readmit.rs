@@ -23,16 +23,19 @@ pub enum ReadmitOutcome {
 impl RedisStore {
     pub async fn settle_readmission(&self, r: &Readmission) -> Result<ReadmitOutcome, RedisError> {
         let keys = self.keys();
+        let layout = self.layout(r.msg.sku_id).await?;
+        let bucket = layout.bucket_of(r.msg.user_id);
+        let tag = layout.tag(bucket);
         let mut invocation = READMIT.prepare_invoke();
         invocation
-            .key(keys.sku(r.msg.sku_id))
-            .key(keys.reservation(r.msg.sku_id, &r.msg.request_id))
+            .key(keys.sku_at(tag))
+            .key(keys.reservation_at(tag, &r.msg.request_id))
             .arg(r.msg.created_ms)
             .arg(r.msg.count)
             .arg(r.row_created_ms)
             .arg(r.row_expires_ms)
             .arg(keys.soldout_channel())
-            .arg(r.msg.sku_id.get());
+            .arg(layout.event_subject(bucket));
         let reply: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;

@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 
 use deadpool_redis::redis::Script;
 
+use super::buckets::Layout;
 use super::{RedisError, RedisStore};
 use crate::domain::{RequestId, ReservationStatus, SkuId, UserId};
 
@@ -46,26 +47,46 @@ impl RebuildCounts {
 }
 
 impl RedisStore {
-    /// Rebuilds one batch of a SKU's ledger rows (one atomic script call).
+    /// Rebuilds one batch of a SKU's ledger rows: one atomic script call per
+    /// bucket the rows' buyers belong to (one for a SKU that is not split).
     pub async fn rebuild_batch(
         &self,
         sku_id: SkuId,
         rows: &[RebuildRow],
     ) -> Result<RebuildCounts, RedisError> {
+        let layout = self.layout(sku_id).await?;
+        let mut counts = RebuildCounts::default();
+        for bucket in layout.buckets() {
+            let mine: Vec<&RebuildRow> = rows
+                .iter()
+                .filter(|r| layout.bucket_of(r.user_id) == bucket)
+                .collect();
+            counts.add(self.rebuild_bucket(&layout, bucket, &mine).await?);
+        }
+        Ok(counts)
+    }
+
+    async fn rebuild_bucket(
+        &self,
+        layout: &Layout,
+        bucket: u16,
+        rows: &[&RebuildRow],
+    ) -> Result<RebuildCounts, RedisError> {
         if rows.is_empty() {
             return Ok(RebuildCounts::default());
         }
         let keys = self.keys();
+        let tag = layout.tag(bucket);
         let mut invocation = REBUILD.prepare_invoke();
         invocation
-            .key(keys.sku(sku_id))
-            .key(keys.winners(sku_id))
+            .key(keys.sku_at(tag))
+            .key(keys.winners_at(tag))
             .arg(keys.soldout_channel())
-            .arg(sku_id.get());
+            .arg(layout.event_subject(bucket));
         for row in rows {
             invocation
-                .key(keys.reservation(sku_id, &row.request_id))
-                .key(keys.user(sku_id, row.user_id))
+                .key(keys.reservation_at(tag, &row.request_id))
+                .key(keys.user_at(tag, row.user_id))
                 .arg(row.request_id.as_str())
                 .arg(row.user_id.get())
                 .arg(row.count)

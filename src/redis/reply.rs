@@ -11,6 +11,7 @@ pub struct ReserveRequest<'a> {
     pub request_id: &'a RequestId,
     pub user_id: UserId,
     pub count: u32,
+    pub bucket: u16,
 }
 
 pub fn parse_reserve_reply(
@@ -43,6 +44,7 @@ pub fn parse_reserve_reply(
                 .ok_or_else(bad)?,
             reservation: reservation(ReservationStatus::Reserved, num(2)?, num(3)?),
             outbox_id: reply.get(4).cloned().ok_or_else(bad)?,
+            bucket: req.bucket,
         },
         "REPLAY" => {
             let status = reply
@@ -79,6 +81,7 @@ mod tests {
             request_id: rid,
             user_id: UserId::new(2).unwrap(),
             count: 3,
+            bucket: 0,
         }
     }
 
@@ -95,6 +98,7 @@ mod tests {
             reservation,
             available_after,
             outbox_id,
+            ..
         } = out
         else {
             panic!("{out:?}")

@@ -3,15 +3,35 @@
 
 use deadpool_redis::redis;
 
+use super::buckets::Layout;
 use super::{RedisError, RedisStore};
 use crate::domain::SkuId;
 
 /// The SKU as Redis sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkuSnapshot {
+    /// Units on sale: for a split SKU, the pool plus every bucket.
     pub available: i64,
     pub limit_per_user: u64,
     pub total: u64,
+    /// Nothing left anywhere: no pool, no bucket with stock or a lease to
+    /// ask for, no transfer in flight.
+    pub sold_out: bool,
+    /// Units of a split SKU not yet leased to a bucket (0 with one bucket).
+    pub pool: i64,
+    /// One entry per bucket (one for a SKU that is not split).
+    pub buckets: Vec<BucketStock>,
+}
+
+/// One bucket's stock (`redis/buckets`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketStock {
+    pub bucket: u16,
+    pub available: i64,
+    /// The pool had nothing more for this bucket.
+    pub drained: bool,
+    /// Drained and empty: its buyers are refused SOLD_OUT.
+    pub sold_out: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +43,8 @@ pub enum LoadOutcome {
     BelowReserved {
         available: i64,
     },
+    /// The SKU is loaded with another bucket count (re-split it first).
+    Layout,
 }
 
 /// SKUs per `SADD` when the registry is rebuilt from MySQL.
@@ -33,15 +55,41 @@ const REGISTER_BATCH: usize = 1_000;
 const LOAD_OP_TTL_MS: u64 = 60_000;
 
 impl RedisStore {
-    /// Creates or restocks the SKU in Redis (see `load_sku.lua`) and registers it.
+    /// Creates or restocks the SKU in Redis (see `load_sku.lua`) and registers
+    /// it. A split SKU (`layout`) gets its bucket hashes too, and after stock
+    /// was added every bucket is undrained and primed with a first lease.
     pub async fn load_sku(
         &self,
-        sku_id: SkuId,
+        layout: &Layout,
         delta: i64,
         available_if_absent: i64,
         limit_per_user: u64,
         total: u64,
     ) -> Result<LoadOutcome, RedisError> {
+        let outcome = self
+            .load_home(layout, delta, available_if_absent, limit_per_user, total)
+            .await?;
+        if layout.is_split() {
+            if let LoadOutcome::Loaded { .. } = outcome {
+                self.init_buckets(layout, limit_per_user, false).await?;
+                if delta > 0 || available_if_absent > 0 {
+                    self.undrain_all(layout).await?;
+                    self.prime(layout).await?;
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn load_home(
+        &self,
+        layout: &Layout,
+        delta: i64,
+        available_if_absent: i64,
+        limit_per_user: u64,
+        total: u64,
+    ) -> Result<LoadOutcome, RedisError> {
+        let sku_id = layout.sku();
         // A cluster client re-sends a command whose connection dropped, so the
         // script may run twice: the operation id makes the second run a replay.
         let op_id = uuid::Uuid::new_v4().simple().to_string();
@@ -55,10 +103,16 @@ impl RedisStore {
             .arg(total)
             .arg(self.keys.soldout_channel())
             .arg(sku_id.get())
-            .arg(LOAD_OP_TTL_MS);
+            .arg(LOAD_OP_TTL_MS)
+            .arg(layout.n())
+            .arg(layout.tags_field());
         let reply: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
+        if reply.first().map(String::as_str) == Some("LAYOUT") {
+            return Ok(LoadOutcome::Layout);
+        }
+        self.layouts.forget(sku_id);
         let available = reply
             .get(1)
             .and_then(|s| s.parse::<i64>().ok())
@@ -103,8 +157,26 @@ impl RedisStore {
         Ok(())
     }
 
-    /// The SKU hash, or `None` when the SKU is not loaded.
+    /// The SKU's stock, or `None` when the SKU is not loaded.
     pub async fn sku(&self, sku_id: SkuId) -> Result<Option<SkuSnapshot>, RedisError> {
+        let layout = self.layout(sku_id).await?;
+        if layout.is_split() {
+            let Some(stock) = self.split_stock(&layout).await? else {
+                return Ok(None);
+            };
+            let held: i64 = stock.buckets.iter().map(|b| b.available.max(0)).sum();
+            let available = stock.pool.max(0) + held;
+            let sold_out =
+                available == 0 && !stock.in_transfer && stock.buckets.iter().all(|b| b.drained);
+            return Ok(Some(SkuSnapshot {
+                available,
+                limit_per_user: stock.limit_per_user,
+                total: stock.total,
+                sold_out,
+                pool: stock.pool,
+                buckets: stock.buckets,
+            }));
+        }
         let key = self.keys.sku(sku_id);
         let fields: (Option<i64>, Option<u64>, Option<u64>) = self
             .run(|mut c| async move {
@@ -122,15 +194,29 @@ impl RedisStore {
                 available,
                 limit_per_user,
                 total: total.unwrap_or(0),
+                sold_out: available <= 0,
+                pool: 0,
+                buckets: vec![BucketStock {
+                    bucket: 0,
+                    available,
+                    drained: true,
+                    sold_out: available <= 0,
+                }],
             }),
             _ => None,
         })
     }
 
-    /// Whether the SKU is sold out in Redis (marker set or nothing available);
-    /// `None` when the SKU is not loaded.
-    pub async fn sold_out(&self, sku_id: SkuId) -> Result<Option<bool>, RedisError> {
-        let key = self.keys.sku(sku_id);
+    /// Whether the SKU's bucket refuses every new buyer in Redis; `None`
+    /// when it is not loaded. One bucket: marker set or nothing available. A
+    /// bucket of a split SKU: its marker only (an empty bucket that is not
+    /// drained still leases from the pool).
+    pub async fn sold_out(&self, sku_id: SkuId, bucket: u16) -> Result<Option<bool>, RedisError> {
+        let layout = self.layout(sku_id).await?;
+        if bucket >= layout.n() {
+            return Ok(None);
+        }
+        let key = self.keys.sku_at(layout.tag(bucket));
         let (available, marker): (Option<i64>, Option<String>) = self
             .run(|mut c| async move {
                 redis::cmd("HMGET")
@@ -141,7 +227,8 @@ impl RedisStore {
                     .await
             })
             .await?;
-        Ok(available.map(|a| a <= 0 || marker.is_some()))
+        let split = layout.is_split();
+        Ok(available.map(|a| marker.is_some() || (!split && a <= 0)))
     }
 
     /// The request ids that took stock of this SKU, or `None` when there are more
@@ -149,9 +236,10 @@ impl RedisStore {
     pub async fn winners(
         &self,
         sku_id: SkuId,
+        bucket: u16,
         cap: usize,
     ) -> Result<Option<std::collections::HashSet<String>>, RedisError> {
-        let key = self.keys.winners(sku_id);
+        let key = self.winners_key(sku_id, bucket).await?;
         let size: usize = {
             let key = key.clone();
             self.run(|mut c| async move { redis::cmd("SCARD").arg(&key).query_async(&mut c).await })
@@ -166,11 +254,21 @@ impl RedisStore {
         Ok(Some(members))
     }
 
-    /// Size of the SKU's winners set (O(1)).
-    pub async fn winners_count(&self, sku_id: SkuId) -> Result<usize, RedisError> {
-        let key = self.keys.winners(sku_id);
+    /// Size of the bucket's winners set (O(1)).
+    pub async fn winners_count(&self, sku_id: SkuId, bucket: u16) -> Result<usize, RedisError> {
+        let key = self.winners_key(sku_id, bucket).await?;
         self.run(|mut c| async move { redis::cmd("SCARD").arg(&key).query_async(&mut c).await })
             .await
+    }
+
+    async fn winners_key(&self, sku_id: SkuId, bucket: u16) -> Result<String, RedisError> {
+        let layout = self.layout(sku_id).await?;
+        if bucket >= layout.n() {
+            return Err(RedisError::BadReply(format!(
+                "SKU {sku_id} has no bucket {bucket}"
+            )));
+        }
+        Ok(self.keys.winners_at(layout.tag(bucket)))
     }
 
     /// Every SKU ever loaded into this Redis (for background loops only).

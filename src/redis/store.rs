@@ -35,6 +35,12 @@ pub struct RedisStore {
     pub(super) call_bound: Duration,
     /// Per-buyer attempts per second and burst (`limits.per_user_*`; 0 = off).
     pub(super) buyer_rate: (f64, u32),
+    /// Bucket layouts of split SKUs, per process (`redis/buckets`).
+    pub(super) layouts: super::buckets::LayoutCache,
+    /// Single-flight refills of dry buckets.
+    pub(super) refills: super::buckets::RefillGates,
+    /// `redis.bucket_lease_max`.
+    pub(super) lease_max: i64,
 }
 
 impl RedisStore {
@@ -70,6 +76,9 @@ impl RedisStore {
                 settings.connect_timeout_ms + settings.command_timeout_ms,
             ),
             buyer_rate: (0.0, 0),
+            layouts: Default::default(),
+            refills: Default::default(),
+            lease_max: i64::from(settings.bucket_lease_max),
         })
     }
 
@@ -131,7 +140,7 @@ impl RedisStore {
     /// Redis costs the pool wait, the connect and the response timeouts one
     /// after the other. A failure is shown to the connection, which drops a
     /// broken standalone socket.
-    async fn bounded<T>(
+    pub(crate) async fn bounded<T>(
         &self,
         call: impl std::future::Future<Output = Result<T, RedisError>>,
     ) -> Result<T, RedisError> {

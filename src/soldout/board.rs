@@ -21,8 +21,10 @@ struct Flag {
 
 pub struct SoldOutBoard {
     redis: Arc<RedisStore>,
-    flags: RwLock<HashMap<SkuId, Flag>>,
-    refreshing: Mutex<HashSet<SkuId>>,
+    /// Keyed by SKU and bucket (bucket 0 for a SKU in one bucket): a split
+    /// SKU's bucket is sold out on its own, for the buyers routed to it.
+    flags: RwLock<HashMap<(SkuId, u16), Flag>>,
+    refreshing: Mutex<HashSet<(SkuId, u16)>>,
     ttl: Duration,
     max_winners: usize,
     short_circuited: AtomicU64,
@@ -41,9 +43,9 @@ impl SoldOutBoard {
     }
 
     /// True when the request can be refused with `SOLD_OUT` without Redis.
-    pub fn short_circuits(&self, sku: SkuId, request: &RequestId) -> bool {
+    pub fn short_circuits(&self, sku: SkuId, bucket: u16, request: &RequestId) -> bool {
         let flags = self.flags.read().expect("lock poisoned");
-        let Some(flag) = flags.get(&sku) else {
+        let Some(flag) = flags.get(&(sku, bucket)) else {
             return false;
         };
         let fresh = flag.validated_at.elapsed() < self.ttl;
@@ -60,22 +62,34 @@ impl SoldOutBoard {
         self.short_circuited.load(Ordering::Relaxed)
     }
 
-    pub fn is_flagged(&self, sku: SkuId) -> bool {
+    pub fn is_bucket_flagged(&self, sku: SkuId, bucket: u16) -> bool {
         let flags = self.flags.read().expect("lock poisoned");
         flags
-            .get(&sku)
+            .get(&(sku, bucket))
             .is_some_and(|f| f.validated_at.elapsed() < self.ttl)
     }
 
-    pub fn clear(&self, sku: SkuId) {
-        self.flags.write().expect("lock poisoned").remove(&sku);
+    /// Whether any bucket of the SKU is flagged (the SKU's one bucket when
+    /// it is not split).
+    pub fn is_flagged(&self, sku: SkuId) -> bool {
+        let flags = self.flags.read().expect("lock poisoned");
+        flags
+            .iter()
+            .any(|((s, _), f)| *s == sku && f.validated_at.elapsed() < self.ttl)
+    }
+
+    pub fn clear(&self, sku: SkuId, bucket: u16) {
+        self.flags
+            .write()
+            .expect("lock poisoned")
+            .remove(&(sku, bucket));
     }
 
     pub fn clear_all(&self) {
         self.flags.write().expect("lock poisoned").clear();
     }
 
-    pub fn flagged(&self) -> Vec<SkuId> {
+    pub fn flagged(&self) -> Vec<(SkuId, u16)> {
         self.flags
             .read()
             .expect("lock poisoned")
@@ -86,18 +100,27 @@ impl SoldOutBoard {
 
     /// Reads the SKU's state in Redis and sets or clears its flag accordingly.
     /// Concurrent refreshes of one SKU collapse into one.
-    pub async fn refresh(&self, sku: SkuId) -> Result<(), RedisError> {
-        if !self.refreshing.lock().expect("lock poisoned").insert(sku) {
+    pub async fn refresh(&self, sku: SkuId, bucket: u16) -> Result<(), RedisError> {
+        let key = (sku, bucket);
+        if !self.refreshing.lock().expect("lock poisoned").insert(key) {
             return Ok(());
         }
-        let result = self.refresh_now(sku).await;
-        self.refreshing.lock().expect("lock poisoned").remove(&sku);
+        let result = self.refresh_now(sku, bucket).await;
+        self.refreshing.lock().expect("lock poisoned").remove(&key);
         result
     }
 
-    async fn refresh_now(&self, sku: SkuId) -> Result<(), RedisError> {
-        if self.redis.sold_out(sku).await? != Some(true) {
-            self.clear(sku);
+    /// Refreshes every bucket of the SKU.
+    pub async fn refresh_sku(&self, sku: SkuId) -> Result<(), RedisError> {
+        for bucket in self.redis.layout(sku).await?.buckets() {
+            self.refresh(sku, bucket).await?;
+        }
+        Ok(())
+    }
+
+    async fn refresh_now(&self, sku: SkuId, bucket: u16) -> Result<(), RedisError> {
+        if self.redis.sold_out(sku, bucket).await? != Some(true) {
+            self.clear(sku, bucket);
             return Ok(());
         }
         // The winners set only grows, so an unchanged size means an unchanged
@@ -106,29 +129,32 @@ impl SoldOutBoard {
             .flags
             .read()
             .expect("lock poisoned")
-            .get(&sku)
+            .get(&(sku, bucket))
             .map(|f| f.winners.clone());
         let winners = match known {
-            Some(w) if self.redis.winners_count(sku).await? == w.len() => w,
+            Some(w) if self.redis.winners_count(sku, bucket).await? == w.len() => w,
             // Winners first, then the flag: no replay can be refused in between.
-            _ => match self.redis.winners(sku, self.max_winners).await? {
+            _ => match self.redis.winners(sku, bucket, self.max_winners).await? {
                 Some(w) => Arc::new(w),
                 None => {
-                    self.clear(sku);
+                    self.clear(sku, bucket);
                     return Ok(());
                 }
             },
         };
         // Re-check: a release between the two reads must not leave a stale flag.
-        if self.redis.sold_out(sku).await? != Some(true) {
-            self.clear(sku);
+        if self.redis.sold_out(sku, bucket).await? != Some(true) {
+            self.clear(sku, bucket);
             return Ok(());
         }
         let flag = Flag {
             validated_at: Instant::now(),
             winners,
         };
-        self.flags.write().expect("lock poisoned").insert(sku, flag);
+        self.flags
+            .write()
+            .expect("lock poisoned")
+            .insert((sku, bucket), flag);
         Ok(())
     }
 }

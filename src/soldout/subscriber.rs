@@ -67,30 +67,37 @@ async fn listen(board: &SoldOutBoard, redis: &RedisStore) {
         let Some((kind, raw)) = payload.split_once(':') else {
             continue;
         };
-        let Ok(sku) = raw
-            .parse::<u64>()
-            .map_err(|_| ())
-            .and_then(|n| SkuId::new(n).map_err(|_| ()))
-        else {
+        let Some((sku, bucket)) = parse_subject(raw) else {
             continue;
         };
         match kind {
             "S" => {
-                if let Err(err) = board.refresh(sku).await {
-                    tracing::warn!(sku.id = %sku, error = %err, "soldout.subscriber: refresh failed");
+                if let Err(err) = board.refresh(sku, bucket).await {
+                    tracing::warn!(sku.id = %sku, bucket, error = %err, "soldout.subscriber: refresh failed");
                 }
             }
-            "A" => board.clear(sku),
+            "A" => board.clear(sku, bucket),
             _ => {}
         }
     }
+}
+
+/// `<sku>` (a SKU in one bucket) or `<sku>.<bucket>` (a bucket of a split SKU).
+fn parse_subject(raw: &str) -> Option<(SkuId, u16)> {
+    let (sku, bucket) = match raw.split_once('.') {
+        Some((sku, bucket)) => (sku, bucket.parse().ok()?),
+        None => (raw, 0),
+    };
+    Some((SkuId::new(sku.parse().ok()?).ok()?, bucket))
 }
 
 /// Sets every flag from the durable markers of every known SKU.
 async fn reload(board: &SoldOutBoard, redis: &RedisStore) -> Result<(), crate::redis::RedisError> {
     board.clear_all();
     for sku in redis.registered_skus().await? {
-        board.refresh(sku).await?;
+        for bucket in redis.layout(sku).await?.buckets() {
+            board.refresh(sku, bucket).await?;
+        }
     }
     Ok(())
 }
@@ -100,12 +107,26 @@ async fn revalidate(board: Arc<SoldOutBoard>, every: Duration, cancel: Cancellat
         if !crate::shutdown::sleep_or_cancel(every, &cancel).await {
             return;
         }
-        for sku in board.flagged() {
-            if let Err(err) = board.refresh(sku).await {
+        for (sku, bucket) in board.flagged() {
+            if let Err(err) = board.refresh(sku, bucket).await {
                 // Unreachable Redis: let the flag age out; requests then go to
                 // Redis and fail there (503) rather than trusting a stale flag.
                 tracing::debug!(sku.id = %sku, error = %err, "soldout.revalidate: failed");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subject_names_a_sku_or_one_of_its_buckets() {
+        let sku = SkuId::new(42).unwrap();
+        assert_eq!(parse_subject("42"), Some((sku, 0)));
+        assert_eq!(parse_subject("42.2"), Some((sku, 2)));
+        assert_eq!(parse_subject("42.x"), None);
+        assert_eq!(parse_subject("0"), None);
     }
 }

@@ -45,7 +45,15 @@ pub async fn run(ns: &Namespace, plan: Plan, concurrency: usize) -> anyhow::Resu
     store.load_scripts().await?;
     let sku = SkuId::new(CEILING_SKU).expect("positive");
     let total = i64::try_from(plan.requests)?;
-    store.load_sku(sku, total, total, 1, plan.requests).await?;
+    store
+        .load_sku(
+            &crate::redis::buckets::Layout::single(sku),
+            total,
+            total,
+            1,
+            plan.requests,
+        )
+        .await?;
     let workers = (0..concurrency)
         .map(|_| Direct {
             store: store.clone(),

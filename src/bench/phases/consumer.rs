@@ -74,7 +74,7 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
     for (key, sku_raw, count, group, batch_max) in variants {
         let sku = SkuId::new(sku_raw)?;
         let total = i64::try_from(count)?;
-        crate::ops::sku_admin::upsert(&db, &redis, sku, total, 1).await?;
+        crate::ops::sku_admin::upsert(&db, &redis, sku, total, 1, None).await?;
         let ttl_ms = ns.settings.reservation.ttl_secs * 1000;
         preload(&publisher, sku, (count, group), ttl_ms, key).await?;
         let mut settings = ns.settings.clone();

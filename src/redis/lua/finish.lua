@@ -5,8 +5,10 @@
 -- KEYS[1] sku hash  KEYS[2] reservation hash  KEYS[3] buyer hash (`n` live units)
 -- ARGV[1] final status: CONFIRMED | RELEASED | REJECTED
 -- ARGV[2] user_id  ARGV[3] count  ARGV[4] record ttl ms (for a tombstone)
--- ARGV[5] sold-out Pub/Sub channel  ARGV[6] sku_id
+-- ARGV[5] sold-out Pub/Sub channel  ARGV[6] event subject (`<sku>` or `<sku>.<bucket>`)
 -- ARGV[7] '1' when a rejection leaves the unit in MySQL's stock (LIMIT_EXCEEDED)
+-- ARGV[8] the SKU's bucket count the caller routed with: a bucket hash that
+--         says otherwise answers {'LAYOUT'} and nothing is written
 --
 -- RESERVED -> RELEASED  : available += count, user -= count
 -- RESERVED -> REJECTED  : user -= count (OVER_ADMITTED: MySQL never had the unit,
@@ -22,6 +24,11 @@
 
 local sku_key, res_key, user_key = KEYS[1], KEYS[2], KEYS[3]
 local final, user_id, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+if redis.call('EXISTS', sku_key) == 1
+    and (redis.call('HGET', sku_key, 'buckets') or '1') ~= ARGV[8] then
+  return {'LAYOUT'}
+end
 
 local status = redis.call('HGET', res_key, 'status')
 if not status then

@@ -6,9 +6,17 @@
 -- ARGV[2] available to set when the SKU is not loaded (MySQL's available_stock)
 -- ARGV[3] limit_per_user  ARGV[4] total_stock
 -- ARGV[5] sold-out Pub/Sub channel  ARGV[6] sku_id  ARGV[7] marker ttl ms
+-- ARGV[8] bucket count  ARGV[9] tags of buckets 1.. (comma separated)
 --
 -- Returns {'OK', available} or {'BELOW_RESERVED', available} when a negative delta
--- would take Redis below zero (units already promised to buyers).
+-- would take Redis below zero (units already promised to buyers), or
+-- {'LAYOUT', buckets} when the SKU is loaded with another bucket count
+-- (ops/sku_admin.rs re-splits first).
+--
+-- A split SKU (ARGV[8] > 1) keeps the stock not yet leased to a bucket in
+-- `pool`: a new one starts with everything there (bucket 0's `available` 0),
+-- and a restock moves the pool. A cut deeper than the pool is BELOW_RESERVED
+-- (answering the pool): units leased to buckets are not taken back here.
 --
 -- A Redis Cluster client re-sends a script whose connection dropped, so this one
 -- may run twice. The marker makes the second run answer the first one's result
@@ -20,7 +28,27 @@ if applied then
   return {'OK', applied}
 end
 local delta = tonumber(ARGV[1])
-local current = redis.call('HGET', sku_key, 'available')
+local loaded = redis.call('HMGET', sku_key, 'available', 'buckets', 'pool')
+if loaded[1] and (loaded[2] or '1') ~= ARGV[8] then
+  return {'LAYOUT', loaded[2] or '1'}
+end
+if ARGV[8] ~= '1' then
+  local pool
+  if loaded[1] then
+    pool = tonumber(loaded[3] or '0') + delta
+    if pool < 0 then
+      return {'BELOW_RESERVED', loaded[3] or '0'}
+    end
+  else
+    pool = tonumber(ARGV[2])
+    redis.call('HSET', sku_key, 'available', '0', 'buckets', ARGV[8], 'tags', ARGV[9])
+  end
+  redis.call('HSET', sku_key, 'pool', string.format('%.0f', pool), 'limit', ARGV[3],
+    'total', ARGV[4])
+  redis.call('SET', KEYS[2], string.format('%.0f', pool), 'PX', ARGV[7])
+  return {'OK', string.format('%.0f', pool)}
+end
+local current = loaded[1]
 local available
 if current then
   available = tonumber(current) + delta

@@ -16,7 +16,7 @@
 -- KEYS[1] sku hash  KEYS[2] reservation hash
 -- ARGV[1] created_ms of the second admission (the message)  ARGV[2] count
 -- ARGV[3] created_ms of the ledger row  ARGV[4] expires_ms of the ledger row
--- ARGV[5] sold-out channel  ARGV[6] sku_id
+-- ARGV[5] sold-out channel  ARGV[6] event subject (`<sku>` or `<sku>.<bucket>`)
 -- Returns {'RETURNED'}, {'RETIMED'} or {'NOOP'} (already settled, or another record).
 
 local rec = redis.call('HMGET', KEYS[2], 'created_ms', 'status')

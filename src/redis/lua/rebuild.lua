@@ -22,7 +22,7 @@
 --
 -- KEYS[1] sku hash  KEYS[2] winners set
 -- KEYS[1 + 2i] reservation hash of row i, KEYS[2 + 2i] its buyer's hash (`n` live units; i >= 1)
--- ARGV[1] sold-out channel  ARGV[2] sku_id
+-- ARGV[1] sold-out channel  ARGV[2] event subject (`<sku>`, or `<sku>.<bucket>` of a split SKU)
 -- then 8 per row: request_id, user_id, count, status, created_ms, expires_ms,
 --   keep_ms (how much longer Redis would still hold it), returns_stock ('1' for a
 --   rejection whose unit stays in MySQL's stock)

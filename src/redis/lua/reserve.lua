@@ -15,11 +15,29 @@
 -- ARGV[5] reservation ttl ms  ARGV[6] record retention ms  ARGV[7] outbox max length
 -- ARGV[8] sold-out Pub/Sub channel
 -- ARGV[9] buyer attempts per second (0 = no rate limit)  ARGV[10] buyer burst
+-- ARGV[11] the SKU's bucket count the caller routed with  ARGV[12] event subject
+--          (`<sku>`, or `<sku>.<bucket>` for a bucket of a split SKU)
+--
+-- A split SKU (redis/buckets): this script runs on the buyer's bucket. A
+-- bucket holds a leased share of the stock; when it cannot serve the request
+-- and its `drained` flag is not set (the pool has not yet answered empty), the
+-- answer is DRY: the caller leases more from the pool and retries. Only a
+-- drained bucket answers SOLD_OUT/INSUFFICIENT and raises the sold-out flag.
+-- With one bucket there is no pool: the bucket is always "drained".
 --
 -- Every value returned is a string so no number loses precision on the way out.
 
 local sku_key, res_key, buyer_key, outbox_key, winners_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local request_id, sku_id, user_id = ARGV[1], ARGV[2], ARGV[3]
+
+-- 0. the caller's layout must be this bucket's: a stale cache re-routes
+local sku = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'drained')
+local buckets = sku[3] or '1'
+if sku[1] and buckets ~= ARGV[11] then
+  return {'LAYOUT', buckets}
+end
+local split = buckets ~= '1'
+local drained = (not split) or sku[4] == '1'
 local count = tonumber(ARGV[4])
 local ttl_ms = tonumber(ARGV[5])
 local retention_ms = tonumber(ARGV[6])
@@ -36,7 +54,6 @@ end
 
 -- 2. a SKU that is not loaded is refused: never read a missing key as 0 or
 -- unlimited, and never create a key for it (not even the rate limit's)
-local sku = redis.call('HMGET', sku_key, 'available', 'limit')
 if not sku[1] or not sku[2] then
   return {'NOT_LOADED'}
 end
@@ -88,7 +105,10 @@ if bought + count > limit then
   return refuse({'LIMIT', string.format('%.0f', bought), string.format('%.0f', limit)})
 end
 
--- 5. stock
+-- 5. stock (a split bucket that is not drained asks for a lease first)
+if available < count and not drained then
+  return {'DRY', string.format('%.0f', available)}
+end
 if available < count then
   if available <= 0 then
     return refuse({'SOLD_OUT'})
@@ -117,10 +137,10 @@ redis.call('HSET', res_key, 'user', user_id, 'count', ARGV[4], 'status', 'RESERV
 redis.call('PEXPIRE', res_key, ttl_ms + retention_ms)
 redis.call('SADD', winners_key, request_id)
 redis.call('PEXPIRE', winners_key, ttl_ms + retention_ms)
-if left <= 0 then
-  -- durable marker + broadcast: every api node flags the SKU sold out locally
+if left <= 0 and drained then
+  -- durable marker + broadcast: every api node flags the SKU (bucket) sold out locally
   redis.call('HSET', sku_key, 'soldout', '1')
-  redis.call('PUBLISH', ARGV[8], 'S:' .. sku_id)
+  redis.call('PUBLISH', ARGV[8], 'S:' .. ARGV[12])
 end
 local entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
   'user_id', user_id, 'count', ARGV[4], 'created_ms', created, 'expires_ms', expires)

@@ -3,12 +3,27 @@
 -- restarted empty). The caller has checked nothing is in flight, or forced it
 -- and accounted for what is.
 --
--- KEYS[1] sku hash
+-- KEYS[1] sku hash  KEYS[2] its transfers-out hash (split SKUs)
 -- ARGV[1] available  ARGV[2] total  ARGV[3] limit_per_user  ARGV[4] adjust
--- ARGV[5] sold-out channel  ARGV[6] sku_id
+-- ARGV[5] sold-out channel  ARGV[6] sku_id  ARGV[7] bucket count
+-- ARGV[8] tags of buckets 1..
+--
+-- A split SKU (ARGV[7] > 1) gets everything into its pool: bucket 0 and (by
+-- bucket_init.lua 'reset') every other bucket start empty and lease again.
+-- Pending transfers are dropped: the stock they carried is in ARGV[1].
 
+if ARGV[7] ~= '1' then
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'available', '0', 'pool', ARGV[1], 'total', ARGV[2],
+    'limit', ARGV[3], 'adjust', ARGV[4], 'buckets', ARGV[7], 'tags', ARGV[8])
+  if redis.call('HDEL', KEYS[1], 'drained', 'soldout') > 0 then
+    redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6] .. '.0')
+  end
+  return {'OK'}
+end
 redis.call('HSET', KEYS[1], 'available', ARGV[1], 'total', ARGV[2], 'limit', ARGV[3],
   'adjust', ARGV[4])
+redis.call('HDEL', KEYS[1], 'buckets', 'tags', 'pool', 'drained')
 if tonumber(ARGV[1]) <= 0 then
   redis.call('HSET', KEYS[1], 'soldout', '1')
   redis.call('PUBLISH', ARGV[5], 'S:' .. ARGV[6])

@@ -37,6 +37,8 @@ pub enum ApiError {
     #[error("{0}")]
     BelowReserved(String),
     #[error("{0}")]
+    BucketsLocked(String),
+    #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
     Unavailable(String),
@@ -65,6 +67,7 @@ impl ApiError {
             Self::ReservationConfirmed => "RESERVATION_CONFIRMED",
             Self::ReservationRejected => "RESERVATION_REJECTED",
             Self::BelowReserved(_) => "BELOW_RESERVED",
+            Self::BucketsLocked(_) => "BUCKETS_LOCKED",
             Self::Conflict(_) => "CONFLICT",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::RateLimited { .. } => "RATE_LIMITED",
@@ -96,6 +99,7 @@ impl ResponseError for ApiError {
             | Self::ReservationConfirmed
             | Self::ReservationRejected
             | Self::BelowReserved(_)
+            | Self::BucketsLocked(_)
             | Self::Conflict(_) => StatusCode::CONFLICT,
             Self::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

@@ -57,6 +57,12 @@ pub struct SkuBody {
     pub total_stock: i64,
     #[schema(minimum = 1, maximum = 1_000_000, example = 2)]
     pub limit_per_user: i64,
+    /// Stock buckets the SKU is split into (see docs/architecture.md, "Stock
+    /// buckets"): 1 (not split) up to `redis.max_buckets`. Absent: the SKU's
+    /// current count (1 for a new SKU). Fixed while buyer state lives.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1024, example = 1)]
+    pub buckets: Option<i64>,
 }
 
 /// Largest stock one SKU may hold; keeps every sum far from overflow.
@@ -65,6 +71,17 @@ pub const TOTAL_STOCK_MAX: i64 = 1_000_000_000_000;
 pub const LIMIT_PER_USER_MAX: i64 = 1_000_000;
 
 impl SkuBody {
+    /// The bucket count asked for, within `1..=max`.
+    pub fn buckets(&self, max: u16) -> Result<Option<u16>, ApiError> {
+        match self.buckets {
+            None => Ok(None),
+            Some(n) if (1..=i64::from(max)).contains(&n) => Ok(Some(n as u16)),
+            Some(_) => Err(ApiError::InvalidRequest(format!(
+                "buckets must be in 1..={max} (redis.max_buckets)"
+            ))),
+        }
+    }
+
     pub fn validate(&self) -> Result<(i64, u32), ApiError> {
         if !(0..=TOTAL_STOCK_MAX).contains(&self.total_stock) {
             return Err(ApiError::InvalidRequest(format!(
@@ -150,6 +167,48 @@ pub struct SkuView {
     pub sold_out: bool,
     #[schema(minimum = 1)]
     pub limit_per_user: u64,
+    #[serde(flatten)]
+    pub split: SplitView,
+}
+
+/// How a SKU's stock is split over buckets (one bucket: not split).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SplitView {
+    #[schema(minimum = 1)]
+    pub buckets: u16,
+    /// Units not yet leased to a bucket (0 when not split).
+    pub pool: i64,
+    pub bucket_stock: Vec<BucketView>,
+}
+
+/// One bucket's stock.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BucketView {
+    pub bucket: u16,
+    pub available: i64,
+    /// The pool had nothing more for this bucket (always true when not split).
+    pub drained: bool,
+    /// This bucket's buyers are refused `SOLD_OUT`.
+    pub sold_out: bool,
+}
+
+impl SplitView {
+    pub fn new(snapshot: &crate::redis::SkuSnapshot) -> Self {
+        Self {
+            buckets: snapshot.buckets.len() as u16,
+            pool: snapshot.pool,
+            bucket_stock: snapshot
+                .buckets
+                .iter()
+                .map(|b| BucketView {
+                    bucket: b.bucket,
+                    available: b.available.max(0),
+                    drained: b.drained,
+                    sold_out: b.sold_out,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// `PUT /v1/admin/skus/{sku_id}`: the SKU as stored in MySQL and loaded into Redis.
@@ -168,6 +227,8 @@ pub struct AdminSkuView {
     pub sold_out: bool,
     #[schema(minimum = 1)]
     pub limit_per_user: u64,
+    #[serde(flatten)]
+    pub split: SplitView,
 }
 
 /// `POST /v1/admin/skus/{sku_id}/warmup`: what was loaded into Redis.

@@ -14,7 +14,7 @@ use crate::ops::observe::ObserveError;
 use crate::ops::sku_admin::{self, SkuAdminError};
 use crate::ops::warmup::{self as warm, WarmupOutcome};
 use crate::roles::api::problem::ApiError;
-use crate::roles::api::views::{AdminSkuView, SkuBody, WarmupView};
+use crate::roles::api::views::{AdminSkuView, SkuBody, SplitView, WarmupView};
 use crate::roles::api::ApiState;
 
 /// Extractor that refuses the request unless it carries the admin bearer
@@ -82,20 +82,30 @@ pub async fn put_sku(
 ) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let (total, limit) = body.validate()?;
-    let result = sku_admin::upsert(&state.res.db, &state.res.redis, sku_id, total, limit).await;
+    let buckets = body.buckets(state.res.settings.redis.max_buckets)?;
+    let redis = &state.res.redis;
+    let result = sku_admin::upsert(&state.res.db, redis, sku_id, total, limit, buckets).await;
     let sku = result.map_err(|err| match err {
         SkuAdminError::BelowReserved { .. } => ApiError::BelowReserved(err.to_string()),
+        SkuAdminError::BucketsLocked(_) => ApiError::BucketsLocked(err.to_string()),
         SkuAdminError::Db(e) => ApiError::unavailable("mysql", e),
         SkuAdminError::Redis(e) => ApiError::unavailable("redis", e),
     })?;
-    tracing::info!(sku.id = %sku_id, total_stock = total, limit_per_user = limit, "admin.sku: stored and loaded");
+    tracing::info!(sku.id = %sku_id, total_stock = total, limit_per_user = limit,
+        buckets = sku.buckets, "admin.sku: stored and loaded");
+    let snapshot = redis
+        .sku(sku_id)
+        .await
+        .map_err(|e| ApiError::unavailable("redis", e))?
+        .ok_or_else(|| ApiError::Unavailable(format!("SKU {sku_id} vanished from Redis")))?;
     Ok(HttpResponse::Ok().json(AdminSkuView {
         sku_id: sku_id.get(),
         total_stock: sku.total_stock,
-        available: sku.available_redis.max(0),
+        available: snapshot.available.max(0),
         mysql_available: sku.available_mysql,
-        sold_out: sku.available_redis <= 0,
+        sold_out: snapshot.sold_out,
         limit_per_user: u64::from(sku.limit_per_user),
+        split: SplitView::new(&snapshot),
     }))
 }
 
@@ -159,7 +169,7 @@ pub async fn warmup(
             limit_per_user,
         } => {
             if let Some(board) = &state.soldout {
-                let _ = board.refresh(sku_id).await;
+                let _ = board.refresh_sku(sku_id).await;
             }
             Ok(HttpResponse::Ok().json(WarmupView {
                 sku_id: sku_id.get(),

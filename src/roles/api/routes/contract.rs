@@ -124,8 +124,11 @@ problems! {
     /// Not cancelled: the reservation is confirmed (paid; run the refund flow)
     /// or was rejected by the ledger.
     CancelConflict = 409 ["RESERVATION_CONFIRMED", "RESERVATION_REJECTED"];
-    /// The new `total_stock` is below what is already reserved or sold.
-    BelowReserved = 409 ["BELOW_RESERVED"];
+    /// The new `total_stock` is below what is already reserved or sold
+    /// (`BELOW_RESERVED`), or `buckets` changes while buyer state of the SKU
+    /// still lives in Redis (`BUCKETS_LOCKED`: reservation records within
+    /// their retention, outbox entries or stock transfers).
+    BelowReserved = 409 ["BELOW_RESERVED", "BUCKETS_LOCKED"];
     /// Deductions are in flight between Redis and MySQL; retry when drained or
     /// use `?force=true`.
     WarmupConflict = 409 ["CONFLICT"];

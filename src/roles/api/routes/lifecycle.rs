@@ -91,8 +91,9 @@ async fn apply(
     match outcome {
         TransitionOutcome::Done { row, changed } => {
             if changed && transition == Transition::Cancel {
-                if let Some(board) = &state.soldout {
-                    board.clear(sku_id);
+                let bucket = state.res.redis.cached_bucket_of(sku_id, row.user_id);
+                if let (Some(board), Some(bucket)) = (&state.soldout, bucket) {
+                    board.clear(sku_id, bucket);
                 }
                 metrics::counter!("stockd_closer_releases_total", "reason" => "CANCELLED", "path" => "api")
                     .increment(1);

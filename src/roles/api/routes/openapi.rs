@@ -148,6 +148,7 @@ mod tests {
             ApiError::ReservationConfirmed,
             ApiError::ReservationRejected,
             ApiError::BelowReserved("x".into()),
+            ApiError::BucketsLocked("x".into()),
             ApiError::Conflict("x".into()),
             ApiError::Unavailable("x".into()),
             ApiError::RateLimited {

@@ -16,6 +16,7 @@ use crate::config::Durability;
 use crate::db::{ledger, sku};
 use crate::domain::Deduction;
 use crate::domain::{ReserveOutcome, SkuId};
+use crate::redis::OutboxStream;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{ReservationView, ReserveBody};
 use crate::roles::api::ApiState;
@@ -58,8 +59,9 @@ pub async fn reserve(
     let started = std::time::Instant::now();
     let sku_id = sku_from(&req)?;
     let (user_id, count) = body.validate(state.res.settings.reservation.max_count)?;
-    if let Some(board) = &state.soldout {
-        if board.short_circuits(sku_id, &body.request_id) {
+    let bucket = state.res.redis.cached_bucket_of(sku_id, user_id);
+    if let (Some(board), Some(bucket)) = (&state.soldout, bucket) {
+        if board.short_circuits(sku_id, bucket, &body.request_id) {
             metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
             return Err(ApiError::SoldOut);
         }
@@ -73,7 +75,8 @@ pub async fn reserve(
             metrics::counter!("stockd_reservations_total", "result" => "error").increment(1);
             ApiError::unavailable("redis", e)
         })?;
-    flag_if_sold_out(&state, sku_id, &outcome);
+    let bucket = state.res.redis.cached_bucket_of(sku_id, user_id);
+    flag_if_sold_out(&state, sku_id, bucket, &outcome);
     let label = outcome.label();
     let response = answer(&state, sku_id, outcome).await;
     // A SKU missing from Redis is counted by what it turned out to be.
@@ -89,7 +92,12 @@ pub async fn reserve(
 
 /// The SKU just sold out (or was found sold out): flag it locally without
 /// waiting for our own Pub/Sub event. Off the response path.
-fn flag_if_sold_out(state: &ApiState, sku_id: SkuId, outcome: &ReserveOutcome) {
+fn flag_if_sold_out(
+    state: &ApiState,
+    sku_id: SkuId,
+    bucket: Option<u16>,
+    outcome: &ReserveOutcome,
+) {
     let sold_out = match outcome {
         ReserveOutcome::SoldOut => true,
         ReserveOutcome::Reserved {
@@ -97,10 +105,10 @@ fn flag_if_sold_out(state: &ApiState, sku_id: SkuId, outcome: &ReserveOutcome) {
         } => *available_after == 0,
         _ => false,
     };
-    if let (true, Some(board)) = (sold_out, &state.soldout) {
-        if !board.is_flagged(sku_id) {
+    if let (true, Some(board), Some(bucket)) = (sold_out, &state.soldout, bucket) {
+        if !board.is_bucket_flagged(sku_id, bucket) {
             let board = board.clone();
-            tokio::spawn(async move { board.refresh(sku_id).await });
+            tokio::spawn(async move { board.refresh(sku_id, bucket).await });
         }
     }
 }
@@ -114,18 +122,23 @@ async fn answer(
         ReserveOutcome::Reserved {
             reservation,
             outbox_id,
+            bucket,
             ..
         } => {
             let msg = Deduction::from(&reservation);
+            let stream = OutboxStream {
+                sku: sku_id,
+                bucket,
+            };
             let confirmed = match state.res.settings.reservation.durability {
                 Durability::Redis => {
                     let group_commit = state.group_commit.clone();
-                    tokio::spawn(async move { group_commit.publish(sku_id, outbox_id, msg).await });
+                    tokio::spawn(async move { group_commit.publish(stream, outbox_id, msg).await });
                     true
                 }
                 Durability::Queue => state
                     .group_commit
-                    .publish(sku_id, outbox_id, msg)
+                    .publish(stream, outbox_id, msg)
                     .await
                     .is_ok(),
             };
@@ -159,6 +172,9 @@ async fn answer(
         ReserveOutcome::RateLimited { retry_after_ms } => {
             Err(ApiError::rate_limited("user", retry_after_ms))
         }
+        ReserveOutcome::Rebalancing => Err(ApiError::Unavailable(
+            "the SKU's stock is moving between its buckets; retry shortly".into(),
+        )),
     }
 }
 

@@ -6,7 +6,7 @@ use super::contract::{InvalidRequest, RateLimited, SkuNotFound, SkuPath, Unavail
 use super::reservations::not_loaded;
 use super::sku_from;
 use crate::roles::api::problem::ApiError;
-use crate::roles::api::views::SkuView;
+use crate::roles::api::views::{SkuView, SplitView};
 use crate::roles::api::ApiState;
 
 /// The stock of a SKU as buyers see it (served from Redis).
@@ -35,11 +35,11 @@ pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpRes
     let Some(snapshot) = snapshot else {
         return Err(not_loaded(&state, sku_id).await);
     };
-    let available = snapshot.available.max(0);
     Ok(HttpResponse::Ok().json(SkuView {
         sku_id: sku_id.get(),
-        available,
-        sold_out: available == 0,
+        available: snapshot.available.max(0),
+        sold_out: snapshot.sold_out,
         limit_per_user: snapshot.limit_per_user,
+        split: SplitView::new(&snapshot),
     }))
 }

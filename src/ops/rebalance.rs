@@ -1,0 +1,95 @@
+//! The reconciler's care of split SKUs (`redis/buckets`), once per pass:
+//! - finishes transfers abandoned between debit and credit (a process died):
+//!   credit (a no-op when it was done) then settle;
+//! - puts stock back within reach: a bucket drained while the pool holds
+//!   stock (a restock, a repair, a reclaim) is undrained; when the pool is
+//!   empty while a bucket is drained and others still hold stock (releases
+//!   that came back after the sell-out, or leftovers of buckets no buyer
+//!   routes to any more), half of what each holds goes back to the pool and
+//!   the drained buckets lease again.
+//!
+//! So no unit stays stranded longer than one reconcile interval after the
+//! sale's traffic stops reaching it; while traffic flows, a dry bucket's own
+//! refill reclaims in-line (`redis/buckets/refill.rs`).
+
+use crate::domain::SkuId;
+use crate::redis::buckets::Holder;
+use crate::redis::{RedisError, RedisStore};
+
+/// A pending transfer older than this is taken as abandoned.
+const ABANDONED_AFTER_SECS: u64 = 10;
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Rebalanced {
+    /// Abandoned transfers finished.
+    pub finished: usize,
+    /// Buckets undrained.
+    pub undrained: usize,
+    /// Units moved back to the pool.
+    pub reclaimed: i64,
+}
+
+pub async fn rebalance(
+    redis: &RedisStore,
+    sku: SkuId,
+    now_secs: u64,
+) -> Result<Rebalanced, RedisError> {
+    let layout = redis.layout(sku).await?;
+    let mut done = Rebalanced::default();
+    if !layout.is_split() {
+        return Ok(done);
+    }
+    for bucket in layout.buckets() {
+        for pending in redis.pending_transfers(&layout, bucket).await? {
+            if now_secs.saturating_sub(pending.at_secs) < ABANDONED_AFTER_SECS {
+                continue;
+            }
+            use crate::redis::buckets::transfer::Credited;
+            match redis
+                .credit(&layout, pending.dest, &pending.id, pending.units)
+                .await?
+            {
+                Credited::Applied | Credited::Already => {
+                    redis
+                        .settle(&layout, Holder::Bucket(bucket), &pending.id)
+                        .await?;
+                    done.finished += 1;
+                }
+                Credited::Missing => {
+                    tracing::warn!(sku.id = %sku, transfer = %pending.id, "rebalance: destination bucket missing; transfer left pending");
+                }
+            }
+        }
+    }
+    let Some(stock) = redis.split_stock(&layout).await? else {
+        return Ok(done);
+    };
+    if stock.in_transfer {
+        return Ok(done);
+    }
+    let drained: Vec<u16> = stock
+        .buckets
+        .iter()
+        .filter(|b| b.drained)
+        .map(|b| b.bucket)
+        .collect();
+    if drained.is_empty() {
+        return Ok(done);
+    }
+    if stock.pool <= 0 {
+        let stranded = stock.buckets.iter().any(|b| b.available > 0);
+        if !stranded {
+            return Ok(done);
+        }
+        done.reclaimed = redis.reclaim(&layout, None).await?;
+    }
+    for bucket in drained {
+        redis.set_drained(&layout, bucket, false).await?;
+        done.undrained += 1;
+    }
+    if done != Rebalanced::default() {
+        tracing::info!(sku.id = %sku, finished = done.finished, undrained = done.undrained,
+            reclaimed = done.reclaimed, "rebalance: split SKU's stock put back within reach");
+    }
+    Ok(done)
+}

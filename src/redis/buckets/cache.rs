@@ -1,0 +1,84 @@
+//! The per-process cache of bucket layouts.
+//!
+//! Every reservation needs its SKU's layout before it can pick a bucket, so
+//! the layout is read once per SKU and process (one `HMGET` of the home hash)
+//! and kept. It cannot go stale silently: each bucket script compares the
+//! bucket count it was routed with to its own and answers `LAYOUT` on a
+//! mismatch, and the caller then forgets the entry and reads it again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use deadpool_redis::redis;
+
+use super::Layout;
+use crate::domain::{SkuId, UserId};
+use crate::redis::{RedisError, RedisStore};
+
+#[derive(Default)]
+pub struct LayoutCache {
+    layouts: RwLock<HashMap<SkuId, Arc<Layout>>>,
+}
+
+impl LayoutCache {
+    pub fn get(&self, sku: SkuId) -> Option<Arc<Layout>> {
+        self.layouts
+            .read()
+            .expect("lock poisoned")
+            .get(&sku)
+            .cloned()
+    }
+
+    fn put(&self, layout: Arc<Layout>) {
+        self.layouts
+            .write()
+            .expect("lock poisoned")
+            .insert(layout.sku(), layout);
+    }
+
+    pub fn forget(&self, sku: SkuId) {
+        self.layouts.write().expect("lock poisoned").remove(&sku);
+    }
+}
+
+impl RedisStore {
+    /// The SKU's layout, from the cache or read from its home hash. A SKU
+    /// that is not loaded reads as one bucket (and is not cached).
+    pub async fn layout(&self, sku: SkuId) -> Result<Arc<Layout>, RedisError> {
+        if let Some(layout) = self.layouts.get(sku) {
+            return Ok(layout);
+        }
+        self.read_layout(sku).await
+    }
+
+    /// Forgets the cached layout and reads it again (after a `LAYOUT` answer).
+    pub async fn read_layout(&self, sku: SkuId) -> Result<Arc<Layout>, RedisError> {
+        self.layouts.forget(sku);
+        let key = self.keys.sku(sku);
+        let (available, buckets, tags): (Option<String>, Option<String>, Option<String>) = self
+            .run(|mut c| async move {
+                redis::cmd("HMGET")
+                    .arg(&key)
+                    .arg("available")
+                    .arg("buckets")
+                    .arg("tags")
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let layout = Arc::new(
+            Layout::from_fields(sku, buckets.as_deref(), tags.as_deref())
+                .map_err(RedisError::BadReply)?,
+        );
+        if available.is_some() {
+            self.layouts.put(layout.clone());
+        }
+        Ok(layout)
+    }
+
+    /// The buyer's bucket if the SKU's layout is cached (the sold-out board's
+    /// check never waits for Redis).
+    pub fn cached_bucket_of(&self, sku: SkuId, user: UserId) -> Option<u16> {
+        self.layouts.get(sku).map(|l| l.bucket_of(user))
+    }
+}

@@ -1,0 +1,104 @@
+//! Changing a loaded SKU's bucket count: only while no buyer state of the SKU
+//! lives in Redis (a buyer's counter and records are in their bucket; moving
+//! them would let a buyer past the limit in a new bucket).
+//!
+//! Steps: drain and empty every old bucket into the pool (its buyers are
+//! refused meanwhile), rewrite the home hash for the new layout in one
+//! script, delete the old bucket hashes, create and prime the new ones.
+//! Meant for between sales; a reservation racing it is refused, never
+//! admitted twice.
+
+use deadpool_redis::redis;
+
+use super::transfer::{Holder, Take, Transferred};
+use super::Layout;
+use crate::redis::{RedisError, RedisStore};
+
+impl RedisStore {
+    /// Why the SKU's buyer state still lives, if it does: winners, outbox
+    /// entries or transfers in any bucket.
+    pub async fn buyer_state(&self, layout: &Layout) -> Result<Option<String>, RedisError> {
+        for bucket in layout.buckets() {
+            let tag = layout.tag(bucket);
+            let winners = self.keys.winners_at(tag);
+            let outbox = self.keys.outbox_at(tag);
+            let xout = self.keys.transfers_out_at(tag);
+            let (w, o, x): (u64, u64, u64) = self
+                .run(|mut c| async move {
+                    redis::pipe()
+                        .cmd("SCARD")
+                        .arg(&winners)
+                        .cmd("XLEN")
+                        .arg(&outbox)
+                        .cmd("HLEN")
+                        .arg(&xout)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            if w + o + x > 0 {
+                return Ok(Some(format!(
+                    "bucket {bucket} holds {w} reservation records, {o} outbox entries, {x} transfers"
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Moves a loaded SKU from `old` to `new` (see the module doc).
+    pub async fn resplit(
+        &self,
+        old: &Layout,
+        new: &Layout,
+        limit_per_user: u64,
+    ) -> Result<(), RedisError> {
+        let everything = Take {
+            min: 1,
+            max: i64::MAX / 4,
+            divisor: 1,
+        };
+        if old.is_split() {
+            for bucket in old.buckets() {
+                self.set_drained(old, bucket, true).await?;
+                if let Transferred::Layout = self
+                    .transfer(old, Holder::Bucket(bucket), Holder::Pool, everything)
+                    .await?
+                {
+                    return Err(RedisError::Unsettled(
+                        "layout changed during a re-split".into(),
+                    ));
+                }
+            }
+        }
+        let mut invocation = super::scripts::RESPLIT.prepare_invoke();
+        invocation
+            .key(self.keys.sku(new.sku()))
+            .arg(new.n())
+            .arg(new.tags_field())
+            .arg(self.keys.soldout_channel())
+            .arg(new.sku().get());
+        let _: Vec<String> = self
+            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+            .await?;
+        for bucket in old.buckets().skip(1) {
+            let tag = old.tag(bucket);
+            let keys = [
+                self.keys.sku_at(tag),
+                self.keys.transfers_out_at(tag),
+                self.keys.transfers_in_at(tag),
+            ];
+            for key in keys {
+                self.run(|mut c| async move {
+                    redis::cmd("DEL").arg(&key).query_async::<i64>(&mut c).await
+                })
+                .await?;
+            }
+        }
+        self.layouts.forget(new.sku());
+        if new.is_split() {
+            self.init_buckets(new, limit_per_user, true).await?;
+            self.prime(new).await?;
+        }
+        Ok(())
+    }
+}
