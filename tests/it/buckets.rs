@@ -559,10 +559,9 @@ async fn create(app: &TestApp, sku: u64, total: i64, limit: i64, buckets: u16) {
     assert_eq!(split_of(&answer).buckets, u64::from(buckets), "{answer}");
 }
 
-/// `buckets.max` of the test's settings.
-// TODO(merge): read `app.res.settings.buckets.max` once the feature landed.
-fn buckets_max(_app: &TestApp) -> u16 {
-    16
+/// `redis.max_buckets` of the test's settings.
+fn buckets_max(app: &TestApp) -> u16 {
+    app.res.settings.redis.max_buckets
 }
 
 /// Waits until the SKU's ledger holds `rows` rows and nothing is on the way:
