@@ -31,24 +31,49 @@ impl Api {
     /// `PUT /v1/admin/skus/{sku}`: creates or restocks the SKU.
     pub async fn put_sku(&mut self, sku: u64, total: i64, limit: i64) -> anyhow::Result<()> {
         let body = format!(r#"{{"total_stock":{total},"limit_per_user":{limit}}}"#);
+        self.put_sku_body(sku, &body).await.map(drop)
+    }
+
+    /// `PUT /v1/admin/skus/{sku}` with `"buckets": n` (stock buckets): creates
+    /// the SKU split into `buckets`; the answer's admin view.
+    pub async fn put_split_sku(
+        &mut self,
+        sku: u64,
+        total: i64,
+        limit: i64,
+        buckets: u16,
+    ) -> anyhow::Result<serde_json::Value> {
+        let body =
+            format!(r#"{{"total_stock":{total},"limit_per_user":{limit},"buckets":{buckets}}}"#);
+        self.put_sku_body(sku, &body).await
+    }
+
+    async fn put_sku_body(&mut self, sku: u64, body: &str) -> anyhow::Result<serde_json::Value> {
         let path = format!("/v1/admin/skus/{sku}");
         let resp = self
             .conn
             .request("PUT", &path, &self.auth, body.as_bytes())
             .await
             .with_context(|| format!("PUT {path}"))?;
-        ensure_status(&resp, 200, &path)
+        ensure_status(&resp, 200, &path)?;
+        serde_json::from_slice(&resp.body).with_context(|| format!("PUT {path}: body"))
     }
 
     /// `GET /v1/skus/{sku}` → `available` as Redis sees it.
     pub async fn available(&mut self, sku: u64) -> anyhow::Result<i64> {
         let path = format!("/v1/skus/{sku}");
-        let resp = self.conn.request("GET", &path, "", b"").await?;
-        ensure_status(&resp, 200, &path)?;
-        let value: serde_json::Value = serde_json::from_slice(&resp.body)?;
-        value["available"]
+        self.sku_view(sku).await?["available"]
             .as_i64()
             .with_context(|| format!("GET {path}: no `available`"))
+    }
+
+    /// `GET /v1/skus/{sku}`: the whole public view (with buckets and pool for
+    /// a split SKU).
+    pub async fn sku_view(&mut self, sku: u64) -> anyhow::Result<serde_json::Value> {
+        let path = format!("/v1/skus/{sku}");
+        let resp = self.conn.request("GET", &path, "", b"").await?;
+        ensure_status(&resp, 200, &path)?;
+        serde_json::from_slice(&resp.body).with_context(|| format!("GET {path}: body"))
     }
 
     /// `GET /v1/skus/{sku}/reservations/{rid}` → whether it is in MySQL yet.
@@ -100,6 +125,9 @@ fn ensure_status(resp: &Response, want: u16, what: &str) -> anyhow::Result<()> {
 pub enum UserOf {
     /// Every request from a user of its own: `user = i + 1`.
     Unique,
+    /// Every request from a user of its own, numbered from `base`: `user =
+    /// base + i` (a warm-up whose buyers must not be the measured run's).
+    UniqueFrom(u64),
     /// `clicks` requests in a row per user: `user = i / clicks + 1`.
     Clicks(u64),
     Fixed(u64),
@@ -136,6 +164,7 @@ impl Requester for Reserver {
     async fn call(&mut self, index: u64) -> Outcome {
         let user = match self.users {
             UserOf::Unique => index + 1,
+            UserOf::UniqueFrom(base) => base + index,
             UserOf::Clicks(n) => index / n + 1,
             UserOf::Fixed(u) => u,
         };

@@ -120,6 +120,12 @@ async fn work<R: Requester>(mut worker: R, shared: Shared) -> (Vec<u32>, Tally, 
                     break;
                 }
                 tokio::time::sleep_until(due).await;
+                // Behind schedule (the rate is above what the target serves),
+                // due times lie in the past: without this the phase would run
+                // on past its time limit until every due request was sent.
+                if Instant::now() >= shared.deadline {
+                    break;
+                }
                 due
             }
             None => {

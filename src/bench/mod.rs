@@ -5,11 +5,14 @@
 //! benchmark issue, and checked for correctness after every phase.
 //!
 //! - [`suite`]: the standard scenario (`make bench`); [`demo`]: `make demo`.
-//! - [`phases`]: ceiling, reserve, sold-out, persist lag, strawman, consumer.
+//! - [`phases`]: ceiling, reserve, sold-out, persist lag, hot SKU (stock
+//!   buckets on a Redis Cluster), strawman, consumer.
 //! - [`load`], [`http_client`], [`api`]: the driver and its HTTP/1.1 client.
 //! - [`child`], [`namespace`]: the stockd under test and its isolated data.
 //! - [`cpu`], [`slowlog`]: where the time went (CPU per process, Redis stalls).
-//! - [`check`]: the invariants; [`report`], [`ratios`], [`svg`], [`machine`]: output.
+//! - [`round_trips`]: the extra Redis calls stock buckets cost, from `/metrics`.
+//! - [`check`]: the invariants; [`report`], [`ratios`], [`hot_sku`], [`svg`],
+//!   [`machine`]: output.
 
 pub mod api;
 pub mod batches;
@@ -18,6 +21,7 @@ pub mod child;
 pub mod cpu;
 pub mod demo;
 pub mod efficiency;
+pub mod hot_sku;
 pub mod http_client;
 pub mod load;
 pub mod machine;
@@ -27,6 +31,7 @@ pub mod progress;
 pub mod ratios;
 pub mod redis_servers;
 pub mod report;
+pub mod round_trips;
 pub mod slowlog;
 pub mod stats;
 pub mod suite;
@@ -51,6 +56,9 @@ const CONCURRENCY_MAX: usize = 1_024;
 const REQUESTS_MAX: u64 = 200_000;
 /// Longest half-load (persist lag) phase.
 const LAG_SECS_MAX: u64 = 60;
+/// Highest offered rate of the hot-SKU phase: above anything one machine
+/// serves, so a typo cannot make the open-loop generator spin.
+const HOT_SKU_RATE_MAX: f64 = 100_000.0;
 
 /// Options of `stockd bench`.
 #[derive(Debug, Clone, clap::Args)]
@@ -87,6 +95,20 @@ pub struct BenchArgs {
     /// Keep the bench database, Redis keys and queues afterwards (debugging).
     #[arg(long)]
     pub keep: bool,
+    /// Run only this phase instead of the whole suite.
+    #[arg(long, value_enum, value_name = "PHASE")]
+    pub only: Option<Only>,
+    /// Offered rate of the hot-SKU phase in reservations a second, the same for
+    /// both variants (default: half the reserve rate this run measured, else 1,000).
+    #[arg(long, value_name = "PER_SEC")]
+    pub hot_sku_rate: Option<f64>,
+}
+
+/// Phases `--only` can run on their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Only {
+    /// One deep-stock SKU in 1 vs 3 stock buckets (needs a Redis Cluster).
+    HotSku,
 }
 
 impl BenchArgs {
@@ -103,6 +125,12 @@ impl BenchArgs {
             (1..=LAG_SECS_MAX).contains(&self.lag_secs),
             "--lag-secs must be in 1..={LAG_SECS_MAX}"
         );
+        if let Some(rate) = self.hot_sku_rate {
+            anyhow::ensure!(
+                (1.0..=HOT_SKU_RATE_MAX).contains(&rate),
+                "--hot-sku-rate must be in 1..={HOT_SKU_RATE_MAX}"
+            );
+        }
         Ok(())
     }
 }

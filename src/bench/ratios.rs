@@ -143,6 +143,7 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
         ),
     ];
     rows.extend(super::efficiency::rows(phases));
+    rows.extend(super::hot_sku::rows(phases));
     rows
 }
 

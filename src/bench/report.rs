@@ -63,6 +63,7 @@ impl Report {
             let _ = writeln!(out, "{:<24} {}", p.key, cpu_cells(p, |c| format!("{c:>9}")));
         }
         let _ = write!(out, "{}", self.redis_servers_text());
+        let _ = write!(out, "{}", super::hot_sku::text(&self.phases));
         let _ = write!(out, "{}", self.stalls_text());
         let _ = writeln!(out);
         for m in &self.memory {
@@ -152,6 +153,7 @@ impl Report {
             let _ = writeln!(out, "| {} | {} |", p.key, cells.join(" | "));
         }
         out.push_str(&self.redis_servers_markdown());
+        out.push_str(&super::hot_sku::markdown(&self.phases));
         out.push_str(&self.batches_markdown());
         let stalls = self.stalls_text();
         if !stalls.is_empty() {

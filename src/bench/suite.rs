@@ -3,6 +3,9 @@
 //! stockd child does, each child gets a freshly reset namespace, and every
 //! phase is checked before the next one starts.
 
+mod hot_sku;
+
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,7 +17,7 @@ use super::phases::{self, key, Checked, PhaseResult};
 use super::progress::note;
 use super::report::Memory;
 use super::slowlog::stalls;
-use super::BenchArgs;
+use super::{BenchArgs, Only};
 use crate::config::Durability;
 
 /// No full-speed phase runs longer than this, whatever its request budget.
@@ -35,6 +38,8 @@ const TARGET_SKU_BASE: u64 = 9_000_000_000_000;
 const SKU_RESERVE: u64 = 1;
 const SKU_SOLD_OUT: u64 = 2;
 const SKU_LAG: u64 = 3;
+/// The hot-SKU phase's two SKUs (one bucket, three buckets).
+const SKU_HOT: [u64; 2] = [4, 5];
 /// Share of the measured reserve throughput the persist-lag run offers.
 const HALF_LOAD: f64 = 0.5;
 /// Rate limits switched on for `reserve_redis_limited`: generous enough never to
@@ -114,6 +119,10 @@ pub async fn run_phases(
     ns: &Namespace,
     out: &mut Collected,
 ) -> anyhow::Result<()> {
+    if args.only == Some(Only::HotSku) {
+        hot_sku::run(args, ns, out).await?;
+        return Ok(());
+    }
     let conc = args.concurrency;
     note("phase ceiling: reserve Lua through RedisStore, no HTTP");
     let checked = phases::ceiling::run(ns, plan(args.requests), conc).await?;
@@ -125,7 +134,7 @@ pub async fn run_phases(
         None => children(args, ns, out).await?,
         Some(url) => target(args, ns, url, out).await?,
     };
-    if !proceed {
+    if !proceed || !hot_sku::run(args, ns, out).await? {
         return Ok(());
     }
     ns.cleanup().await?;
@@ -367,14 +376,7 @@ async fn target(
     url: &str,
     out: &mut Collected,
 ) -> anyhow::Result<bool> {
-    let addr = super::http_client::loopback_addr(url).await?;
-    let token = args
-        .admin_token
-        .clone()
-        .or_else(|| ns.base_admin_token.clone())
-        .ok_or_else(|| {
-            anyhow::anyhow!("--target needs --admin-token (or admin.token in config)")
-        })?;
+    let (addr, token) = target_access(args, ns, url).await?;
     let target = Target {
         addr,
         admin_token: &token,
@@ -394,4 +396,21 @@ async fn target(
         });
     }
     Ok(ok)
+}
+
+/// `--target`'s loopback address and admin token.
+async fn target_access(
+    args: &BenchArgs,
+    ns: &Namespace,
+    url: &str,
+) -> anyhow::Result<(SocketAddr, String)> {
+    let addr = super::http_client::loopback_addr(url).await?;
+    let token = args
+        .admin_token
+        .clone()
+        .or_else(|| ns.base_admin_token.clone())
+        .ok_or_else(|| {
+            anyhow::anyhow!("--target needs --admin-token (or admin.token in config)")
+        })?;
+    Ok((addr, token))
 }

@@ -4,6 +4,7 @@
 pub mod ceiling;
 pub mod console;
 pub mod consumer;
+pub mod hot_sku;
 pub mod persist_lag;
 pub mod reserve;
 pub mod strawman;
@@ -34,6 +35,10 @@ pub mod key {
     pub const PERSIST_LAG_REDIS: &str = "persist_lag_redis";
     pub const STRAWMAN: &str = "strawman";
     pub const STRAWMAN_1000: &str = "strawman_1000";
+    /// One deep-stock SKU on a Redis Cluster, one bucket (today's layout).
+    pub const HOT_SKU_1: &str = "hot_sku_1";
+    /// The same load on a SKU split into three buckets on three primaries.
+    pub const HOT_SKU_3: &str = "hot_sku_3";
     pub const CONSUMER_BATCHED: &str = "consumer_batched";
     pub const CONSUMER_PER_MESSAGE: &str = "consumer_per_message";
 }
@@ -70,6 +75,9 @@ pub struct PhaseResult {
     /// Group-commit batch sizes during the measured run (HTTP phases).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batches: Option<crate::bench::batches::BatchSizes>,
+    /// The hot-SKU phase's split, per-primary CPU and round trips.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot_sku: Option<crate::bench::hot_sku::HotSku>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -124,6 +132,7 @@ impl PhaseResult {
             started_unix_ms: started_unix_ms(run.elapsed),
             redis_stalls: Vec::new(),
             batches: None,
+            hot_sku: None,
         }
     }
 
@@ -150,6 +159,7 @@ impl PhaseResult {
             started_unix_ms: started_unix_ms(elapsed),
             redis_stalls: Vec::new(),
             batches: None,
+            hot_sku: None,
         }
     }
 }

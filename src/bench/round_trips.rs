@@ -1,0 +1,75 @@
+//! Extra Redis round trips that stock buckets cost, read from the api's own
+//! `/metrics` before and after a measured run: `stockd_bucket_round_trips_total`
+//! counts every Redis call leasing adds (lease, credit, settle, give, drain and
+//! the retried reserve). Divided by the reservations of the run it is the
+//! price of splitting a SKU in round trips, which the issue bounds at 0.05.
+
+use std::net::SocketAddr;
+
+use super::api::Api;
+
+/// The counter's name as Prometheus text shows it.
+const ROUND_TRIPS: &str = "stockd_bucket_round_trips_total";
+
+/// Reads the counter from `GET /metrics` on a fresh connection (a kept one may
+/// have been closed as idle). `None` when the target does not serve
+/// `/metrics` there (e.g. `metrics.bind` elsewhere).
+pub async fn read(addr: SocketAddr) -> Option<f64> {
+    let text = Api::new(addr, "").metrics().await.ok()?;
+    Some(parse(&text))
+}
+
+/// The counter's value, summed over its labels (one series per operation or
+/// per SKU, whichever the api exports). A counter never touched yet is not
+/// rendered at all by the exporter: that reads as 0, which it is.
+fn parse(text: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let name = series.split_once('{').map_or(series, |(n, _)| n);
+            if name != ROUND_TRIPS {
+                return None;
+            }
+            value.parse::<f64>().ok()
+        })
+        .sum()
+}
+
+/// Round trips between two readings; `None` when either is missing.
+pub fn since(before: Option<f64>, after: Option<f64>) -> Option<f64> {
+    let (b, a) = (before?, after?);
+    Some((a - b).max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_labelled_series_of_the_counter_is_summed() {
+        let text = "# HELP stockd_bucket_round_trips_total extra calls\n\
+                    # TYPE stockd_bucket_round_trips_total counter\n\
+                    stockd_bucket_round_trips_total{op=\"lease\"} 12\n\
+                    stockd_bucket_round_trips_total{op=\"credit\"} 12\n\
+                    stockd_bucket_round_trips_total_other 99\n\
+                    stockd_bucket_round_trips 98\n\
+                    stockd_publish_batch_size_sum 100\n";
+        assert_eq!(parse(text), 24.0);
+    }
+
+    #[test]
+    fn an_unlabelled_counter_and_an_absent_one_are_read() {
+        assert_eq!(parse("stockd_bucket_round_trips_total 7\n"), 7.0);
+        assert_eq!(parse("stockd_http_requests_total 7\n"), 0.0);
+    }
+
+    #[test]
+    fn the_delta_needs_both_readings() {
+        assert_eq!(since(Some(10.0), Some(25.0)), Some(15.0));
+        assert_eq!(since(None, Some(25.0)), None);
+        assert_eq!(since(Some(10.0), None), None);
+        // A restarted target resets its counters: never a negative count.
+        assert_eq!(since(Some(10.0), Some(3.0)), Some(0.0));
+    }
+}
