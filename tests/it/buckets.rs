@@ -97,7 +97,8 @@ async fn a_skewed_crowd_sells_exactly_the_stock_cancels_reopen_and_all_reconcile
         .expect("the sale finished in time");
     let sale_ms = started.elapsed().as_millis();
     // Before the retries of unavailable answers: per request of the plan.
-    let trips = round_trips(&app).await - trips_before;
+    let trips_by = round_trips_since(&trips_before, &round_trips(&app).await);
+    let trips: f64 = trips_by.values().sum();
     let tally = Tally::of(&app, SKU, &plan, &answers).await;
     let per_bucket = tally.admitted_per_bucket(&plan, BUCKETS);
     eprintln!(
@@ -116,7 +117,7 @@ async fn a_skewed_crowd_sells_exactly_the_stock_cancels_reopen_and_all_reconcile
         trips / REQUESTS as f64 <= ROUND_TRIPS_PER_REQUEST_MAX,
         format!(
             "{trips} leasing round trips for {REQUESTS} requests ({:.3} per request; \
-             bound {ROUND_TRIPS_PER_REQUEST_MAX})",
+             bound {ROUND_TRIPS_PER_REQUEST_MAX}); by series {trips_by:?}",
             trips / REQUESTS as f64
         ),
     );
@@ -746,8 +747,9 @@ async fn reconciled_ok(app: &TestApp, sku: u64) -> SkuReport {
     }
 }
 
-/// `stockd_bucket_round_trips_total` on /metrics (0 before the first one).
-async fn round_trips(app: &TestApp) -> f64 {
+/// `stockd_bucket_round_trips_total` on /metrics, per series (label set);
+/// none before the first round trip.
+async fn round_trips(app: &TestApp) -> BTreeMap<String, f64> {
     let text = app
         .client
         .get(format!("{}/metrics", app.base))
@@ -761,8 +763,23 @@ async fn round_trips(app: &TestApp) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(name))
         .filter(|l| l[name.len()..].starts_with([' ', '{']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series[name.len()..].to_string(), value.parse::<f64>().ok()?))
+        })
+        .collect()
+}
+
+/// Round trips per series from `before` to `after`.
+fn round_trips_since(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
+    let since = |(series, n): (&String, &f64)| {
+        let was = before.get(series).copied().unwrap_or(0.0);
+        (series.clone(), n - was)
+    };
+    after.iter().map(since).collect()
 }
 
 #[test]
