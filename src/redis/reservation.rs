@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use deadpool_redis::redis;
 
-use super::buckets::Layout;
+use super::buckets::transfer::count_round_trip;
+use super::buckets::{Layout, Refill, RefillEnd};
 use super::reply::{parse_reserve_reply, ReserveRequest};
 use super::{RedisError, RedisStore};
 use crate::domain::{RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId};
@@ -18,9 +19,13 @@ pub enum FinishOutcome {
     Tombstone,
 }
 
-/// Reservation attempts of one request: a dry bucket's refill and a stale
-/// layout each cost one more.
-const RESERVE_ATTEMPTS: usize = 8;
+/// Reserve script calls one request may make (a split SKU's dry bucket is
+/// retried after each refill; a stale layout costs one more).
+const RESERVE_CALLS: usize = 16;
+
+/// Refills one request may run itself; waiting for another request's
+/// refill does not count.
+const REFILLS: usize = 4;
 
 impl RedisStore {
     /// Stage 1: the atomic admission decision (one EVALSHA round trip). A
@@ -34,13 +39,14 @@ impl RedisStore {
     ) -> Result<ReserveOutcome, RedisError> {
         let mut layout = self.layout(sku_id).await?;
         let mut relaid = false;
-        for attempt in 0..RESERVE_ATTEMPTS {
+        let mut refills = 0;
+        for attempt in 0..RESERVE_CALLS {
             let bucket = layout.bucket_of(user_id);
             let generation = layout
                 .is_split()
                 .then(|| self.refills.generation(sku_id, bucket));
             if attempt > 0 && layout.is_split() {
-                super::buckets::transfer::count_round_trip("reserve");
+                count_round_trip("reserve");
             }
             let reply = self
                 .reserve_in(&layout, bucket, request_id, user_id, count)
@@ -50,10 +56,25 @@ impl RedisStore {
                 // A bucket hash gone (or not created yet): the layout may be new.
                 Some("NOT_LOADED") if bucket > 0 => true,
                 Some("DRY") => {
-                    let refill = self
+                    match self
                         .refill(&layout, bucket, count, generation.unwrap_or(0))
-                        .await?;
-                    refill == super::buckets::Refill::Layout
+                        .await?
+                    {
+                        Refill::Layout => true,
+                        // The refill this request waited for drained the
+                        // bucket empty: Redis refuses its buyers from then on.
+                        Refill::ByOther(Some(RefillEnd::SoldOut)) => {
+                            return Ok(ReserveOutcome::SoldOut)
+                        }
+                        Refill::ByOther(_) => false,
+                        Refill::Leased(_) | Refill::Drained { .. } | Refill::Busy => {
+                            refills += 1;
+                            if refills > REFILLS {
+                                break;
+                            }
+                            false
+                        }
+                    }
                 }
                 _ => {
                     let req = ReserveRequest {

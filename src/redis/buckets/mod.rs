@@ -24,6 +24,6 @@ pub mod view;
 
 pub use cache::LayoutCache;
 pub use layout::Layout;
-pub use refill::{Refill, RefillGates};
+pub use refill::{Refill, RefillEnd, RefillGates};
 pub use route::bucket_of;
 pub use transfer::{Holder, Take, Transferred};

@@ -22,6 +22,12 @@ use crate::redis::{RedisError, RedisStore};
 /// Lease-and-reclaim rounds one refill tries before giving up for now.
 const ROUNDS: usize = 8;
 
+/// A lease takes `pool / LEASE_DIVISOR` (bounded by `lease_max` and the
+/// waiting demand): a bucket that runs dry is a bucket in demand, so it gets
+/// half of what is left; the chunks halve as the pool empties, and whatever
+/// a bucket still holds when buyers stop coming is reclaimed.
+const LEASE_DIVISOR: i64 = 2;
+
 /// Wait before looking again when transfers of the SKU are still in flight.
 const IN_FLIGHT_WAIT: Duration = Duration::from_millis(5);
 
@@ -38,7 +44,26 @@ struct Gate {
     /// brings at least this much, so one refill serves every waiter instead
     /// of each winning or losing a race for a small chunk.
     demand: AtomicU64,
+    /// What the latest refill ended in (read by the requests it served).
+    last: Mutex<Option<Refill>>,
+    /// The latest lease found the pool empty: no lease ahead of need until
+    /// a refill leases again.
+    pool_empty: std::sync::atomic::AtomicBool,
+    /// The bucket ran dry at least once: it is in demand, so it leases ahead
+    /// of need (a bucket whose few buyers its first lease serves does not
+    /// take stock it will not sell).
+    ran_dry: std::sync::atomic::AtomicBool,
     running: tokio::sync::Mutex<()>,
+}
+
+impl Refill {
+    fn end(self) -> RefillEnd {
+        match self {
+            Self::Leased(_) => RefillEnd::Leased,
+            Self::Drained { available } if available <= 0 => RefillEnd::SoldOut,
+            _ => RefillEnd::Other,
+        }
+    }
 }
 
 impl RefillGates {
@@ -61,14 +86,24 @@ impl RefillGates {
 pub enum Refill {
     /// Units moved into the bucket.
     Leased(i64),
-    /// Another request refilled the bucket meanwhile.
-    ByOther,
-    /// Nothing left anywhere: the bucket is now drained.
-    Drained,
+    /// Another request refilled the bucket meanwhile; what that refill did.
+    ByOther(Option<RefillEnd>),
+    /// Nothing left anywhere: the bucket is now drained; `available` is
+    /// what it still held then (0: every buyer of it is refused SOLD_OUT).
+    Drained { available: i64 },
     /// The layout changed under the caller.
     Layout,
     /// Stock kept moving; try again later.
     Busy,
+}
+
+/// How a completed refill ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefillEnd {
+    Leased,
+    /// Drained with nothing left in the bucket: SOLD_OUT for its buyers.
+    SoldOut,
+    Other,
 }
 
 impl RedisStore {
@@ -82,16 +117,23 @@ impl RedisStore {
         seen: u64,
     ) -> Result<Refill, RedisError> {
         let gate = self.refills.gate(layout.sku(), bucket);
+        gate.ran_dry.store(true, Ordering::Release);
         gate.demand.fetch_add(u64::from(count), Ordering::AcqRel);
         let outcome = {
             let _running = gate.running.lock().await;
             if gate.generation.load(Ordering::Acquire) != seen {
-                Ok(Refill::ByOther)
+                let last = *gate.last.lock().expect("lock poisoned");
+                Ok(Refill::ByOther(last.map(|r| r.end())))
             } else {
                 let demand = gate.demand.load(Ordering::Acquire).max(u64::from(count));
                 let outcome = self
                     .refill_now(layout, bucket, i64::from(count), demand as i64)
                     .await;
+                if let Ok(done) = &outcome {
+                    gate.pool_empty
+                        .store(!matches!(done, Refill::Leased(_)), Ordering::Release);
+                }
+                *gate.last.lock().expect("lock poisoned") = outcome.as_ref().ok().copied();
                 gate.generation.fetch_add(1, Ordering::AcqRel);
                 outcome
             }
@@ -100,8 +142,8 @@ impl RedisStore {
         let outcome = outcome?;
         let label = match outcome {
             Refill::Leased(_) => "leased",
-            Refill::ByOther => "by_other",
-            Refill::Drained => "drained",
+            Refill::ByOther(_) => "by_other",
+            Refill::Drained { .. } => "drained",
             Refill::Layout => "layout",
             Refill::Busy => "busy",
         };
@@ -122,7 +164,7 @@ impl RedisStore {
         let lease = Take {
             min: demand.max(count),
             max: self.lease_max.max(demand),
-            divisor: 2 * i64::from(layout.n()),
+            divisor: LEASE_DIVISOR,
         };
         for _ in 0..ROUNDS {
             match self
@@ -140,24 +182,58 @@ impl RedisStore {
                 tokio::time::sleep(IN_FLIGHT_WAIT).await;
                 continue;
             }
-            self.set_drained(layout, bucket, true).await?;
-            return Ok(Refill::Drained);
+            let available = self.set_drained(layout, bucket, true).await?;
+            return Ok(Refill::Drained { available });
         }
         Ok(Refill::Busy)
     }
 
-    /// Moves half of what each bucket other than `except` holds (at least one
-    /// unit) back to the pool; returns the units moved.
+    /// Leases ahead of need: a reservation left `bucket` with `left` units,
+    /// under a quarter of a full lease. One lease, skipped when a refill is
+    /// running or the pool answered empty last time; never reclaims or
+    /// drains (that is for a bucket that actually ran dry).
+    pub async fn refill_ahead(&self, layout: &Layout, bucket: u16, left: u64) {
+        if left.saturating_mul(4) >= self.lease_max as u64 {
+            return;
+        }
+        let gate = self.refills.gate(layout.sku(), bucket);
+        if gate.pool_empty.load(Ordering::Acquire) || !gate.ran_dry.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(_running) = gate.running.try_lock() else {
+            return;
+        };
+        let lease = Take {
+            min: 1,
+            max: self.lease_max,
+            divisor: LEASE_DIVISOR,
+        };
+        match self
+            .transfer(layout, Holder::Pool, Holder::Bucket(bucket), lease)
+            .await
+        {
+            Ok(Transferred::Moved(_)) => {
+                gate.generation.fetch_add(1, Ordering::AcqRel);
+                metrics::counter!("stockd_bucket_refills_total", "result" => "ahead").increment(1);
+            }
+            Ok(_) => gate.pool_empty.store(true, Ordering::Release),
+            Err(err) => tracing::debug!(error = %err, "buckets.refill_ahead: failed"),
+        }
+    }
+
+    /// Moves back to the pool everything each bucket other than `except`
+    /// holds; returns the units moved. The bucket asking is the one in
+    /// demand; a sibling that is too leases back what it needs.
     pub async fn reclaim(&self, layout: &Layout, except: Option<u16>) -> Result<i64, RedisError> {
-        let half = Take {
+        let all = Take {
             min: 1,
             max: i64::MAX / 4,
-            divisor: 2,
+            divisor: 1,
         };
         let mut moved = 0;
         for sibling in layout.buckets().filter(|b| Some(*b) != except) {
             if let Transferred::Moved(units) = self
-                .transfer(layout, Holder::Bucket(sibling), Holder::Pool, half)
+                .transfer(layout, Holder::Bucket(sibling), Holder::Pool, all)
                 .await?
             {
                 moved += units;
@@ -166,13 +242,14 @@ impl RedisStore {
         Ok(moved)
     }
 
-    /// Sets (or clears) a bucket's `drained` flag (see `drain.lua`).
+    /// Sets (or clears) a bucket's `drained` flag (see `drain.lua`); returns
+    /// what the bucket holds (0 for a missing bucket hash).
     pub async fn set_drained(
         &self,
         layout: &Layout,
         bucket: u16,
         drained: bool,
-    ) -> Result<(), RedisError> {
+    ) -> Result<i64, RedisError> {
         let mut invocation = super::scripts::DRAIN.prepare_invoke();
         invocation
             .key(self.keys.sku_at(layout.tag(bucket)))
@@ -185,7 +262,8 @@ impl RedisStore {
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         match reply.first().map(String::as_str) {
-            Some("OK") | Some("LAYOUT") => Ok(()),
+            Some("OK") => Ok(reply.get(1).and_then(|v| v.parse().ok()).unwrap_or(0)),
+            Some("LAYOUT") => Ok(0),
             _ => Err(RedisError::BadReply(format!("drain {reply:?}"))),
         }
     }

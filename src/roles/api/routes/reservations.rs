@@ -77,6 +77,7 @@ pub async fn reserve(
         })?;
     let bucket = state.res.redis.cached_bucket_of(sku_id, user_id);
     flag_if_sold_out(&state, sku_id, bucket, &outcome);
+    refill_ahead(&state, sku_id, &outcome);
     let label = outcome.label();
     let response = answer(&state, sku_id, outcome).await;
     // A SKU missing from Redis is counted by what it turned out to be.
@@ -110,6 +111,27 @@ fn flag_if_sold_out(
             let board = board.clone();
             tokio::spawn(async move { board.refresh(sku_id, bucket).await });
         }
+    }
+}
+
+/// A split SKU's bucket running low: lease more before buyers find it dry.
+/// Off the response path.
+fn refill_ahead(state: &ApiState, sku_id: SkuId, outcome: &ReserveOutcome) {
+    let ReserveOutcome::Reserved {
+        available_after,
+        bucket,
+        ..
+    } = *outcome
+    else {
+        return;
+    };
+    let redis = &state.res.redis;
+    let Some(layout) = redis.cached_layout(sku_id) else {
+        return;
+    };
+    if layout.is_split() && available_after.saturating_mul(4) < redis.lease_max() {
+        let redis = redis.clone();
+        tokio::spawn(async move { redis.refill_ahead(&layout, bucket, available_after).await });
     }
 }
 
