@@ -15,8 +15,8 @@
 --
 -- A split SKU (ARGV[8] > 1) keeps the stock not yet leased to a bucket in
 -- `pool`: a new one starts with everything there (bucket 0's `available` 0),
--- and a restock moves the pool. A cut deeper than the pool is BELOW_RESERVED
--- (answering the pool): units leased to buckets are not taken back here.
+-- and a restock moves the pool. The caller gathers the buckets' stock into
+-- the pool before a cut; a cut deeper than the pool is BELOW_RESERVED.
 --
 -- A Redis Cluster client re-sends a script whose connection dropped, so this one
 -- may run twice. The marker makes the second run answer the first one's result

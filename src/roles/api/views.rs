@@ -167,19 +167,23 @@ pub struct SkuView {
     pub sold_out: bool,
     #[schema(minimum = 1)]
     pub limit_per_user: u64,
-    /// Only for a SKU split into buckets (the view of an unsplit SKU is as in SPEC §2).
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub split: Option<SplitView>,
+    #[serde(flatten)]
+    pub split: SplitView,
 }
 
-/// How a SKU's stock is split over buckets (one bucket: not split).
-#[derive(Debug, Serialize, ToSchema)]
+/// How a SKU's stock is split over stock buckets. Every field is absent for
+/// a SKU in one bucket, whose view stays as in SPEC §2.
+#[derive(Debug, Default, Serialize, ToSchema)]
 pub struct SplitView {
-    #[schema(minimum = 1)]
-    pub buckets: u16,
-    /// Units not yet leased to a bucket (0 when not split).
-    pub pool: i64,
-    pub bucket_stock: Vec<BucketView>,
+    /// Stock buckets the SKU is split into.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 2)]
+    pub buckets: Option<u16>,
+    /// Units not yet leased to a bucket.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bucket_stock: Option<Vec<BucketView>>,
 }
 
 /// One bucket's stock.
@@ -194,25 +198,26 @@ pub struct BucketView {
 }
 
 impl SplitView {
-    /// `None` for a SKU in one bucket.
-    pub fn of(snapshot: &crate::redis::SkuSnapshot) -> Option<Self> {
-        (snapshot.buckets.len() > 1).then(|| Self::new(snapshot))
-    }
-
-    fn new(snapshot: &crate::redis::SkuSnapshot) -> Self {
+    /// Empty (every field absent) for a SKU in one bucket.
+    pub fn of(snapshot: &crate::redis::SkuSnapshot) -> Self {
+        if snapshot.buckets.len() <= 1 {
+            return Self::default();
+        }
         Self {
-            buckets: snapshot.buckets.len() as u16,
-            pool: snapshot.pool,
-            bucket_stock: snapshot
-                .buckets
-                .iter()
-                .map(|b| BucketView {
-                    bucket: b.bucket,
-                    available: b.available.max(0),
-                    drained: b.drained,
-                    sold_out: b.sold_out,
-                })
-                .collect(),
+            buckets: Some(snapshot.buckets.len() as u16),
+            pool: Some(snapshot.pool),
+            bucket_stock: Some(
+                snapshot
+                    .buckets
+                    .iter()
+                    .map(|b| BucketView {
+                        bucket: b.bucket,
+                        available: b.available.max(0),
+                        drained: b.drained,
+                        sold_out: b.sold_out,
+                    })
+                    .collect(),
+            ),
         }
     }
 }
@@ -233,9 +238,8 @@ pub struct AdminSkuView {
     pub sold_out: bool,
     #[schema(minimum = 1)]
     pub limit_per_user: u64,
-    /// Only for a SKU split into buckets (the view of an unsplit SKU is as in SPEC §2).
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub split: Option<SplitView>,
+    #[serde(flatten)]
+    pub split: SplitView,
 }
 
 /// `POST /v1/admin/skus/{sku_id}/warmup`: what was loaded into Redis.
