@@ -5,6 +5,7 @@
 //! that reopen, clean reconciler and audit, and N guarded while buyers live.
 
 mod load;
+mod ops;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,0 +1,147 @@
+//! A split SKU through the operations around the sale: a Redis that lost it
+//! (warm-up into the pool and the buyers' buckets), a request id reused by a
+//! buyer of another bucket, a transfer abandoned between debit and credit,
+//! and a re-split while no buyer state lives.
+
+use serde_json::json;
+
+use super::{create, put, put_problem, reconciled_ok, view, wait_split_drained};
+use crate::helpers::TestApp;
+use stockd::redis::buckets::bucket_of;
+
+/// The first `per_bucket` buyers (from `from`) of each of `n` buckets.
+fn buyers(from: u64, n: u16, per_bucket: usize) -> Vec<Vec<u64>> {
+    let mut out = vec![Vec::new(); usize::from(n)];
+    let mut user = from;
+    while out.iter().any(|b| b.len() < per_bucket) {
+        let b = usize::from(bucket_of(user, n));
+        if out[b].len() < per_bucket {
+            out[b].push(user);
+        }
+        user += 1;
+    }
+    out
+}
+
+/// Redis loses every key of a split SKU; the warm-up rebuilds it from MySQL:
+/// its stock into the pool, each buyer's record and counter into the buyer's
+/// bucket. Replays answer 200, the limit still holds, the reconciler is happy.
+#[tokio::test]
+async fn a_split_sku_lost_by_redis_is_warmed_into_its_buckets() {
+    let app = TestApp::spawn().await;
+    create(&app, 1, 30, 1, 3).await;
+    let by_bucket = buyers(10, 3, 2);
+    for (b, users) in by_bucket.iter().enumerate() {
+        for user in users {
+            let rid = format!("w-{b}-{user}");
+            assert_eq!(app.reserve(1, &rid, *user, 1).await.status(), 201, "{rid}");
+        }
+    }
+    wait_split_drained(&app, 1, 6).await;
+    app.redis_del(&app.redis_keys().await).await;
+    let (status, _) = app.get_json("/v1/skus/1").await;
+    assert_eq!(status, 503, "a lost SKU is not loaded, never 0");
+    let (status, body) = app.post_json_admin("/v1/admin/skus/1/warmup").await;
+    assert_eq!(status, 200, "{body}");
+    let split = view(&app, 1).await;
+    assert_eq!((split.buckets, split.available), (3, 24), "{split:?}");
+    for (b, users) in by_bucket.iter().enumerate() {
+        let user = users[0];
+        let replay = app.reserve(1, &format!("w-{b}-{user}"), user, 1).await;
+        assert_eq!(
+            replay.status(),
+            200,
+            "bucket {b}: a replay after the warm-up"
+        );
+        let again = app.reserve(1, &format!("again-{b}"), user, 1).await;
+        let status = again.status().as_u16();
+        let body: serde_json::Value = again.json().await.unwrap();
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (409, Some("LIMIT_EXCEEDED")),
+            "bucket {b}: the buyer's counter came back"
+        );
+    }
+    reconciled_ok(&app, 1).await;
+    app.cleanup().await;
+}
+
+/// Two buyers of different buckets send the same request id: both are
+/// admitted in Redis (each bucket checks its own records), MySQL keeps the
+/// first, and the second is rejected in Redis with its unit returned.
+#[tokio::test]
+async fn a_request_id_reused_in_another_bucket_is_rejected_and_its_unit_returned() {
+    let app = TestApp::spawn().await;
+    create(&app, 1, 10, 5, 3).await;
+    let by_bucket = buyers(100, 3, 1);
+    let (first, second) = (by_bucket[0][0], by_bucket[1][0]);
+    assert_eq!(app.reserve(1, "same-id", first, 1).await.status(), 201);
+    wait_split_drained(&app, 1, 1).await;
+    assert_eq!(app.reserve(1, "same-id", second, 1).await.status(), 201);
+    app.eventually(
+        "the second buyer's unit is back",
+        super::DRAIN_WAIT,
+        || async { view(&app, 1).await.available == 9 },
+    )
+    .await;
+    wait_split_drained(&app, 1, 1).await;
+    let (status, body) = app.get_json("/v1/skus/1/reservations/same-id").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["user_id"], first, "MySQL's row is the first buyer's");
+    reconciled_ok(&app, 1).await;
+    app.cleanup().await;
+}
+
+/// A process died between a transfer's debit and its credit: the pool lost
+/// units that no bucket got. The reconciler's pass credits and settles it.
+#[tokio::test]
+async fn a_transfer_abandoned_after_its_debit_is_finished_by_the_reconciler() {
+    let app = TestApp::spawn().await;
+    create(&app, 1, 100, 5, 3).await;
+    let keys = app.res.redis.keys();
+    let home = keys.sku_at("1");
+    let pending = keys.transfers_out_at("1");
+    let long_ago = stockd::clock::unix_ms() / 1000 - 60;
+    app.redis_cmd(&["HINCRBY", &home, "pool", "-7"]).await;
+    app.redis_cmd(&["HSET", &pending, "crashed", &format!("2:7:{long_ago}")])
+        .await;
+    assert_eq!(
+        view(&app, 1).await.available,
+        93,
+        "the 7 units are on the way"
+    );
+    let report = app.reconcile(true).await;
+    assert!(report.healthy(), "{report:?}");
+    let split = view(&app, 1).await;
+    assert_eq!(split.available, 100, "{split:?}");
+    reconciled_ok(&app, 1).await;
+    app.cleanup().await;
+}
+
+/// With no buyer state, a SKU can be re-split (1 -> 3) and keeps its stock;
+/// once a buyer holds a reservation, the count is locked.
+#[tokio::test]
+async fn a_sku_without_buyers_is_resplit_and_keeps_its_stock() {
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 50, 2).await;
+    let (status, body) = put(
+        &app,
+        1,
+        json!({"total_stock": 50, "limit_per_user": 2, "buckets": 3}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let split = view(&app, 1).await;
+    assert_eq!((split.buckets, split.available), (3, 50), "{split:?}");
+    assert_eq!(app.reserve(1, "r1", 7, 1).await.status(), 201);
+    let (status, code) = put_problem(
+        &app,
+        1,
+        json!({"total_stock": 50, "limit_per_user": 2, "buckets": 1}),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (409, "BUCKETS_LOCKED"));
+    wait_split_drained(&app, 1, 1).await;
+    reconciled_ok(&app, 1).await;
+    app.cleanup().await;
+}
