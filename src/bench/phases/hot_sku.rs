@@ -134,7 +134,7 @@ async fn variant(
         .put_split_sku(sku, STOCK, LIMIT_PER_USER, buckets)
         .await?;
     anyhow::ensure!(
-        view["buckets"].as_u64() == Some(u64::from(buckets)),
+        bucket_count(&view) == Some(u64::from(buckets)),
         "PUT /v1/admin/skus/{sku} with \"buckets\": {buckets} answered buckets {}: \
          this stockd does not split SKUs (stock buckets, issue 14)",
         view["buckets"]
@@ -201,6 +201,15 @@ async fn bucket_view(t: &Target<'_>, sku: u64, buckets: u16, want: i64) -> Vec<S
     bucket_view_violations(&view, sku, buckets, want)
 }
 
+/// The SKU's bucket count as its view shows it: a SKU in one bucket has no
+/// split fields (its view is SPEC §2's); `None` when the field is malformed.
+fn bucket_count(view: &serde_json::Value) -> Option<u64> {
+    match view.get("buckets") {
+        None => Some(1),
+        Some(n) => n.as_u64(),
+    }
+}
+
 fn bucket_view_violations(
     view: &serde_json::Value,
     sku: u64,
@@ -208,7 +217,15 @@ fn bucket_view_violations(
     want: i64,
 ) -> Vec<String> {
     let mut bad = Vec::new();
-    if view["buckets"].as_u64() != Some(u64::from(buckets)) {
+    if buckets == 1 {
+        if bucket_count(view) != Some(1) || view["available"].as_i64() != Some(want) {
+            bad.push(format!(
+                "GET /v1/skus/{sku}: {view}, expected one bucket and {want} available"
+            ));
+        }
+        return bad;
+    }
+    if bucket_count(view) != Some(u64::from(buckets)) {
         bad.push(format!(
             "GET /v1/skus/{sku}: buckets {}, created with {buckets}",
             view["buckets"]
@@ -277,5 +294,9 @@ mod tests {
         assert_eq!(lost.len(), 1, "{lost:?}");
         let unsplit = json!({"available": 960});
         assert_eq!(bucket_view_violations(&unsplit, 7, 3, 960).len(), 3);
+        // One bucket: SPEC §2's view, no split fields.
+        assert!(bucket_view_violations(&unsplit, 7, 1, 960).is_empty());
+        assert_eq!(bucket_view_violations(&unsplit, 7, 1, 959).len(), 1);
+        assert_eq!(bucket_view_violations(&good, 7, 1, 960).len(), 1);
     }
 }
