@@ -24,9 +24,14 @@ impl RedisStore {
         layout: &Layout,
         max_winners: usize,
     ) -> Result<Option<RedisSnapshot>, RedisError> {
+        // `reconcile.max_winners` bounds the records listed for the whole SKU
+        // (and so how long each read blocks its primary), not per bucket.
+        let max_winners = max_winners / usize::from(layout.n());
         for _ in 0..ATTEMPTS {
             let home_tag = layout.tag(0);
-            let Some(first) = self.bucket_snapshot(home_tag, &[], max_winners).await? else {
+            // The first home read only fixes the pool and the pending leases;
+            // its winners are read by the second (0: none listed, no work).
+            let Some(first) = self.bucket_snapshot(home_tag, &[], 0).await? else {
                 return Ok(None);
             };
             let mut buckets = Vec::new();
