@@ -16,6 +16,12 @@ use crate::redis::RedisStore;
 const ACK_QUEUE_CAPACITY: usize = 65_536;
 /// Entries removed per XDEL pass.
 const ACK_BATCH_MAX: usize = 1_000;
+/// How long the first confirmed entry of a pass waits for others before the
+/// XDEL: every XDEL costs its primary a wake-up, a parse and a reply whatever
+/// its length, so fewer, fuller ones save Redis CPU per reservation (most on a
+/// split SKU, whose entries spread over one stream per bucket). Far below
+/// `relay.idle_ms`: an entry waiting here is never republished for it.
+const ACK_LINGER: std::time::Duration = std::time::Duration::from_millis(10);
 
 #[derive(Clone)]
 pub struct OutboxAcker {
@@ -58,6 +64,18 @@ async fn run(
         };
         if received == 0 {
             return;
+        }
+        if buffer.len() < ACK_BATCH_MAX && !cancel.is_cancelled() {
+            tokio::select! {
+                _ = tokio::time::sleep(ACK_LINGER) => {}
+                _ = cancel.cancelled() => {}
+            }
+            while buffer.len() < ACK_BATCH_MAX {
+                match rx.try_recv() {
+                    Ok(ack) => buffer.push(ack),
+                    Err(_) => break,
+                }
+            }
         }
         let mut by_stream: BTreeMap<OutboxStream, Vec<String>> = BTreeMap::new();
         for (stream, id) in buffer.drain(..) {
