@@ -120,6 +120,11 @@ fn ensure_status(resp: &Response, want: u16, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Warm-up buyers are numbered from here: none of them is a measured buyer
+/// (`1..=requests`), who would otherwise meet the per-buyer limit in the
+/// measured run.
+pub const WARMUP_USERS: u64 = 1 << 41;
+
 /// Which user request `i` comes from.
 #[derive(Debug, Clone, Copy)]
 pub enum UserOf {

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use super::{both, key, Checked, PhaseResult};
-use crate::bench::api::{Api, Reserver, UserOf};
+use crate::bench::api::{Api, Reserver, UserOf, WARMUP_USERS};
 use crate::bench::check::{self, Expect, Target};
 use crate::bench::hot_sku::HotSku;
 use crate::bench::load::{drive, Plan};
@@ -51,9 +51,6 @@ const RATE_SHARE: f64 = 0.5;
 const WARMUP_REQUESTS: u64 = 2_000;
 /// Time limit of a warm-up.
 const WARMUP_MAX: Duration = Duration::from_secs(10);
-/// Warm-up buyers are numbered from here: none of them is a measured buyer
-/// (`1..=requests`), who would otherwise meet the per-buyer limit.
-const WARMUP_USERS: u64 = 1 << 40;
 
 /// Why the phase cannot run here (one line), or `None`.
 pub fn skip_reason(is_cluster: bool, primaries: usize) -> Option<String> {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::{both, Checked, PhaseResult};
-use crate::bench::api::{Api, Reserver, UserOf};
+use crate::bench::api::{Api, Reserver, UserOf, WARMUP_USERS};
 use crate::bench::batches::BatchCounters;
 use crate::bench::check::{self, Expect, Target};
 use crate::bench::load::{drive, Plan, Run};
@@ -24,10 +24,21 @@ const FIRST_BUYER: u64 = 1 << 40;
 /// Time limit of a warm-up.
 const WARMUP_MAX: Duration = Duration::from_secs(10);
 
-/// `concurrency` reservation workers against `sku`, request ids `<tag><i>`.
+/// `concurrency` reservation workers against `sku`, request ids `<tag><i>`,
+/// every request from a buyer of its own.
 pub fn workers(target: &Target<'_>, sku: u64, tag: &str, concurrency: usize) -> Vec<Reserver> {
+    workers_of(target, sku, tag, concurrency, UserOf::Unique)
+}
+
+fn workers_of(
+    target: &Target<'_>,
+    sku: u64,
+    tag: &str,
+    concurrency: usize,
+    users: UserOf,
+) -> Vec<Reserver> {
     (0..concurrency)
-        .map(|_| Reserver::new(target.addr, sku, tag, UserOf::Unique))
+        .map(|_| Reserver::new(target.addr, sku, tag, users))
         .collect()
 }
 
@@ -37,7 +48,10 @@ async fn warm_up(target: &Target<'_>, sku: u64, concurrency: usize) -> Run {
         max_duration: WARMUP_MAX,
         rate_per_sec: None,
     };
-    drive("warm-up", plan, workers(target, sku, "w", concurrency)).await
+    // Buyers of their own: the measured run's buyers 1..=requests must not
+    // find their limit already used by the warm-up.
+    let users = UserOf::UniqueFrom(WARMUP_USERS);
+    drive("warm-up", plan, workers_of(target, sku, "w", concurrency, users)).await
 }
 
 /// Full-speed reservations against a SKU with stock for every request.
