@@ -24,9 +24,8 @@ impl RedisStore {
         layout: &Layout,
         max_winners: usize,
     ) -> Result<Option<RedisSnapshot>, RedisError> {
-        // `reconcile.max_winners` bounds the records listed for the whole SKU
-        // (and so how long each read blocks its primary), not per bucket.
-        let max_winners = max_winners / usize::from(layout.n());
+        // `reconcile.max_winners` bounds each read (one Lua call blocks its
+        // primary while it lists), so it applies per bucket.
         for _ in 0..ATTEMPTS {
             let home_tag = layout.tag(0);
             // The first home read only fixes the pool and the pending leases;
