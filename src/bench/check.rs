@@ -32,6 +32,17 @@ pub struct Target<'a> {
     pub stores: Option<&'a Stores>,
 }
 
+impl<'a> Target<'a> {
+    /// A child stockd of the bench namespace, its stores read directly.
+    pub fn child(addr: SocketAddr, admin_token: &'a str, stores: &'a Stores) -> Self {
+        Self {
+            addr,
+            admin_token,
+            stores: Some(stores),
+        }
+    }
+}
+
 /// The bench namespace's MySQL and Redis, read directly by the checks.
 pub struct Stores {
     pub db: Db,

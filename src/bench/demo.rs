@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use super::api::{Api, Reserver, UserOf};
-use super::check::{self, Expect, Stores, Target};
+use super::check::{self, Expect, Target};
 use super::child::StockdChild;
 use super::load::{drive, Plan};
 use super::namespace::Namespace;
@@ -34,15 +34,8 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
     std::fs::create_dir_all(&args.out_dir)?;
     let child =
         StockdChild::start(&ns, Durability::Queue, "demo", Path::new(&args.out_dir)).await?;
-    let stores = Stores {
-        db: ns.db()?,
-        redis: ns.redis()?,
-    };
-    let target = Target {
-        addr: child.addr,
-        admin_token: &ns.admin_token,
-        stores: Some(&stores),
-    };
+    let stores = ns.stores()?;
+    let target = Target::child(child.addr, &ns.admin_token, &stores);
     Api::new(child.addr, &ns.admin_token)
         .put_sku(SKU, UNITS, LIMIT_PER_USER)
         .await?;

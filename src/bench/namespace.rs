@@ -72,6 +72,14 @@ impl Namespace {
         .collect()
     }
 
+    /// Direct access to this namespace's MySQL and Redis (the checks' view).
+    pub fn stores(&self) -> anyhow::Result<crate::bench::check::Stores> {
+        Ok(crate::bench::check::Stores {
+            db: self.db()?,
+            redis: self.redis()?,
+        })
+    }
+
     pub fn db(&self) -> anyhow::Result<Db> {
         Db::new(&self.settings.mysql).context("bench mysql.url")
     }

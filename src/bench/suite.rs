@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use super::check::{Stores, Target};
+use super::check::Target;
 use super::child::StockdChild;
 use super::namespace::Namespace;
 use super::phases::persist_lag::Probe;
@@ -199,15 +199,8 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
             out_dir.display()
         ));
         let child = StockdChild::start(ns, durability, label, out_dir).await?;
-        let stores = Stores {
-            db: ns.db()?,
-            redis: ns.redis()?,
-        };
-        let target = Target {
-            addr: child.addr,
-            admin_token: &ns.admin_token,
-            stores: Some(&stores),
-        };
+        let stores = ns.stores()?;
+        let target = Target::child(child.addr, &ns.admin_token, &stores);
         let probe = Probe::Mysql(&stores.db);
         let sold_out = durability == Durability::Queue;
         let ok = http_phases(args, &target, probe, keys, sold_out, out).await?;
@@ -288,15 +281,8 @@ async fn variant_reserve(
     let label = variant.label;
     note(&format!("starting stockd --role all ({label})"));
     let child = StockdChild::start_with(ns, Durability::Redis, label, out_dir, variant.env).await?;
-    let stores = Stores {
-        db: ns.db()?,
-        redis: ns.redis()?,
-    };
-    let target = Target {
-        addr: child.addr,
-        admin_token: &ns.admin_token,
-        stores: Some(&stores),
-    };
+    let stores = ns.stores()?;
+    let target = Target::child(child.addr, &ns.admin_token, &stores);
     note(&format!("phase {}", variant.key));
     let sku = sku_base(args) + SKU_RESERVE;
     let poller = variant

@@ -733,21 +733,9 @@ async fn assert_ledger(app: &TestApp, sku: u64, units: &[(&str, i64)]) {
         .await
         .unwrap();
     assert!(over.is_empty(), "buyers over {LIMIT} in MySQL: {over:?}");
-    let (total, available): (i64, i64) = conn
-        .exec_first(
-            "SELECT total_stock, available_stock FROM sku_stock WHERE sku_id = ?",
-            (sku,),
-        )
-        .await
-        .unwrap()
-        .expect("sku row");
-    let live = stockd::db::ledger::live_units(&mut conn, TestApp::sku(sku))
-        .await
-        .unwrap();
     drop(conn);
-    assert!(available >= 0, "MySQL available {available}");
-    assert_eq!(total - available, live, "MySQL conservation");
-    assert_eq!(view(app, sku).await.available, available, "Redis == MySQL");
+    // MySQL's conservation, and Redis (pool + buckets) == MySQL.
+    app.assert_conserved(sku).await;
 }
 
 /// Polls the reconciler (no repair) until the SKU's verdict is OK: a
@@ -775,15 +763,7 @@ async fn reconciled_ok(app: &TestApp, sku: u64) -> SkuReport {
 /// `stockd_bucket_round_trips_total` on /metrics, per series (label set);
 /// none before the first round trip.
 async fn round_trips(app: &TestApp) -> BTreeMap<String, f64> {
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics_text().await;
     let name = "stockd_bucket_round_trips_total";
     text.lines()
         .filter(|l| l.starts_with(name))

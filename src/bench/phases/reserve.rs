@@ -51,7 +51,12 @@ async fn warm_up(target: &Target<'_>, sku: u64, concurrency: usize) -> Run {
     // Buyers of their own: the measured run's buyers 1..=requests must not
     // find their limit already used by the warm-up.
     let users = UserOf::UniqueFrom(WARMUP_USERS);
-    drive("warm-up", plan, workers_of(target, sku, "w", concurrency, users)).await
+    drive(
+        "warm-up",
+        plan,
+        workers_of(target, sku, "w", concurrency, users),
+    )
+    .await
 }
 
 /// Full-speed reservations against a SKU with stock for every request.

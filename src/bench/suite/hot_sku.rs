@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::{sku_base, target_access, Collected, SKU_HOT};
-use crate::bench::check::{Stores, Target};
+use crate::bench::check::Target;
 use crate::bench::child::StockdChild;
 use crate::bench::namespace::Namespace;
 use crate::bench::phases::{self, hot_sku, key};
@@ -80,15 +80,8 @@ async fn in_child(
         out_dir.display()
     ));
     let child = StockdChild::start(ns, Durability::Redis, CHILD_LABEL, out_dir).await?;
-    let stores = Stores {
-        db: ns.db()?,
-        redis: ns.redis()?,
-    };
-    let target = Target {
-        addr: child.addr,
-        admin_token: &ns.admin_token,
-        stores: Some(&stores),
-    };
+    let stores = ns.stores()?;
+    let target = Target::child(child.addr, &ns.admin_token, &stores);
     let checked = phases::hot_sku::run(&target, &setup).await?;
     let ok = out.gate(checked).await;
     out.memory.push(Memory {

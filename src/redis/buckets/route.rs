@@ -14,9 +14,10 @@ pub fn bucket_of(user_id: u64, n: u16) -> u16 {
     (mix64(user_id) % u64::from(n)) as u16
 }
 
-/// splitmix64's output function: a bijection on u64 whose every output bit
-/// depends on every input bit.
-fn mix64(x: u64) -> u64 {
+/// splitmix64's step and output function: a bijection on u64 whose every
+/// output bit depends on every input bit (`mix64(s)` is the generator's next
+/// value from state `s`).
+pub fn mix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

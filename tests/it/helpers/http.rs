@@ -47,6 +47,18 @@ impl TestApp {
             .unwrap()
     }
 
+    /// The Prometheus text of the test app's `/metrics`.
+    pub async fn metrics_text(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn get_json(&self, path: &str) -> (u16, Value) {
         let resp = self
             .client
