@@ -3,11 +3,12 @@
 //!
 //! Single-flight per (SKU, bucket) and process: the requests that found the
 //! bucket dry while one refill runs wait for it and retry their reservation,
-//! instead of each leasing a chunk. Lease sizes shrink with the pool
-//! (`pool / 2N`, at most `buckets.lease_max`), so the stock left in a bucket
-//! no buyer routes to any more is small and is reclaimed at the end: a bucket
-//! is drained (its buyers refused SOLD_OUT) only when the pool and every
-//! sibling are empty and no transfer is in flight.
+//! instead of each leasing a chunk, and one lease brings what all of them
+//! want. Lease sizes shrink with the pool (half of it, at most
+//! `redis.bucket_lease_max` unless the waiters want more). When the pool is
+//! empty, everything the siblings hold goes back to it first: a bucket is
+//! drained (its buyers refused SOLD_OUT) only when the pool and every sibling
+//! are empty and no transfer is in flight.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -158,9 +159,9 @@ impl RedisStore {
         count: i64,
         demand: i64,
     ) -> Result<Refill, RedisError> {
-        // At least what the waiting requests want (`count` of this one if
-        // the pool has no more), else the share `pool / 2N`, at most
-        // `lease_max` unless the waiters want more.
+        // At least what the waiting requests want (all the pool has, if
+        // less), else half the pool, at most `lease_max` unless the waiters
+        // want more.
         let lease = Take {
             min: demand.max(count),
             max: self.lease_max.max(demand),
@@ -212,7 +213,10 @@ impl RedisStore {
             .transfer(layout, Holder::Pool, Holder::Bucket(bucket), lease)
             .await
         {
-            Ok(Transferred::Moved(_)) => {
+            Ok(Transferred::Moved(units)) => {
+                // Before the generation moves: a request that waited sees
+                // this lease, not an older refill's outcome.
+                *gate.last.lock().expect("lock poisoned") = Some(Refill::Leased(units));
                 gate.generation.fetch_add(1, Ordering::AcqRel);
                 metrics::counter!("stockd_bucket_refills_total", "result" => "ahead").increment(1);
             }
