@@ -5,8 +5,8 @@
 //!   stock (a restock, a repair, a reclaim) is undrained; when the pool is
 //!   empty while a bucket is drained and others still hold stock (releases
 //!   that came back after the sell-out, or leftovers of buckets no buyer
-//!   routes to any more), half of what each holds goes back to the pool and
-//!   the drained buckets lease again.
+//!   routes to any more), everything they hold goes back to the pool and the
+//!   drained buckets lease again.
 //!
 //! So no unit stays stranded longer than one reconcile interval after the
 //! sale's traffic stops reaching it; while traffic flows, a dry bucket's own

@@ -275,21 +275,20 @@ impl Reconciler {
         now_ms: u64,
     ) -> Result<Option<SkuReport>, ObserveError> {
         const TRIES: usize = 3;
-        for _ in 1..TRIES {
+        let mut tries = 0;
+        loop {
+            tries += 1;
             match self.check(sku, repair, dead, now_ms).await {
+                Err(ObserveError::Redis(RedisError::Unsettled(reason))) if tries == TRIES => {
+                    metrics::counter!("stockd_reconcile_unsettled_total").increment(1);
+                    tracing::warn!(sku.id = %sku, %reason, "reconcile: not judged this pass");
+                    return Ok(None);
+                }
                 Err(ObserveError::Redis(RedisError::Unsettled(_))) => {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
                 other => return other.map(Some),
             }
-        }
-        match self.check(sku, repair, dead, now_ms).await {
-            Err(ObserveError::Redis(RedisError::Unsettled(reason))) => {
-                metrics::counter!("stockd_reconcile_unsettled_total").increment(1);
-                tracing::warn!(sku.id = %sku, %reason, "reconcile: not judged this pass");
-                Ok(None)
-            }
-            other => other.map(Some),
         }
     }
 

@@ -17,7 +17,6 @@ pub struct SkuState {
     pub sku_id: SkuId,
     pub total_stock: i64,
     pub available_mysql: i64,
-    pub available_redis: i64,
     pub limit_per_user: u32,
     pub buckets: u16,
 }
@@ -112,12 +111,10 @@ async fn upsert_unbounded(
         sku::set_buckets(&mut tx, sku_id, wanted).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
-    let available_redis = redis.sku(sku_id).await?.map_or(0, |s| s.available);
     Ok(SkuState {
         sku_id,
         total_stock: total,
         available_mysql,
-        available_redis,
         limit_per_user,
         buckets: wanted,
     })

@@ -108,10 +108,10 @@ impl RedisStore {
     ) -> Result<(u64, Vec<String>), RedisError> {
         let layout = self.layout(sku_id).await?;
         let bucket = (cursor >> BUCKET_SHIFT) as u16;
-        if bucket >= layout.n() {
+        let Some(tag) = layout.checked_tag(bucket) else {
             return Ok((0, Vec::new()));
-        }
-        let key = self.keys().winners_at(layout.tag(bucket));
+        };
+        let key = self.keys().winners_at(tag);
         let inner = cursor & ((1 << BUCKET_SHIFT) - 1);
         let (next, members): (u64, Vec<String>) = self
             .run(|mut c| async move {

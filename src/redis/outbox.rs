@@ -66,10 +66,10 @@ impl RedisStore {
             return Ok(());
         }
         let layout = self.layout(stream.sku).await?;
-        if stream.bucket >= layout.n() {
+        let Some(tag) = layout.checked_tag(stream.bucket) else {
             return Err(RedisError::BadReply(format!("no bucket {stream:?}")));
-        }
-        let key = self.keys.outbox_at(layout.tag(stream.bucket));
+        };
+        let key = self.keys.outbox_at(tag);
         self.run(|mut c| async move {
             redis::cmd("XDEL")
                 .arg(&key)

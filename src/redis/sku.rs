@@ -68,7 +68,7 @@ impl RedisStore {
     ) -> Result<LoadOutcome, RedisError> {
         if layout.is_split() && delta < 0 {
             // A cut takes from the pool: bring every bucket's stock back first.
-            self.gather(layout).await?;
+            self.reclaim(layout, None).await?;
         }
         let outcome = self
             .load_home(layout, delta, available_if_absent, limit_per_user, total)
@@ -224,10 +224,10 @@ impl RedisStore {
     /// drained still leases from the pool).
     pub async fn sold_out(&self, sku_id: SkuId, bucket: u16) -> Result<Option<bool>, RedisError> {
         let layout = self.layout(sku_id).await?;
-        if bucket >= layout.n() {
+        let Some(tag) = layout.checked_tag(bucket) else {
             return Ok(None);
-        }
-        let key = self.keys.sku_at(layout.tag(bucket));
+        };
+        let key = self.keys.sku_at(tag);
         let (available, marker): (Option<i64>, Option<String>) = self
             .run(|mut c| async move {
                 redis::cmd("HMGET")
@@ -274,12 +274,10 @@ impl RedisStore {
 
     async fn winners_key(&self, sku_id: SkuId, bucket: u16) -> Result<String, RedisError> {
         let layout = self.layout(sku_id).await?;
-        if bucket >= layout.n() {
-            return Err(RedisError::BadReply(format!(
-                "SKU {sku_id} has no bucket {bucket}"
-            )));
-        }
-        Ok(self.keys.winners_at(layout.tag(bucket)))
+        let tag = layout
+            .checked_tag(bucket)
+            .ok_or_else(|| RedisError::BadReply(format!("SKU {sku_id} has no bucket {bucket}")))?;
+        Ok(self.keys.winners_at(tag))
     }
 
     /// Every SKU ever loaded into this Redis (for background loops only).

@@ -81,11 +81,6 @@ impl RedisStore {
         self.layouts.get(sku)
     }
 
-    /// `redis.bucket_lease_max`.
-    pub fn lease_max(&self) -> u64 {
-        self.lease_max as u64
-    }
-
     /// The buyer's bucket if the SKU's layout is cached (the sold-out board's
     /// check never waits for Redis).
     pub fn cached_bucket_of(&self, sku: SkuId, user: UserId) -> Option<u16> {

@@ -77,6 +77,12 @@ impl Layout {
         &self.tags[usize::from(bucket)]
     }
 
+    /// The bucket's tag, `None` for a bucket this layout does not have (a
+    /// caller's bucket number from an older layout, or a cursor past the end).
+    pub fn checked_tag(&self, bucket: u16) -> Option<&str> {
+        self.tags.get(usize::from(bucket)).map(String::as_str)
+    }
+
     pub fn buckets(&self) -> std::ops::Range<u16> {
         0..self.n()
     }

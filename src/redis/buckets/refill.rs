@@ -189,14 +189,16 @@ impl RedisStore {
         Ok(Refill::Busy)
     }
 
-    /// Leases ahead of need: a reservation left `bucket` with `left` units,
-    /// under a quarter of a full lease. One lease, skipped when a refill is
-    /// running or the pool answered empty last time; never reclaims or
-    /// drains (that is for a bucket that actually ran dry).
-    pub async fn refill_ahead(&self, layout: &Layout, bucket: u16, left: u64) {
-        if left.saturating_mul(4) >= self.lease_max as u64 {
-            return;
-        }
+    /// Whether a bucket a reservation left with `left` units is worth a
+    /// lease ahead of need: under a quarter of a full lease.
+    pub fn runs_low(&self, left: u64) -> bool {
+        left.saturating_mul(4) < self.lease_max as u64
+    }
+
+    /// Leases ahead of need for a bucket that [`Self::runs_low`]. One lease,
+    /// skipped when a refill is running or the pool answered empty last time;
+    /// never reclaims or drains (that is for a bucket that actually ran dry).
+    pub async fn refill_ahead(&self, layout: &Layout, bucket: u16) {
         let gate = self.refills.gate(layout.sku(), bucket);
         if gate.pool_empty.load(Ordering::Acquire) || !gate.ran_dry.load(Ordering::Acquire) {
             return;
@@ -226,8 +228,9 @@ impl RedisStore {
     }
 
     /// Moves back to the pool everything each bucket other than `except`
-    /// holds; returns the units moved. The bucket asking is the one in
-    /// demand; a sibling that is too leases back what it needs.
+    /// holds (every bucket with `None`; a missing bucket hash holds nothing);
+    /// returns the units moved. The bucket asking is the one in demand; a
+    /// sibling that is too leases back what it needs.
     pub async fn reclaim(&self, layout: &Layout, except: Option<u16>) -> Result<i64, RedisError> {
         let all = Take {
             min: 1,

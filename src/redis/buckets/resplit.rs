@@ -56,7 +56,7 @@ impl RedisStore {
             for bucket in old.buckets() {
                 self.set_drained(old, bucket, true).await?;
             }
-            self.gather(old).await?;
+            self.reclaim(old, None).await?;
         }
         let mut invocation = super::scripts::RESPLIT.prepare_invoke();
         invocation
@@ -68,20 +68,7 @@ impl RedisStore {
         let _: Vec<String> = self
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
-        for bucket in old.buckets().skip(1) {
-            let tag = old.tag(bucket);
-            let keys = [
-                self.keys.sku_at(tag),
-                self.keys.transfers_out_at(tag),
-                self.keys.transfers_in_at(tag),
-            ];
-            for key in keys {
-                self.run(|mut c| async move {
-                    redis::cmd("DEL").arg(&key).query_async::<i64>(&mut c).await
-                })
-                .await?;
-            }
-        }
+        self.drop_buckets(old).await?;
         self.layouts.forget(new.sku());
         if new.is_split() {
             self.init_buckets(new, limit_per_user, true).await?;

@@ -37,23 +37,7 @@ impl RedisStore {
             return Ok((*current).clone());
         }
         let layout = self.choose_layout(sku, n).await?;
-        // The old buckets go: a stale layout cache then finds no bucket hash
-        // and reads the layout again, instead of selling their old stock.
-        for bucket in current.buckets().skip(1) {
-            let tag = current.tag(bucket);
-            let keys = [
-                self.keys.sku_at(tag),
-                self.keys.transfers_out_at(tag),
-                self.keys.transfers_in_at(tag),
-            ];
-            self.run(|mut c| async move {
-                redis::cmd("DEL")
-                    .arg(&keys)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
-            .await?;
-        }
+        self.drop_buckets(&current).await?;
         let key = self.keys.sku(sku);
         let tags = layout.tags_field();
         let split = layout.is_split();
@@ -72,6 +56,29 @@ impl RedisStore {
         .await?;
         self.layouts.forget(sku);
         Ok(layout)
+    }
+
+    /// Deletes the hashes (stock, transfers) of buckets 1.. of a layout that
+    /// is going: a stale layout cache then finds no bucket hash and reads the
+    /// layout again, instead of selling their old stock.
+    pub(super) async fn drop_buckets(&self, old: &Layout) -> Result<(), RedisError> {
+        for bucket in old.buckets().skip(1) {
+            let tag = old.tag(bucket);
+            // One slot: the three keys share the bucket's tag.
+            let keys = [
+                self.keys.sku_at(tag),
+                self.keys.transfers_out_at(tag),
+                self.keys.transfers_in_at(tag),
+            ];
+            self.run(|mut c| async move {
+                redis::cmd("DEL")
+                    .arg(&keys)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await?;
+        }
+        Ok(())
     }
 
     /// Creates or updates the hashes of buckets 1.. (`reset`: empties them).
@@ -102,21 +109,6 @@ impl RedisStore {
     pub async fn undrain_all(&self, layout: &Layout) -> Result<(), RedisError> {
         for bucket in layout.buckets() {
             self.set_drained(layout, bucket, false).await?;
-        }
-        Ok(())
-    }
-
-    /// Moves everything every bucket holds back to the pool (a missing
-    /// bucket hash holds nothing).
-    pub async fn gather(&self, layout: &Layout) -> Result<(), RedisError> {
-        let everything = Take {
-            min: 1,
-            max: i64::MAX / 4,
-            divisor: 1,
-        };
-        for bucket in layout.buckets() {
-            self.transfer(layout, Holder::Bucket(bucket), Holder::Pool, everything)
-                .await?;
         }
         Ok(())
     }

@@ -129,9 +129,9 @@ fn refill_ahead(state: &ApiState, sku_id: SkuId, outcome: &ReserveOutcome) {
     let Some(layout) = redis.cached_layout(sku_id) else {
         return;
     };
-    if layout.is_split() && available_after.saturating_mul(4) < redis.lease_max() {
+    if layout.is_split() && redis.runs_low(available_after) {
         let redis = redis.clone();
-        tokio::spawn(async move { redis.refill_ahead(&layout, bucket, available_after).await });
+        tokio::spawn(async move { redis.refill_ahead(&layout, bucket).await });
     }
 }
 
