@@ -13,13 +13,15 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{IsolationLevel, Params, Transaction, TxOpts, Value};
+use mysql_async::{IsolationLevel, Transaction, TxOpts};
 
+use super::sql_text::SqlText;
 use super::{sku, Db, DbError};
 pub use crate::domain::Readmission;
 use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId, UserId};
 
-/// Rows per multi-row INSERT: 9 placeholders each, far below MySQL's 65,535.
+/// Rows per multi-row INSERT (and ids per `IN` list), sent as text
+/// (`sql_text`): ~150 bytes a row, far below `max_allowed_packet`.
 const INSERT_CHUNK_ROWS: usize = 500;
 
 /// Why a row was rejected or released; stored in `reason`.
@@ -245,14 +247,17 @@ async fn existing_rows(
 ) -> Result<HashMap<String, (u64, u64, u64)>, DbError> {
     let mut found = HashMap::new();
     for chunk in msgs.chunks(INSERT_CHUNK_ROWS) {
-        let marks = vec!["?"; chunk.len()].join(",");
-        let sql = format!(
+        let mut sql = SqlText::new(
             "SELECT deduct_request_id, reserved_at_ms, expires_at_ms, user_id FROM stock_deduct_idempotent
-             WHERE sku_id = ? AND deduct_request_id IN ({marks})"
+             WHERE sku_id = ",
         );
-        let mut params: Vec<Value> = vec![sku_id.get().into()];
-        params.extend(chunk.iter().map(|m| Value::from(m.request_id.as_str())));
-        let rows: Vec<(String, u64, u64, u64)> = tx.exec(sql, Params::Positional(params)).await?;
+        sql.int(sku_id.get())
+            .raw(" AND deduct_request_id IN (")
+            .list(chunk, ",", |s, m| {
+                s.request_id(&m.request_id);
+            })
+            .raw(")");
+        let rows: Vec<(String, u64, u64, u64)> = tx.query(sql.finish()).await?;
         found.extend(rows.into_iter().map(|(id, c, e, u)| (id, (c, e, u))));
     }
     Ok(found)
@@ -273,15 +278,17 @@ async fn buyers_live_units(
         .collect();
     let mut held = HashMap::with_capacity(users.len());
     for chunk in users.chunks(INSERT_CHUNK_ROWS) {
-        let marks = vec!["?"; chunk.len()].join(",");
-        let sql = format!(
+        let mut sql = SqlText::new(
             "SELECT user_id, CAST(SUM(deduct_count) AS SIGNED) FROM stock_deduct_idempotent
-             WHERE sku_id = ? AND user_id IN ({marks}) AND status IN ('RESERVED', 'CONFIRMED')
-             GROUP BY user_id"
+             WHERE sku_id = ",
         );
-        let mut params: Vec<Value> = vec![sku_id.get().into()];
-        params.extend(chunk.iter().map(|u| Value::from(*u)));
-        let rows: Vec<(u64, i64)> = tx.exec(sql, Params::Positional(params)).await?;
+        sql.int(sku_id.get())
+            .raw(" AND user_id IN (")
+            .list(chunk, ",", |s, u| {
+                s.int(*u);
+            })
+            .raw(") AND status IN ('RESERVED', 'CONFIRMED') GROUP BY user_id");
+        let rows: Vec<(u64, i64)> = tx.query(sql.finish()).await?;
         held.extend(rows);
     }
     Ok(held)
@@ -296,25 +303,36 @@ type NewRow<'a> = (&'a Deduction, ReservationStatus, Option<&'static str>);
 /// retries that mirror until it succeeded.
 pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Result<(), DbError> {
     for chunk in rows.chunks(INSERT_CHUNK_ROWS) {
-        let marks = vec!["(?,?,?,?,?,?,?,?,?)"; chunk.len()].join(",");
-        let sql = format!(
+        let mut sql = SqlText::new(
             "INSERT INTO stock_deduct_idempotent (sku_id, deduct_request_id, user_id,
                deduct_count, status, reason, reserved_at_ms, expires_at_ms, redis_pending)
-             VALUES {marks}"
+             VALUES ",
         );
-        let mut params: Vec<Value> = Vec::with_capacity(chunk.len() * 9);
-        for (msg, status, why) in chunk {
-            params.push(msg.sku_id.get().into());
-            params.push(msg.request_id.as_str().into());
-            params.push(msg.user_id.get().into());
-            params.push(msg.count.into());
-            params.push(status.as_str().into());
-            params.push(why.map_or(Value::NULL, Value::from));
-            params.push(msg.created_ms.into());
-            params.push(msg.expires_ms.into());
-            params.push(u8::from(*status == ReservationStatus::Rejected).into());
-        }
-        tx.exec_drop(sql, Params::Positional(params)).await?;
+        sql.list(chunk, ",", |s, (msg, status, why)| {
+            s.raw("(")
+                .int(msg.sku_id.get())
+                .raw(",")
+                .request_id(&msg.request_id)
+                .raw(",")
+                .int(msg.user_id.get())
+                .raw(",")
+                .int(msg.count)
+                .raw(",")
+                .constant(status.as_str())
+                .raw(",");
+            match why {
+                Some(why) => s.constant(why),
+                None => s.null(),
+            };
+            s.raw(",")
+                .int(msg.created_ms)
+                .raw(",")
+                .int(msg.expires_ms)
+                .raw(",")
+                .int(u8::from(*status == ReservationStatus::Rejected))
+                .raw(")");
+        });
+        tx.query_drop(sql.finish()).await?;
     }
     Ok(())
 }

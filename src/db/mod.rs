@@ -9,6 +9,7 @@ pub mod migrate;
 pub mod pool;
 pub mod settle;
 pub mod sku;
+pub mod sql_text;
 
 pub use pool::Db;
 

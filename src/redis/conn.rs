@@ -25,6 +25,7 @@ use deadpool_redis::redis::{self, Value};
 use deadpool_redis::Pool;
 
 use super::link::{NodeAddr, RedisLink};
+use super::local_link::LocalLinks;
 use super::RedisError;
 use crate::config::RedisSettings;
 
@@ -40,6 +41,8 @@ enum Backend {
     Standalone {
         pool: Pool,
         shared: RwLock<Option<MultiplexedConnection>>,
+        /// Each HTTP worker's own connection (`local_link`).
+        local: LocalLinks,
     },
     Cluster {
         /// Boxed: the client is large and there is one per process.
@@ -52,11 +55,12 @@ enum Backend {
 }
 
 impl HotConnection {
-    pub fn standalone(pool: Pool) -> Self {
+    pub fn standalone(pool: Pool, local: LocalLinks) -> Self {
         Self {
             backend: Backend::Standalone {
                 pool,
                 shared: RwLock::new(None),
+                local,
             },
         }
     }
@@ -114,10 +118,14 @@ impl HotConnection {
         }
     }
 
-    /// A clone of the shared connection, creating it when absent.
+    /// A clone of the shared connection, creating it when absent; on a
+    /// single-threaded runtime (an HTTP worker), that thread's own.
     pub async fn get(&self) -> Result<RedisLink, RedisError> {
         match &self.backend {
-            Backend::Standalone { pool, shared } => {
+            Backend::Standalone { local, .. } if LocalLinks::applies_here() => {
+                Ok(RedisLink::Shared(local.get().await?))
+            }
+            Backend::Standalone { pool, shared, .. } => {
                 if let Some(conn) = shared.read().expect("lock poisoned").as_ref() {
                     return Ok(RedisLink::Shared(conn.clone()));
                 }
@@ -228,7 +236,7 @@ impl HotConnection {
     /// a client whose background task has stopped is replaced.
     pub fn observe(&self, err: &RedisError) {
         match &self.backend {
-            Backend::Standalone { shared, .. } => {
+            Backend::Standalone { shared, local, .. } => {
                 let broken = match err {
                     RedisError::Command(e) => {
                         e.is_io_error() || e.is_connection_dropped() || e.is_timeout()
@@ -236,7 +244,9 @@ impl HotConnection {
                     RedisError::Timeout => true,
                     _ => false,
                 };
-                if broken {
+                if broken && LocalLinks::applies_here() {
+                    local.forget();
+                } else if broken {
                     *shared.write().expect("lock poisoned") = None;
                 }
             }

@@ -7,6 +7,7 @@ pub mod drift;
 pub mod inspect;
 pub mod keys;
 pub mod link;
+pub mod local_link;
 pub mod outbox;
 pub mod readmit;
 pub mod rebuild;

@@ -9,6 +9,7 @@ use deadpool_redis::redis::{self, AsyncConnectionConfig, Script};
 use deadpool_redis::{Manager, Pool};
 
 use super::link::RedisLink;
+use super::local_link::LocalLinks;
 use super::{HotConnection, Keys, RedisError};
 use crate::config::{RedisMode, RedisSettings};
 
@@ -54,10 +55,10 @@ impl RedisStore {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| RedisError::Pool(e.to_string()))?;
         let hot = match settings.mode {
-            RedisMode::Standalone => HotConnection::standalone(standalone_pool(
-                settings,
-                pubsub_clients[0].get_connection_info().clone(),
-            )?),
+            RedisMode::Standalone => HotConnection::standalone(
+                standalone_pool(settings, pubsub_clients[0].get_connection_info().clone())?,
+                LocalLinks::new(pubsub_clients[0].clone(), connection_config(settings)),
+            ),
             RedisMode::Cluster => HotConnection::cluster(settings)?,
         };
         Ok(Self {
@@ -227,15 +228,20 @@ impl RedisStore {
     }
 }
 
+/// Every standalone connection's timeouts (neither redis-rs nor
+/// deadpool-redis sets any by default).
+fn connection_config(settings: &RedisSettings) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_millis(settings.connect_timeout_ms)))
+        .set_response_timeout(Some(Duration::from_millis(settings.command_timeout_ms)))
+}
+
 /// The standalone pool, with the timeouts deadpool-redis lacks by default.
 fn standalone_pool(
     settings: &RedisSettings,
     info: redis::ConnectionInfo,
 ) -> Result<Pool, RedisError> {
-    let conn_config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_millis(settings.connect_timeout_ms)))
-        .set_response_timeout(Some(Duration::from_millis(settings.command_timeout_ms)));
-    let manager = Manager::new_with_config(info, conn_config)?;
+    let manager = Manager::new_with_config(info, connection_config(settings))?;
     let timeout = Some(Duration::from_millis(settings.connect_timeout_ms));
     Pool::builder(manager)
         .max_size(settings.pool_max)
