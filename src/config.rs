@@ -289,6 +289,10 @@ pub struct AmqpSettings {
     pub group_max: usize,
     /// Most group messages awaiting their confirms at once.
     pub group_in_flight: usize,
+    /// Milliseconds a batch that is not full waits for more deductions
+    /// before it is published (0: it leaves as soon as a slot is free).
+    #[serde(default)]
+    pub group_linger_ms: u64,
     /// Members of each quorum queue when it is created (0: the broker's choice).
     #[serde(default)]
     pub quorum_initial_group_size: u32,

@@ -60,8 +60,11 @@ pub fn metrics_handle() -> PrometheusHandle {
 pub fn init_logging(settings: &LoggingSettings) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(settings.level.clone()));
+    // Colours only on a terminal: a journal or a log file gets plain text
+    // (and every request's span skips formatting escape codes).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match settings.format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

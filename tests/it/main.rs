@@ -27,6 +27,7 @@ mod openapi;
 mod outage;
 mod pipeline;
 mod reconcile;
+mod redis_links;
 mod reserve;
 mod security;
 mod soldout;

@@ -20,6 +20,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::ops::reconcile::Reconciler;
+use crate::outbox::group::GroupShape;
 use crate::outbox::{GroupCommit, OutboxAcker, Relay};
 use crate::resources::Resources;
 use crate::soldout::{subscriber, SoldOutBoard};
@@ -100,8 +101,11 @@ pub fn start(
     let (group, group_task) = GroupCommit::spawn(
         res.publisher.clone(),
         acker,
-        amqp.group_max,
-        amqp.group_in_flight,
+        GroupShape {
+            max: amqp.group_max,
+            in_flight: amqp.group_in_flight,
+            linger: Duration::from_millis(amqp.group_linger_ms),
+        },
         cancel.child_token(),
     );
     let relay = Relay::new(res.redis.clone(), group.clone(), res.settings.relay.clone());

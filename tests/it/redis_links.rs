@@ -1,0 +1,109 @@
+//! Which Redis connection a call uses: each single-threaded runtime (an HTTP
+//! worker) its own, opened once and given up with its runtime; a
+//! multi-threaded runtime the process's shared one. Counted on a private
+//! redis-server, whose `connected_clients` only this test moves.
+
+use std::time::Duration;
+
+use deadpool_redis::redis;
+
+use crate::helpers::{test_settings, PrivateRedis, TestOptions};
+
+async fn connected_clients(url: &str) -> u64 {
+    let client = redis::Client::open(url).unwrap();
+    // A connection of its own per look, closed before the count is read back
+    // by the next look; it counts itself.
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let count = info
+        .lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .expect("INFO clients has connected_clients");
+    count - 1
+}
+
+/// `connected_clients` once it settles on `want` (a closed socket takes Redis
+/// a moment to notice), or the last value seen.
+async fn settles_on(url: &str, want: u64) -> u64 {
+    let mut seen = connected_clients(url).await;
+    for _ in 0..50 {
+        if seen == want {
+            break;
+        }
+        // Poll period of the wait above, not a fixed wait.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        seen = connected_clients(url).await;
+    }
+    seen
+}
+
+/// Runs `f` on a new current-thread runtime on this thread.
+fn on_current_thread<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_single_threaded_runtime_has_its_own_connection_and_gives_it_up_with_the_runtime() {
+    let redis = PrivateRedis::start().await;
+    let url = redis.url.clone();
+    let settings = test_settings(
+        "links",
+        &TestOptions {
+            redis_url: Some(url.clone()),
+            ..TestOptions::default()
+        },
+    );
+    let store = std::sync::Arc::new(stockd::redis::RedisStore::new(&settings.redis, 60).unwrap());
+    assert_eq!(connected_clients(&url).await, 0);
+
+    // The multi-threaded runtime: the shared connection, opened once.
+    store.ping().await.unwrap();
+    store.ping().await.unwrap();
+    assert_eq!(settles_on(&url, 1).await, 1, "one shared connection");
+
+    // A thread with a single-threaded runtime (an HTTP worker) opens its own
+    // and keeps using it; a second such thread opens another.
+    let worker = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            on_current_thread(async {
+                store.ping().await.unwrap();
+                store.ping().await.unwrap();
+            });
+            // The runtime is gone and its connection with it; a new runtime
+            // on the same thread must open a new one, not reuse a connection
+            // whose driver died with the old runtime.
+            on_current_thread(async { store.ping().await }).expect("a new runtime opens anew");
+        })
+    };
+    worker.join().unwrap();
+    let other = {
+        let store = store.clone();
+        let url = url.clone();
+        std::thread::spawn(move || {
+            on_current_thread(async {
+                store.ping().await.unwrap();
+                settles_on(&url, 2).await
+            })
+        })
+    };
+    assert_eq!(
+        other.join().unwrap(),
+        2,
+        "the shared connection and this worker's own (the first worker's closed with its thread)"
+    );
+    assert_eq!(
+        settles_on(&url, 1).await,
+        1,
+        "only the shared connection is left"
+    );
+}
