@@ -41,8 +41,9 @@ enum Backend {
     Standalone {
         pool: Pool,
         shared: RwLock<Option<MultiplexedConnection>>,
-        /// Each HTTP worker's own connection (`local_link`).
-        local: LocalLinks,
+        /// Each HTTP worker's own connection (`local_link`); boxed, the
+        /// client it opens them with is large.
+        local: Box<LocalLinks>,
     },
     Cluster {
         /// Boxed: the client is large and there is one per process.
@@ -60,7 +61,7 @@ impl HotConnection {
             backend: Backend::Standalone {
                 pool,
                 shared: RwLock::new(None),
-                local,
+                local: Box::new(local),
             },
         }
     }
