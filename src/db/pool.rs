@@ -22,7 +22,19 @@ impl Db {
         let opts = Opts::from_url(&settings.url)?;
         let constraints = PoolConstraints::new(settings.pool_min, settings.pool_max)
             .expect("config validation keeps pool_min <= pool_max");
-        let pool_opts = PoolOpts::default().with_constraints(constraints);
+        // mysql_async's defaults close every connection returned beyond
+        // `pool_min` (no idle TTL) and reset each returned one, which also
+        // drops its prepared statements: under load that was a new connection
+        // (TCP, handshake, auth) dozens of times a second and a re-prepare of
+        // every statement per checkout. Idle connections now stay up to
+        // `pool_max` until IDLE_TTL passes unused; nothing of ours keeps
+        // session state (a transaction's isolation and access mode are set
+        // per transaction, and a connection returned inside a transaction is
+        // rolled back by the pool).
+        let pool_opts = PoolOpts::default()
+            .with_constraints(constraints)
+            .with_inactive_connection_ttl(IDLE_TTL)
+            .with_reset_connection(false);
         let builder = with_tls(OptsBuilder::from_opts(opts), settings)
             .pool_opts(pool_opts)
             .stmt_cache_size(Some(STATEMENT_CACHE))
@@ -118,9 +130,11 @@ fn ssl_opts(tls: &MysqlTls) -> Option<SslOpts> {
 
 /// Longest wait for checked-out connections on shutdown.
 const DISCONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Prepared statements kept per connection; batch inserts vary in arity, so room
-/// for a few dozen shapes.
+/// Prepared statements kept per connection (the fixed ones; statements shaped by
+/// a batch go as text, `sql_text`).
 const STATEMENT_CACHE: usize = 64;
+/// An idle pooled connection beyond `mysql.pool_min` is closed after this long unused.
+const IDLE_TTL: Duration = Duration::from_secs(60);
 /// Server-side idle timeout of a pooled connection (seconds).
 const SERVER_IDLE_TIMEOUT_SECS: usize = 3600;
 
