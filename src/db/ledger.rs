@@ -253,9 +253,7 @@ async fn existing_rows(
         );
         sql.int(sku_id.get())
             .raw(" AND deduct_request_id IN (")
-            .list(chunk, ",", |s, m| {
-                s.request_id(&m.request_id);
-            })
+            .request_ids(chunk.iter().map(|m| &m.request_id))
             .raw(")");
         let rows: Vec<(String, u64, u64, u64)> = tx.query(sql.finish()).await?;
         found.extend(rows.into_iter().map(|(id, c, e, u)| (id, (c, e, u))));

@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{IsolationLevel, Params, TxOpts, Value};
+use mysql_async::{IsolationLevel, TxOpts};
 
+use super::sql_text::SqlText;
 use super::{ledger, DbError};
-use crate::domain::{ReservationStatus, SkuId};
+use crate::domain::{RequestId, ReservationStatus, SkuId};
 
 /// Ledger ids looked up per query.
 const LOOKUP_CHUNK: usize = 500;
@@ -29,16 +30,22 @@ pub async fn ledger_statuses<Q: Queryable>(
     ids: &[&str],
 ) -> Result<HashMap<String, ReservationStatus>, DbError> {
     let mut out = HashMap::with_capacity(ids.len());
+    // Only a valid request id can have a ledger row; the others are skipped
+    // here, and the valid ones render safely as SQL text (`sql_text`).
+    let ids: Vec<RequestId> = ids
+        .iter()
+        .filter_map(|id| RequestId::parse(id).ok())
+        .collect();
     for chunk in ids.chunks(LOOKUP_CHUNK) {
-        let marks = vec!["?"; chunk.len()].join(",");
-        let sql = format!(
+        let mut sql = SqlText::new(
             "SELECT deduct_request_id, status, reason FROM stock_deduct_idempotent
-             WHERE sku_id = ? AND deduct_request_id IN ({marks})"
+             WHERE sku_id = ",
         );
-        let mut params: Vec<Value> = vec![sku_id.get().into()];
-        params.extend(chunk.iter().map(|id| Value::from(*id)));
-        let rows: Vec<(String, String, Option<String>)> =
-            q.exec(sql, Params::Positional(params)).await?;
+        sql.int(sku_id.get())
+            .raw(" AND deduct_request_id IN (")
+            .request_ids(chunk)
+            .raw(")");
+        let rows: Vec<(String, String, Option<String>)> = q.query(sql.finish()).await?;
         for (id, status, why) in rows {
             let Some(mut s) = ReservationStatus::parse(&status) else {
                 continue;

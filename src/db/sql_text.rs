@@ -43,6 +43,13 @@ impl SqlText {
         self.quoted(id.as_str())
     }
 
+    /// `'a','b',...`: the body of an `IN (...)` of request ids.
+    pub fn request_ids<'a>(&mut self, ids: impl IntoIterator<Item = &'a RequestId>) -> &mut Self {
+        self.list(ids, ",", |s, id| {
+            s.request_id(id);
+        })
+    }
+
     /// One of the program's own words (a status, a reason code).
     pub fn constant(&mut self, word: &'static str) -> &mut Self {
         debug_assert!(word.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
@@ -94,9 +101,7 @@ mod tests {
         let mut sql = SqlText::new("SELECT 1 WHERE sku_id = ");
         sql.int(7u64)
             .raw(" AND id IN (")
-            .list(&ids, ",", |s, id| {
-                s.request_id(id);
-            })
+            .request_ids(&ids)
             .raw(") AND x = (")
             .constant("RESERVED")
             .raw(",")
