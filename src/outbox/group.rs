@@ -6,8 +6,8 @@
 //! durable publish with a confirm costs RabbitMQ far more than the Lua script
 //! costs Redis, and most of that cost is per message. Batches fill up while
 //! earlier ones await their confirms; once a slot is free, a batch that is not
-//! full lingers `amqp.group_linger_ms` for more (about a millisecond of latency
-//! for messages twice as full at the bench's load). The consumer's idempotency
+//! full lingers `amqp.group_linger_ms` for more (on the bench box, a
+//! millisecond of latency for messages four times as full). The consumer's idempotency
 //! makes a batch as safe as single messages (a redelivered batch is skipped row
 //! by row).
 

@@ -297,3 +297,62 @@ async fn a_dead_broker_first_in_amqp_urls_is_skipped() {
     app.assert_conserved(1).await;
     app.cleanup().await;
 }
+
+/// The group commit's linger: deductions that reach it within the linger of
+/// the first leave as one broker message (without it, each one that finds a
+/// free confirm slot leaves alone).
+#[tokio::test]
+async fn deductions_within_the_linger_leave_as_one_broker_message() {
+    use stockd::outbox::group::GroupShape;
+    use stockd::outbox::{GroupCommit, OutboxAcker};
+    use stockd::redis::OutboxStream;
+
+    // No consumer yet: the queue must keep what arrives, to be counted.
+    let mut app = TestApp::with(TestOptions {
+        consumer: false,
+        ..TestOptions::default()
+    })
+    .await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (acker, acker_task) = OutboxAcker::spawn(app.res.redis.clone(), cancel.child_token());
+    let shape = GroupShape {
+        max: 100,
+        in_flight: 1,
+        linger: Duration::from_millis(300),
+    };
+    let (group, group_task) = GroupCommit::spawn(
+        app.res.publisher.clone(),
+        acker,
+        shape,
+        cancel.child_token(),
+    );
+    let queue = app.res.publisher.topology().deduct_queue.clone();
+    let mut published = Vec::new();
+    for i in 0..10u64 {
+        let group = group.clone();
+        let stream = OutboxStream {
+            sku: TestApp::sku(1),
+            bucket: 0,
+        };
+        let msg = message(1, &format!("linger-{i}"), 100 + i, 1);
+        published.push(tokio::spawn(async move {
+            group.publish(stream, format!("1-{i}"), msg).await
+        }));
+        // Spread over ~50 ms: far apart for a broker confirm, well inside the linger.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for publish in published {
+        publish.await.unwrap().expect("confirmed");
+    }
+    assert_eq!(
+        app.queue_depth(&queue).await,
+        1,
+        "ten deductions within the linger, one message"
+    );
+    cancel.cancel();
+    let _ = tokio::join!(acker_task, group_task);
+    // The consumer takes the message (an unknown SKU: rejected rows), so the
+    // queues end empty.
+    app.start_consumer();
+    app.cleanup().await;
+}
