@@ -245,9 +245,11 @@ impl HotConnection {
                     RedisError::Timeout => true,
                     _ => false,
                 };
-                if broken && LocalLinks::applies_here() {
+                // Whoever sees it, a broken socket means Redis went away for
+                // every connection of the process: drop the shared one and
+                // every worker's.
+                if broken {
                     local.forget();
-                } else if broken {
                     *shared.write().expect("lock poisoned") = None;
                 }
             }

@@ -18,8 +18,10 @@
 //! A connection outlives nothing: a guard task spawned beside it on the same
 //! runtime marks it dead when that runtime shuts down (a test's runtime, a
 //! stopped worker), so a thread that starts a new runtime opens a new one;
-//! and the entries of a dropped store are cleared on their thread's next
-//! lookup (or with the thread).
+//! the entries of a dropped store are cleared on their thread's next lookup
+//! (or with the thread); and one broken connection retires every thread's,
+//! as the one shared connection did: after a Redis restart one request per
+//! process fails, not one per worker.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,13 +41,19 @@ struct Entry {
     conn: MultiplexedConnection,
     /// False once the runtime that drives `conn` has shut down.
     alive: Arc<AtomicBool>,
-    /// Gone once the store that opened `conn` is dropped.
-    store: Weak<()>,
+    /// The store's generation counter: gone once the store is dropped.
+    store: Weak<AtomicU64>,
+    /// The generation `conn` was opened in.
+    generation: u64,
 }
 
 impl Entry {
     fn usable(&self) -> bool {
-        self.alive.load(Ordering::Acquire) && self.store.strong_count() > 0
+        self.alive.load(Ordering::Acquire)
+            && self
+                .store
+                .upgrade()
+                .is_some_and(|current| current.load(Ordering::Acquire) == self.generation)
     }
 }
 
@@ -56,8 +64,11 @@ thread_local! {
 /// Opens and finds this thread's connection for one store.
 pub struct LocalLinks {
     owner: u64,
-    /// Entries of a dropped store are cleared by the next lookup on their thread.
-    token: Arc<()>,
+    /// Moves on when any thread finds its connection broken: a Redis restart
+    /// breaks every worker's at once, and each would otherwise find out by
+    /// failing a request of its own. Entries of an older generation, or of a
+    /// dropped store, are cleared by the next lookup on their thread.
+    generation: Arc<AtomicU64>,
     client: Client,
     config: AsyncConnectionConfig,
 }
@@ -75,7 +86,7 @@ impl LocalLinks {
     pub fn new(client: Client, config: AsyncConnectionConfig) -> Self {
         Self {
             owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
-            token: Arc::new(()),
+            generation: Arc::new(AtomicU64::new(0)),
             client,
             config,
         }
@@ -93,6 +104,7 @@ impl LocalLinks {
         if let Some(conn) = self.cached() {
             return Ok(conn);
         }
+        let generation = self.generation.load(Ordering::Acquire);
         let conn = self
             .client
             .get_multiplexed_async_connection_with_config(&self.config)
@@ -113,7 +125,8 @@ impl LocalLinks {
                 owner: self.owner,
                 conn: conn.clone(),
                 alive,
-                store: Arc::downgrade(&self.token),
+                store: Arc::downgrade(&self.generation),
+                generation,
             });
             conn
         }))
@@ -129,8 +142,10 @@ impl LocalLinks {
         })
     }
 
-    /// Drops this thread's connection (it broke); the next call opens another.
+    /// A connection broke: every thread's is given up (the next call on each
+    /// opens another), this thread's at once.
     pub fn forget(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
         LINKS.with_borrow_mut(|links| links.retain(|e| e.owner != self.owner));
     }
 }

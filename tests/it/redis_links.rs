@@ -107,3 +107,63 @@ async fn each_single_threaded_runtime_has_its_own_connection_and_gives_it_up_wit
         "only the shared connection is left"
     );
 }
+
+/// A Redis restart breaks every worker's connection at once. The first worker
+/// to find its own broken retires the others', so each of them opens a new
+/// one on its next call instead of failing a request of its own first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_finding_its_connection_broken_retires_every_workers() {
+    use std::sync::mpsc;
+
+    let redis = PrivateRedis::start().await;
+    let settings = test_settings(
+        "links_broken",
+        &TestOptions {
+            redis_url: Some(redis.url.clone()),
+            ..TestOptions::default()
+        },
+    );
+    let store = std::sync::Arc::new(stockd::redis::RedisStore::new(&settings.redis, 60).unwrap());
+    // A worker: opens its connection, says so, then pings once more when told.
+    let worker = |store: std::sync::Arc<stockd::redis::RedisStore>| {
+        let (ready_tx, ready_rx) = mpsc::channel::<()>();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let handle = std::thread::spawn(move || {
+            on_current_thread(async {
+                store.ping().await.expect("first ping");
+                ready_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                store.ping().await.is_ok()
+            })
+        });
+        ready_rx.recv().unwrap();
+        (go_tx, handle)
+    };
+    let (go_first, first) = worker(store.clone());
+    let (go_second, second) = worker(store.clone());
+
+    // Every client connection goes at once, as in a restart.
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(killed, 2, "both workers' connections were open");
+
+    go_first.send(()).unwrap();
+    assert!(
+        !first.join().unwrap(),
+        "the first worker's call finds its connection broken"
+    );
+    go_second.send(()).unwrap();
+    assert!(
+        second.join().unwrap(),
+        "the second worker opened a new connection instead of failing too"
+    );
+}
