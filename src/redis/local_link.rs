@@ -17,7 +17,8 @@
 //!
 //! A connection outlives nothing: a guard task spawned beside it on the same
 //! runtime marks it dead when that runtime shuts down (a test's runtime, a
-//! stopped worker), so a thread that starts a new runtime opens a new one;
+//! stopped worker), so a thread that starts a new runtime opens a new one
+//! (the guard itself ends when its connection is given up);
 //! the entries of a dropped store are cleared on their thread's next lookup
 //! (or with the thread); and one broken connection retires every thread's,
 //! as the one shared connection did: after a Redis restart one request per
@@ -45,6 +46,8 @@ struct Entry {
     store: Weak<AtomicU64>,
     /// The generation `conn` was opened in.
     generation: u64,
+    /// Dropped with the entry: ends the guard task beside `conn`.
+    _retired: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Entry {
@@ -111,9 +114,11 @@ impl LocalLinks {
             .await?;
         let alive = Arc::new(AtomicBool::new(true));
         let guard = RuntimeAlive(alive.clone());
+        let (retired, entry_gone) = tokio::sync::oneshot::channel::<()>();
+        // Lives as long as both the runtime and the entry do.
         tokio::spawn(async move {
             let _guard = guard;
-            std::future::pending::<()>().await
+            let _ = entry_gone.await;
         });
         Ok(LINKS.with_borrow_mut(|links| {
             // Another request of this thread may have opened one meanwhile:
@@ -127,6 +132,7 @@ impl LocalLinks {
                 alive,
                 store: Arc::downgrade(&self.generation),
                 generation,
+                _retired: retired,
             });
             conn
         }))

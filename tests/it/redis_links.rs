@@ -167,3 +167,64 @@ async fn one_worker_finding_its_connection_broken_retires_every_workers() {
         "the second worker opened a new connection instead of failing too"
     );
 }
+
+/// Reconnecting leaves nothing behind on the worker's runtime: the retired
+/// connection's driver and its guard task both end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retired_connection_leaves_no_task_behind() {
+    let redis = PrivateRedis::start().await;
+    let settings = test_settings(
+        "links_tasks",
+        &TestOptions {
+            redis_url: Some(redis.url.clone()),
+            ..TestOptions::default()
+        },
+    );
+    let store = std::sync::Arc::new(stockd::redis::RedisStore::new(&settings.redis, 60).unwrap());
+    let url = redis.url.clone();
+    let (after_open, after_reconnects) = std::thread::spawn(move || {
+        on_current_thread(async {
+            store.ping().await.unwrap();
+            let tasks = || {
+                tokio::runtime::Handle::current()
+                    .metrics()
+                    .num_alive_tasks()
+            };
+            let after_open = tasks();
+            // A blocking connection of its own: it adds no task to this runtime.
+            let mut admin = redis::Client::open(url.as_str())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            for _ in 0..3 {
+                let _: i64 = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("normal")
+                    .arg("SKIPME")
+                    .arg("yes")
+                    .query(&mut admin)
+                    .unwrap();
+                assert!(
+                    store.ping().await.is_err(),
+                    "the killed connection fails once"
+                );
+                store.ping().await.expect("a new connection");
+            }
+            // Retired tasks end on their next poll.
+            for _ in 0..50 {
+                if tasks() == after_open {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (after_open, tasks())
+        })
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        after_reconnects, after_open,
+        "tasks left behind by reconnects"
+    );
+}
