@@ -3,6 +3,7 @@
 //! multi-threaded runtime the process's shared one. Counted on a private
 //! redis-server, whose `connected_clients` only this test moves.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_redis::redis;
@@ -42,6 +43,18 @@ async fn settles_on(url: &str, want: u64) -> u64 {
     seen
 }
 
+/// A store of its own on the private server `redis`.
+fn store_on(redis: &PrivateRedis, id: &str) -> Arc<stockd::redis::RedisStore> {
+    let settings = test_settings(
+        id,
+        &TestOptions {
+            redis_url: Some(redis.url.clone()),
+            ..TestOptions::default()
+        },
+    );
+    Arc::new(stockd::redis::RedisStore::new(&settings.redis, 60).unwrap())
+}
+
 /// Runs `f` on a new current-thread runtime on this thread.
 fn on_current_thread<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
@@ -55,14 +68,7 @@ fn on_current_thread<T>(f: impl std::future::Future<Output = T>) -> T {
 async fn each_single_threaded_runtime_has_its_own_connection_and_gives_it_up_with_the_runtime() {
     let redis = PrivateRedis::start().await;
     let url = redis.url.clone();
-    let settings = test_settings(
-        "links",
-        &TestOptions {
-            redis_url: Some(url.clone()),
-            ..TestOptions::default()
-        },
-    );
-    let store = std::sync::Arc::new(stockd::redis::RedisStore::new(&settings.redis, 60).unwrap());
+    let store = store_on(&redis, "links");
     assert_eq!(connected_clients(&url).await, 0);
 
     // The multi-threaded runtime: the shared connection, opened once.
@@ -116,16 +122,9 @@ async fn one_worker_finding_its_connection_broken_retires_every_workers() {
     use std::sync::mpsc;
 
     let redis = PrivateRedis::start().await;
-    let settings = test_settings(
-        "links_broken",
-        &TestOptions {
-            redis_url: Some(redis.url.clone()),
-            ..TestOptions::default()
-        },
-    );
-    let store = std::sync::Arc::new(stockd::redis::RedisStore::new(&settings.redis, 60).unwrap());
+    let store = store_on(&redis, "links_broken");
     // A worker: opens its connection, says so, then pings once more when told.
-    let worker = |store: std::sync::Arc<stockd::redis::RedisStore>| {
+    let worker = |store: Arc<stockd::redis::RedisStore>| {
         let (ready_tx, ready_rx) = mpsc::channel::<()>();
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let handle = std::thread::spawn(move || {
@@ -173,14 +172,7 @@ async fn one_worker_finding_its_connection_broken_retires_every_workers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retired_connection_leaves_no_task_behind() {
     let redis = PrivateRedis::start().await;
-    let settings = test_settings(
-        "links_tasks",
-        &TestOptions {
-            redis_url: Some(redis.url.clone()),
-            ..TestOptions::default()
-        },
-    );
-    let store = std::sync::Arc::new(stockd::redis::RedisStore::new(&settings.redis, 60).unwrap());
+    let store = store_on(&redis, "links_tasks");
     let url = redis.url.clone();
     let (after_open, after_reconnects) = std::thread::spawn(move || {
         on_current_thread(async {
