@@ -8,19 +8,13 @@ use std::time::Duration;
 
 use deadpool_redis::redis;
 
+use crate::helpers::private_redis::info;
 use crate::helpers::{test_settings, PrivateRedis, TestOptions};
 
+/// Client connections of the server at `url`, not counting the one that asks.
 async fn connected_clients(url: &str) -> u64 {
-    let client = redis::Client::open(url).unwrap();
-    // A connection of its own per look, closed before the count is read back
-    // by the next look; it counts itself.
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let info: String = redis::cmd("INFO")
-        .arg("clients")
-        .query_async(&mut conn)
+    let count = info(url, "clients")
         .await
-        .unwrap();
-    let count = info
         .lines()
         .find_map(|l| l.strip_prefix("connected_clients:"))
         .and_then(|v| v.trim().parse::<u64>().ok())

@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 mod http;
-mod private_redis;
+pub mod private_redis;
 mod purge;
 mod stores;
 pub mod users;

@@ -52,14 +52,9 @@ impl PrivateRedis {
 
     /// `calls` of EVAL + EVALSHA so far.
     pub async fn script_calls(&self) -> u64 {
-        let client = redis::Client::open(self.url.as_str()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut conn)
+        info(&self.url, "commandstats")
             .await
-            .unwrap();
-        info.lines()
+            .lines()
             .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
             .filter_map(|l| {
                 l.split("calls=")
@@ -71,6 +66,18 @@ impl PrivateRedis {
             })
             .sum()
     }
+}
+
+/// `INFO <section>` of the server at `url`, over a connection of its own
+/// (closed again before the call returns; it counts in `connected_clients`).
+pub async fn info(url: &str, section: &str) -> String {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("INFO")
+        .arg(section)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
 }
 
 impl Drop for PrivateRedis {
