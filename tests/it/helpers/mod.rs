@@ -245,9 +245,16 @@ impl TestApp {
         // message no consumer will take still fails the check below.
         if self.consumer.is_some() {
             let settings = &self.direct_settings;
-            let drained = || async { undrained(settings).await.is_empty() };
+            // The broker counts ready messages only: a delivery the consumer
+            // holds is its `in_hand`, one on its way to it neither, hence
+            // steady over consecutive polls (as `wait_drained`).
+            let drained = || async {
+                self.consumer_in_hand() == 0
+                    && undrained(settings).await.is_empty()
+                    && self.consumer_in_hand() == 0
+            };
             // Not drained in time is reported by the check below, not here.
-            let _ = wait::poll_until(CLEANUP_DRAIN_WAIT, drained).await;
+            let _ = wait::poll_until_steady(CLEANUP_DRAIN_WAIT, drained).await;
         }
         self.stop_consumer().await;
         self.cancel.cancel();

@@ -36,6 +36,29 @@ where
     }
 }
 
+/// Polls `check` until it holds on `DRAINED_POLLS` consecutive polls (true)
+/// or `timeout` passes (false): for "nothing in flight", where one look can
+/// fall between a broker's delivery and the consumer taking it.
+pub async fn poll_until_steady<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let seen = AtomicU32::new(0);
+    poll_until(timeout, || {
+        let now = check();
+        let seen = &seen;
+        async move {
+            if !now.await {
+                seen.store(0, Ordering::SeqCst);
+                return false;
+            }
+            seen.fetch_add(1, Ordering::SeqCst) + 1 >= DRAINED_POLLS
+        }
+    })
+    .await
+}
+
 impl TestApp {
     /// Polls `check` until it holds or `timeout` passes (then panics with `what`).
     pub async fn eventually<F, Fut>(&self, what: &str, timeout: Duration, check: F)
@@ -64,19 +87,14 @@ impl TestApp {
     /// collects or applies. Seen on consecutive polls.
     pub async fn wait_drained(&self, sku: u64) {
         let queue = self.res.publisher.topology().deduct_queue.clone();
-        let seen = AtomicU32::new(0);
-        self.eventually("pipeline drained", Duration::from_secs(30), || async {
-            let drained = self.consumer_in_hand() == 0
+        let drained = poll_until_steady(Duration::from_secs(30), || async {
+            self.consumer_in_hand() == 0
                 && self.res.redis.outbox_len(Self::sku(sku)).await.unwrap() == 0
                 && self.queue_depth(&queue).await == 0
-                && self.consumer_in_hand() == 0;
-            if !drained {
-                seen.store(0, Ordering::SeqCst);
-                return false;
-            }
-            seen.fetch_add(1, Ordering::SeqCst) + 1 >= DRAINED_POLLS
+                && self.consumer_in_hand() == 0
         })
         .await;
+        assert!(drained, "timed out after 30s waiting for: pipeline drained");
     }
 
     /// Waits until `n` subscribers listen on this test's sold-out channel.
