@@ -21,7 +21,6 @@ use std::fmt::Write;
 use crate::domain::RequestId;
 
 /// Appends the pieces of one statement.
-#[derive(Default)]
 pub struct SqlText(String);
 
 impl SqlText {
