@@ -124,21 +124,21 @@ impl RabbitCluster {
             started.elapsed().as_millis()
         );
         let seed = cluster.nodes[0].node.clone();
-        let joins: Vec<_> = (1..NODES)
-            .map(|i| {
-                let ctl = cluster.ctl(i);
-                let seed = seed.clone();
-                tokio::task::spawn_blocking(move || {
-                    ctl.run(&["stop_app"]);
-                    // join_cluster resets the (fresh) node itself.
-                    ctl.run(&["join_cluster", &seed]);
-                    ctl.run(&["start_app"]);
-                })
-            })
-            .collect();
-        for join in futures_util::future::join_all(joins).await {
-            join.expect("join_cluster task");
-        }
+        // One node at a time, as scripts/services-cluster.sh does: two nodes
+        // joining the same seed at once can race in Mnesia's schema change,
+        // and `start_app` then fails (seen once in a clean-clone CI run:
+        // `{badmatch,{error,{normal,{mnesia_app,start,...}}}}`).
+        let ctls: Vec<_> = (1..NODES).map(|i| cluster.ctl(i)).collect();
+        tokio::task::spawn_blocking(move || {
+            for ctl in ctls {
+                ctl.run(&["stop_app"]);
+                // join_cluster resets the (fresh) node itself.
+                ctl.run(&["join_cluster", &seed]);
+                ctl.run(&["start_app"]);
+            }
+        })
+        .await
+        .expect("join_cluster task");
         cluster.wait_all_running().await;
         for i in 0..NODES {
             cluster.wait_booted(i).await;
