@@ -23,8 +23,8 @@
 //! "MySQL failover").
 
 use crate::clock::unix_ms;
-use crate::db::ledger::{self, reason, LedgerRow};
-use crate::db::{settle, sku, Db, DbError};
+use crate::db::ledger::{self, reason, settle, LedgerRow};
+use crate::db::{sku, Db, DbError};
 use crate::domain::Deduction;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::redis::{FinishOutcome, RedisError, RedisStore};
