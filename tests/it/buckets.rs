@@ -4,6 +4,7 @@
 //! see: exact sales under a skewed crowd, exact limits and replays, cancels
 //! that reopen, clean reconciler and audit, and N guarded while buyers live.
 
+mod contention;
 mod load;
 mod ops;
 
