@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use super::load::{self, Outcome, Req, Rng, Tally};
-use super::{assert_ledger, create, view, wait_split_drained, LIMIT};
+use super::{assert_ledger, create, view, wait_split_drained, LEASING_METER, LIMIT};
 use crate::helpers::TestApp;
 
 /// The SKU: 3 buckets, 300 units, limit 2 (`super::LIMIT`).
@@ -26,8 +26,8 @@ const TRIES: usize = 3;
 /// Requests on the wire at once (the 48 threads).
 const IN_FLIGHT: usize = 48;
 /// Rounds per run, each on a fresh SKU with its own buyers and order. A race
-/// seen in 1 of 3 runs escapes 12 rounds with probability (2/3)^12 ≈ 0.8 %.
-const ROUNDS: u64 = 12;
+/// seen in 1 of 3 runs escapes 16 rounds with probability (2/3)^16 ≈ 0.15 %.
+const ROUNDS: u64 = 16;
 /// Reservations cancelled after each round's sale (spread over the buckets).
 const CANCELS: usize = 10;
 /// First buyer id of round `r` is `BUYERS_FROM + r * BUYER_STRIDE`.
@@ -50,8 +50,10 @@ async fn a_split_sku_under_contention_sells_every_unit_in_every_round() {
     for round in 0..ROUNDS {
         let sku = 100 + round;
         create(&app, sku, STOCK, LIMIT, BUCKETS).await;
+        let meter = LEASING_METER.lock().await;
         let started = Instant::now();
         let (plan, tally) = crowd_sale(&app, sku, round).await;
+        drop(meter);
         let admitted = tally.admitted.len() as i64;
         let split = view(&app, sku).await;
         eprintln!(
