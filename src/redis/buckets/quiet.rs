@@ -15,9 +15,16 @@
 //! read atomic in its slot (`stock_probe.lua`): stock is gone when both home
 //! reads show an empty pool with the same `pool_moves` (every debit from and
 //! credit to the pool counts one), every sibling was empty, and no slot had a
-//! transfer out pending. Every transfer has a step in the home slot, so one
-//! that moved during the reads changed `pool_moves`, or was pending in its
-//! source when that was read; a unit a sibling held then has been sold.
+//! transfer out pending. Every transfer has one step in the home slot (a
+//! lease's debit, a give's credit): one that took it between the home reads
+//! changed `pool_moves`; a lease debited before the first read was pending
+//! there unless already credited, and then its bucket's read saw the units;
+//! a give pending in its source when that was read is seen there, and one
+//! debited later moved units that reached the source after its read, by a
+//! lease seen as above. So a test that passes saw an instant with nothing to
+//! lease or reclaim anywhere but in the asking bucket; only a release or a
+//! restock brings stock back after it (the refill's second test, once the
+//! flag is set, covers a release racing the drain).
 
 use std::sync::LazyLock;
 
