@@ -28,8 +28,13 @@ const IN_FLIGHT: usize = 48;
 /// Rounds per run, each on a fresh SKU with its own buyers and order. A race
 /// seen in 1 of 3 runs escapes 16 rounds with probability (2/3)^16 ≈ 0.15 %.
 const ROUNDS: u64 = 16;
-/// Reservations cancelled after each round's sale (spread over the buckets).
+/// Reservations cancelled after a round's sale (spread over the buckets).
 const CANCELS: usize = 10;
+/// The cancels and the rebuy follow every this many rounds' sale: they wait
+/// for the consumer to apply the sale (most of a round's time), and the
+/// race they check (a rebuy selling more or less than was released) does not
+/// need every round's sale to show.
+const CANCEL_EVERY: u64 = 4;
 /// First buyer id of round `r` is `BUYERS_FROM + r * BUYER_STRIDE`.
 const BUYERS_FROM: u64 = 7_000_000;
 const BUYER_STRIDE: u64 = 100_000;
@@ -40,9 +45,10 @@ const REBUY_FROM: u64 = 90_000_000;
 const REBUY_PASSES: usize = 2 * CANCELS;
 
 /// `ROUNDS` sales of the SKU, each on a fresh SKU: all 300 units
-/// sold, no buyer over 2, every bucket and the pool empty and sold out; then
-/// 10 cancels reopen it, new buyers buy exactly those 10 (none refused while
-/// a unit is left, none more), and the ledger and Redis agree.
+/// sold, no buyer over 2, every bucket and the pool empty and sold out; after
+/// every `CANCEL_EVERY`th sale 10 cancels reopen it, new buyers buy exactly
+/// those 10 (none refused while a unit is left, none more), and the ledger
+/// and Redis agree.
 #[tokio::test]
 async fn a_split_sku_under_contention_sells_every_unit_in_every_round() {
     let app = TestApp::spawn().await;
@@ -71,7 +77,9 @@ async fn a_split_sku_under_contention_sells_every_unit_in_every_round() {
             continue;
         }
         assert_sold_out(&app, sku, "after the sale").await;
-        cancels_sell_exactly_what_they_release(&app, sku, &plan, &tally.admitted).await;
+        if round % CANCEL_EVERY == CANCEL_EVERY - 1 {
+            cancels_sell_exactly_what_they_release(&app, sku, &plan, &tally.admitted).await;
+        }
     }
     assert!(
         undersold.is_empty(),
