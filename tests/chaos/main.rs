@@ -18,6 +18,7 @@
 mod audit;
 mod drain;
 mod load;
+mod net;
 #[path = "../support/process.rs"]
 mod owned;
 #[path = "../support/ports.rs"]
