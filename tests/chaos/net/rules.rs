@@ -17,6 +17,9 @@ pub struct Link {
     pub host: String,
     pub peer: Ipv4Addr,
     pub peer_port: Option<u16>,
+    /// Only what the peer sends is dropped: requests arrive and are
+    /// executed, their replies (and the peer's ACKs) are lost.
+    pub replies_only: bool,
 }
 
 impl Link {
@@ -26,6 +29,7 @@ impl Link {
             host: host.to_string(),
             peer,
             peer_port: None,
+            replies_only: false,
         }
     }
 
@@ -35,7 +39,14 @@ impl Link {
             host: host.to_string(),
             peer,
             peer_port: Some(port),
+            replies_only: false,
         }
+    }
+
+    /// The same link, cut in the peer → host direction only.
+    pub fn replies_only(mut self) -> Self {
+        self.replies_only = true;
+        self
     }
 }
 
@@ -63,10 +74,12 @@ pub fn drop_rules(link: &Link, loss_percent: Option<u8>) -> String {
         None => String::new(),
     };
     let peer = link.peer;
-    format!(
-        "add rule inet {TABLE} output ip daddr {peer}{dport}{random} counter drop\n\
-         add rule inet {TABLE} input ip saddr {peer}{sport}{random} counter drop\n"
-    )
+    let inbound =
+        format!("add rule inet {TABLE} input ip saddr {peer}{sport}{random} counter drop\n");
+    if link.replies_only {
+        return inbound;
+    }
+    format!("add rule inet {TABLE} output ip daddr {peer}{dport}{random} counter drop\n{inbound}")
 }
 
 /// Removes every rule, keeps the chains.
@@ -92,6 +105,14 @@ mod tests {
         let link = Link::to_server("api", Ipv4Addr::new(10, 231, 1, 11), 6379);
         let rules = drop_rules(&link, None);
         assert!(rules.contains("output ip daddr 10.231.1.11 tcp dport 6379 counter drop"));
+        assert!(rules.contains("input ip saddr 10.231.1.11 tcp sport 6379 counter drop"));
+    }
+
+    #[test]
+    fn a_replies_only_cut_keeps_the_requests_going() {
+        let link = Link::to_server("api", Ipv4Addr::new(10, 231, 1, 11), 6379).replies_only();
+        let rules = drop_rules(&link, None);
+        assert!(!rules.contains("output"));
         assert!(rules.contains("input ip saddr 10.231.1.11 tcp sport 6379 counter drop"));
     }
 
