@@ -19,10 +19,13 @@ mod s14_cluster_lost_writes;
 mod s15_rabbit_node_kill;
 mod s16_cluster_slot_migration;
 mod s18_partition_api_redis;
+mod s19_partition_api_broker;
+mod s20_partition_consumer_mysql;
 mod s22_flapping_redis_link;
 
 mod bounds;
 mod cluster;
+mod metrics;
 mod partition;
 mod reconcile;
 

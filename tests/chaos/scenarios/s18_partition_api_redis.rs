@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::bounds::{self, Bound, MARGIN_MS};
 use super::partition::{self, count, Fault, Step};
-use super::{plan, Scenario};
+use super::{metrics, plan, Scenario};
 use crate::load::{LoadReport, Op};
 use crate::net::Link;
 use crate::stack::RedisSetup;
@@ -68,10 +68,12 @@ async fn s18_partition_api_redis() {
     let during = phases.during.of(answers, Op::Reserve);
     let retried: Vec<_> = retries.answers.iter().collect();
     let (in_mysql, acknowledged, oversold) = partition::settled_counts(&sc, &all).await;
+    let consumed = metrics::consumer_outcomes(&sc).await;
     println!(
         "[s18] counts: acknowledged {acknowledged}; during the 10 s cut {} reserves: 503 {}, 201 {}; \
          retried after the heal {}: replayed 200 {}, 201 {}, 409 {}, 503 {}; \
-         acknowledged in MySQL {in_mysql} of {acknowledged}; oversold {oversold}",
+         consumer messages {consumed:?}; acknowledged in MySQL {in_mysql} of {acknowledged}; \
+         oversold {oversold}",
         during.len(),
         count(&during, 503, None),
         count(&during, 201, None),

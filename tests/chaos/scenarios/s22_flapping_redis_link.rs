@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::bounds::{self, Bound, MARGIN_MS};
 use super::partition::{self, count, Fault, Step};
-use super::{plan, Scenario};
+use super::{metrics, plan, Scenario};
 use crate::load::{LoadReport, Op};
 use crate::net::Link;
 use crate::stack::RedisSetup;
@@ -70,10 +70,12 @@ async fn s22_flapping_redis_link() {
     let during = phases.during.of(answers, Op::Reserve);
     let retried: Vec<_> = retries.answers.iter().collect();
     let (in_mysql, acknowledged, oversold) = partition::settled_counts(&sc, &all).await;
+    let consumed = metrics::consumer_outcomes(&sc).await;
     println!(
         "[s22] counts: acknowledged {acknowledged}; during the 20 s flap {} reserves: 201 {}, 503 {}, \
          200 replayed {}; retried after the heal {}: replayed 200 {}, 201 {}, 409 {}, 503 {}; \
-         acknowledged in MySQL {in_mysql} of {acknowledged}; oversold {oversold}",
+         consumer messages {consumed:?}; acknowledged in MySQL {in_mysql} of {acknowledged}; \
+         oversold {oversold}",
         during.len(),
         count(&during, 201, None),
         count(&during, 503, None),
