@@ -21,6 +21,7 @@ mod s16_cluster_slot_migration;
 mod s18_partition_api_redis;
 mod s19_partition_api_broker;
 mod s20_partition_consumer_mysql;
+mod s21_cluster_split_brain;
 mod s22_flapping_redis_link;
 
 mod bounds;
