@@ -103,8 +103,12 @@ impl Scenario {
             println!("[{name}] settings: {extra:?}");
         }
         let started = Instant::now();
-        let net = (!hosts.is_empty()).then(|| crate::net::Net::new(name, hosts));
-        let stack = Stack::start_placed(name, extra, setup, rabbit_cluster, net).await;
+        let stack = if hosts.is_empty() {
+            Stack::start_on(name, extra, setup, rabbit_cluster).await
+        } else {
+            let net = crate::net::Net::new(name, hosts);
+            Stack::start_placed(name, extra, setup, rabbit_cluster, Some(net)).await
+        };
         Self {
             name: name.to_string(),
             rng: Rng::new(seed),

@@ -5,8 +5,8 @@
 //!   replies are lost): the api cannot know the outcome and answers 503;
 //! - 6 s both directions (a connect times out, nothing is refused).
 //!
-//! Every reserve answers within one Redis call's bound (`redis.connect_timeout_ms`
-//! + `redis.command_timeout_ms`) with 503 while cut. After the heal the client
+//! Every reserve answers within one Redis call's bound
+//! (`redis.connect_timeout_ms` plus `redis.command_timeout_ms`) with 503 while cut. After the heal the client
 //! sends every refused reservation again with the same request id: one that
 //! had been executed must replay (200), never take a second unit; one that had
 //! not is taken now (201). Audit clean, 0 oversold, every acknowledged

@@ -40,13 +40,10 @@ pub struct Mariadb {
 }
 
 impl Mariadb {
-    pub async fn start(root: &Path) -> Self {
-        Self::start_at(root, Place::loopback()).await
-    }
-
-    /// [`Self::start`] in `place`, bound to its address; root may then also
-    /// log in from any address (the partitioned hosts and the harness come
-    /// from the namespaces' addresses, not from localhost).
+    /// Installs a datadir and starts mariadbd in `place`, bound to its
+    /// address; off loopback root may also log in from any address (the
+    /// partitioned hosts and the harness come from the namespaces' addresses,
+    /// not from localhost).
     pub async fn start_at(root: &Path, place: Place) -> Self {
         let datadir = root.join("mariadb");
         let log = root.join("logs/mariadb.log");

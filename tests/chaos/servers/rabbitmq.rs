@@ -37,12 +37,9 @@ pub struct Rabbit {
 }
 
 impl Rabbit {
-    pub async fn start(root: &Path) -> Self {
-        Self::start_at(root, &Place::loopback()).await
-    }
-
-    /// [`Self::start`] with its AMQP listener on `place`'s address; the node
-    /// runs in the root namespace (its epmd and rabbitmqctl stay there).
+    /// Starts a node with its AMQP listener on `place`'s address (loopback for
+    /// every scenario before s19); the node runs in the root namespace (its
+    /// epmd and rabbitmqctl stay there).
     pub async fn start_at(root: &Path, place: &Place) -> Self {
         assert!(place.ns.is_none(), "RabbitMQ runs in the root namespace");
         let ip = place.ip;

@@ -31,11 +31,8 @@ pub struct Redis {
 }
 
 impl Redis {
-    pub async fn start(root: &Path) -> Self {
-        Self::start_at(root, Place::loopback()).await
-    }
-
-    /// [`Self::start`] in `place` (a network namespace), bound to its address.
+    /// Starts redis-server in `place` (loopback, or a network namespace),
+    /// bound to its address.
     pub async fn start_at(root: &Path, place: Place) -> Self {
         let dir = root.join("redis");
         let snapshots = root.join("redis-snapshots");

@@ -103,13 +103,9 @@ pub struct RedisCluster {
 }
 
 impl RedisCluster {
-    /// Starts six nodes, creates the cluster, waits for `cluster_state:ok`
-    /// everywhere and every replica in sync.
-    pub async fn start(root: &Path) -> Self {
-        Self::start_at(root, vec![Place::loopback(); NODES]).await
-    }
-
-    /// [`Self::start`] with node `i` in `places[i]` (its namespace and address).
+    /// Starts six nodes, node `i` in `places[i]` (its namespace and address),
+    /// creates the cluster, waits for `cluster_state:ok` everywhere and every
+    /// replica in sync.
     pub async fn start_at(root: &Path, places: Vec<Place>) -> Self {
         assert_eq!(places.len(), NODES, "one place per node");
         let started = Instant::now();
