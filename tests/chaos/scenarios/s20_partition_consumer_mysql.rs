@@ -13,14 +13,18 @@
 //! committed rows (duplicates, skipped) and apply the rest: every
 //! acknowledged reservation in MySQL exactly once, audit clean, 0 oversold.
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
 
 use super::bounds::{self, Bound, MARGIN_MS};
 use super::partition::{self, count, Fault, Step};
 use super::{metrics, plan, Scenario};
 use crate::load::{LoadReport, Op};
 use crate::net::Link;
-use crate::stack::RedisSetup;
+use crate::stack::{RedisSetup, DB_NAME};
 
 const SKU: u64 = 201;
 const COMMITS_UNKNOWN: Duration = Duration::from_secs(4);
@@ -58,7 +62,9 @@ async fn s20_partition_consumer_mysql() {
     p.confirm_share = 0.15;
     p.cancel_share = 0.15;
     let base = sc.stack.base.clone();
+    let trx = OpenTransactions::start(&sc.stack);
     let phases = partition::under_load(&mut sc, &base, p, 3_000, &steps).await;
+    let trx = trx.stop();
     let answers = &phases.report.answers;
     let publish_ms = sc.stack.settings.amqp.publish_timeout_ms;
     let reserve = Bound {
@@ -92,7 +98,8 @@ async fn s20_partition_consumer_mysql() {
     let consumed = metrics::consumer_outcomes(&sc).await;
     println!(
         "[s20] counts: acknowledged {acknowledged}; during the 10 s cut {} reserves: 201 {}, 202 {}; \
-         {} confirms/cancels: 200 {}, 409 {}, 503 {}; consumer messages {consumed:?}; \
+         {} confirms/cancels: 200 {}, 409 {}, 503 {}; MariaDB transactions seen open at once \
+         up to {}, {} waiting for a lock, oldest {} s; consumer messages {consumed:?}; \
          acknowledged in MySQL {in_mysql} of {acknowledged}; oversold {oversold}",
         during.len(),
         count(&during, 201, None),
@@ -101,7 +108,53 @@ async fn s20_partition_consumer_mysql() {
         count(&lifecycle, 200, None),
         count(&lifecycle, 409, None),
         count(&lifecycle, 503, None),
+        trx[0],
+        trx[1],
+        trx[2],
     );
     sc.expect(oversold == 0, format!("oversold = {oversold}"));
     sc.finish(&all).await;
+}
+
+/// Samples MariaDB's open transactions (`information_schema.innodb_trx`,
+/// the harness's own left out) every 200 ms: the most open at once, the
+/// most waiting for a lock at once, the oldest age in seconds.
+struct OpenTransactions {
+    seen: Arc<[AtomicI64; 3]>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl OpenTransactions {
+    fn start(stack: &crate::stack::Stack) -> Self {
+        let seen = Arc::new([AtomicI64::new(0), AtomicI64::new(0), AtomicI64::new(0)]);
+        let url = stack.mysql.url(DB_NAME);
+        let max = seen.clone();
+        let task = tokio::spawn(async move {
+            let pool = mysql_async::Pool::new(url.as_str());
+            let sql =
+                "SELECT COUNT(*), CAST(COALESCE(SUM(trx_state = 'LOCK WAIT'), 0) AS SIGNED), \
+                       CAST(COALESCE(MAX(TIMESTAMPDIFF(SECOND, trx_started, NOW())), 0) AS SIGNED) \
+                       FROM information_schema.innodb_trx \
+                       WHERE trx_mysql_thread_id <> CONNECTION_ID()";
+            loop {
+                if let Ok(Ok(mut conn)) =
+                    tokio::time::timeout(Duration::from_secs(2), pool.get_conn()).await
+                {
+                    let row: Result<Option<(i64, i64, i64)>, _> = conn.query_first(sql).await;
+                    if let Ok(Some((open, waiting, oldest))) = row {
+                        for (slot, v) in max.iter().zip([open, waiting, oldest]) {
+                            slot.fetch_max(v, Ordering::SeqCst);
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        Self { seen, task }
+    }
+
+    fn stop(self) -> [i64; 3] {
+        self.task.abort();
+        [0, 1, 2].map(|i| self.seen[i].load(Ordering::SeqCst))
+    }
 }
