@@ -91,6 +91,11 @@ async fn s18_partition_api_redis() {
         count(&retried, 503, None) == 0,
         "no retry after the heal refused".into(),
     );
+    let replayed = count(&retried, 200, Some("replayed"));
+    sc.expect(
+        replayed > 0,
+        format!("refused reservations that had run in Redis replay on retry ({replayed})"),
+    );
     sc.expect(oversold == 0, format!("oversold = {oversold}"));
     sc.finish(&all).await;
 }
