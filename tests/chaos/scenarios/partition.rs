@@ -208,3 +208,29 @@ pub async fn settled_counts(sc: &Scenario, report: &LoadReport) -> (usize, usize
     let oversold = cluster::oversold(&sc.stack).await;
     (in_mysql, accepted.len(), oversold)
 }
+
+/// Every answer of the whole run (load and retries) within the documented
+/// bound of its operation: a reserve within one Redis call plus the publish,
+/// a confirm or cancel within the MySQL bound plus the Redis mirror's (each
+/// + [`bounds::MARGIN_MS`]).
+pub fn judge_whole_run(sc: &mut Scenario, answers: &[Answer]) {
+    let redis_ms = redis_call_ms(sc);
+    let publish_ms = sc.stack.settings.amqp.publish_timeout_ms;
+    let whole = Window::new("whole run", 0, u64::MAX);
+    let reserve = Bound {
+        op: Op::Reserve,
+        bound_ms: redis_ms + publish_ms + bounds::MARGIN_MS,
+        statuses: &[200, 201, 202, 409, 503],
+        expected: None,
+    };
+    bounds::judge(sc, answers, &whole, &reserve);
+    for op in [Op::Confirm, Op::Cancel] {
+        let bound = Bound {
+            op,
+            bound_ms: MYSQL_QUERY_TIMEOUT_MS + redis_ms + bounds::MARGIN_MS,
+            statuses: &[200, 409, 503],
+            expected: None,
+        };
+        judge_if_any(sc, answers, &whole, &bound);
+    }
+}

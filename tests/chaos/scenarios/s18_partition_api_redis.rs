@@ -63,6 +63,7 @@ async fn s18_partition_api_redis() {
 
     let retries = partition::retry_refused(&sc, &base, &phases.report).await;
     let all = LoadReport::merge(&[&phases.report, &retries]);
+    partition::judge_whole_run(&mut sc, &all.answers);
     sc.expect_sane_answers(&phases.report);
     partition::expect_single_take(&mut sc, &all.answers);
     let during = phases.during.of(answers, Op::Reserve);
