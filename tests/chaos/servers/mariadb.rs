@@ -48,9 +48,11 @@ impl Mariadb {
         let datadir = root.join("mariadb");
         let log = root.join("logs/mariadb.log");
         std::fs::create_dir_all(root.join("logs")).unwrap();
+        let tmpdir = tmpdir_of(root);
         let install = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
+            .arg(format!("--tmpdir={}", tmpdir.display()))
             .args([
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
@@ -96,7 +98,8 @@ impl Mariadb {
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.datadir.display()))
             .arg(format!("--port={}", self.port))
-            .arg(format!("--bind-address={}", self.place.ip));
+            .arg(format!("--bind-address={}", self.place.ip))
+            .arg(format!("--tmpdir={}", tmpdir_of(&self.root).display()));
         if !self.place.ip.is_loopback() {
             let init = self.root.join("mariadb-init.sql");
             std::fs::write(&init, REMOTE_ROOT_SQL).unwrap();
@@ -155,6 +158,15 @@ impl Mariadb {
             .unwrap_or_else(|_| panic!("connecting to mariadbd :{} timed out", self.port))
             .unwrap_or_else(|e| panic!("connecting to mariadbd :{}: {e}", self.port))
     }
+}
+
+/// The server's own temp dir (internal temporary tables), under the scenario
+/// dir: in the shared /tmp, a bootstrap once failed with `Error on delete of
+/// '/tmp/#sql-temptable-….MAI' (Errcode: 2)` — something else had removed it.
+fn tmpdir_of(root: &Path) -> PathBuf {
+    let dir = root.join("mariadb-tmp");
+    std::fs::create_dir_all(&dir).expect("mariadb tmpdir");
+    dir
 }
 
 async fn select_one(url: String) -> bool {
