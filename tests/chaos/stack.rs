@@ -14,6 +14,7 @@ use stockd::config::Settings;
 use stockd::mq::Topology;
 use stockd::redis::{Keys, RedisLink, RedisStore};
 
+use crate::net::{Net, Place};
 use crate::servers::broker::Broker;
 use crate::servers::mariadb::Mariadb;
 use crate::servers::process::{free_port, log_tail, TempDir};
@@ -61,6 +62,9 @@ pub struct Stack {
     pub http: reqwest::Client,
     role_ports: BTreeMap<String, u16>,
     spawns: u32,
+    /// The namespaces of a partition scenario (s18–s22), dropped after every
+    /// process that runs in them; None: everything on loopback.
+    pub net: Option<Net>,
     dir: TempDir,
 }
 
@@ -76,24 +80,56 @@ impl Stack {
         setup: RedisSetup,
         rabbit_cluster: bool,
     ) -> Self {
+        Self::start_placed(name, extra, setup, rabbit_cluster, None).await
+    }
+
+    /// [`Self::start_on`] with each server and role in its host of `net`
+    /// (`redis`, `redis0`…`redis5` for a cluster's nodes, `mysql`, `api`,
+    /// `consumer`, …): a host `net` has no namespace for runs in the root
+    /// namespace on the root-side veth's address, reachable from every host.
+    pub async fn start_placed(
+        name: &str,
+        extra: &[(&str, String)],
+        setup: RedisSetup,
+        rabbit_cluster: bool,
+        net: Option<Net>,
+    ) -> Self {
+        assert!(
+            !(rabbit_cluster && net.is_some()),
+            "the RabbitMQ cluster runs on loopback only"
+        );
+        let place = |host: &str| {
+            net.as_ref()
+                .map_or(Place::loopback(), |n| n.place_or_root(host))
+        };
         let dir = TempDir::new(name);
         let root = dir.path.clone();
         println!("[{name}] starting private servers under {}", root.display());
         let redis_start = async {
             match setup {
-                RedisSetup::Standalone => (Some(Redis::start(&root).await), None),
-                RedisSetup::Cluster => (None, Some(RedisCluster::start(&root).await)),
+                RedisSetup::Standalone => {
+                    (Some(Redis::start_at(&root, place("redis")).await), None)
+                }
+                RedisSetup::Cluster => {
+                    let places = (0..crate::servers::redis_cluster::NODES)
+                        .map(|i| place(&format!("redis{i}")))
+                        .collect();
+                    (None, Some(RedisCluster::start_at(&root, places).await))
+                }
             }
         };
         let broker = async {
             if rabbit_cluster {
                 Broker::Cluster(RabbitCluster::start(&root).await)
             } else {
-                Broker::Single(Rabbit::start(&root).await)
+                Broker::Single(Rabbit::start_at(&root, &place("broker")).await)
             }
         };
-        let ((redis, cluster), mysql, rabbit) =
-            tokio::join!(redis_start, Mariadb::start(&root), broker);
+        let ((redis, cluster), mysql, rabbit) = tokio::join!(
+            redis_start,
+            Mariadb::start_at(&root, place("mysql")),
+            broker
+        );
         let api_port = free_port();
         let mut env = StockdEnv::default();
         let config_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
@@ -113,7 +149,8 @@ impl Stack {
         if let Some(urls) = rabbit.urls() {
             env.set("STOCKD__AMQP__URLS", urls);
         }
-        env.set("STOCKD__HTTP__BIND", format!("127.0.0.1:{api_port}"));
+        let api_ip = place("api").ip;
+        env.set("STOCKD__HTTP__BIND", format!("{api_ip}:{api_port}"));
         env.set(
             "STOCKD__METRICS__BIND",
             format!("127.0.0.1:{}", free_port()),
@@ -149,13 +186,14 @@ impl Stack {
             settings,
             topology,
             keys,
-            base: format!("http://127.0.0.1:{api_port}"),
+            base: format!("http://{api_ip}:{api_port}"),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()
                 .unwrap(),
             role_ports: BTreeMap::from([("api".to_string(), api_port)]),
             spawns: 0,
+            net,
             dir,
         };
         let migrate = stack.cli(&["migrate"]).await;
@@ -196,15 +234,23 @@ impl Stack {
 
     /// Starts `role` (api, consumer, closer, reconciler) and waits until live.
     pub async fn start_role(&mut self, role: &str) {
-        assert!(!self.roles.contains_key(role), "{role} already running");
+        self.start_role_as(role, role).await;
+    }
+
+    /// Starts one more process of `role` under the name `key` (a second api,
+    /// `api2`, with its own port and, in a partition scenario, its own host).
+    pub async fn start_role_as(&mut self, key: &str, role: &str) {
+        assert!(!self.roles.contains_key(key), "{key} already running");
         let port = *self
             .role_ports
-            .entry(role.to_string())
+            .entry(key.to_string())
             .or_insert_with(free_port);
         let logs = self.dir.path.join("logs");
+        let place = self.place_of(key);
         let proc = start_role(
             &self.env,
             role,
+            &place,
             port,
             &logs,
             &mut self.spawns,
@@ -212,10 +258,31 @@ impl Stack {
         )
         .await;
         println!(
-            "  stockd --role {role} live (pid {}, :{port})",
-            proc.process.pid()
+            "  stockd --role {role} live as {key} (pid {}, {}:{port})",
+            proc.process.pid(),
+            place.ns_name()
         );
-        self.roles.insert(role.to_string(), proc);
+        self.roles.insert(key.to_string(), proc);
+    }
+
+    /// Where the process or server called `host` runs (see [`Self::start_placed`]).
+    pub fn place_of(&self, host: &str) -> Place {
+        self.net
+            .as_ref()
+            .map_or(Place::loopback(), |n| n.place_or_root(host))
+    }
+
+    /// The partition scenario's namespaces (panics on a loopback stack).
+    pub fn net(&self) -> &Net {
+        self.net.as_ref().expect("a stack started with a Net")
+    }
+
+    /// Base URL of the api process `key` (`api`, `api2`), once it was started.
+    pub fn base_of(&self, key: &str) -> String {
+        let port = self
+            .role_port(key)
+            .unwrap_or_else(|| panic!("{key} never started"));
+        format!("http://{}:{port}", self.place_of(key).ip)
     }
 
     pub async fn start_roles(&mut self, roles: &[&str]) {

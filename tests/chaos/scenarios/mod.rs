@@ -18,8 +18,16 @@ mod s13_cluster_primary_kill;
 mod s14_cluster_lost_writes;
 mod s15_rabbit_node_kill;
 mod s16_cluster_slot_migration;
+mod s18_partition_api_redis;
+mod s19_partition_api_broker;
+mod s20_partition_consumer_mysql;
+mod s21_cluster_split_brain;
+mod s22_flapping_redis_link;
 
+mod bounds;
 mod cluster;
+mod metrics;
+mod partition;
 mod reconcile;
 
 use std::time::{Duration, Instant};
@@ -44,7 +52,7 @@ pub struct Scenario {
 impl Scenario {
     /// Prints the header and seed, starts the private servers and migrates.
     pub async fn begin(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
-        Self::begin_with(name, title, extra, RedisSetup::Standalone, false).await
+        Self::begin_with(name, title, extra, RedisSetup::Standalone, false, &[]).await
     }
 
     /// [`Self::begin`] on the Redis of `setup` (one server or a cluster).
@@ -54,12 +62,26 @@ impl Scenario {
         extra: &[(&str, String)],
         setup: RedisSetup,
     ) -> Self {
-        Self::begin_with(name, title, extra, setup, false).await
+        Self::begin_with(name, title, extra, setup, false, &[]).await
+    }
+
+    /// [`Scenario::begin_on`] with the hosts `hosts` each in a network
+    /// namespace of their own (`redis`, `redis0`…`redis5`, `mysql`, `api`,
+    /// `api2`, `consumer`, …); every other server and role runs in the root
+    /// namespace on the root-side veth's address. See [`crate::net`].
+    pub async fn begin_net(
+        name: &str,
+        title: &str,
+        extra: &[(&str, String)],
+        setup: RedisSetup,
+        hosts: &[&str],
+    ) -> Self {
+        Self::begin_with(name, title, extra, setup, false, hosts).await
     }
 
     /// [`Scenario::begin`] on a stack with a 3-node RabbitMQ cluster.
     pub async fn begin_rabbit_cluster(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
-        Self::begin_with(name, title, extra, RedisSetup::Standalone, true).await
+        Self::begin_with(name, title, extra, RedisSetup::Standalone, true, &[]).await
     }
 
     async fn begin_with(
@@ -68,6 +90,7 @@ impl Scenario {
         extra: &[(&str, String)],
         setup: RedisSetup,
         rabbit_cluster: bool,
+        hosts: &[&str],
     ) -> Self {
         let run = run_seed();
         let seed = scenario_seed(run, name);
@@ -80,7 +103,12 @@ impl Scenario {
             println!("[{name}] settings: {extra:?}");
         }
         let started = Instant::now();
-        let stack = Stack::start_on(name, extra, setup, rabbit_cluster).await;
+        let stack = if hosts.is_empty() {
+            Stack::start_on(name, extra, setup, rabbit_cluster).await
+        } else {
+            let net = crate::net::Net::new(name, hosts);
+            Stack::start_placed(name, extra, setup, rabbit_cluster, Some(net)).await
+        };
         Self {
             name: name.to_string(),
             rng: Rng::new(seed),

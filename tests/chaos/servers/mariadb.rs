@@ -11,11 +11,16 @@ use mysql_async::prelude::Queryable;
 
 use super::process::{free_port, log_tail, OwnedProcess};
 use super::wait_ready;
+use crate::net::Place;
 
 /// install-db takes ~3 s on an idle machine; crash recovery well under 10 s.
 const START_LIMIT: Duration = Duration::from_secs(60);
 /// Any single query of the harness.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Run at every start of a server bound to a non-loopback address: root
+/// without a password from any address, as it is from localhost.
+const REMOTE_ROOT_SQL: &str = "CREATE USER IF NOT EXISTS 'root'@'%';\n\
+     GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;\n";
 /// Small InnoDB sizes: the suite's data is a few thousand rows.
 const SERVER_ARGS: [&str; 4] = [
     "--innodb-buffer-pool-size=32M",
@@ -26,6 +31,8 @@ const SERVER_ARGS: [&str; 4] = [
 
 pub struct Mariadb {
     pub port: u16,
+    /// Where it runs and the address it binds (loopback unless partitioned).
+    pub place: Place,
     datadir: PathBuf,
     root: PathBuf,
     log: PathBuf,
@@ -33,13 +40,19 @@ pub struct Mariadb {
 }
 
 impl Mariadb {
-    pub async fn start(root: &Path) -> Self {
+    /// Installs a datadir and starts mariadbd in `place`, bound to its
+    /// address; off loopback root may also log in from any address (the
+    /// partitioned hosts and the harness come from the namespaces' addresses,
+    /// not from localhost).
+    pub async fn start_at(root: &Path, place: Place) -> Self {
         let datadir = root.join("mariadb");
         let log = root.join("logs/mariadb.log");
         std::fs::create_dir_all(root.join("logs")).unwrap();
+        let tmpdir = tmpdir_of(root);
         let install = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
+            .arg(format!("--tmpdir={}", tmpdir.display()))
             .args([
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
@@ -56,6 +69,7 @@ impl Mariadb {
         );
         let mut db = Self {
             port: free_port(),
+            place,
             datadir,
             root: root.to_path_buf(),
             log,
@@ -65,27 +79,42 @@ impl Mariadb {
         db
     }
 
-    /// URL of database `name` on this server (root, empty password).
+    /// URL of database `name` on this server (root, empty password). Off
+    /// loopback with `prefer_socket=false`: mysql_async otherwise asks the
+    /// server for its unix socket after the TCP handshake and moves to it
+    /// whenever the file is reachable — from any network namespace on this
+    /// machine, past every DROP rule.
     pub fn url(&self, name: &str) -> String {
-        format!("mysql://root@127.0.0.1:{}/{name}", self.port)
+        let url = format!("mysql://root@{}:{}/{name}", self.place.ip, self.port);
+        if self.place.ip.is_loopback() {
+            url
+        } else {
+            format!("{url}?prefer_socket=false")
+        }
     }
 
     async fn spawn(&mut self) {
-        let mut cmd = Command::new("/usr/sbin/mariadbd");
+        let mut cmd = self.place.command("/usr/sbin/mariadbd");
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.datadir.display()))
             .arg(format!("--port={}", self.port))
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!(
-                "--socket={}",
-                self.root.join("mariadb.sock").display()
-            ))
-            .arg(format!(
-                "--pid-file={}",
-                self.root.join("mariadb.pid").display()
-            ))
-            .arg("--user=root")
-            .args(SERVER_ARGS);
+            .arg(format!("--bind-address={}", self.place.ip))
+            .arg(format!("--tmpdir={}", tmpdir_of(&self.root).display()));
+        if !self.place.ip.is_loopback() {
+            let init = self.root.join("mariadb-init.sql");
+            std::fs::write(&init, REMOTE_ROOT_SQL).unwrap();
+            cmd.arg(format!("--init-file={}", init.display()));
+        }
+        cmd.arg(format!(
+            "--socket={}",
+            self.root.join("mariadb.sock").display()
+        ))
+        .arg(format!(
+            "--pid-file={}",
+            self.root.join("mariadb.pid").display()
+        ))
+        .arg("--user=root")
+        .args(SERVER_ARGS);
         let name = format!("mariadbd :{}", self.port);
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
@@ -129,6 +158,15 @@ impl Mariadb {
             .unwrap_or_else(|_| panic!("connecting to mariadbd :{} timed out", self.port))
             .unwrap_or_else(|e| panic!("connecting to mariadbd :{}: {e}", self.port))
     }
+}
+
+/// The server's own temp dir (internal temporary tables), under the scenario
+/// dir: in the shared /tmp, a bootstrap once failed with `Error on delete of
+/// '/tmp/#sql-temptable-….MAI' (Errcode: 2)` — something else had removed it.
+fn tmpdir_of(root: &Path) -> PathBuf {
+    let dir = root.join("mariadb-tmp");
+    std::fs::create_dir_all(&dir).expect("mariadb tmpdir");
+    dir
 }
 
 async fn select_one(url: String) -> bool {
