@@ -38,7 +38,8 @@ impl Db {
         let builder = with_tls(OptsBuilder::from_opts(opts), settings)
             .pool_opts(pool_opts)
             .stmt_cache_size(Some(STATEMENT_CACHE))
-            .wait_timeout(Some(SERVER_IDLE_TIMEOUT_SECS));
+            .wait_timeout(Some(SERVER_IDLE_TIMEOUT_SECS))
+            .init(vec![session_setup(settings.query_timeout_ms)]);
         Ok(Self {
             pool: Pool::new(builder),
             connect_timeout: Duration::from_secs(settings.connect_timeout_secs),
@@ -137,6 +138,28 @@ const STATEMENT_CACHE: usize = 64;
 const IDLE_TTL: Duration = Duration::from_secs(60);
 /// Server-side idle timeout of a pooled connection (seconds).
 const SERVER_IDLE_TIMEOUT_SECS: usize = 3600;
+
+/// Every write transaction of stockd sends its statements back to back, each
+/// bounded by `mysql.query_timeout_ms`: one left idle longer than twice that
+/// was abandoned by a client the server can no longer hear (a partition: no
+/// FIN, no RST). Without a bound MariaDB keeps it open — and the SKU row lock
+/// it holds, which stalls every writer of that SKU — until `wait_timeout` or
+/// TCP keepalive, hours by default (chaos s20). MariaDB (10.3+) closes such a
+/// connection and rolls back after `idle_write_transaction_timeout`; the
+/// `/*M!` comment is run by MariaDB only, so MySQL runs a plain
+/// `SET @stockd_session = 1` instead.
+fn session_setup(query_timeout_ms: u64) -> String {
+    let idle_secs = idle_write_transaction_timeout_secs(query_timeout_ms);
+    format!(
+        "SET @stockd_session = 1 /*M!100300 , SESSION idle_write_transaction_timeout = {idle_secs} */"
+    )
+}
+
+/// The session's `idle_write_transaction_timeout` for `query_timeout_ms`:
+/// twice the statement bound, in whole seconds, at least 1.
+pub fn idle_write_transaction_timeout_secs(query_timeout_ms: u64) -> u64 {
+    (2 * query_timeout_ms).div_ceil(1000).max(1)
+}
 
 #[cfg(test)]
 mod tests {
