@@ -19,6 +19,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before the configuration is read: the refusal must not depend on it.
+    #[cfg(not(feature = "bench"))]
+    if let Some(Command::Bench { .. }) = cli.command {
+        eprintln!("stockd: error: {}", stockd::cli::BENCH_NOT_BUILT);
+        return ExitCode::FAILURE;
+    }
     // For the audit and dlq jobs, exit code 1 means "found something"; failing
     // to load the configuration or reach a store is 2, "nothing judged".
     let error_code = match cli.command {
@@ -70,6 +76,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", settings.redacted_yaml()?);
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "bench")]
         (Some(Command::Bench(args)), _) => {
             // The bench prints a progress line; the in-process roles' INFO lines
             // would tear it. RUST_LOG still wins.
@@ -78,6 +85,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             telemetry::init_logging(&quiet);
             stockd::bench::run(args.clone(), settings).await
         }
+        #[cfg(not(feature = "bench"))]
+        (Some(Command::Bench { .. }), _) => anyhow::bail!(stockd::cli::BENCH_NOT_BUILT),
         (Some(Command::Warmup { skus, all, force }), _) => {
             telemetry::init_logging(&settings.logging);
             let res = Resources::connect(settings, "stockd-warmup").await?;
