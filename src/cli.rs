@@ -29,7 +29,7 @@ pub enum Command {
     Migrate,
     /// Load generator: ceiling, reserve, sold-out, strawman, consumer phases.
     #[cfg(feature = "bench")]
-    Bench(crate::bench::BenchArgs),
+    Bench(crate::bench::args::BenchArgs),
     /// A build without the load generator (production): every `stockd bench ...`,
     /// `--help` included, lands here and is refused with [`BENCH_NOT_BUILT`].
     #[cfg(not(feature = "bench"))]
