@@ -22,16 +22,19 @@ RUN mkdir -p src tests/it \
     && echo 'fn main() {}' > src/main.rs \
     && : > src/lib.rs \
     && : > tests/it/main.rs \
-    && cargo build --release --locked \
+    && cargo build --release --locked --no-default-features \
     && rm -rf src
 
-# The real sources. sql/ is embedded by include_str! (src/db/migrate.rs).
+# The real sources. --no-default-features: the production binary carries no load
+# generator (cargo feature `bench`); its `stockd bench` is refused with the reason
+# (docs/architecture.md, "The load generator"; tests/it/deploy.rs checks this line).
+# sql/ is embedded by include_str! (src/db/migrate.rs).
 COPY src ./src
 COPY sql ./sql
 # COPY keeps the files' old mtimes; touch the crate roots so cargo does not take the
 # stub build above for an up-to-date stockd.
 RUN touch src/main.rs src/lib.rs \
-    && cargo build --release --locked --bin stockd \
+    && cargo build --release --locked --no-default-features --bin stockd \
     && ./target/release/stockd --version
 
 # ---- runtime ---------------------------------------------------------------------

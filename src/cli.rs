@@ -28,7 +28,17 @@ pub enum Command {
     /// Create the database if needed and apply pending migrations from sql/.
     Migrate,
     /// Load generator: ceiling, reserve, sold-out, strawman, consumer phases.
-    Bench(crate::bench::BenchArgs),
+    #[cfg(feature = "bench")]
+    Bench(crate::bench::args::BenchArgs),
+    /// A build without the load generator (production): every `stockd bench ...`,
+    /// `--help` included, lands here and is refused with [`BENCH_NOT_BUILT`].
+    #[cfg(not(feature = "bench"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Bench {
+        /// Whatever followed `bench`; never read.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        ignored: Vec<String>,
+    },
     /// Copy MySQL available stock and SKU config into Redis (refused while
     /// deductions are in flight unless --force).
     Warmup {
@@ -76,6 +86,14 @@ pub enum Command {
         action: ConfigAction,
     },
 }
+
+/// Why a production build refuses `stockd bench`: the load generator is a
+/// developer tool (it reads server stats, removes keys with `SCAN`, and must never
+/// be pointed at production), so release images are built without it.
+#[cfg(not(feature = "bench"))]
+pub const BENCH_NOT_BUILT: &str = "`stockd bench` is not in this build: the load generator \
+(cargo feature `bench`) is left out of production builds (`--no-default-features`, as the \
+Dockerfile builds); for a developer build run `make bench` or `cargo build --release`";
 
 #[derive(Debug, Subcommand)]
 pub enum DlqAction {
@@ -126,5 +144,23 @@ mod tests {
     #[test]
     fn verify_cli() {
         super::Cli::command().debug_assert();
+    }
+
+    /// A production build takes `stockd bench --help` (and any other bench
+    /// arguments) to the refusal instead of printing the load generator's help.
+    #[cfg(not(feature = "bench"))]
+    #[test]
+    fn a_build_without_the_bench_parses_every_bench_call_to_the_refusal() {
+        use clap::Parser;
+        for args in [
+            &["stockd", "bench", "--help"][..],
+            &["stockd", "bench", "--only", "hot-sku"],
+        ] {
+            let cli = super::Cli::try_parse_from(args).unwrap();
+            assert!(
+                matches!(cli.command, Some(super::Command::Bench { .. })),
+                "{args:?}"
+            );
+        }
     }
 }

@@ -17,11 +17,14 @@
 //! - [`ops`]: operations spanning stores (create/restock SKU, reconcile, audit,
 //!   dead-letter replay, ...).
 //! - [`roles`]: what `--role` runs: api, consumer, all.
+//! - `bench` (cargo feature `bench`, on by default, off in production builds):
+//!   the load generator behind `stockd bench`.
 //! - [`clock`]: epoch milliseconds and their RFC 3339 form.
 //! - [`tls`]: the `*.tls` settings turned into each driver's rustls options.
 //! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
 
 pub mod alert;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod cli;
 pub mod cli_dlq;

@@ -19,6 +19,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before the configuration is read: the refusal must not depend on it.
+    #[cfg(not(feature = "bench"))]
+    if let Some(Command::Bench { .. }) = cli.command {
+        eprintln!("stockd: error: {}", stockd::cli::BENCH_NOT_BUILT);
+        return ExitCode::FAILURE;
+    }
     // For the audit and dlq jobs, exit code 1 means "found something"; failing
     // to load the configuration or reach a store is 2, "nothing judged".
     let error_code = match cli.command {
@@ -52,24 +58,8 @@ fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = load_settings(&cli)?;
     match (&cli.command, cli.role) {
-        (
-            Some(Command::Config {
-                action: ConfigAction::Check,
-            }),
-            _,
-        ) => {
-            println!("configuration OK (environment {})", env_name());
-            Ok(ExitCode::SUCCESS)
-        }
-        (
-            Some(Command::Config {
-                action: ConfigAction::Print,
-            }),
-            _,
-        ) => {
-            print!("{}", settings.redacted_yaml()?);
-            Ok(ExitCode::SUCCESS)
-        }
+        (Some(Command::Config { action }), _) => config_job(action, &settings),
+        #[cfg(feature = "bench")]
         (Some(Command::Bench(args)), _) => {
             // The bench prints a progress line; the in-process roles' INFO lines
             // would tear it. RUST_LOG still wins.
@@ -78,6 +68,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             telemetry::init_logging(&quiet);
             stockd::bench::run(args.clone(), settings).await
         }
+        #[cfg(not(feature = "bench"))]
+        (Some(Command::Bench { .. }), _) => anyhow::bail!(stockd::cli::BENCH_NOT_BUILT),
         (Some(Command::Warmup { skus, all, force }), _) => {
             telemetry::init_logging(&settings.logging);
             let res = Resources::connect(settings, "stockd-warmup").await?;
@@ -108,18 +100,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             res.close().await;
             Ok(code)
         }
-        (Some(Command::Migrate), _) => {
-            telemetry::init_logging(&settings.logging);
-            let applied = db::migrate::migrate_with(&settings.mysql)
-                .await
-                .context("migrating (mysql.url, mysql.tls)")?;
-            if applied.is_empty() {
-                println!("migrate: schema is up to date");
-            } else {
-                println!("migrate: applied {}", applied.join(", "));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        (Some(Command::Migrate), _) => migrate_job(&settings).await,
         (None, Some(role)) => {
             telemetry::init_logging(&settings.logging);
             telemetry::metrics_handle();
@@ -134,4 +115,27 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             "nothing to do: pass --role api|consumer|all or a subcommand (see --help)"
         ),
     }
+}
+
+/// `stockd config check|print`.
+fn config_job(action: &ConfigAction, settings: &Settings) -> anyhow::Result<ExitCode> {
+    match action {
+        ConfigAction::Check => println!("configuration OK (environment {})", env_name()),
+        ConfigAction::Print => print!("{}", settings.redacted_yaml()?),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `stockd migrate`: create the database if needed, apply pending migrations.
+async fn migrate_job(settings: &Settings) -> anyhow::Result<ExitCode> {
+    telemetry::init_logging(&settings.logging);
+    let applied = db::migrate::migrate_with(&settings.mysql)
+        .await
+        .context("migrating (mysql.url, mysql.tls)")?;
+    if applied.is_empty() {
+        println!("migrate: schema is up to date");
+    } else {
+        println!("migrate: applied {}", applied.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
 }

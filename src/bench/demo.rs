@@ -7,13 +7,13 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use super::api::{Api, Reserver, UserOf};
-use super::check::{self, Expect, Target};
-use super::child::StockdChild;
-use super::load::{drive, Plan};
-use super::namespace::Namespace;
-use super::report::thousands;
-use super::BenchArgs;
+use crate::bench::args::BenchArgs;
+use crate::bench::drive::api::{Api, Reserver, UserOf};
+use crate::bench::drive::load::{drive, Plan, Run};
+use crate::bench::report::numbers::thousands;
+use crate::bench::stack::check::{self, Expect, Stores, Target};
+use crate::bench::stack::child::StockdChild;
+use crate::bench::stack::namespace::Namespace;
 use crate::config::{Durability, Settings};
 use crate::domain::SkuId;
 
@@ -55,6 +55,32 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
         rate_per_sec: None,
     };
     let run = drive("flash sale", plan, workers).await;
+    print_sale(&run);
+    let violations = check_sale(&target, &stores, &run).await?;
+    child.stop().await?;
+    stores.db.disconnect().await;
+    if !args.keep {
+        ns.cleanup().await?;
+    }
+    let green = violations.is_empty();
+    println!(
+        "\n{} in {:.1} s (including start-up and drain)",
+        if green {
+            "all green"
+        } else {
+            "INVARIANT VIOLATED"
+        },
+        started.elapsed().as_secs_f64()
+    );
+    Ok(if green {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// What sold, what was refused and why, and how long it took.
+fn print_sale(run: &Run) {
     let sold = run.tally.done as i64;
     println!("\n  {:<24} {:>7}", "units sold", sold);
     for (label, n) in &run.tally.by_label {
@@ -76,6 +102,15 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
         p.p50_ms,
         p.p99_ms
     );
+}
+
+/// Checks and prints the sale's invariants; returns the violated ones.
+async fn check_sale(
+    target: &Target<'_>,
+    stores: &Stores,
+    run: &Run,
+) -> anyhow::Result<Vec<String>> {
+    let sold = run.tally.done as i64;
     let sku = SkuId::new(SKU)?;
     let expect = Expect {
         sku,
@@ -90,7 +125,7 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
         format!("sold out exactly: {sold} of {UNITS} units sold"),
         sold == UNITS,
     ));
-    let mut violations = check::after_phase(&target, expect, &run.tally).await;
+    let mut violations = check::after_phase(target, expect, &run.tally).await;
     let over = check::users_over_limit(&stores.db, sku, LIMIT_PER_USER).await?;
     lines.push((
         format!("no user holds more than {LIMIT_PER_USER} (users over: {over})"),
@@ -108,24 +143,5 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
         println!("    ✗ {v}");
     }
     violations.extend(lines.iter().filter(|(_, ok)| !ok).map(|(t, _)| t.clone()));
-    child.stop().await?;
-    stores.db.disconnect().await;
-    if !args.keep {
-        ns.cleanup().await?;
-    }
-    let green = violations.is_empty();
-    println!(
-        "\n{} in {:.1} s (including start-up and drain)",
-        if green {
-            "all green"
-        } else {
-            "INVARIANT VIOLATED"
-        },
-        started.elapsed().as_secs_f64()
-    );
-    Ok(if green {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(violations)
 }

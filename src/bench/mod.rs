@@ -4,137 +4,45 @@
 //! run on one machine, reported as ratios against the targets of the
 //! benchmark issue, and checked for correctness after every phase.
 //!
-//! - [`suite`]: the standard scenario (`make bench`); [`demo`]: `make demo`.
+//! Built only with the cargo feature `bench` (on by default, off in production
+//! builds: docs/architecture.md, "The load generator").
+//!
+//! Grouped by what it does; imports point down this list only:
+//!
+//! - [`suite`]: the standard scenario (`make bench`); [`demo`]: `make demo`;
+//!   [`args`]: the options both read.
 //! - [`phases`]: ceiling, reserve, sold-out, persist lag, hot SKU (stock
 //!   buckets on a Redis Cluster), strawman, consumer.
-//! - [`load`], [`http_client`], [`api`]: the driver and its HTTP/1.1 client.
-//! - [`child`], [`namespace`]: the stockd under test and its isolated data.
-//! - [`cpu`], [`slowlog`]: where the time went (CPU per process, Redis stalls).
-//! - [`round_trips`]: the extra Redis calls stock buckets cost, from `/metrics`.
-//! - [`check`]: the invariants; [`report`], [`ratios`], [`hot_sku`], [`svg`],
-//!   [`machine`]: output.
+//! - [`stack`]: the stack under test — stockd children, the run's isolated
+//!   data, the machine, the child's `/metrics`, the invariants.
+//! - [`drive`]: the load driver, its HTTP/1.1 client, the API request makers.
+//! - [`measure`]: where the time went (percentiles, CPU per process, Redis stalls).
+//! - [`report`]: the tables, the target rows, the chart (reads [`results`] only).
+//! - [`results`]: the data types every layer above shares.
 
-pub mod api;
-pub mod batches;
-pub mod check;
-pub mod child;
-pub mod cpu;
+pub mod args;
 pub mod demo;
-pub mod efficiency;
-pub mod hot_sku;
-pub mod http_client;
-pub mod load;
-pub mod machine;
-pub mod namespace;
+pub mod drive;
+pub mod measure;
 pub mod phases;
-pub mod progress;
-pub mod ratios;
-pub mod redis_servers;
 pub mod report;
-pub mod round_trips;
-pub mod slowlog;
-pub mod stats;
+pub mod results;
+pub mod stack;
 pub mod suite;
-pub mod svg;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
 
 use crate::config::Settings;
-use machine::Machine;
-use namespace::Namespace;
-use progress::note;
-use report::Report;
+use args::BenchArgs;
+use drive::progress::note;
+use results::{Machine, Report};
+use stack::namespace::Namespace;
 
-/// Most concurrent requesters a phase may use: far above a realistic front
-/// tier per node, and the bench must stay a bounded guest on a shared machine.
-const CONCURRENCY_MAX: usize = 1_024;
-/// Most requests per full-speed phase (a few tens of seconds at worst).
-const REQUESTS_MAX: u64 = 200_000;
-/// Longest half-load (persist lag) phase.
-const LAG_SECS_MAX: u64 = 60;
-/// Highest offered rate of the hot-SKU phase: above anything one machine
-/// serves, so a typo cannot make the open-loop generator spin.
-const HOT_SKU_RATE_MAX: f64 = 100_000.0;
-
-/// Options of `stockd bench`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BenchArgs {
-    /// Run the flash-sale demo instead of the benchmark.
-    #[arg(long)]
-    pub demo: bool,
-    /// Drive an already running stockd at this loopback base URL (e.g.
-    /// http://127.0.0.1:8080) instead of starting child processes.
-    #[arg(long, value_name = "URL")]
-    pub target: Option<String>,
-    /// Admin token of the `--target` stockd (default: `admin.token` from config).
-    #[arg(long, env = "STOCKD_BENCH_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
-    /// Pid of the `--target` stockd, for its CPU time and peak RSS.
-    #[arg(long, value_name = "PID", requires = "target")]
-    pub target_pid: Option<u32>,
-    /// Concurrent requesters of every phase (the strawman also runs at 1,000).
-    #[arg(long, default_value_t = 64)]
-    pub concurrency: usize,
-    /// Requests of each full-speed phase (ceiling, reserve, sold-out).
-    #[arg(long, default_value_t = 30_000)]
-    pub requests: u64,
-    /// Seconds of the half-load run that measures persist lag.
-    #[arg(long, default_value_t = 5)]
-    pub lag_secs: u64,
-    /// First SKU id of the HTTP phases. With `--target` the default is fresh
-    /// per run (9e12 + seconds), because the target keeps what the bench creates.
-    #[arg(long, value_name = "ID")]
-    pub sku_base_id: Option<u64>,
-    /// Where bench.json, bench.md, bench.svg and the child logs go.
-    #[arg(long, default_value = "bench-out")]
-    pub out_dir: PathBuf,
-    /// Keep the bench database, Redis keys and queues afterwards (debugging).
-    #[arg(long)]
-    pub keep: bool,
-    /// Run only this phase instead of the whole suite.
-    #[arg(long, value_enum, value_name = "PHASE")]
-    pub only: Option<Only>,
-    /// Offered rate of the hot-SKU phase in reservations a second, the same for
-    /// both variants (default: half the reserve rate this run measured, else 1,000).
-    #[arg(long, value_name = "PER_SEC")]
-    pub hot_sku_rate: Option<f64>,
-}
-
-/// Phases `--only` can run on their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Only {
-    /// One deep-stock SKU in 1 vs 3 stock buckets (needs a Redis Cluster).
-    HotSku,
-}
-
-impl BenchArgs {
-    fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            (1..=CONCURRENCY_MAX).contains(&self.concurrency),
-            "--concurrency must be in 1..={CONCURRENCY_MAX}"
-        );
-        anyhow::ensure!(
-            (1..=REQUESTS_MAX).contains(&self.requests),
-            "--requests must be in 1..={REQUESTS_MAX}"
-        );
-        anyhow::ensure!(
-            (1..=LAG_SECS_MAX).contains(&self.lag_secs),
-            "--lag-secs must be in 1..={LAG_SECS_MAX}"
-        );
-        if let Some(rate) = self.hot_sku_rate {
-            anyhow::ensure!(
-                (1.0..=HOT_SKU_RATE_MAX).contains(&rate),
-                "--hot-sku-rate must be in 1..={HOT_SKU_RATE_MAX}"
-            );
-        }
-        Ok(())
-    }
-}
-
+/// `stockd bench`: the demo, or the suite followed by its report (stdout and
+/// `--out-dir`); exits 1 when an invariant was violated.
 pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode> {
     args.validate()?;
     if args.demo {
@@ -142,7 +50,7 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
     }
     let started = Instant::now();
     if let Some(pid) = args.target_pid {
-        cpu::watch_target(pid);
+        measure::cpu::watch_target(pid);
     }
     let ns = Namespace::new(&settings, "bench")?;
     std::fs::create_dir_all(&args.out_dir)
@@ -166,7 +74,7 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
         command: std::env::args().collect::<Vec<_>>().join(" "),
         concurrency: args.concurrency,
         machine,
-        ratios: ratios::compute(&collected.phases, &collected.memory),
+        ratios: report::ratios::compute(&collected.phases, &collected.memory),
         phases: collected.phases,
         memory: collected.memory,
         correctness: if violations.is_empty() {

@@ -1,4 +1,5 @@
-//! The binary's command line: roles, config check and print.
+//! The binary's command line: roles, config check and print, and `stockd bench`
+//! in a developer and in a production build.
 
 use std::process::Command;
 
@@ -59,4 +60,28 @@ fn config_print_redacts_secrets() {
         !text.contains("tok-very-secret") && !text.contains("pw-secret"),
         "{text}"
     );
+}
+
+/// A developer build (the `bench` feature, on by default) carries the load
+/// generator: `stockd bench --help` lists its options, `--only` among them.
+#[cfg(feature = "bench")]
+#[test]
+fn a_developer_build_offers_the_bench() {
+    let (code, text) = stockd(&["bench", "--help"], &[]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("--only"), "{text}");
+}
+
+/// A production build (`--no-default-features`, as the Dockerfile builds it)
+/// refuses `stockd bench --help` and says why, without reading the config.
+#[cfg(not(feature = "bench"))]
+#[test]
+fn a_production_build_refuses_the_bench_and_says_why() {
+    let (code, text) = stockd(
+        &["bench", "--help"],
+        &[("STOCKD_CONFIG_DIR", "/nonexistent")],
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("not in this build"), "{text}");
+    assert!(text.contains("--no-default-features"), "{text}");
 }

@@ -52,3 +52,39 @@ fn the_dashboard_queries_parse() {
     let (ok, text) = run("deploy/grafana/check.sh");
     assert!(ok, "{text}");
 }
+
+/// The Dockerfile builds the production binary without the load generator: every
+/// `cargo build` in it passes `--no-default-features` (the `bench` feature is a
+/// default one) and none turns a feature back on.
+#[test]
+fn the_dockerfile_builds_stockd_without_the_bench() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dockerfile = std::fs::read_to_string(format!("{root}/Dockerfile")).unwrap();
+    // One instruction per logical line: `\` + newline continues it.
+    let joined = dockerfile.replace("\\\n", " ");
+    let builds: Vec<&str> = joined
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .flat_map(|line| line.split("&&"))
+        .filter(|step| step.contains("cargo build"))
+        .collect();
+    assert!(
+        builds.iter().any(|step| step.contains("--bin stockd")),
+        "no `cargo build ... --bin stockd` in the Dockerfile: {builds:?}"
+    );
+    for step in &builds {
+        assert!(
+            step.contains("--no-default-features"),
+            "builds with the default features (the load generator): {step}"
+        );
+        assert!(
+            !step.contains("--features") && !step.contains("--all-features"),
+            "turns a feature back on: {step}"
+        );
+    }
+    let manifest = std::fs::read_to_string(format!("{root}/Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("default = [\"bench\"]"),
+        "Cargo.toml's default features changed; check what --no-default-features leaves out"
+    );
+}

@@ -15,6 +15,7 @@ mod support;
 
 mod audit;
 mod bad_input;
+mod bench_layers;
 mod buckets;
 mod cli;
 mod cluster;

@@ -5,11 +5,12 @@
 
 use std::sync::Arc;
 
-use super::{key, Checked, PhaseResult};
-use crate::bench::check::{self, Expect};
-use crate::bench::load::{drive, Plan, Requester};
-use crate::bench::namespace::Namespace;
-use crate::bench::stats::Outcome;
+use super::Checked;
+use crate::bench::drive::load::{drive, Plan, Requester};
+use crate::bench::measure::stats::Outcome;
+use crate::bench::results::{key, PhaseResult};
+use crate::bench::stack::check::{self, Expect};
+use crate::bench::stack::namespace::Namespace;
 use crate::domain::{RequestId, ReserveOutcome, SkuId, UserId};
 use crate::redis::RedisStore;
 

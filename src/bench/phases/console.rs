@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::bench::http_client::HttpConn;
+use crate::bench::drive::http_client::HttpConn;
 
 /// The console page's poll interval.
 pub const POLL_EVERY: Duration = Duration::from_secs(1);

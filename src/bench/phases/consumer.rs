@@ -17,15 +17,17 @@ use lapin::BasicProperties;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{key, Checked, PhaseResult};
-use crate::bench::check::{wait_until, Expect, DRAIN_TIMEOUT};
-use crate::bench::namespace::Namespace;
-use crate::bench::progress::Progress;
+use super::Checked;
+use crate::bench::drive::progress::Progress;
+use crate::bench::results::{key, PhaseResult};
+use crate::bench::stack::check::{wait_until, Expect, DRAIN_TIMEOUT};
+use crate::bench::stack::namespace::Namespace;
 use crate::db::{sku, Db};
 use crate::domain::Deduction;
 use crate::domain::{RequestId, SkuId, UserId};
 use crate::mq::publisher::PERSISTENT;
 use crate::mq::{message, Publisher};
+use crate::redis::RedisStore;
 use crate::roles::consumer::Consumer;
 
 /// Publishes in flight while preloading: enough to keep the broker's confirm
@@ -62,67 +64,102 @@ pub async fn run(ns: &Namespace, batched: u64, single: u64) -> anyhow::Result<Ch
     // one deduction per message, one transaction per message.
     let group = ns.settings.amqp.group_max.clamp(1, message::BATCH_MAX);
     let variants = [
-        (
-            key::CONSUMER_BATCHED,
-            11,
-            batched,
+        Variant {
+            key: key::CONSUMER_BATCHED,
+            sku_raw: 11,
+            count: batched,
             group,
-            ns.settings.consumer.batch_max,
-        ),
-        (key::CONSUMER_PER_MESSAGE, 12, single, 1, 1),
+            batch_max: ns.settings.consumer.batch_max,
+        },
+        Variant {
+            key: key::CONSUMER_PER_MESSAGE,
+            sku_raw: 12,
+            count: single,
+            group: 1,
+            batch_max: 1,
+        },
     ];
-    for (key, sku_raw, count, group, batch_max) in variants {
-        let sku = SkuId::new(sku_raw)?;
-        let total = i64::try_from(count)?;
-        crate::ops::sku_admin::upsert(&db, &redis, sku, total, 1, None).await?;
-        let ttl_ms = ns.settings.reservation.ttl_secs * 1000;
-        preload(&publisher, sku, (count, group), ttl_ms, key).await?;
-        let mut settings = ns.settings.clone();
-        settings.consumer.batch_max = batch_max;
-        let consumer = Consumer::new(
-            Arc::new(settings),
-            db.clone(),
-            redis.clone(),
-            publisher.clone(),
-        );
-        let cancel = CancellationToken::new();
-        let progress = Progress::start(key, count);
-        let cpu_before = crate::bench::cpu::snapshot();
-        let started = Instant::now();
-        let task = tokio::spawn(consumer.run_until_stopped(cancel.clone()));
-        let counter = progress.counter();
-        let drained = wait_until(DRAIN_TIMEOUT, DRAIN_POLL, || async {
-            let taken = taken(&db, sku, total).await;
-            counter.store(taken as u64, std::sync::atomic::Ordering::Relaxed);
-            taken >= total
-        })
-        .await;
-        let elapsed = started.elapsed();
-        let cpu_ms = cpu_before.elapsed().by_label;
-        cancel.cancel();
-        let _ = task.await;
-        progress.finish().await;
-        if !drained {
-            out.violations.push(format!(
-                "{key}: backlog not drained within {DRAIN_TIMEOUT:?}"
-            ));
-        }
-        let expect = Expect {
-            sku,
-            total,
-            admitted: total,
-        };
-        out.violations.extend(mysql_only(&db, expect).await);
-        let title = format!(
-            "drain {count} preloaded deductions, {group} per message, batch_max {batch_max}"
-        );
-        let mut result = PhaseResult::from_rate(key, title, "deductions/s", count, elapsed);
-        result.cpu_ms = cpu_ms;
+    let stores = (&db, &redis, &publisher);
+    for variant in variants {
+        let (result, violations) = drain(ns, stores, variant).await?;
+        out.violations.extend(violations);
         out.results.push(result);
     }
     publisher.close().await;
     db.disconnect().await;
     Ok(out)
+}
+
+/// One variant of the consumer phase: its SKU, how many deductions, how many
+/// per message, how many messages per transaction.
+struct Variant {
+    key: &'static str,
+    sku_raw: u64,
+    count: u64,
+    group: usize,
+    batch_max: usize,
+}
+
+/// Preloads one variant's backlog and measures a fresh consumer draining it.
+async fn drain(
+    ns: &Namespace,
+    (db, redis, publisher): (&Db, &Arc<RedisStore>, &Arc<Publisher>),
+    variant: Variant,
+) -> anyhow::Result<(PhaseResult, Vec<String>)> {
+    let Variant {
+        key,
+        sku_raw,
+        count,
+        group,
+        batch_max,
+    } = variant;
+    let mut violations = Vec::new();
+    let sku = SkuId::new(sku_raw)?;
+    let total = i64::try_from(count)?;
+    crate::ops::sku_admin::upsert(db, redis, sku, total, 1, None).await?;
+    let ttl_ms = ns.settings.reservation.ttl_secs * 1000;
+    preload(publisher, sku, (count, group), ttl_ms, key).await?;
+    let mut settings = ns.settings.clone();
+    settings.consumer.batch_max = batch_max;
+    let consumer = Consumer::new(
+        Arc::new(settings),
+        db.clone(),
+        redis.clone(),
+        publisher.clone(),
+    );
+    let cancel = CancellationToken::new();
+    let progress = Progress::start(key, count);
+    let cpu_before = crate::bench::measure::cpu::snapshot();
+    let started = Instant::now();
+    let task = tokio::spawn(consumer.run_until_stopped(cancel.clone()));
+    let counter = progress.counter();
+    let drained = wait_until(DRAIN_TIMEOUT, DRAIN_POLL, || async {
+        let taken = taken(db, sku, total).await;
+        counter.store(taken as u64, std::sync::atomic::Ordering::Relaxed);
+        taken >= total
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let cpu_ms = cpu_before.elapsed().by_label;
+    cancel.cancel();
+    let _ = task.await;
+    progress.finish().await;
+    if !drained {
+        violations.push(format!(
+            "{key}: backlog not drained within {DRAIN_TIMEOUT:?}"
+        ));
+    }
+    let expect = Expect {
+        sku,
+        total,
+        admitted: total,
+    };
+    violations.extend(mysql_only(db, expect).await);
+    let title =
+        format!("drain {count} preloaded deductions, {group} per message, batch_max {batch_max}");
+    let mut result = PhaseResult::from_rate(key, title, "deductions/s", count, elapsed);
+    result.cpu_ms = cpu_ms;
+    Ok((result, violations))
 }
 
 /// Publishes `count` one-unit deductions of `sku` to the work queue, `group`

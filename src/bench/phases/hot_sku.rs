@@ -4,20 +4,22 @@
 //! buckets on three primaries, under the same open-loop load from distinct
 //! buyers. What it shows: the Redis CPU each primary spends per reservation
 //! (the busiest one bounds a hot SKU) and the extra round trips leasing costs.
-//! The numbers and the report are in [`crate::bench::hot_sku`].
+//! The numbers are [`crate::bench::results::HotSku`], their table
+//! [`crate::bench::report::buckets`].
 //!
 //! A fresh SKU per variant: a SKU's bucket count cannot change while buyer
 //! state of it lives in Redis (409 `BUCKETS_LOCKED`).
 
 use std::time::Duration;
 
-use super::{both, key, Checked, PhaseResult};
-use crate::bench::api::{Api, Reserver, UserOf, WARMUP_USERS};
-use crate::bench::check::{self, Expect, Target};
-use crate::bench::hot_sku::HotSku;
-use crate::bench::load::{drive, Plan};
-use crate::bench::round_trips;
-use crate::bench::stats::{per_sec, Tally};
+use super::{both, Checked};
+use crate::bench::drive::api::{Api, Reserver, UserOf, WARMUP_USERS};
+use crate::bench::drive::load::{drive, Plan};
+use crate::bench::measure::stats::{per_sec, Tally};
+use crate::bench::results::HotSku;
+use crate::bench::results::{key, PhaseResult};
+use crate::bench::stack::check::{self, Expect, Target};
+use crate::bench::stack::round_trips;
 use crate::domain::SkuId;
 
 /// Stock of each variant's SKU: far above what a bounded phase can sell

@@ -14,12 +14,13 @@ use mysql_async::prelude::Queryable;
 use tokio::sync::mpsc::{error::TryRecvError, UnboundedReceiver};
 use tokio::time::Instant;
 
-use super::{both, Checked, PhaseResult};
-use crate::bench::api::{Api, Reserver, UserOf};
-use crate::bench::batches::BatchCounters;
-use crate::bench::check::{self, Expect, Target, DRAIN_TIMEOUT};
-use crate::bench::load::{drive, Plan};
-use crate::bench::stats::{micros, Percentiles, Tally};
+use super::{both, Checked};
+use crate::bench::drive::api::{Api, Reserver, UserOf};
+use crate::bench::drive::load::{drive, Plan};
+use crate::bench::measure::stats::{micros, Percentiles, Tally};
+use crate::bench::results::PhaseResult;
+use crate::bench::stack::batches::BatchCounters;
+use crate::bench::stack::check::{self, Expect, Target, DRAIN_TIMEOUT};
 use crate::db::Db;
 use crate::domain::SkuId;
 

@@ -7,12 +7,13 @@
 
 use std::time::Duration;
 
-use super::{both, Checked, PhaseResult};
-use crate::bench::api::{Api, Reserver, UserOf, WARMUP_USERS};
-use crate::bench::batches::BatchCounters;
-use crate::bench::check::{self, Expect, Target};
-use crate::bench::load::{drive, Plan, Run};
-use crate::bench::stats::Kind;
+use super::{both, Checked};
+use crate::bench::drive::api::{Api, Reserver, UserOf, WARMUP_USERS};
+use crate::bench::drive::load::{drive, Plan, Run};
+use crate::bench::measure::stats::Kind;
+use crate::bench::results::PhaseResult;
+use crate::bench::stack::batches::BatchCounters;
+use crate::bench::stack::check::{self, Expect, Target};
 use crate::domain::SkuId;
 
 /// Unmeasured requests before a measured run: enough to open every connection

@@ -13,11 +13,12 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Pool, PoolConstraints, PoolOpts, TxOpts};
 
-use super::{Checked, PhaseResult};
-use crate::bench::check::{self, Expect};
-use crate::bench::load::{drive, Plan, Requester};
-use crate::bench::namespace::Namespace;
-use crate::bench::stats::Outcome;
+use super::Checked;
+use crate::bench::drive::load::{drive, Plan, Requester};
+use crate::bench::measure::stats::Outcome;
+use crate::bench::results::PhaseResult;
+use crate::bench::stack::check::{self, Expect};
+use crate::bench::stack::namespace::Namespace;
 use crate::domain::SkuId;
 
 /// Largest pool the strawman opens: below `max_connections` (151) with room left

@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 
+use crate::bench::results::Stall;
 use deadpool_redis::redis::{self, Script, Value};
-use serde::Serialize;
 
 use crate::redis::RedisStore;
 
@@ -19,13 +19,6 @@ use crate::redis::RedisStore;
 const SLOWLOG_READ_MAX: usize = 128;
 /// Where the Lua scripts live in the source tree.
 const LUA_DIR: &str = "src/redis/lua";
-
-/// One slow command: what it was and how long Redis was blocked.
-#[derive(Debug, Clone, Serialize)]
-pub struct Stall {
-    pub command: String,
-    pub blocked_ms: f64,
-}
 
 /// Slow commands on keys under `prefix` between `from_s` and `to_s` (Unix
 /// seconds), from every primary's SLOWLOG.

@@ -1,37 +1,27 @@
 //! The run's report: a table on stdout, `bench.json` (everything, for tools),
-//! `bench.md` (the tables as BENCHMARKS.md shows them) and `bench.svg`.
+//! `bench.md` (the tables as BENCHMARKS.md shows them) and `bench.svg`. Every
+//! file here reads the data types of [`crate::bench::results`] and none of them
+//! is read back by a phase.
+//!
+//! - [`ratios`] (with [`efficiency`] and [`buckets`]): the target table's rows.
+//! - this module: the phase, CPU and target tables as text and Markdown;
+//!   [`redis_servers`]: CPU per redis-server; [`buckets`]: the stock-bucket
+//!   table; [`svg`]: the chart; [`numbers`]: `12,346`.
+
+pub mod buckets;
+pub mod efficiency;
+pub mod numbers;
+pub mod ratios;
+pub mod redis_servers;
+pub mod svg;
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
-use serde::Serialize;
 
-use super::machine::Machine;
-use super::phases::PhaseResult;
-use super::ratios::Ratio;
-
-/// Peak resident memory of one stockd process.
-#[derive(Debug, Clone, Serialize)]
-pub struct Memory {
-    pub process: String,
-    pub pid: u32,
-    pub peak_rss_mib: f64,
-}
-
-/// Everything one run measured.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub generated_at: String,
-    pub command: String,
-    pub concurrency: usize,
-    pub machine: Machine,
-    pub phases: Vec<PhaseResult>,
-    pub memory: Vec<Memory>,
-    pub ratios: Vec<Ratio>,
-    /// Correctness: every phase's invariants held (the run fails otherwise).
-    pub correctness: String,
-}
+use crate::bench::results::{PhaseResult, Ratio, Report};
+use numbers::thousands;
 
 impl Report {
     /// The phase table and the target table as plain text.
@@ -63,7 +53,7 @@ impl Report {
             let _ = writeln!(out, "{:<24} {}", p.key, cpu_cells(p, |c| format!("{c:>9}")));
         }
         let _ = write!(out, "{}", self.redis_servers_text());
-        let _ = write!(out, "{}", super::hot_sku::text(&self.phases));
+        let _ = write!(out, "{}", buckets::text(&self.phases));
         let _ = write!(out, "{}", self.stalls_text());
         let _ = writeln!(out);
         for m in &self.memory {
@@ -153,7 +143,7 @@ impl Report {
             let _ = writeln!(out, "| {} | {} |", p.key, cells.join(" | "));
         }
         out.push_str(&self.redis_servers_markdown());
-        out.push_str(&super::hot_sku::markdown(&self.phases));
+        out.push_str(&buckets::markdown(&self.phases));
         out.push_str(&self.batches_markdown());
         let stalls = self.stalls_text();
         if !stalls.is_empty() {
@@ -184,7 +174,7 @@ impl Report {
         let json = serde_json::to_string_pretty(self)?;
         std::fs::write(dir.join("bench.json"), json + "\n")?;
         std::fs::write(dir.join("bench.md"), self.markdown())?;
-        std::fs::write(dir.join("bench.svg"), super::svg::chart(self))?;
+        std::fs::write(dir.join("bench.svg"), svg::chart(self))?;
         Ok(())
     }
 }
@@ -265,31 +255,5 @@ fn latency_cells(p: &PhaseResult) -> (String, String, String) {
             format!("{:.2}", l.p999),
         ),
         None => ("-".into(), "-".into(), "-".into()),
-    }
-}
-
-/// `12345.6` → `12,346`.
-pub fn thousands(value: f64) -> String {
-    let digits = format!("{:.0}", value.max(0.0));
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::thousands;
-
-    #[test]
-    fn thousands_are_grouped() {
-        assert_eq!(thousands(0.4), "0");
-        assert_eq!(thousands(999.0), "999");
-        assert_eq!(thousands(1234.0), "1,234");
-        assert_eq!(thousands(1234567.8), "1,234,568");
     }
 }

@@ -7,8 +7,8 @@
 
 use std::fmt::Write as _;
 
-use super::phases::{key, PhaseResult};
-use super::report::{thousands, Report};
+use super::numbers::thousands;
+use crate::bench::results::{key, PhaseResult, Report};
 
 const WIDTH: f64 = 980.0;
 const LABEL_W: f64 = 190.0;
@@ -44,32 +44,7 @@ pub fn chart(report: &Report) -> String {
     let panel2_top = TOP + panel1_h + PANEL_GAP;
     let height = panel2_top + p99s.len() as f64 * ROW_H + 40.0;
     let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(
-        svg,
-        r##"<rect width="100%" height="100%" fill="#ffffff"/>"##
-    );
-    let _ = writeln!(
-        svg,
-        r#"<text x="10" y="20" font-size="15" font-weight="bold">stockd bench — throughput per phase (linear)</text>"#
-    );
-    let m = &report.machine;
-    let _ = writeln!(
-        svg,
-        r##"<text x="10" y="34" fill="#555" font-size="11">concurrency {}, {} CPUs ({}), {:.1} GiB, load {:.2} at start; Redis {}, MariaDB {}, RabbitMQ {}; {}</text>"##,
-        report.concurrency,
-        m.cpus,
-        esc(&m.cpu_model),
-        m.memory_gib,
-        m.load_avg_1m_at_start,
-        esc(&m.redis),
-        esc(&m.mariadb),
-        esc(&m.rabbitmq),
-        esc(&report.generated_at)
-    );
+    header(&mut svg, report, height);
     let max_rate = rates.iter().map(|p| p.throughput).fold(1.0, f64::max);
     for (i, p) in rates.iter().enumerate() {
         let y = TOP + i as f64 * ROW_H;
@@ -104,6 +79,36 @@ pub fn chart(report: &Report) -> String {
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+/// The `<svg>` element, its background, the first title and the machine line.
+fn header(svg: &mut String, report: &Report, height: f64) {
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        svg,
+        r##"<rect width="100%" height="100%" fill="#ffffff"/>"##
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="10" y="20" font-size="15" font-weight="bold">stockd bench — throughput per phase (linear)</text>"#
+    );
+    let m = &report.machine;
+    let _ = writeln!(
+        svg,
+        r##"<text x="10" y="34" fill="#555" font-size="11">concurrency {}, {} CPUs ({}), {:.1} GiB, load {:.2} at start; Redis {}, MariaDB {}, RabbitMQ {}; {}</text>"##,
+        report.concurrency,
+        m.cpus,
+        esc(&m.cpu_model),
+        m.memory_gib,
+        m.load_avg_1m_at_start,
+        esc(&m.redis),
+        esc(&m.mariadb),
+        esc(&m.rabbitmq),
+        esc(&report.generated_at)
+    );
 }
 
 fn bar(svg: &mut String, y: f64, label: &str, w: f64, fill: &str, value: &str) {

@@ -3,21 +3,22 @@
 //! stockd child does, each child gets a freshly reset namespace, and every
 //! phase is checked before the next one starts.
 
-mod hot_sku;
+mod on_cluster;
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use super::check::Target;
-use super::child::StockdChild;
-use super::namespace::Namespace;
-use super::phases::persist_lag::Probe;
-use super::phases::{self, key, Checked, PhaseResult};
-use super::progress::note;
-use super::report::Memory;
-use super::slowlog::stalls;
-use super::{BenchArgs, Only};
+use crate::bench::args::{BenchArgs, Only};
+use crate::bench::drive::progress::note;
+use crate::bench::measure::slowlog::stalls;
+use crate::bench::phases::persist_lag::Probe;
+use crate::bench::phases::{self, Checked};
+use crate::bench::results::Memory;
+use crate::bench::results::{key, PhaseResult};
+use crate::bench::stack::check::Target;
+use crate::bench::stack::child::StockdChild;
+use crate::bench::stack::namespace::Namespace;
 use crate::config::Durability;
 
 /// No full-speed phase runs longer than this, whatever its request budget.
@@ -105,8 +106,8 @@ impl Collected {
     }
 }
 
-fn plan(requests: u64) -> super::load::Plan {
-    super::load::Plan {
+fn plan(requests: u64) -> crate::bench::drive::load::Plan {
+    crate::bench::drive::load::Plan {
         requests,
         max_duration: PHASE_MAX,
         rate_per_sec: None,
@@ -120,7 +121,7 @@ pub async fn run_phases(
     out: &mut Collected,
 ) -> anyhow::Result<()> {
     if args.only == Some(Only::HotSku) {
-        hot_sku::run(args, ns, out).await?;
+        on_cluster::run(args, ns, out).await?;
         return Ok(());
     }
     let conc = args.concurrency;
@@ -134,7 +135,7 @@ pub async fn run_phases(
         None => children(args, ns, out).await?,
         Some(url) => target(args, ns, url, out).await?,
     };
-    if !proceed || !hot_sku::run(args, ns, out).await? {
+    if !proceed || !on_cluster::run(args, ns, out).await? {
         return Ok(());
     }
     ns.cleanup().await?;
@@ -378,7 +379,7 @@ async fn target(
         out.memory.push(Memory {
             process: format!("stockd --target {url}"),
             pid,
-            peak_rss_mib: super::child::peak_rss_mib(pid)?,
+            peak_rss_mib: crate::bench::stack::child::peak_rss_mib(pid)?,
         });
     }
     Ok(ok)
@@ -390,7 +391,7 @@ async fn target_access(
     ns: &Namespace,
     url: &str,
 ) -> anyhow::Result<(SocketAddr, String)> {
-    let addr = super::http_client::loopback_addr(url).await?;
+    let addr = crate::bench::drive::http_client::loopback_addr(url).await?;
     let token = args
         .admin_token
         .clone()

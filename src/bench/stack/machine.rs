@@ -7,28 +7,14 @@ use std::time::Duration;
 
 use deadpool_redis::redis;
 use mysql_async::prelude::Queryable;
-use serde::Serialize;
 
-use super::namespace::Namespace;
+use crate::bench::results::Machine;
+use crate::bench::stack::namespace::Namespace;
 
 /// `rabbitmqctl` boots an Erlang VM; give it this long, then report "unknown".
 const RABBITMQCTL_TIMEOUT: Duration = Duration::from_secs(15);
 /// Poll period while waiting for `rabbitmqctl`.
 const RABBITMQCTL_POLL: Duration = Duration::from_millis(50);
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Machine {
-    pub cpus: usize,
-    pub cpu_model: String,
-    pub memory_gib: f64,
-    pub kernel: String,
-    /// 1-minute load average when the run began: above ~0.5 on this box,
-    /// something else was running and the numbers are disturbed.
-    pub load_avg_1m_at_start: f64,
-    pub redis: String,
-    pub mariadb: String,
-    pub rabbitmq: String,
-}
 
 impl Machine {
     pub async fn detect(ns: &Namespace) -> Self {

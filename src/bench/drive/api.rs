@@ -8,9 +8,9 @@ use anyhow::Context;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::http_client::{HttpConn, Response};
-use super::load::Requester;
-use super::stats::Outcome;
+use crate::bench::drive::http_client::{HttpConn, Response};
+use crate::bench::drive::load::Requester;
+use crate::bench::measure::stats::Outcome;
 
 /// Admin and read calls against one stockd (not on the measured path).
 pub struct Api {

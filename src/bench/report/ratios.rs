@@ -2,98 +2,63 @@
 //! numbers: on a shared 2-core machine absolute rates drift from run to run,
 //! ratios of phases measured side by side much less.
 
-use serde::Serialize;
+use super::numbers::thousands;
+use crate::bench::results::{key, row, Goal, Memory, PhaseResult, Ratio};
 
-use super::phases::{key, PhaseResult};
-use super::report::Memory;
+/// The phases of one run, looked up by key.
+struct Lookup<'a>(&'a [PhaseResult]);
 
-/// Which way a target points.
-#[derive(Debug, Clone, Copy, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Goal {
-    AtLeast(f64),
-    AtMost(f64),
-}
+impl Lookup<'_> {
+    fn find(&self, k: &str) -> Option<&PhaseResult> {
+        self.0.iter().find(|p| p.key == k)
+    }
 
-impl Goal {
-    fn met(self, value: f64) -> bool {
-        match self {
-            Goal::AtLeast(t) => value >= t,
-            Goal::AtMost(t) => value <= t,
+    /// `a`'s throughput over `b`'s, with the numbers behind it.
+    fn quotient(&self, a: &str, b: &str) -> Option<(f64, String)> {
+        let (x, unit_x) = self.find(a).map(|p| (p.throughput, p.unit))?;
+        let (y, unit_y) = self.find(b).map(|p| (p.throughput, p.unit))?;
+        (y > 0.0).then(|| {
+            let data = format!(
+                "{a} {} {unit_x} / {b} {} {unit_y}",
+                thousands(x),
+                thousands(y)
+            );
+            (x / y, data)
+        })
+    }
+
+    /// `k`'s p99 latency in ms, with the number behind it.
+    fn p99_ms(&self, k: &str) -> Option<(f64, String)> {
+        let v = self.find(k).and_then(|p| p.latency).map(|l| l.p99)?;
+        Some((v, format!("{k} p99 {v:.2} ms")))
+    }
+
+    /// `measured` when that phase ran, else the `--target` reserve phase.
+    fn or_target(&self, measured: &'static str) -> &'static str {
+        if self.find(measured).is_some() {
+            measured
+        } else {
+            key::RESERVE_TARGET
         }
     }
-
-    pub fn text(self) -> String {
-        match self {
-            Goal::AtLeast(t) => format!("≥ {t}"),
-            Goal::AtMost(t) => format!("≤ {t}"),
-        }
-    }
 }
 
-/// One row of the target table.
-#[derive(Debug, Clone, Serialize)]
-pub struct Ratio {
-    pub name: &'static str,
-    pub goal: Goal,
-    /// `None` when a phase it needs did not run (e.g. `--target`).
-    pub value: Option<f64>,
-    pub met: Option<bool>,
-    /// The numbers behind the value, for a reader checking it.
-    pub data: String,
-}
-
-pub fn row(name: &'static str, goal: Goal, value: Option<(f64, String)>) -> Ratio {
-    match value {
-        Some((v, data)) => Ratio {
-            name,
-            goal,
-            value: Some(v),
-            met: Some(goal.met(v)),
-            data,
-        },
-        None => Ratio {
-            name,
-            goal,
-            value: None,
-            met: None,
-            data: "not measured in this run".into(),
-        },
-    }
+/// The largest peak RSS of any stockd process, with the process behind it.
+fn peak_rss(memory: &[Memory]) -> Option<(f64, String)> {
+    memory
+        .iter()
+        .max_by(|a, b| a.peak_rss_mib.total_cmp(&b.peak_rss_mib))
+        .map(|m| (m.peak_rss_mib, format!("{} (pid {})", m.process, m.pid)))
 }
 
 /// Computes every target of the issue from the phases and memory readings.
 pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
-    let find = |k: &str| phases.iter().find(|p| p.key == k);
-    let tp = |k: &str| find(k).map(|p| (p.throughput, p.unit));
-    let p99 = |k: &str| find(k).and_then(|p| p.latency).map(|l| l.p99);
-    let quotient = |a: &str, b: &str| {
-        let (x, unit_x) = tp(a)?;
-        let (y, unit_y) = tp(b)?;
-        (y > 0.0).then(|| {
-            let data = format!(
-                "{a} {} {unit_x} / {b} {} {unit_y}",
-                super::report::thousands(x),
-                super::report::thousands(y)
-            );
-            (x / y, data)
-        })
-    };
-    let reserve_redis = if find(key::RESERVE_REDIS).is_some() {
-        key::RESERVE_REDIS
-    } else {
-        key::RESERVE_TARGET
-    };
-    let reserve_queue = if find(key::RESERVE_QUEUE).is_some() {
-        key::RESERVE_QUEUE
-    } else {
-        key::RESERVE_TARGET
-    };
-    let peak = memory
-        .iter()
-        .max_by(|a, b| a.peak_rss_mib.total_cmp(&b.peak_rss_mib))
-        .map(|m| (m.peak_rss_mib, format!("{} (pid {})", m.process, m.pid)));
-    let ms = |k: &str| p99(k).map(|v| (v, format!("{k} p99 {v:.2} ms")));
+    let run = Lookup(phases);
+    let quotient = |a: &str, b: &str| run.quotient(a, b);
+    let ms = |k: &str| run.p99_ms(k);
+    let reserve_redis = run.or_target(key::RESERVE_REDIS);
+    let reserve_queue = run.or_target(key::RESERVE_QUEUE);
+    let peak = peak_rss(memory);
     let mut rows = vec![
         row(
             "reserve (durability: redis) / ceiling",
@@ -143,7 +108,7 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
         ),
     ];
     rows.extend(super::efficiency::rows(phases));
-    rows.extend(super::hot_sku::rows(phases));
+    rows.extend(super::buckets::rows(phases));
     rows
 }
 
@@ -154,7 +119,7 @@ mod tests {
     fn phase(key: &'static str, throughput: f64, p99: Option<f64>) -> PhaseResult {
         let mut p = PhaseResult::from_rate(key, String::new(), "req/s", 1, Default::default());
         p.throughput = throughput;
-        p.latency = p99.map(|v| crate::bench::phases::LatencyMs {
+        p.latency = p99.map(|v| crate::bench::results::LatencyMs {
             p50: v,
             p99: v,
             p999: v,

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 
-use super::api::Api;
-use super::stats::Tally;
+use crate::bench::drive::api::Api;
+use crate::bench::measure::stats::Tally;
 use crate::db::{ledger, sku, Db};
 use crate::domain::SkuId;
 use crate::redis::RedisStore;

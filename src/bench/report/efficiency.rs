@@ -3,8 +3,7 @@
 //! from day to day here); CPU per event, summed over every process, drifts
 //! far less, so these rows judge efficiency where the throughput rows cannot.
 
-use super::phases::{key, PhaseResult};
-use super::ratios::{row, Goal, Ratio};
+use crate::bench::results::{key, row, Goal, PhaseResult, Ratio};
 
 /// Total CPU µs per event of a phase, every process included.
 fn total(p: &PhaseResult) -> f64 {

@@ -9,9 +9,9 @@
 
 use std::net::SocketAddr;
 
-use serde::Serialize;
+use crate::bench::results::BatchSizes;
 
-use super::api::Api;
+use crate::bench::drive::api::Api;
 
 const PUBLISH: &str = "stockd_publish_batch_size";
 const CONSUMER: &str = "stockd_consumer_batch_size";
@@ -21,17 +21,6 @@ const CONSUMER: &str = "stockd_consumer_batch_size";
 pub struct BatchCounters {
     publish: (f64, f64),
     consumer: (f64, f64),
-}
-
-/// Mean batch sizes between two readings; `None` where no batch happened.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-pub struct BatchSizes {
-    /// Deductions per broker message published.
-    pub per_message: Option<f64>,
-    /// Messages published during the phase.
-    pub messages: u64,
-    /// Deductions per consumer MySQL transaction.
-    pub per_transaction: Option<f64>,
 }
 
 impl BatchCounters {

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::progress::Progress;
-use super::stats::{micros, per_sec, Outcome, Percentiles, Tally};
+use crate::bench::drive::progress::Progress;
+use crate::bench::measure::stats::{micros, per_sec, Outcome, Percentiles, Tally};
 
 /// One worker's request maker: holds its own connection and state.
 pub trait Requester: Send + 'static {
@@ -42,7 +42,7 @@ pub struct Run {
     pub elapsed: Duration,
     pub latency: Option<Percentiles>,
     pub tally: Tally,
-    /// CPU milliseconds per process group during the phase (see [`super::cpu`]).
+    /// CPU milliseconds per process group during the phase (see [`crate::bench::measure::cpu`]).
     pub cpu_ms: BTreeMap<String, f64>,
     /// CPU milliseconds of each redis-server (by address) during the phase.
     pub redis_servers_ms: BTreeMap<String, f64>,
@@ -58,7 +58,7 @@ impl Run {
 pub async fn drive<R: Requester>(label: &str, plan: Plan, workers: Vec<R>) -> Run {
     assert!(!workers.is_empty(), "a phase needs at least one worker");
     let progress = Progress::start(label, plan.requests);
-    let cpu_before = super::cpu::snapshot();
+    let cpu_before = crate::bench::measure::cpu::snapshot();
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let deadline = started + plan.max_duration;

@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 
-use super::api::Api;
+use crate::bench::drive::api::Api;
 
 /// The counter's name as Prometheus text shows it.
 const ROUND_TRIPS: &str = "stockd_bucket_round_trips_total";

@@ -6,13 +6,14 @@
 use std::path::Path;
 
 use super::{sku_base, target_access, Collected, SKU_HOT};
-use crate::bench::check::Target;
-use crate::bench::child::StockdChild;
-use crate::bench::namespace::Namespace;
-use crate::bench::phases::{self, hot_sku, key};
-use crate::bench::progress::note;
-use crate::bench::report::Memory;
-use crate::bench::BenchArgs;
+use crate::bench::args::BenchArgs;
+use crate::bench::drive::progress::note;
+use crate::bench::phases::{self, hot_sku};
+use crate::bench::results::key;
+use crate::bench::results::Memory;
+use crate::bench::stack::check::Target;
+use crate::bench::stack::child::StockdChild;
+use crate::bench::stack::namespace::Namespace;
 use crate::config::Durability;
 
 /// Label (and log file name) of the phase's child stockd.

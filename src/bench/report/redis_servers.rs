@@ -7,8 +7,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::phases::PhaseResult;
-use super::report::Report;
+use crate::bench::results::{PhaseResult, Report};
 
 /// A server whose CPU over every phase stays under this is left out (idle
 /// replicas, the unused standalone server): milliseconds.

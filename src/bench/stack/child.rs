@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::check::wait_until;
-use super::http_client::HttpConn;
-use super::namespace::Namespace;
+use crate::bench::drive::http_client::HttpConn;
+use crate::bench::stack::check::wait_until;
+use crate::bench::stack::namespace::Namespace;
 use crate::config::Durability;
 
 /// Time the child gets to become ready (connect, declare topology, bind).

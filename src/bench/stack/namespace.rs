@@ -73,8 +73,8 @@ impl Namespace {
     }
 
     /// Direct access to this namespace's MySQL and Redis (the checks' view).
-    pub fn stores(&self) -> anyhow::Result<crate::bench::check::Stores> {
-        Ok(crate::bench::check::Stores {
+    pub fn stores(&self) -> anyhow::Result<crate::bench::stack::check::Stores> {
+        Ok(crate::bench::stack::check::Stores {
             db: self.db()?,
             redis: self.redis()?,
         })

@@ -1,0 +1,90 @@
+//! The options of `stockd bench` and their bounds. Its own file so the scenarios
+//! (`suite`, `demo`) read them without importing the entry point that runs them.
+
+use std::path::PathBuf;
+
+/// Most concurrent requesters a phase may use: far above a realistic front
+/// tier per node, and the bench must stay a bounded guest on a shared machine.
+const CONCURRENCY_MAX: usize = 1_024;
+/// Most requests per full-speed phase (a few tens of seconds at worst).
+const REQUESTS_MAX: u64 = 200_000;
+/// Longest half-load (persist lag) phase.
+const LAG_SECS_MAX: u64 = 60;
+/// Highest offered rate of the hot-SKU phase: above anything one machine
+/// serves, so a typo cannot make the open-loop generator spin.
+const HOT_SKU_RATE_MAX: f64 = 100_000.0;
+
+/// Options of `stockd bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Run the flash-sale demo instead of the benchmark.
+    #[arg(long)]
+    pub demo: bool,
+    /// Drive an already running stockd at this loopback base URL (e.g.
+    /// http://127.0.0.1:8080) instead of starting child processes.
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Admin token of the `--target` stockd (default: `admin.token` from config).
+    #[arg(long, env = "STOCKD_BENCH_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Pid of the `--target` stockd, for its CPU time and peak RSS.
+    #[arg(long, value_name = "PID", requires = "target")]
+    pub target_pid: Option<u32>,
+    /// Concurrent requesters of every phase (the strawman also runs at 1,000).
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Requests of each full-speed phase (ceiling, reserve, sold-out).
+    #[arg(long, default_value_t = 30_000)]
+    pub requests: u64,
+    /// Seconds of the half-load run that measures persist lag.
+    #[arg(long, default_value_t = 5)]
+    pub lag_secs: u64,
+    /// First SKU id of the HTTP phases. With `--target` the default is fresh
+    /// per run (9e12 + seconds), because the target keeps what the bench creates.
+    #[arg(long, value_name = "ID")]
+    pub sku_base_id: Option<u64>,
+    /// Where bench.json, bench.md, bench.svg and the child logs go.
+    #[arg(long, default_value = "bench-out")]
+    pub out_dir: PathBuf,
+    /// Keep the bench database, Redis keys and queues afterwards (debugging).
+    #[arg(long)]
+    pub keep: bool,
+    /// Run only this phase instead of the whole suite.
+    #[arg(long, value_enum, value_name = "PHASE")]
+    pub only: Option<Only>,
+    /// Offered rate of the hot-SKU phase in reservations a second, the same for
+    /// both variants (default: half the reserve rate this run measured, else 1,000).
+    #[arg(long, value_name = "PER_SEC")]
+    pub hot_sku_rate: Option<f64>,
+}
+
+/// Phases `--only` can run on their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Only {
+    /// One deep-stock SKU in 1 vs 3 stock buckets (needs a Redis Cluster).
+    HotSku,
+}
+
+impl BenchArgs {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=CONCURRENCY_MAX).contains(&self.concurrency),
+            "--concurrency must be in 1..={CONCURRENCY_MAX}"
+        );
+        anyhow::ensure!(
+            (1..=REQUESTS_MAX).contains(&self.requests),
+            "--requests must be in 1..={REQUESTS_MAX}"
+        );
+        anyhow::ensure!(
+            (1..=LAG_SECS_MAX).contains(&self.lag_secs),
+            "--lag-secs must be in 1..={LAG_SECS_MAX}"
+        );
+        if let Some(rate) = self.hot_sku_rate {
+            anyhow::ensure!(
+                (1.0..=HOT_SKU_RATE_MAX).contains(&rate),
+                "--hot-sku-rate must be in 1..={HOT_SKU_RATE_MAX}"
+            );
+        }
+        Ok(())
+    }
+}

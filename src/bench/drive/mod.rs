@@ -1,0 +1,8 @@
+//! The driver: workers that send requests under a plan ([`load`]), the HTTP/1.1
+//! client they use ([`http_client`]), the stockd API calls and request makers on
+//! top of it ([`api`]), and the progress line ([`progress`]).
+
+pub mod api;
+pub mod http_client;
+pub mod load;
+pub mod progress;

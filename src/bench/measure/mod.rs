@@ -1,0 +1,7 @@
+//! Where the time went, read without the stockd under test: latency
+//! percentiles and answer tallies ([`stats`]), CPU per process ([`cpu`]), Redis
+//! stalls ([`slowlog`]). The layer below the driver: nothing here sends a request.
+
+pub mod cpu;
+pub mod slowlog;
+pub mod stats;

@@ -1,0 +1,90 @@
+//! What one phase measured, as the report, the JSON and the chart show it:
+//! filled in by the phases, read by the renderers of [`crate::bench::report`].
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{BatchSizes, HotSku, Stall};
+
+/// The phases, in the order the table lists them; the key is the JSON name.
+pub mod key {
+    pub const CEILING: &str = "ceiling";
+    pub const RESERVE_REDIS: &str = "reserve_redis";
+    pub const RESERVE_QUEUE: &str = "reserve_queue";
+    /// `reserve_redis` again with generous rate limits on (their cost, not their effect).
+    pub const RESERVE_REDIS_LIMITED: &str = "reserve_redis_limited";
+    /// `reserve_redis` again while a console polls `/v1/admin/overview` every second.
+    pub const RESERVE_REDIS_CONSOLE: &str = "reserve_redis_console";
+    /// `--target`: the running stockd's durability is whatever it was started with.
+    pub const RESERVE_TARGET: &str = "reserve_target";
+    pub const SOLD_OUT: &str = "sold_out";
+    pub const HALF_LOAD: &str = "reserve_half_load";
+    pub const PERSIST_LAG: &str = "persist_lag";
+    pub const HALF_LOAD_REDIS: &str = "reserve_half_load_redis";
+    pub const PERSIST_LAG_REDIS: &str = "persist_lag_redis";
+    pub const STRAWMAN: &str = "strawman";
+    pub const STRAWMAN_1000: &str = "strawman_1000";
+    /// One deep-stock SKU on a Redis Cluster, one bucket (today's layout).
+    pub const HOT_SKU_1: &str = "hot_sku_1";
+    /// The same load on a SKU split into three buckets on three primaries.
+    pub const HOT_SKU_3: &str = "hot_sku_3";
+    pub const CONSUMER_BATCHED: &str = "consumer_batched";
+    pub const CONSUMER_PER_MESSAGE: &str = "consumer_per_message";
+}
+
+/// What one phase measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseResult {
+    pub key: &'static str,
+    /// One line saying what was measured.
+    pub title: String,
+    /// Unit of `throughput`: `req/s`, `tx/s`, `deductions/s`.
+    pub unit: &'static str,
+    /// Concurrent requesters (0 when not applicable).
+    pub concurrency: usize,
+    /// Events measured (requests, transactions, deductions).
+    pub count: u64,
+    pub elapsed_ms: f64,
+    pub throughput: f64,
+    /// Latency (or, for persist lag, the lag) percentiles in ms.
+    pub latency: Option<LatencyMs>,
+    /// Answers by label (`201`, `409 SOLD_OUT`, ...).
+    pub outcomes: BTreeMap<String, u64>,
+    /// CPU milliseconds per process group during the phase.
+    pub cpu_ms: BTreeMap<String, f64>,
+    /// CPU milliseconds of each redis-server (by address): the primaries of a
+    /// cluster one by one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub redis_servers_ms: BTreeMap<String, f64>,
+    /// When the phase started (Unix ms), to find what happened during it.
+    pub started_unix_ms: u64,
+    /// Redis commands on the bench's keys that blocked Redis during the phase
+    /// (from SLOWLOG), slowest first.
+    pub redis_stalls: Vec<Stall>,
+    /// Group-commit batch sizes during the measured run (HTTP phases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batches: Option<BatchSizes>,
+    /// The hot-SKU phase's split, per-primary CPU and round trips.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot_sku: Option<HotSku>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LatencyMs {
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl PhaseResult {
+    /// CPU microseconds per counted event, by process group.
+    pub fn cpu_us_per_event(&self) -> BTreeMap<String, f64> {
+        let n = self.count.max(1) as f64;
+        self.cpu_ms
+            .iter()
+            .map(|(k, ms)| (k.clone(), ms * 1000.0 / n))
+            .collect()
+    }
+}

@@ -1,0 +1,12 @@
+//! The stack under test: the stockd child processes ([`child`]), the isolated
+//! database, key prefix and queues of a run ([`namespace`]), the machine and
+//! server versions ([`machine`]), what the stockd reports on its `/metrics`
+//! ([`batches`], [`round_trips`]) and the invariants checked after every phase
+//! ([`check`]).
+
+pub mod batches;
+pub mod check;
+pub mod child;
+pub mod machine;
+pub mod namespace;
+pub mod round_trips;

@@ -1,0 +1,104 @@
+//! The load generator's folders import in one direction only (the issue: data
+//! types beside renderers made a six-file circle). Read from the sources, so a
+//! new `use` that points up fails here before it tangles the folders again.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Each folder of `src/bench/` and the folders it may import. `suite` and the
+/// files directly in `src/bench/` (the entry points) sit above all of them.
+const MAY_IMPORT: &[(&str, &[&str])] = &[
+    ("results", &[]),
+    ("measure", &["results"]),
+    ("drive", &["measure", "results"]),
+    ("stack", &["drive", "measure", "results"]),
+    ("phases", &["stack", "drive", "measure", "results"]),
+    ("report", &["results"]),
+];
+
+/// The code of a source file: comment lines dropped, since a doc link to a
+/// folder above (`[`crate::bench::report`]`) is no import.
+fn code_of(text: &str) -> String {
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Which `src/bench/` folders a source text names through `crate::bench::`.
+fn folders_named(text: &str, folders: &[&str]) -> Vec<String> {
+    text.match_indices("crate::bench::")
+        .map(|(at, needle)| &text[at + needle.len()..])
+        .map(|rest| {
+            rest.split(|c: char| !c.is_alphanumeric() && c != '_')
+                .next()
+        })
+        .filter_map(|name| name.filter(|n| folders.contains(n)).map(str::to_owned))
+        .collect()
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// No file of a `src/bench/` folder imports a folder above it (nor `report`
+/// anything but `results`), and a folder's `mod.rs` reaches its neighbours
+/// through `crate::bench::`, not `super::`, so the rule sees every edge.
+#[test]
+fn the_bench_folders_import_downwards_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bench");
+    let rules: BTreeMap<&str, &[&str]> = MAY_IMPORT.iter().copied().collect();
+    let mut folders: Vec<&str> = rules.keys().copied().collect();
+    folders.extend(["suite"]);
+    let mut wrong = Vec::new();
+    for (folder, allowed) in &rules {
+        let mut files = Vec::new();
+        sources(&root.join(folder), &mut files);
+        assert!(
+            !files.is_empty(),
+            "src/bench/{folder}/ is gone: update MAY_IMPORT"
+        );
+        for file in files {
+            let text = code_of(&std::fs::read_to_string(&file).unwrap());
+            for named in folders_named(&text, &folders) {
+                if named != *folder && !allowed.contains(&named.as_str()) {
+                    wrong.push(format!("{} imports {named}", file.display()));
+                }
+            }
+            let is_mod = file.file_name().is_some_and(|n| n == "mod.rs");
+            for other in &folders {
+                if is_mod && text.contains(&format!("super::{other}::")) {
+                    wrong.push(format!("{} names super::{other}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "imports against the layering: {wrong:#?}");
+}
+
+/// No two files under `src/bench/` share a name (there were three `hot_sku.rs`).
+#[test]
+fn no_two_bench_files_share_a_name() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bench");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        if name != "mod.rs" {
+            seen.entry(name)
+                .or_default()
+                .push(file.display().to_string());
+        }
+    }
+    seen.retain(|_, paths| paths.len() > 1);
+    assert!(seen.is_empty(), "files named alike: {seen:#?}");
+}
