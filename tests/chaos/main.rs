@@ -17,6 +17,7 @@
 
 mod audit;
 mod drain;
+mod history;
 mod load;
 #[path = "../support/process.rs"]
 mod owned;
