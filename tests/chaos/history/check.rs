@@ -86,11 +86,7 @@ fn check_reservation(
     let oks: Vec<&Entry> = of(&reserves, Outcome::Ok);
     let admitted: Vec<&Entry> = reserves.iter().copied().filter(|e| e.admitted()).collect();
     for _ in of(&reserves, Outcome::Info) {
-        if row.is_some() && admitted.is_empty() {
-            v.info_taken += 1;
-        } else {
-            v.info_not_taken += 1;
-        }
+        v.info_went(Op::Reserve, row.is_some() && admitted.is_empty());
     }
     let Some(first_ok) = oks.first().copied() else {
         if let Some(row) = row.filter(|_| of(&reserves, Outcome::Info).is_empty()) {
@@ -283,10 +279,10 @@ fn check_lifecycle(key: &Key, ops: &[&Entry], row: Option<&LedgerRow>, v: &mut V
                             .add(format!("{}: answered status {said:?}", e.describe()));
                     }
                 }
-                Outcome::Info if status == Some(target) && (op == Op::Confirm || cancelled) => {
-                    v.info_taken += 1
-                }
-                Outcome::Info => v.info_not_taken += 1,
+                Outcome::Info => v.info_went(
+                    op,
+                    status == Some(target) && (op == Op::Confirm || cancelled),
+                ),
                 Outcome::Fail => match claimed_state(&e.done.code) {
                     Some(claimed) if status != Some(claimed) => v
                         .unexpected

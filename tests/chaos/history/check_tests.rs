@@ -121,7 +121,8 @@ fn an_unanswered_reserve_counts_as_taken_when_only_it_can_have_made_the_row() {
     ];
     let v = check(&h, &[row("a", "RESERVED", None)], &strict());
     assert!(v.passed(), "{v:?}");
-    assert_eq!((v.info_taken, v.info_not_taken), (1, 1));
+    assert_eq!((v.info_taken(), v.info_not_taken()), (1, 1));
+    assert_eq!(v.info_by_op[&Op::Reserve], (1, 1));
 }
 
 #[test]
@@ -201,4 +202,17 @@ fn confirm_and_cancel_answers_must_match_the_final_state() {
 fn a_row_nobody_asked_for_is_unexpected() {
     let v = check(&[], &[row("ghost", "RESERVED", None)], &strict());
     assert_eq!(v.unexpected.count, 1);
+}
+
+#[test]
+fn an_unanswered_confirm_counts_as_taken_when_the_row_ends_confirmed() {
+    let h = [
+        reserve("a", 0, 201),
+        op(Op::Confirm, "a", 20, 503, "UNAVAILABLE"),
+    ];
+    let v = check(&h, &[row("a", "CONFIRMED", None)], &strict());
+    assert!(v.passed(), "{v:?}");
+    assert_eq!(v.info_by_op[&Op::Confirm], (1, 0));
+    let v = check(&h, &[row("a", "RELEASED", Some("EXPIRED"))], &strict());
+    assert_eq!(v.info_by_op[&Op::Confirm], (0, 1));
 }

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::load::Op;
+
 /// Offending operations shown per kind of finding.
 const SHOWN_PER_KIND: usize = 5;
 
@@ -28,10 +30,10 @@ pub struct Verdict {
     pub ok: usize,
     pub fail: usize,
     pub info: usize,
-    /// Info operations whose effect is in the ledger (a reserve that created
-    /// the row no ok answer created, a confirm/cancel whose state it holds).
-    pub info_taken: usize,
-    pub info_not_taken: usize,
+    /// Info operations by op: (taken, not taken). Taken: its effect is in the
+    /// ledger (a reserve that made the row no ok answer made, a confirm or
+    /// cancel whose state the row holds).
+    pub info_by_op: BTreeMap<Op, (usize, usize)>,
     /// Acknowledged outcomes the stores do not hold.
     pub lost: Findings,
     /// Stock taken twice for one id (two admissions, two ledger rows).
@@ -45,6 +47,23 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// Counts one info operation of `op`, taken or not.
+    pub fn info_went(&mut self, op: Op, taken: bool) {
+        let slot = self.info_by_op.entry(op).or_default();
+        match taken {
+            true => slot.0 += 1,
+            false => slot.1 += 1,
+        }
+    }
+
+    pub fn info_taken(&self) -> usize {
+        self.info_by_op.values().map(|t| t.0).sum()
+    }
+
+    pub fn info_not_taken(&self) -> usize {
+        self.info_by_op.values().map(|t| t.1).sum()
+    }
+
     pub fn allow(&mut self, name: &str, what: String) {
         self.allowed.entry(name.to_string()).or_default().add(what);
     }
@@ -61,8 +80,8 @@ impl Verdict {
             self.ok,
             self.fail,
             self.info,
-            self.info_taken,
-            self.info_not_taken,
+            self.info_taken(),
+            self.info_not_taken(),
             self.lost.count,
             self.duplicated.count,
             self.unexpected.count
@@ -72,6 +91,14 @@ impl Verdict {
     /// The line, what the declared loss allowed, and the first offending ops.
     pub fn print(&self, scenario: &str) {
         println!("[{scenario}] {}", self.line());
+        if !self.info_by_op.is_empty() {
+            let by_op: Vec<String> = self
+                .info_by_op
+                .iter()
+                .map(|(op, (taken, not))| format!("{op:?} {} (taken {taken})", taken + not))
+                .collect();
+            println!("[{scenario}] history: info by op: {}", by_op.join(", "));
+        }
         if !self.declared.is_empty() {
             let allowed: Vec<String> = self
                 .allowed
