@@ -85,8 +85,8 @@ fn check_reservation(
         .collect();
     let oks: Vec<&Entry> = of(&reserves, Outcome::Ok);
     let admitted: Vec<&Entry> = reserves.iter().copied().filter(|e| e.admitted()).collect();
-    for _ in of(&reserves, Outcome::Info) {
-        v.info_went(Op::Reserve, row.is_some() && admitted.is_empty());
+    for e in of(&reserves, Outcome::Info) {
+        v.info_went(e, row.is_some() && admitted.is_empty());
     }
     let Some(first_ok) = oks.first().copied() else {
         if let Some(row) = row.filter(|_| of(&reserves, Outcome::Info).is_empty()) {
@@ -280,7 +280,7 @@ fn check_lifecycle(key: &Key, ops: &[&Entry], row: Option<&LedgerRow>, v: &mut V
                     }
                 }
                 Outcome::Info => v.info_went(
-                    op,
+                    e,
                     status == Some(target) && (op == Op::Confirm || cancelled),
                 ),
                 Outcome::Fail => match claimed_state(&e.done.code) {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::record::Entry;
 use crate::load::Op;
 
 /// Offending operations shown per kind of finding.
@@ -34,6 +35,8 @@ pub struct Verdict {
     /// ledger (a reserve that made the row no ok answer made, a confirm or
     /// cancel whose state the row holds).
     pub info_by_op: BTreeMap<Op, (usize, usize)>,
+    /// The first few info operations that were taken, for the report.
+    pub taken: Findings,
     /// Acknowledged outcomes the stores do not hold.
     pub lost: Findings,
     /// Stock taken twice for one id (two admissions, two ledger rows).
@@ -47,11 +50,14 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// Counts one info operation of `op`, taken or not.
-    pub fn info_went(&mut self, op: Op, taken: bool) {
-        let slot = self.info_by_op.entry(op).or_default();
+    /// Counts one info operation, taken or not.
+    pub fn info_went(&mut self, e: &Entry, taken: bool) {
+        let slot = self.info_by_op.entry(e.req.op).or_default();
         match taken {
-            true => slot.0 += 1,
+            true => {
+                slot.0 += 1;
+                self.taken.add(e.describe());
+            }
             false => slot.1 += 1,
         }
     }
@@ -119,6 +125,7 @@ impl Verdict {
             ("lost", &self.lost),
             ("duplicated", &self.duplicated),
             ("unexpected", &self.unexpected),
+            ("info taken", &self.taken),
         ]
         .into_iter()
         .chain(self.allowed.iter().map(|(n, f)| (n.as_str(), f)))
