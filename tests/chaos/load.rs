@@ -2,15 +2,15 @@
 //! seed (buyers, SKUs, counts, replays of earlier request ids, confirms and
 //! cancels), played at a fixed rate by a few workers, bounded in count and in
 //! time. Every answer is recorded — status, problem code, latency — so the
-//! scenario can check that each request id answered 201/202 reached MySQL.
+//! scenario can check that each request id answered 201/202 reached MySQL,
+//! and every operation goes into the scenario's history (`history/`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
-
+use crate::history::{self, History, Request};
 use crate::seed::Rng;
 
 /// One HTTP request never waits longer than this (a frozen dependency must
@@ -137,6 +137,8 @@ struct Shared {
     interval: Duration,
     max_duration: Duration,
     answers: Mutex<Vec<Answer>>,
+    /// The scenario's history: every operation is recorded there too.
+    history: History,
 }
 
 pub struct Load {
@@ -146,8 +148,9 @@ pub struct Load {
 }
 
 impl Load {
-    /// Starts playing `plan` against the api at `base`.
-    pub fn start(base: &str, plan: LoadPlan, rng: &mut Rng) -> Self {
+    /// Starts playing `plan` against the api at `base`, recording every
+    /// operation in `history`.
+    pub fn start(base: &str, plan: LoadPlan, rng: &mut Rng, history: History) -> Self {
         assert!(plan.rate_per_sec > 0 && plan.concurrency > 0);
         let planned = draw(&plan, rng);
         let load = Self::play(base, &plan, planned);
@@ -209,6 +212,7 @@ impl Load {
             interval: Duration::from_secs_f64(1.0 / plan.rate_per_sec as f64),
             max_duration: plan.max_duration,
             answers: Mutex::new(Vec::new()),
+            history,
         });
         let workers = (0..plan.concurrency)
             .map(|_| tokio::spawn(worker(shared.clone())))
@@ -267,48 +271,30 @@ async fn worker(shared: Arc<Shared>) {
 }
 
 async fn send(shared: &Shared, op: Op, req: &Planned) -> Answer {
-    let base = &shared.base;
-    let (sku, rid) = (req.sku, &req.rid);
-    let builder = match op {
-        Op::Reserve => shared
-            .client
-            .post(format!("{base}/v1/skus/{sku}/reservations"))
-            .json(&json!({"request_id": rid, "user_id": req.user, "count": req.count})),
-        Op::Confirm => shared
-            .client
-            .post(format!("{base}/v1/skus/{sku}/reservations/{rid}/confirm")),
-        Op::Cancel => shared
-            .client
-            .post(format!("{base}/v1/skus/{sku}/reservations/{rid}/cancel")),
-    };
     let sent_ms = shared.started.elapsed().as_millis() as u64;
-    let sent = Instant::now();
-    let (status, code) = match builder.send().await {
-        Ok(resp) => {
-            let status = resp.status().as_u16();
-            let replayed = resp.headers().contains_key("idempotent-replayed");
-            let body: Value = resp.json().await.unwrap_or(Value::Null);
-            let code = if replayed {
-                "replayed".to_string()
-            } else {
-                body["code"].as_str().unwrap_or("").to_string()
-            };
-            (status, code)
-        }
-        Err(err) if err.is_timeout() => (0, "timeout".to_string()),
-        Err(err) if err.is_connect() => (0, "connect".to_string()),
-        Err(_) => (0, "transport".to_string()),
-    };
-    Answer {
+    let request = Request {
         op,
-        sku,
-        rid: rid.clone(),
+        sku: req.sku,
+        rid: req.rid.clone(),
         user: req.user,
         count: req.count,
-        status,
-        code,
+    };
+    let entry = history::call(&shared.client, &shared.base, &shared.history, request).await;
+    let done = entry.done;
+    Answer {
+        op,
+        sku: req.sku,
+        rid: req.rid.clone(),
+        user: req.user,
+        count: req.count,
+        status: done.status,
+        code: if done.replayed {
+            "replayed".to_string()
+        } else {
+            done.code
+        },
         sent_ms,
-        latency_ms: sent.elapsed().as_millis() as u64,
+        latency_ms: entry.completed_ms - entry.invoked_ms,
     }
 }
 

@@ -18,6 +18,7 @@
 
 mod audit;
 mod drain;
+mod history;
 mod load;
 mod net;
 #[path = "../support/process.rs"]

@@ -32,10 +32,11 @@ mod reconcile;
 
 use std::time::{Duration, Instant};
 
-use crate::load::{Load, LoadPlan, LoadReport};
+use crate::history::{self, History, RedisLoss, Request};
+use crate::load::{Load, LoadPlan, LoadReport, Op};
 use crate::seed::{run_seed, scenario_seed, Rng};
 use crate::stack::{RedisSetup, Stack};
-use crate::{audit, drain};
+use crate::{audit, drain, stores};
 
 /// How long a scenario waits for the pipeline to drain before auditing anyway.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(90);
@@ -47,6 +48,8 @@ pub struct Scenario {
     pub stack: Stack,
     /// Expectations that did not hold, reported together at the end.
     failures: Vec<String>,
+    /// Every client operation of the scenario, checked at [`Self::finish`].
+    pub history: History,
 }
 
 impl Scenario {
@@ -115,6 +118,7 @@ impl Scenario {
             started,
             stack,
             failures: Vec::new(),
+            history: History::new(started),
         }
     }
 
@@ -161,7 +165,17 @@ impl Scenario {
     /// Starts a load plan on the stack's api with a fork of the scenario rng.
     pub fn load(&mut self, plan: LoadPlan) -> Load {
         let mut rng = self.rng.fork();
-        Load::start(&self.stack.base, plan, &mut rng)
+        Load::start(&self.stack.base, plan, &mut rng, self.history.clone())
+    }
+
+    /// Declares that Redis lost writes the way `kind` says, in the fault
+    /// that began at `from_ms` (`self.history.now_ms()` taken just before
+    /// injecting it) and is over now: the history check then counts what that
+    /// may do to an acknowledged outcome under its own name instead of
+    /// failing (`history/loss.rs`).
+    pub fn declare_redis_loss(&self, kind: RedisLoss, what: &str, from_ms: u64) {
+        self.note(&format!("history: declared Redis loss {kind:?}: {what}"));
+        self.history.declare(kind, what, from_ms);
     }
 
     /// Sleeps `base_ms` plus seeded jitter up to `jitter_ms`.
@@ -187,6 +201,7 @@ impl Scenario {
         self.stack.assert_roles_alive();
         let failed = audit::audit_all(&self.stack, &accepted).await;
         self.failures.extend(failed);
+        self.check_history().await;
         let secs = self.secs();
         if self.failures.is_empty() {
             println!("[{}] PASSED in {secs:.1} s", self.name);
@@ -202,6 +217,27 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// Checks the history against the ledger, prints the verdict, and fails
+    /// the scenario on anything lost, duplicated or unexpected.
+    async fn check_history(&mut self) {
+        let ledger = stores::ledger(&self.stack).await;
+        let durability_redis = matches!(
+            self.stack.settings.reservation.durability,
+            stockd::config::Durability::Redis
+        );
+        let allow = self.history.allowances(durability_redis);
+        let verdict = history::check(&self.history.entries(), &ledger, &allow);
+        verdict.print(&self.name);
+        if !verdict.passed() {
+            self.failures.push(format!(
+                "history: lost {}, duplicated {}, unexpected {}",
+                verdict.lost.count, verdict.duplicated.count, verdict.unexpected.count
+            ));
+        }
+    }
+}
+
 /// One direct answer (outside the load driver).
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -213,26 +249,7 @@ pub struct Reply {
 impl Scenario {
     /// `POST /v1/skus/{sku}/reservations` once.
     pub async fn reserve(&self, sku: u64, rid: &str, user: u64, count: u32) -> Reply {
-        let resp = self
-            .stack
-            .http
-            .post(format!("{}/v1/skus/{sku}/reservations", self.stack.base))
-            .json(&serde_json::json!({"request_id": rid, "user_id": user, "count": count}))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("reserve {sku}/{rid}: {e}"));
-        let status = resp.status().as_u16();
-        let replayed = resp
-            .headers()
-            .get("idempotent-replayed")
-            .is_some_and(|v| v == "true");
-        let body: serde_json::Value = resp.json().await.unwrap_or_default();
-        let code = body["code"].as_str().unwrap_or("").to_string();
-        let reply = Reply {
-            status,
-            code,
-            replayed,
-        };
+        let reply = self.send(Op::Reserve, sku, rid, user, count).await;
         println!(
             "  reserve sku {sku} {rid} user {user} x{count} -> {} {}{}",
             reply.status,
@@ -240,6 +257,29 @@ impl Scenario {
             if reply.replayed { " (replayed)" } else { "" }
         );
         reply
+    }
+
+    /// One direct reserve, confirm or cancel (`user` and `count` matter to a
+    /// reserve only), recorded in the history. Panics when the api does not
+    /// answer at all.
+    pub async fn send(&self, op: Op, sku: u64, rid: &str, user: u64, count: u32) -> Reply {
+        let request = Request {
+            op,
+            sku,
+            rid: rid.to_string(),
+            user,
+            count,
+        };
+        let entry = history::call(&self.stack.http, &self.stack.base, &self.history, request).await;
+        let done = entry.done;
+        if done.status == 0 {
+            panic!("{op:?} {sku}/{rid}: no answer ({})", done.code);
+        }
+        Reply {
+            status: done.status,
+            code: done.code,
+            replayed: done.replayed,
+        }
     }
 
     /// Waits until the work queues hold no ready message, at most `limit`.

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{plan, Scenario};
+use crate::history::RedisLoss;
 use crate::load::LoadReport;
 use crate::stores;
 
@@ -22,7 +23,9 @@ async fn s02_redis_restarted_empty_then_warmup_keeps_limits_and_replays() {
     let load = sc.load(plan("s02a", &skus, 250, 900, 100));
     sc.pause(4_000, 2_000).await;
     sc.note("inject: kill -9 redis-server, delete its data, start it empty");
+    let fault_from_ms = sc.history.now_ms();
     sc.stack.redis_mut().restart_empty().await;
+    sc.declare_redis_loss(RedisLoss::Emptied, "Redis restarted empty", fault_from_ms);
     let before = load.finish().await;
 
     let probe = sc.reserve(skus[0], "s02-probe", 9_999, 1).await;

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use super::{plan, reconcile, Scenario};
+use crate::history::RedisLoss;
 use crate::load::LoadReport;
 use crate::stores;
 
@@ -39,7 +40,10 @@ async fn s03_redis_rollback_to_a_snapshot_is_repaired_without_over_limit() {
     sc.note(&format!(
         "inject: kill -9 redis-server, restart from the snapshot ({lost} acknowledged reservations after it are lost)"
     ));
+    let fault_from_ms = sc.history.now_ms();
     sc.stack.redis_mut().restore(&snapshot).await;
+    let rollback = "Redis restarted from an older snapshot";
+    sc.declare_redis_loss(RedisLoss::Stale, rollback, fault_from_ms);
     let report = load.finish().await;
     sc.pause(2_000, 0).await;
     for _ in 0..2 {
@@ -83,7 +87,10 @@ async fn s03b_rolled_back_buyer_cannot_exceed_limit_and_retry_replays() {
     )
     .await;
     sc.note("inject: restore Redis from the snapshot taken before a");
+    let fault_from_ms = sc.history.now_ms();
     sc.stack.redis_mut().restore(&snapshot).await;
+    let rollback = "Redis restored from the snapshot taken before a";
+    sc.declare_redis_loss(RedisLoss::Stale, rollback, fault_from_ms);
     for _ in 0..2 {
         reconcile::repair(&sc).await;
         sc.pause(1_000, 0).await;

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use super::cluster::{self, reserves_in, with_status, MinAvailable};
 use super::{plan, reconcile, Scenario};
+use crate::history::RedisLoss;
 use crate::stores;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -63,6 +64,7 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
     sc.pause(3_000, 1_000).await;
     let window_to = load.elapsed_ms();
     sc.note(&format!("inject: kill -9 primary node {primary} :{pport}"));
+    let fault_from_ms = sc.history.now_ms();
     sc.stack.cluster_mut().kill9(primary);
     sc.note(&format!(
         "SIGCONT replica node {replica}; CLUSTER FAILOVER TAKEOVER"
@@ -79,6 +81,8 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
         promoted.is_some(),
         format!("replica node {replica} took slot {slot} over ({promoted:?})"),
     );
+    let takeover_what = format!("failover of slot {slot} to the stale replica node {replica}");
+    sc.declare_redis_loss(RedisLoss::Stale, &takeover_what, fault_from_ms);
     sc.note(&format!("cluster: {}", sc.stack.cluster().describe().await));
 
     // Acknowledged reservations of the hot SKU sent before the kill whose
