@@ -153,7 +153,7 @@ impl Load {
     pub fn start(base: &str, plan: LoadPlan, rng: &mut Rng, history: History) -> Self {
         assert!(plan.rate_per_sec > 0 && plan.concurrency > 0);
         let planned = draw(&plan, rng);
-        let load = Self::play(base, &plan, planned);
+        let load = Self::play(base, &plan, planned, history);
         println!(
             "  load {}: {} requests at {}/s on skus {:?}, buyers 1..={}, {} workers",
             plan.tag, plan.requests, plan.rate_per_sec, plan.skus, plan.buyers, plan.concurrency
@@ -165,7 +165,12 @@ impl Load {
     /// `report` answered 503 or not at all and never accepted (what a client
     /// does after a 503 + Retry-After): one whose first attempt had in fact
     /// been reserved must answer 200 replayed, never 201 again.
-    pub async fn retry_refused(base: &str, report: &LoadReport, rate_per_sec: u32) -> LoadReport {
+    pub async fn retry_refused(
+        base: &str,
+        report: &LoadReport,
+        rate_per_sec: u32,
+        history: History,
+    ) -> LoadReport {
         let accepted = report.accepted();
         let mut seen = std::collections::BTreeSet::new();
         let planned: Vec<Planned> = report
@@ -195,10 +200,10 @@ impl Load {
             plan.tag,
             planned.len()
         );
-        Self::play(base, &plan, planned).finish().await
+        Self::play(base, &plan, planned, history).finish().await
     }
 
-    fn play(base: &str, plan: &LoadPlan, planned: Vec<Planned>) -> Self {
+    fn play(base: &str, plan: &LoadPlan, planned: Vec<Planned>, history: History) -> Self {
         let shared = Arc::new(Shared {
             base: base.to_string(),
             client: reqwest::Client::builder()

@@ -83,7 +83,7 @@ pub async fn under_load(
     steps: &[Step],
 ) -> Phases {
     let mut rng = sc.rng.fork();
-    let load = Load::start(base, plan, &mut rng);
+    let load = Load::start(base, plan, &mut rng, sc.history.clone());
     sc.pause(lead_ms, 1_000).await;
     let from_ms = load.elapsed_ms();
     for step in steps {
@@ -144,7 +144,7 @@ fn describe(links: &[Link]) -> String {
 /// Sends every refused reservation of `report` again (same id, body) to
 /// `base`; prints what they answered; returns the retries' own report.
 pub async fn retry_refused(sc: &Scenario, base: &str, report: &LoadReport) -> LoadReport {
-    let retries = Load::retry_refused(base, report, RETRY_RATE).await;
+    let retries = Load::retry_refused(base, report, RETRY_RATE, sc.history.clone()).await;
     let by = statuses(&retries.answers);
     sc.note(&format!(
         "retries of refused reservations: {} sent, answers {by:?}",

@@ -26,6 +26,7 @@ use super::bounds::{self, Bound, Window, MARGIN_MS};
 use super::cluster::{self, reserves_in, with_status};
 use super::partition;
 use super::{plan, reconcile, Scenario};
+use crate::history::RedisLoss;
 use crate::load::{Answer, Load, LoadReport, Op};
 use crate::net::Link;
 use crate::servers::redis::timed;
@@ -69,6 +70,7 @@ async fn s21_cluster_split_brain() {
     let loads = start_loads(&mut sc);
     sc.pause(3_000, 1_000).await;
     let cut = [loads[0].elapsed_ms(), loads[1].elapsed_ms()];
+    let fault_from_ms = sc.history.now_ms();
     sc.note(&format!(
         "inject: partition node {primary} (primary of slot {slot}, sku {HOT}) and api from the majority"
     ));
@@ -85,6 +87,11 @@ async fn s21_cluster_split_brain() {
     sc.stack.net().heal();
     sc.note("healed; waiting for the old primary to rejoin");
     rejoined_as_replica(&mut sc, slot, primary, replica).await;
+    // The minority primary's acknowledged writes are gone with its rejoin:
+    // the history counts what that may do to them (readmission, over-admission).
+    let what =
+        format!("split brain: slot {slot}'s writes on the minority node {primary} discarded");
+    sc.declare_redis_loss(RedisLoss::Stale, &what, fault_from_ms);
     let [a, b] = loads;
     let (minority, majority) = (a.finish().await, b.finish().await);
     let windows = Windows {
@@ -110,8 +117,8 @@ fn start_loads(sc: &mut Scenario) -> [Load; 2] {
     let [pa, pb] = plans;
     let (base_a, base_b) = (sc.stack.base_of("api"), sc.stack.base_of("api2"));
     let mut rng = sc.rng.fork();
-    let a = Load::start(&base_a, pa, &mut rng);
-    let b = Load::start(&base_b, pb, &mut rng);
+    let a = Load::start(&base_a, pa, &mut rng, sc.history.clone());
+    let b = Load::start(&base_b, pb, &mut rng, sc.history.clone());
     [a, b]
 }
 
