@@ -22,6 +22,8 @@ mod load;
 mod owned;
 #[path = "../support/ports.rs"]
 mod ports;
+#[path = "../support/proxy.rs"]
+mod proxy;
 mod scenarios;
 mod seed;
 mod servers;

@@ -1,5 +1,7 @@
 //! One scenario's whole installation: private Redis (one server, or a 6-node
-//! Redis Cluster with [`RedisSetup::Cluster`]), MariaDB and RabbitMQ,
+//! Redis Cluster with [`RedisSetup::Cluster`]), MariaDB (one server, or a
+//! primary + asynchronous replica behind a proxy with
+//! [`MysqlSetup::PrimaryReplica`]) and RabbitMQ,
 //! the stockd roles as processes, and the names (keys, queues) they use.
 //! Dropping it stops every process by pid and removes the temp dir; after a
 //! panic it first prints the tail of every log.
@@ -16,6 +18,8 @@ use stockd::redis::{Keys, RedisLink, RedisStore};
 
 use crate::servers::broker::Broker;
 use crate::servers::mariadb::Mariadb;
+use crate::servers::mariadb_replica::MysqlPair;
+use crate::servers::mysql::{Mysql, MysqlSetup};
 use crate::servers::process::{free_port, log_tail, TempDir};
 use crate::servers::rabbit_cluster::RabbitCluster;
 use crate::servers::rabbitmq::Rabbit;
@@ -48,7 +52,8 @@ pub struct Stack {
     harness_store: Option<RedisStore>,
     redis: Option<Redis>,
     cluster: Option<RedisCluster>,
-    pub mysql: Mariadb,
+    /// One server, or a primary + replica pair behind a proxy.
+    pub mysql: Mysql,
     /// One private node, or a 3-node cluster ([`Stack::start_rabbit_cluster`]).
     pub rabbit: Broker,
     pub env: StockdEnv,
@@ -69,12 +74,14 @@ impl Stack {
     /// `extra` are scenario settings (`STOCKD__…` variables); `setup` picks one
     /// redis-server or the 6-node cluster, `rabbit_cluster` one RabbitMQ node
     /// or a 3-node cluster (`amqp.urls` lists every node, `amqp.url` is the
-    /// first).
+    /// first), `mysql` one mariadbd or a replicated pair (migrated through
+    /// its proxy, the replica caught up before this returns).
     pub async fn start_on(
         name: &str,
         extra: &[(&str, String)],
         setup: RedisSetup,
         rabbit_cluster: bool,
+        mysql: MysqlSetup,
     ) -> Self {
         let dir = TempDir::new(name);
         let root = dir.path.clone();
@@ -92,8 +99,13 @@ impl Stack {
                 Broker::Single(Rabbit::start(&root).await)
             }
         };
-        let ((redis, cluster), mysql, rabbit) =
-            tokio::join!(redis_start, Mariadb::start(&root), broker);
+        let mysql_start = async {
+            match mysql {
+                MysqlSetup::Single => Mysql::Single(Mariadb::start(&root).await),
+                MysqlSetup::PrimaryReplica => Mysql::Pair(Box::new(MysqlPair::start(&root).await)),
+            }
+        };
+        let ((redis, cluster), mysql, rabbit) = tokio::join!(redis_start, mysql_start, broker);
         let api_port = free_port();
         let mut env = StockdEnv::default();
         let config_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
@@ -160,6 +172,10 @@ impl Stack {
         };
         let migrate = stack.cli(&["migrate"]).await;
         assert_eq!(migrate.code, Some(0), "migrate: {}", migrate.text());
+        if let Mysql::Pair(pair) = &stack.mysql {
+            pair.replicate().await;
+            pair.wait_caught_up().await;
+        }
         stack
     }
 

@@ -18,6 +18,7 @@ mod s13_cluster_primary_kill;
 mod s14_cluster_lost_writes;
 mod s15_rabbit_node_kill;
 mod s16_cluster_slot_migration;
+mod s17_mysql_failover;
 
 mod cluster;
 mod reconcile;
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::load::{Load, LoadPlan, LoadReport};
 use crate::seed::{run_seed, scenario_seed, Rng};
+use crate::servers::mysql::MysqlSetup;
 use crate::stack::{RedisSetup, Stack};
 use crate::{audit, drain};
 
@@ -44,7 +46,15 @@ pub struct Scenario {
 impl Scenario {
     /// Prints the header and seed, starts the private servers and migrates.
     pub async fn begin(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
-        Self::begin_with(name, title, extra, RedisSetup::Standalone, false).await
+        Self::begin_with(
+            name,
+            title,
+            extra,
+            RedisSetup::Standalone,
+            false,
+            MysqlSetup::Single,
+        )
+        .await
     }
 
     /// [`Self::begin`] on the Redis of `setup` (one server or a cluster).
@@ -54,12 +64,35 @@ impl Scenario {
         extra: &[(&str, String)],
         setup: RedisSetup,
     ) -> Self {
-        Self::begin_with(name, title, extra, setup, false).await
+        Self::begin_with(name, title, extra, setup, false, MysqlSetup::Single).await
     }
 
     /// [`Scenario::begin`] on a stack with a 3-node RabbitMQ cluster.
     pub async fn begin_rabbit_cluster(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
-        Self::begin_with(name, title, extra, RedisSetup::Standalone, true).await
+        Self::begin_with(
+            name,
+            title,
+            extra,
+            RedisSetup::Standalone,
+            true,
+            MysqlSetup::Single,
+        )
+        .await
+    }
+
+    /// [`Scenario::begin`] on a MariaDB primary with an asynchronous replica,
+    /// stockd connected through a proxy the scenario can re-point.
+    pub async fn begin_mysql_pair(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
+        let (redis, rabbit_cluster) = (RedisSetup::Standalone, false);
+        Self::begin_with(
+            name,
+            title,
+            extra,
+            redis,
+            rabbit_cluster,
+            MysqlSetup::PrimaryReplica,
+        )
+        .await
     }
 
     async fn begin_with(
@@ -68,6 +101,7 @@ impl Scenario {
         extra: &[(&str, String)],
         setup: RedisSetup,
         rabbit_cluster: bool,
+        mysql: MysqlSetup,
     ) -> Self {
         let run = run_seed();
         let seed = scenario_seed(run, name);
@@ -80,7 +114,7 @@ impl Scenario {
             println!("[{name}] settings: {extra:?}");
         }
         let started = Instant::now();
-        let stack = Stack::start_on(name, extra, setup, rabbit_cluster).await;
+        let stack = Stack::start_on(name, extra, setup, rabbit_cluster, mysql).await;
         Self {
             name: name.to_string(),
             rng: Rng::new(seed),

@@ -1,7 +1,9 @@
 //! A private mariadbd: its own datadir made by mariadb-install-db (root with an
 //! empty password over TCP), a small buffer pool and redo log so it starts in
 //! well under a second; kill -9 + restart on the same datadir (crash
-//! recovery); freeze with SIGSTOP.
+//! recovery); freeze with SIGSTOP. Several can run side by side under one
+//! scenario dir, each with its own name (datadir, socket, pid file, log) and
+//! extra server options (a replication pair, `mariadb_replica.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,6 +28,10 @@ const SERVER_ARGS: [&str; 4] = [
 
 pub struct Mariadb {
     pub port: u16,
+    /// Names its datadir, socket, pid file and log (`mariadb`, `replica`).
+    name: String,
+    /// Server options on top of [`SERVER_ARGS`] (replication settings).
+    extra_args: Vec<String>,
     datadir: PathBuf,
     root: PathBuf,
     log: PathBuf,
@@ -33,9 +39,15 @@ pub struct Mariadb {
 }
 
 impl Mariadb {
+    /// The scenario's one server (`mariadb` under `root`).
     pub async fn start(root: &Path) -> Self {
-        let datadir = root.join("mariadb");
-        let log = root.join("logs/mariadb.log");
+        Self::start_named(root, "mariadb", &[]).await
+    }
+
+    /// A server called `name` under `root`, started with `extra_args` too.
+    pub async fn start_named(root: &Path, name: &str, extra_args: &[String]) -> Self {
+        let datadir = root.join(name);
+        let log = root.join(format!("logs/{name}.log"));
         std::fs::create_dir_all(root.join("logs")).unwrap();
         let install = Command::new("mariadb-install-db")
             .arg("--no-defaults")
@@ -56,6 +68,8 @@ impl Mariadb {
         );
         let mut db = Self {
             port: free_port(),
+            name: name.to_string(),
+            extra_args: extra_args.to_vec(),
             datadir,
             root: root.to_path_buf(),
             log,
@@ -70,6 +84,11 @@ impl Mariadb {
         format!("mysql://root@127.0.0.1:{}/{name}", self.port)
     }
 
+    /// `127.0.0.1:port`, what a proxy forwards to.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
     async fn spawn(&mut self) {
         let mut cmd = Command::new("/usr/sbin/mariadbd");
         cmd.arg("--no-defaults")
@@ -78,14 +97,15 @@ impl Mariadb {
             .arg("--bind-address=127.0.0.1")
             .arg(format!(
                 "--socket={}",
-                self.root.join("mariadb.sock").display()
+                self.root.join(format!("{}.sock", self.name)).display()
             ))
             .arg(format!(
                 "--pid-file={}",
-                self.root.join("mariadb.pid").display()
+                self.root.join(format!("{}.pid", self.name)).display()
             ))
             .arg("--user=root")
-            .args(SERVER_ARGS);
+            .args(SERVER_ARGS)
+            .args(&self.extra_args);
         let name = format!("mariadbd :{}", self.port);
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));

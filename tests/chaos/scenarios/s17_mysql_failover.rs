@@ -1,0 +1,330 @@
+//! Scenario 17: a MySQL failover to an asynchronous replica loses deductions
+//! stockd had applied. A MariaDB primary with an asynchronous replica (row
+//! binlog, GTID, `MASTER_USE_GTID=slave_pos`), stockd connected through a TCP
+//! proxy. Under load the replica's applier stops (`STOP SLAVE SQL_THREAD`: it
+//! keeps receiving, applies nothing) for ~2.5 s, then the primary is killed
+//! (-9), the replica promoted as an operator does (`STOP SLAVE; RESET SLAVE
+//! ALL; SET GLOBAL read_only=0`, which deletes the unapplied relay log) and the
+//! proxy re-pointed to it. Every deduction the consumer committed on the old
+//! primary in the window is gone from the new one, although stockd answered
+//! its reservation 201/202 and acknowledged its message.
+//!
+//! Redis still holds each lost reservation's record. `stockd reconcile --once`
+//! must report the SKUs `MYSQL_BEHIND`; `--repair` re-publishes the lost
+//! reservations from their records through the consumer; then every
+//! acknowledged reservation is in the ledger, nothing is oversold and the
+//! audit is clean. The loss must really happen (lost > 0), or the scenario
+//! proves nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::cluster::{oversold, rejected};
+use super::reconcile::{self, Repair};
+use super::{plan, Scenario, DRAIN_LIMIT};
+use crate::load::{Load, LoadReport, Op};
+use crate::servers::mariadb_replica::GtidPositions;
+use crate::{drain, stores};
+
+/// A reservation: (sku, request id).
+type Key = (u64, String);
+
+const SKUS: [u64; 3] = [171, 172, 173];
+/// No SKU sells out: every missing row is then a lost deduction, not a refusal.
+const STOCK: i64 = 5_000;
+const LIMIT_PER_USER: i64 = 3;
+const BUYERS: u64 = 900;
+const RATE_PER_SEC: u32 = 100;
+/// Upper bound of the plan (40 s at the rate); the load is stopped
+/// [`AFTER_SWITCH`] after the proxy was re-pointed.
+const REQUESTS: usize = 4_000;
+/// Load before the replica lags (the consumer is busy, the replica in sync).
+const WARM_MS: u64 = 3_000;
+/// How long the primary commits what the replica does not apply (the issue's 2.5 s).
+const LAG_MS: u64 = 2_500;
+/// Load after the switch: reservations after the failover must land.
+const AFTER_SWITCH: Duration = Duration::from_secs(4);
+/// Outboxes and work queues empty after the load (the consumer catching up).
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+/// `reconcile.lost_after_ms` for the checks, when the binary has the key: the
+/// youngest lost record is older than this when the reconciler looks.
+const LOST_AFTER_MS: &str = "2000";
+
+/// base.yaml's MySQL timeouts (test.yaml's 20 s would let one request wait
+/// out the whole failover): a dead server answers 503 quickly.
+fn settings() -> Vec<(&'static str, String)> {
+    vec![
+        ("STOCKD__MYSQL__CONNECT_TIMEOUT_SECS", "2".into()),
+        ("STOCKD__MYSQL__QUERY_TIMEOUT_MS", "3000".into()),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "chaos suite: make chaos"]
+async fn s17_mysql_failover_to_a_lagging_replica_loses_deductions_the_repair_reapplies() {
+    let mut sc = Scenario::begin_mysql_pair(
+        "s17",
+        "MySQL primary kill -9, failover to an asynchronous replica that lagged",
+        &settings(),
+    )
+    .await;
+    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
+    for sku in SKUS {
+        sc.stack.create_sku(sku, STOCK, LIMIT_PER_USER).await;
+    }
+    sc.stack.mysql.pair().wait_caught_up().await;
+    let load = sc.load(plan("s17", &SKUS, BUYERS, REQUESTS, RATE_PER_SEC));
+    sc.pause(WARM_MS, 1_000).await;
+    let failover = fail_over(&mut sc, &load).await;
+    tokio::time::sleep(AFTER_SWITCH).await;
+    sc.note("stop the load");
+    load.stop_sending();
+    let report = load.finish().await;
+    sc.expect_sane_answers(&report);
+    settle(&sc).await;
+    let loss = count_loss(&mut sc, &report, &failover).await;
+    let (before, repaired) = check_and_repair(&mut sc, &loss).await;
+    let accepted = report.accepted();
+    let (drained, _) = drain::wait_drained(&sc.stack, &SKUS, &accepted, DRAIN_LIMIT).await;
+    sc.note(&format!("after the repair: pipeline drained {drained}"));
+    print_counts(&mut sc, &report, &failover, &loss, (&before, &repaired)).await;
+    sc.finish(&report).await;
+}
+
+/// When the fault's steps happened (ms since the load started) and where
+/// replication stood.
+struct Failover {
+    lag_from_ms: u64,
+    killed_ms: u64,
+    switched_ms: u64,
+    /// Primary's position just before the kill, replica's just after it.
+    at_kill: GtidPositions,
+}
+
+/// Lag, kill -9, promotion, re-point: the operator's failover.
+async fn fail_over(sc: &mut Scenario, load: &Load) -> Failover {
+    sc.note("inject: STOP SLAVE SQL_THREAD on the replica (it receives, applies nothing)");
+    sc.stack.mysql.pair().stop_applier().await;
+    let lag_from_ms = load.elapsed_ms();
+    sc.pause(LAG_MS, 0).await;
+    let written = sc.stack.mysql.pair().positions().await.primary_written;
+    let port = sc.stack.mysql.pair().primary.port;
+    sc.note(&format!("inject: kill -9 primary mariadbd :{port}"));
+    sc.stack.mysql.pair_mut().kill_primary();
+    let killed_ms = load.elapsed_ms();
+    let (received, applied) = sc.stack.mysql.pair().replica_positions().await;
+    let at_kill = GtidPositions {
+        primary_written: written,
+        replica_received: received,
+        replica_applied: applied,
+    };
+    sc.note(&format!(
+        "GTID: primary wrote {}, replica received {} and applied {}: {} transactions \
+         not applied ({} not even received)",
+        at_kill.primary_written,
+        at_kill.replica_received,
+        at_kill.replica_applied,
+        at_kill.not_applied(),
+        at_kill.not_received()
+    ));
+    sc.note("promote the replica: STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only=0");
+    sc.stack.mysql.pair_mut().promote().await;
+    sc.stack.mysql.pair().repoint();
+    let switched_ms = load.elapsed_ms();
+    sc.note(&format!(
+        "proxy re-pointed to the promoted replica :{} ({} ms after the kill)",
+        sc.stack.mysql.pair().replica.port,
+        switched_ms - killed_ms
+    ));
+    Failover {
+        lag_from_ms,
+        killed_ms,
+        switched_ms,
+        at_kill,
+    }
+}
+
+/// Waits until nothing is left to apply: outboxes empty and no message
+/// (ready or unacknowledged) in the work queues. What the ledger lacks then
+/// is lost, not late.
+async fn settle(sc: &Scenario) {
+    let stack = &sc.stack;
+    let settled = sc
+        .wait_for("outboxes and work queues empty", SETTLE_LIMIT, || async {
+            let mut outbox = 0;
+            for sku in SKUS {
+                outbox += stores::outbox_len(stack, sku).await;
+            }
+            let work = stores::work_queues(stack);
+            let queued: u64 = (stack.rabbit.list_queues().await.iter())
+                .filter(|q| work.contains(&q.0))
+                .map(|q| q.1)
+                .sum();
+            outbox == 0 && queued == 0
+        })
+        .await;
+    assert!(settled, "the pipeline never emptied after the failover");
+}
+
+/// What the failover took from MySQL, read once the pipeline is empty.
+struct Loss {
+    /// Acknowledged reservations sent before the switch that the new
+    /// primary's ledger lacks.
+    lost: Vec<Key>,
+    units: i64,
+    /// Of those, answered 200 to a confirm before the kill.
+    confirmed: usize,
+    /// Confirms and cancels answered 200 before the kill whose decision the
+    /// new primary lacks (its row is missing or still `RESERVED`).
+    decisions: usize,
+    /// Lost reservations whose Redis record is gone too (not recoverable).
+    without_record: usize,
+}
+
+/// Counts the loss; the scenario fails unless there is one.
+async fn count_loss(sc: &mut Scenario, report: &LoadReport, f: &Failover) -> Loss {
+    let accepted = report.accepted();
+    let first_sent = first_sent_ms(report);
+    let ledger = stores::ledger(&sc.stack).await;
+    let rows = stores::by_key(&ledger);
+    let missing: Vec<&Key> = accepted.keys().filter(|k| !rows.contains_key(*k)).collect();
+    let (lost, late): (Vec<&Key>, Vec<&Key>) = missing
+        .into_iter()
+        .partition(|k| first_sent[*k] < f.switched_ms);
+    let lost: Vec<Key> = lost.into_iter().cloned().collect();
+    let units = lost.iter().map(|k| i64::from(accepted[k].1)).sum();
+    let decided = decided_before(report, f.killed_ms);
+    let confirmed = (lost.iter())
+        .filter(|k| decided.get(*k) == Some(&"CONFIRMED"))
+        .count();
+    let decisions = (decided.iter())
+        .filter(|(k, want)| rows.get(*k).is_none_or(|r| r.status != **want))
+        .count();
+    let records = stores::record_statuses(&sc.stack, &lost).await;
+    let without_record = records.values().filter(|s| s.is_none()).count();
+    sc.note(&format!(
+        "lost by the failover: {} acknowledged reservations ({units} units) without a ledger \
+         row on the new primary, {confirmed} of them confirmed before the kill; {decisions} \
+         confirms/cancels answered 200 before the kill not in MySQL; {without_record} lost \
+         without their Redis record",
+        lost.len()
+    ));
+    sc.expect(
+        !lost.is_empty(),
+        format!("the failover lost acknowledged deductions ({})", lost.len()),
+    );
+    sc.expect(
+        late.is_empty(),
+        format!(
+            "every reservation sent after the switch is in the ledger ({} missing: {:?})",
+            late.len(),
+            late.iter().take(5).collect::<Vec<_>>()
+        ),
+    );
+    Loss {
+        lost,
+        units,
+        confirmed,
+        decisions,
+        without_record,
+    }
+}
+
+/// When each accepted reservation was first sent (ms since the load started).
+fn first_sent_ms(report: &LoadReport) -> BTreeMap<Key, u64> {
+    let mut first: BTreeMap<Key, u64> = BTreeMap::new();
+    for a in report.answers.iter().filter(|a| a.accepted()) {
+        let at = first.entry((a.sku, a.rid.clone())).or_insert(a.sent_ms);
+        *at = (*at).min(a.sent_ms);
+    }
+    first
+}
+
+/// Ledger status each confirm/cancel answered 200 before `before_ms` decided.
+fn decided_before(report: &LoadReport, before_ms: u64) -> BTreeMap<Key, &'static str> {
+    (report.answers.iter())
+        .filter(|a| a.status == 200 && a.sent_ms + a.latency_ms < before_ms)
+        .filter_map(|a| match a.op {
+            Op::Confirm => Some(((a.sku, a.rid.clone()), "CONFIRMED")),
+            Op::Cancel => Some(((a.sku, a.rid.clone()), "RELEASED")),
+            Op::Reserve => None,
+        })
+        .collect()
+}
+
+/// `stockd reconcile --once` must call every SKU with a loss `MYSQL_BEHIND`;
+/// then `--once --repair` re-applies the loss.
+async fn check_and_repair(sc: &mut Scenario, loss: &Loss) -> (Repair, Repair) {
+    let var = "STOCKD__RECONCILE__LOST_AFTER_MS";
+    if sc.stack.accepts_setting(var, LOST_AFTER_MS).await {
+        sc.stack.env.set(var, LOST_AFTER_MS);
+    } else {
+        sc.note("reconcile.lost_after_ms is not a setting of this binary");
+    }
+    let lossy: BTreeSet<u64> = loss.lost.iter().map(|k| k.0).collect();
+    let before = reconcile::check(sc).await;
+    for sku in &lossy {
+        let verdict = verdict_of(&before, *sku);
+        sc.expect(
+            verdict == "MYSQL_BEHIND",
+            format!("stockd reconcile --once: sku {sku} MYSQL_BEHIND (got {verdict})"),
+        );
+    }
+    let repaired = reconcile::repair(sc).await;
+    (before, repaired)
+}
+
+fn verdict_of(report: &Repair, sku: u64) -> String {
+    (report.skus.iter())
+        .find(|s| s.0 == sku)
+        .map_or("no line".to_string(), |s| s.1.clone())
+}
+
+/// The one counts line, and the expectations on the repair's outcome.
+async fn print_counts(
+    sc: &mut Scenario,
+    report: &LoadReport,
+    f: &Failover,
+    loss: &Loss,
+    (before, repaired): (&Repair, &Repair),
+) {
+    let ledger = stores::ledger(&sc.stack).await;
+    let rows = stores::by_key(&ledger);
+    let reapplied = loss.lost.iter().filter(|k| rows.contains_key(*k)).count();
+    let decided = decided_before(report, f.killed_ms);
+    let decisions_left = (decided.iter())
+        .filter(|(k, want)| rows.get(*k).is_none_or(|r| r.status != **want))
+        .count();
+    let rejected = rejected(&sc.stack).await;
+    let rejected_total: usize = rejected.values().sum();
+    let oversold = oversold(&sc.stack).await;
+    let created = report.count(Op::Reserve, 201);
+    let late = report.count(Op::Reserve, 202);
+    let replays = report.count(Op::Reserve, 200);
+    let verdicts: BTreeSet<String> = before.skus.iter().map(|s| s.1.clone()).collect();
+    println!(
+        "[s17] counts: acknowledged {} (request ids; answers 201 {created}, 202 {late}, replays 200 {replays}), \
+         lag {:.1} s ({} transactions not applied), lost by the failover {} ({} units, {} \
+         confirmed before it, {} decisions lost), verdicts before the repair {verdicts:?}, \
+         repaired: {}, re-applied {reapplied}, decisions still lost {decisions_left}, \
+         rejected {rejected_total} {rejected:?}, oversold {oversold}",
+        report.accepted().len(),
+        (f.killed_ms - f.lag_from_ms) as f64 / 1000.0,
+        f.at_kill.not_applied(),
+        loss.lost.len(),
+        loss.units,
+        loss.confirmed,
+        loss.decisions,
+        repaired.summary(),
+    );
+    let recoverable = loss.lost.len() - loss.without_record;
+    sc.expect(
+        reapplied == recoverable,
+        format!("the repair re-applied every lost reservation ({reapplied} of {recoverable})"),
+    );
+    sc.expect(
+        decisions_left == 0,
+        format!("every confirm/cancel answered 200 is in MySQL ({decisions_left} not)"),
+    );
+    sc.expect(oversold == 0, format!("oversold = {oversold}"));
+}
