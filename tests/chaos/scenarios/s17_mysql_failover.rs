@@ -44,6 +44,9 @@ const WARM_MS: u64 = 3_000;
 const LAG_MS: u64 = 2_500;
 /// Load after the switch: reservations after the failover must land.
 const AFTER_SWITCH: Duration = Duration::from_secs(4);
+/// The consumer's breaker probes MySQL at most 2 s apart: it writes to the
+/// promoted replica well within this.
+const RESUME_LIMIT: Duration = Duration::from_secs(15);
 /// Outboxes and work queues empty after the load (the consumer catching up).
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 /// `reconcile.lost_after_ms` for the checks, when the binary has the key: the
@@ -129,6 +132,7 @@ async fn fail_over(sc: &mut Scenario, load: &Load) -> Failover {
     ));
     sc.note("promote the replica: STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only=0");
     sc.stack.mysql.pair_mut().promote().await;
+    let rows_at_promotion = stores::ledger_len(&sc.stack).await;
     sc.stack.mysql.pair().repoint();
     let switched_ms = load.elapsed_ms();
     sc.note(&format!(
@@ -136,6 +140,18 @@ async fn fail_over(sc: &mut Scenario, load: &Load) -> Failover {
         sc.stack.mysql.pair().replica.port,
         switched_ms - killed_ms
     ));
+    let stack = &sc.stack;
+    let resumed = sc
+        .wait_for(
+            "the consumer applies on the new primary",
+            RESUME_LIMIT,
+            || async { stores::ledger_len(stack).await > rows_at_promotion },
+        )
+        .await;
+    sc.expect(
+        resumed,
+        "stockd writes to the promoted replica without a restart".into(),
+    );
     Failover {
         lag_from_ms,
         killed_ms,
