@@ -230,6 +230,10 @@ async fn count_loss(sc: &mut Scenario, report: &LoadReport, f: &Failover) -> Los
         format!("the failover lost acknowledged deductions ({})", lost.len()),
     );
     sc.expect(
+        without_record == 0,
+        format!("every lost reservation still has its Redis record ({without_record} without)"),
+    );
+    sc.expect(
         late.is_empty(),
         format!(
             "every reservation sent after the switch is in the ledger ({} missing: {:?})",
