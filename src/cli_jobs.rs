@@ -111,15 +111,10 @@ pub async fn reconcile(
     let reconciler = Reconciler::from_resources(res);
     loop {
         let mut report = reconciler.run_once(&[], repair).await?;
-        if once
-            && repair
-            && report
-                .skus
-                .iter()
-                .any(|s| s.verdict.as_str() == "REDIS_BEHIND")
-        {
-            // REDIS_BEHIND is repaired only when two checks see the same drift:
-            // a one-shot repair looks twice, a moment apart, instead of never.
+        if once && report.second_look_wanted(repair) {
+            // REDIS_BEHIND is repaired, and lost MySQL work judged, only when
+            // two checks agree: a one-shot run looks twice, a moment apart,
+            // instead of never.
             crate::shutdown::sleep_or_cancel(ONCE_SECOND_LOOK, &cancel).await;
             report = reconciler.run_once(&[], repair).await?;
         }

@@ -396,6 +396,9 @@ pub struct ReconcileSettings {
     /// Age past which a reservation Redis took and MySQL still lacks counts as
     /// STUCK rather than IN_FLIGHT (SPEC §8).
     pub stuck_after_ms: u64,
+    /// Youngest age of a reservation Redis took and MySQL lacks that may be
+    /// judged lost by MySQL (MYSQL_BEHIND), with the pipeline drained.
+    pub lost_after_ms: u64,
     /// Optional alert webhook (plain `http://`).
     pub webhook_url: Option<String>,
     pub webhook_format: WebhookFormat,
@@ -452,7 +455,7 @@ impl Settings {
 
     /// Semantic checks serde cannot express; each error names its key.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let checks: [(bool, &str, &str); 14] = [
+        let checks: [(bool, &str, &str); 15] = [
             (
                 self.mysql.query_timeout_ms >= 100,
                 "mysql.query_timeout_ms",
@@ -506,6 +509,11 @@ impl Settings {
                 self.reconcile.stuck_after_ms > self.relay.idle_ms,
                 "reconcile.stuck_after_ms",
                 "must be > relay.idle_ms (the relay's normal retry would look stuck)",
+            ),
+            (
+                self.reconcile.lost_after_ms <= self.reconcile.stuck_after_ms,
+                "reconcile.lost_after_ms",
+                "must be <= reconcile.stuck_after_ms (lost work is told apart before it could look stuck)",
             ),
             (
                 valid_prefix(&self.redis.key_prefix),
@@ -865,6 +873,18 @@ mod tests {
         let vars = vec![("STOCKD__RESERVATION__TTL_SECS".to_string(), "0".to_string())];
         let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
         assert!(err.to_string().contains("reservation.ttl_secs"), "{err}");
+    }
+
+    #[test]
+    fn a_lost_bound_above_the_stuck_bound_is_refused() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert_eq!(s.reconcile.lost_after_ms, 10_000);
+        let vars = vec![(
+            "STOCKD__RECONCILE__LOST_AFTER_MS".to_string(),
+            "60001".to_string(),
+        )];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("reconcile.lost_after_ms"), "{err}");
     }
 
     #[test]

@@ -70,3 +70,25 @@ pub async fn skus_with_expired<Q: Queryable>(
         .await?;
     Ok(skus)
 }
+
+/// Request ids of one SKU's `RESERVED` rows that expired before `cutoff_ms`,
+/// at most `limit`, without locking them: the sweep first checks their Redis
+/// mirrors for a confirm MySQL lost (see `ops::sweep`).
+pub async fn expired_ids<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    cutoff_ms: u64,
+    limit: usize,
+) -> Result<Vec<String>, DbError> {
+    let ids = q
+        .exec(
+            format!(
+                "SELECT deduct_request_id FROM stock_deduct_idempotent
+                 WHERE sku_id = ? AND status = 'RESERVED' AND expires_at_ms < ?
+                 ORDER BY expires_at_ms LIMIT {limit}"
+            ),
+            (sku_id.get(), cutoff_ms),
+        )
+        .await?;
+    Ok(ids)
+}

@@ -14,6 +14,13 @@
 //! Redis mirrors the decision afterwards (`finish.lua`, idempotent). The row
 //! carries `redis_pending = 1` until the mirror succeeded, and the closer's sweep
 //! retries pending mirrors, so a Redis outage delays the mirror but never loses it.
+//!
+//! The mirror is written only after MySQL committed, so a Redis record that says
+//! CONFIRMED proves the payment was decided — even when MySQL lost that commit
+//! (a failover to a lagging replica). A cancel or an expiry of such a
+//! reservation therefore re-applies the confirm instead and answers as if the
+//! payment had won the race: a paid unit is never released (docs/operations.md,
+//! "MySQL failover").
 
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, LedgerRow};
@@ -73,6 +80,11 @@ pub enum LifecycleError {
 }
 
 /// Applies `transition` to one reservation, MySQL first, then the Redis mirror.
+///
+/// Bounded as docs/architecture.md "Every wait is bounded" says: the decision
+/// (its reads and every deadlock retry) within one `mysql.query_timeout_ms`,
+/// then the Redis mirror within one Redis bound; clearing the row's pending flag
+/// runs after the answer ([`mirror_then_clear_later`]).
 pub async fn transition(
     db: &Db,
     redis: &RedisStore,
@@ -81,33 +93,85 @@ pub async fn transition(
     transition: Transition,
     now_ms: u64,
 ) -> Result<TransitionOutcome, LifecycleError> {
-    // A reservation the consumer has not applied yet is read from Redis first,
-    // outside the transaction (no Redis call while holding row locks).
-    let mut attempt = 0;
-    let outcome = loop {
-        let decided = decide(db, redis, sku_id, request_id, transition, now_ms);
-        let decided = match tokio::time::timeout(db.operation_bound(), decided).await {
-            Ok(result) => result,
-            Err(_) => Err(LifecycleError::Db(DbError::QueryTimeout)),
-        };
-        match decided {
-            Err(LifecycleError::Db(err)) if err.is_retryable() && attempt < TRANSITION_RETRIES => {
-                attempt += 1;
-            }
-            other => break other?,
-        }
+    let decision = decide_with_retries(db, redis, sku_id, request_id, transition, now_ms);
+    let (outcome, applied) = match tokio::time::timeout(db.operation_bound(), decision).await {
+        Ok(result) => result?,
+        Err(_) => return Err(LifecycleError::Db(DbError::QueryTimeout)),
     };
     match &outcome {
         TransitionOutcome::Done { row, changed: true } => {
-            mirror(db, redis, row).await;
+            mirror_then_clear_later(db, redis, row).await;
         }
         // Possibly inserted as REJECTED just now: return the user's quota in Redis.
         TransitionOutcome::Conflict { row } if row.status == ReservationStatus::Rejected => {
-            mirror(db, redis, row).await;
+            mirror_then_clear_later(db, redis, row).await;
         }
         _ => {}
     }
-    Ok(outcome)
+    Ok(match outcome {
+        // A cancel or expiry that found the payment decided: the payment won.
+        TransitionOutcome::Done { row, .. } if applied != transition => {
+            TransitionOutcome::Conflict { row }
+        }
+        other => other,
+    })
+}
+
+/// The decision and the transition it applied (a lost confirm re-applied
+/// instead of a cancel or expiry), retrying deadlocks and lock timeouts.
+async fn decide_with_retries(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    asked: Transition,
+    now_ms: u64,
+) -> Result<(TransitionOutcome, Transition), LifecycleError> {
+    let transition = recovered_transition(db, redis, sku_id, request_id, asked).await?;
+    let mut attempt = 0;
+    loop {
+        match decide(db, redis, sku_id, request_id, transition, now_ms).await {
+            Err(LifecycleError::Db(err)) if err.is_retryable() && attempt < TRANSITION_RETRIES => {
+                attempt += 1;
+            }
+            other => return Ok((other?, transition)),
+        }
+    }
+}
+
+/// `transition`, or `Confirm` when a cancel or expiry meets a reservation
+/// whose Redis mirror says CONFIRMED while MySQL does not (see the module doc).
+/// One Redis read per cancel or expiry, outside any transaction.
+async fn recovered_transition(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    transition: Transition,
+) -> Result<Transition, LifecycleError> {
+    if transition == Transition::Confirm {
+        return Ok(transition);
+    }
+    let row = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            ledger::find(&mut conn, sku_id, request_id).await
+        })
+        .await?;
+    if row.is_some_and(|r| r.status != ReservationStatus::Reserved) {
+        return Ok(transition); // MySQL decided already: its state stands
+    }
+    let confirmed_in_redis = redis
+        .reservation(sku_id, request_id)
+        .await?
+        .is_some_and(|r| r.status == ReservationStatus::Confirmed);
+    if !confirmed_in_redis {
+        return Ok(transition);
+    }
+    metrics::counter!("stockd_lost_confirms_reapplied_total").increment(1);
+    tracing::warn!(sku.id = %sku_id, request.id = %request_id, asked = ?transition,
+        "lifecycle: Redis mirrors a confirm MySQL does not have (lost by a failover); re-applying the confirm");
+    Ok(Transition::Confirm)
 }
 
 async fn decide(
@@ -123,7 +187,16 @@ async fn decide(
     let pending_apply = match known {
         Some(_) => None,
         None => match redis.reservation(sku_id, request_id).await? {
-            Some(r) if r.status == ReservationStatus::Reserved => Some(Deduction::from(&r)),
+            // A CONFIRMED record whose row MySQL lost is applied like a
+            // reserved one, then confirmed (see the module doc).
+            Some(r)
+                if matches!(
+                    r.status,
+                    ReservationStatus::Reserved | ReservationStatus::Confirmed
+                ) =>
+            {
+                Some(Deduction::from(&r))
+            }
             _ => return Ok(TransitionOutcome::NotFound),
         },
     };
@@ -177,6 +250,26 @@ async fn decide(
 /// Mirrors a decided row to Redis and clears its pending flag. A failure is
 /// logged and left for the closer's sweep, which calls this again.
 pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
+    if !mirror_to_redis(redis, row).await {
+        return false;
+    }
+    clear_pending(db, row).await;
+    true
+}
+
+/// [`mirror`] for an answer someone waits on: the Redis step now, the MySQL
+/// step (clearing the pending flag) in the background, so the answer waits for
+/// one MySQL bound, not two. A clear that fails leaves the flag for the sweep,
+/// whose repeat of the mirror is idempotent.
+async fn mirror_then_clear_later(db: &Db, redis: &RedisStore, row: &LedgerRow) {
+    if mirror_to_redis(redis, row).await {
+        let (db, row) = (db.clone(), row.clone());
+        tokio::spawn(async move { clear_pending(&db, &row).await });
+    }
+}
+
+/// The Redis half of [`mirror`]; false when Redis failed (left to the sweep).
+async fn mirror_to_redis(redis: &RedisStore, row: &LedgerRow) -> bool {
     let returns_stock = ledger::reason::rejection_returns_stock(row.reason.as_deref());
     let mirrored = redis
         .finish(
@@ -200,6 +293,11 @@ pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
     if restocked && outcome == FinishOutcome::Applied {
         reopen_split_sku(redis, row.sku_id).await;
     }
+    true
+}
+
+/// Clears a mirrored row's `redis_pending` flag.
+async fn clear_pending(db: &Db, row: &LedgerRow) {
     let cleared = db.bounded(async {
         let mut conn = db.conn().await?;
         settle::clear_redis_pending(&mut conn, row.sku_id, &row.request_id).await
@@ -207,7 +305,6 @@ pub async fn mirror(db: &Db, redis: &RedisStore, row: &LedgerRow) -> bool {
     if let Err(err) = cleared.await {
         tracing::warn!(error = %err, "lifecycle.mirror: pending flag not cleared; mirror will repeat (idempotent)");
     }
-    true
 }
 
 /// A unit went back to one bucket of a split SKU: if other buckets were

@@ -42,6 +42,21 @@ pub struct Observation {
     pub missing_in_redis: i64,
     /// Buyers holding more live units than `limit_per_user` in MySQL.
     pub buyers_over_limit: i64,
+    /// Reservations MySQL holds as RESERVED whose Redis mirror already shows a
+    /// final state (empty when not `exact`). The mirror is written only after
+    /// MySQL committed that state, so each one is a decision MySQL has since
+    /// lost (a failover to a lagging replica) — or one committed between the
+    /// two reads, which re-applying finds already done.
+    pub decided_in_redis_only: Vec<RedisDecided>,
+}
+
+/// A final state Redis mirrors that the MySQL row lacks (see
+/// [`Observation::decided_in_redis_only`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisDecided {
+    pub request_id: String,
+    /// CONFIRMED or RELEASED.
+    pub status: ReservationStatus,
 }
 
 /// A reservation Redis took (RESERVED/CONFIRMED) that the ledger lacks.
@@ -51,6 +66,9 @@ pub struct Unapplied {
     pub count: i64,
     /// Admission time, Redis clock.
     pub created_ms: u64,
+    /// RESERVED, or CONFIRMED when the payment was decided (and then lost by
+    /// MySQL: a confirm is mirrored only after its commit).
+    pub status: ReservationStatus,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +79,19 @@ pub enum ObserveError {
     Redis(#[from] RedisError),
     #[error("SKU {0} does not exist in MySQL")]
     UnknownSku(SkuId),
+    /// A repair's re-publish of lost deductions failed (broker down).
+    #[error("re-publish of lost deductions: {0}")]
+    Republish(String),
+}
+
+impl From<crate::ops::lifecycle::LifecycleError> for ObserveError {
+    fn from(err: crate::ops::lifecycle::LifecycleError) -> Self {
+        use crate::ops::lifecycle::LifecycleError;
+        match err {
+            LifecycleError::Db(e) => Self::Db(e),
+            LifecycleError::Redis(e) => Self::Redis(e),
+        }
+    }
 }
 
 /// Units a (MySQL status, Redis status) pair puts between MySQL's and Redis'
@@ -121,6 +152,7 @@ async fn observe_unbounded(
     let mut in_flight = 0;
     let mut unapplied = 0;
     let mut unapplied_records = Vec::new();
+    let mut decided_in_redis_only = Vec::new();
     let mut exact = true;
     match snapshot.as_ref().and_then(|s| s.winners.as_ref()) {
         Some(winners) => {
@@ -133,13 +165,24 @@ async fn observe_unbounded(
                 let mysql = statuses.get(&w.request_id).copied();
                 let c = contribution(mysql, w.status, w.count);
                 in_flight += c;
-                if mysql.is_none() && c > 0 {
-                    unapplied += c;
-                    unapplied_records.push(Unapplied {
+                match (mysql, w.status) {
+                    (None, Some(status)) if c > 0 => {
+                        unapplied += c;
+                        unapplied_records.push(Unapplied {
+                            request_id: w.request_id.clone(),
+                            count: w.count,
+                            created_ms: w.created_ms,
+                            status,
+                        });
+                    }
+                    (
+                        Some(ReservationStatus::Reserved),
+                        Some(status @ (ReservationStatus::Confirmed | ReservationStatus::Released)),
+                    ) => decided_in_redis_only.push(RedisDecided {
                         request_id: w.request_id.clone(),
-                        count: w.count,
-                        created_ms: w.created_ms,
-                    });
+                        status,
+                    }),
+                    _ => {}
                 }
             }
         }
@@ -165,6 +208,7 @@ async fn observe_unbounded(
         exact,
         missing_in_redis,
         buyers_over_limit,
+        decided_in_redis_only,
     })
 }
 

@@ -85,6 +85,7 @@ mod tests {
             request_id: id.into(),
             count,
             created_ms,
+            status: crate::domain::ReservationStatus::Reserved,
         }
     }
 

@@ -7,13 +7,19 @@
 //! transaction per SKU, [`super::lifecycle::release_expired`]), then one batch
 //! of pending mirrors. Whether to go again at once (a full batch) or after the
 //! sweep interval is the closer's loop's call, so a test drives one step.
+//!
+//! Before a SKU's batch is released, the rows about to expire are checked
+//! against their Redis mirrors: one that Redis shows CONFIRMED had its confirm
+//! lost by MySQL (a failover) and is confirmed again instead of released
+//! ([`super::lifecycle`]'s module doc). A confirm Redis learns of after this
+//! check was committed in MySQL first, so the release cannot take it.
 
 use crate::clock::unix_ms;
-use crate::db::{ledger, settle, Db, DbError};
-use crate::domain::SkuId;
+use crate::db::{ledger, settle, Db};
+use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
 
-use super::lifecycle::{mirror, release_expired};
+use super::lifecycle::{mirror, release_expired, transition, LifecycleError, Transition};
 
 /// SKUs examined per pass: bounds one step's work and the SKU list it reads.
 pub const SKUS_MAX: usize = 100;
@@ -27,6 +33,9 @@ pub struct Swept {
     pub released: usize,
     /// Pending mirrors retried.
     pub mirrors_retried: usize,
+    /// Expired rows whose Redis mirror proved a confirm MySQL lost: confirmed
+    /// again instead of released.
+    pub confirms_reapplied: usize,
     /// A SKU's batch or the mirror batch was full: more is likely waiting, so
     /// the loop goes again without sleeping.
     pub full: bool,
@@ -40,7 +49,7 @@ pub async fn pass(
     redis: &RedisStore,
     cutoff_ms: u64,
     batch: usize,
-) -> Result<Swept, DbError> {
+) -> Result<Swept, LifecycleError> {
     let skus = db
         .bounded(async {
             let mut conn = db.conn().await?;
@@ -52,6 +61,8 @@ pub async fn pass(
         let Ok(sku_id) = SkuId::new(raw) else {
             continue;
         };
+        swept.confirms_reapplied +=
+            reapply_lost_confirms(db, redis, sku_id, cutoff_ms, batch).await?;
         let released = db
             .bounded(release_expired(db, sku_id, cutoff_ms, batch))
             .await?;
@@ -74,4 +85,43 @@ pub async fn pass(
     swept.mirrors_retried = pending.len();
     swept.full |= pending.len() >= batch;
     Ok(swept)
+}
+
+/// Of one SKU's rows due for release, confirms those whose Redis mirror says
+/// CONFIRMED (the transition re-applies the lost confirm); returns how many.
+/// A Redis error skips the check for this pass and the release waits with it:
+/// releasing unchecked could free a paid unit.
+async fn reapply_lost_confirms(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    cutoff_ms: u64,
+    batch: usize,
+) -> Result<usize, LifecycleError> {
+    let ids = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            settle::expired_ids(&mut conn, sku_id, cutoff_ms, batch).await
+        })
+        .await?;
+    let mut reapplied = 0;
+    for raw in ids {
+        let Ok(request_id) = RequestId::parse(&raw) else {
+            continue; // every stored id went through the parser on its way in
+        };
+        let record = redis.reservation(sku_id, &request_id).await?;
+        if record.is_some_and(|r| r.status == ReservationStatus::Confirmed) {
+            transition(
+                db,
+                redis,
+                sku_id,
+                &request_id,
+                Transition::Expire,
+                unix_ms(),
+            )
+            .await?;
+            reapplied += 1;
+        }
+    }
+    Ok(reapplied)
 }

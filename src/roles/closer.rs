@@ -23,7 +23,6 @@ use lapin::options::{BasicAckOptions, BasicNackOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::unix_ms;
-use crate::db::DbError;
 use crate::domain::Deduction;
 use crate::mq::batching::{next_batch, Batch, Subscription};
 use crate::mq::{message, MqError};
@@ -158,8 +157,12 @@ impl Closer {
         while !cancel.is_cancelled() {
             let full = match self.sweep_once().await {
                 Ok(swept) => swept.full,
-                Err(err) => {
+                Err(LifecycleError::Db(err)) => {
                     crate::health::outage::failed("mysql", &err);
+                    false
+                }
+                Err(LifecycleError::Redis(err)) => {
+                    crate::health::outage::failed("redis", &err);
                     false
                 }
             };
@@ -172,7 +175,7 @@ impl Closer {
     /// One step of the sweep: one bounded pass ([`sweep::pass`]) over rows
     /// expired more than `closer.grace_ms` ago. `full` in the result means:
     /// go again without sleeping.
-    pub async fn sweep_once(&self) -> Result<Swept, DbError> {
+    pub async fn sweep_once(&self) -> Result<Swept, LifecycleError> {
         let settings = &self.res.settings.closer;
         let cutoff_ms = unix_ms().saturating_sub(settings.grace_ms);
         let swept = sweep::pass(

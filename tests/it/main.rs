@@ -24,6 +24,7 @@ mod deploy;
 mod dlq;
 mod lifecycle;
 mod lost_writes;
+mod mysql_lost;
 mod mysql_pool;
 mod openapi;
 mod outage;

@@ -120,7 +120,8 @@ pub struct ReconcileSummary {
 pub struct ReconcileLine {
     #[schema(minimum = 1)]
     pub sku_id: u64,
-    /// `OK`, `IN_FLIGHT`, `REDIS_AHEAD`, `REDIS_BEHIND`, `MYSQL_INCONSISTENT` or `STUCK`.
+    /// `OK`, `IN_FLIGHT`, `REDIS_AHEAD`, `REDIS_BEHIND`, `MYSQL_INCONSISTENT`, `STUCK` or
+    /// `MYSQL_BEHIND`.
     pub verdict: String,
     /// Redis `available` minus what it should hold.
     pub drift: i64,

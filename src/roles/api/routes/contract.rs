@@ -292,6 +292,20 @@ pub struct SkuReconcileLine {
     /// Where the stuck units sit; `null` when nothing is stuck.
     #[schema(required = true)]
     stuck_where: Option<StuckWhere>,
+    /// Reservations MySQL lost that Redis proves (MYSQL_BEHIND): deductions the
+    /// ledger lacks with the pipeline drained, and confirms or releases it no
+    /// longer has, each seen on two looks.
+    #[schema(minimum = 0)]
+    lost_reservations: i64,
+    /// Units of the lost deductions.
+    #[schema(minimum = 0)]
+    lost_units: i64,
+    /// Lost deductions this check's repair published again.
+    #[schema(minimum = 0)]
+    republished: usize,
+    /// Lost confirms, cancels and expiries this check's repair applied again.
+    #[schema(minimum = 0)]
+    reapplied: usize,
 }
 
 /// Where STUCK units sit (see `ops::stuck`).
@@ -317,4 +331,5 @@ pub enum Verdict {
     RedisBehind,
     MysqlInconsistent,
     Stuck,
+    MysqlBehind,
 }

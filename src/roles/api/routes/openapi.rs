@@ -315,6 +315,7 @@ mod tests {
             Real::RedisBehind,
             Real::MysqlInconsistent,
             Real::Stuck,
+            Real::MysqlBehind,
         ];
         let report = Report {
             checked_at: "1970-01-01T00:00:00Z".into(),
@@ -334,6 +335,11 @@ mod tests {
                     buyers_over_limit: 0,
                     stuck_units: 0,
                     stuck_where: None,
+                    lost_reservations: 0,
+                    lost_units: 0,
+                    republished: 0,
+                    reapplied: 0,
+                    second_look_wanted: false,
                 })
                 .collect(),
         };

@@ -1,0 +1,281 @@
+//! `MYSQL_BEHIND` (SPEC §8, docs/operations.md "MySQL failover"): work MySQL
+//! acknowledged and then lost — a primary that failed over to an asynchronous
+//! replica that had not applied it — while Redis still holds the proof.
+//!
+//! Two kinds of lost work, both read from one observation:
+//! - **lost deductions**: reservations Redis took (RESERVED or CONFIRMED) that
+//!   the ledger lacks, once nothing can still be carrying them: the SKU's
+//!   outbox is empty (so each was published and confirmed by the broker), the
+//!   deduct and retry queues hold no ready message (so each was delivered),
+//!   none is dead-lettered (that is `STUCK`), each is older than
+//!   `reconcile.lost_after_ms`, and the same ids were unapplied at the look
+//!   before — so a consumer holding one unacked would have had to hold it for
+//!   the whole gap between two looks;
+//! - **lost decisions**: rows MySQL holds as RESERVED whose Redis mirror is
+//!   final (CONFIRMED or RELEASED). Mirrors are written only after MySQL
+//!   committed, so MySQL had decided and lost it. Seen on two looks as well,
+//!   because a decision committed between a look's two reads forms the same
+//!   pair for a moment.
+//!
+//! The repair re-applies each through the normal paths, so a mistaken verdict
+//! costs nothing: a RESERVED record is re-published as its deduction (the
+//! consumer skips one the ledger holds, and applies the over-admission rules to
+//! one that no longer fits); a CONFIRMED record, and a lost confirm, go through
+//! the lifecycle's confirm (which applies a missing deduction from the Redis
+//! record first); a lost release through a cancel, or an expiry once the
+//! reservation's time has passed. Every one of these is a repeat when already
+//! done.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::db::Db;
+use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId};
+use crate::mq::Publisher;
+use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
+use crate::ops::observe::{Observation, ObserveError, Unapplied};
+use crate::redis::RedisStore;
+
+/// Deductions re-published per broker message (the consumer's batches are
+/// about this size, and one message stays far below the frame limit).
+const REPUBLISH_CHUNK: usize = 200;
+
+/// Lost work of one SKU that two looks agree on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LostWork {
+    /// Reservations Redis took that the ledger lacks.
+    pub deductions: Vec<Unapplied>,
+    /// Rows MySQL holds as RESERVED that Redis mirrors as final.
+    pub decisions: Vec<(String, ReservationStatus)>,
+}
+
+impl LostWork {
+    pub fn is_empty(&self) -> bool {
+        self.deductions.is_empty() && self.decisions.is_empty()
+    }
+
+    /// Reservations lost, of both kinds.
+    pub fn reservations(&self) -> i64 {
+        (self.deductions.len() + self.decisions.len()) as i64
+    }
+
+    /// Units of the lost deductions (a lost decision moves no unit in MySQL's
+    /// count of taken stock unless it was a release).
+    pub fn units(&self) -> i64 {
+        self.deductions.iter().map(|d| d.count).sum()
+    }
+
+    /// Request ids, to compare with the next look.
+    pub fn ids(&self) -> HashSet<String> {
+        let deductions = self.deductions.iter().map(|d| d.request_id.clone());
+        let decisions = self.decisions.iter().map(|(id, _)| id.clone());
+        deductions.chain(decisions).collect()
+    }
+
+    /// Only what `earlier` (the previous look's ids) also held.
+    pub fn seen_before(self, earlier: &HashSet<String>) -> Self {
+        Self {
+            deductions: (self.deductions.into_iter())
+                .filter(|d| earlier.contains(&d.request_id))
+                .collect(),
+            decisions: (self.decisions.into_iter())
+                .filter(|(id, _)| earlier.contains(id))
+                .collect(),
+        }
+    }
+}
+
+/// The lost work one look suggests: `drained` says whether the SKU's outbox
+/// and the work queues were empty at this look; `dead` are the SKU's
+/// dead-lettered request ids (STUCK, not lost).
+pub fn suspects(
+    obs: &Observation,
+    drained: bool,
+    dead: Option<&HashMap<String, i64>>,
+    now_ms: u64,
+    lost_after_ms: u64,
+) -> LostWork {
+    let deductions = if drained {
+        (obs.unapplied_records.iter())
+            .filter(|r| r.created_ms > 0 && now_ms.saturating_sub(r.created_ms) >= lost_after_ms)
+            .filter(|r| !dead.is_some_and(|d| d.contains_key(&r.request_id)))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let decisions = (obs.decided_in_redis_only.iter())
+        .map(|d| (d.request_id.clone(), d.status))
+        .collect();
+    LostWork {
+        deductions,
+        decisions,
+    }
+}
+
+/// What a repair did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reapplied {
+    /// Deductions published again from their Redis records.
+    pub republished: usize,
+    /// Confirms, cancels and expiries applied again in MySQL.
+    pub transitions: usize,
+    /// Confirmed (paid) reservations MySQL could no longer take: the operator's
+    /// case (docs/operations.md "MySQL failover").
+    pub paid_rejected: usize,
+}
+
+/// Re-applies `lost` (see the module doc). Records Redis no longer holds are
+/// skipped: what they were cannot be proven.
+pub async fn reapply(
+    db: &Db,
+    redis: &RedisStore,
+    publisher: &Publisher,
+    sku_id: SkuId,
+    lost: &LostWork,
+    now_ms: u64,
+) -> Result<Reapplied, ObserveError> {
+    let mut done = Reapplied::default();
+    let mut deductions = Vec::new();
+    for lost in &lost.deductions {
+        let Some(record) = record_of(redis, sku_id, &lost.request_id).await? else {
+            continue;
+        };
+        match record.status {
+            ReservationStatus::Reserved => deductions.push(Deduction::from(&record)),
+            ReservationStatus::Confirmed => {
+                let outcome = confirm(db, redis, sku_id, &record.request_id, now_ms).await?;
+                done.transitions += 1;
+                if matches!(outcome, TransitionOutcome::Conflict { row } if row.status == ReservationStatus::Rejected)
+                {
+                    done.paid_rejected += 1;
+                    tracing::error!(sku.id = %sku_id, request.id = %record.request_id,
+                        "reconcile.mysql_behind: a confirmed (paid) reservation lost by MySQL no longer fits and was REJECTED; settle it with the buyer");
+                }
+            }
+            _ => {}
+        }
+    }
+    for chunk in deductions.chunks(REPUBLISH_CHUNK) {
+        publisher
+            .publish_deductions(chunk)
+            .await
+            .map_err(|err| ObserveError::Republish(err.to_string()))?;
+        done.republished += chunk.len();
+    }
+    for (id, status) in &lost.decisions {
+        let Some(record) = record_of(redis, sku_id, id).await? else {
+            continue;
+        };
+        let transition = match status {
+            ReservationStatus::Confirmed => Transition::Confirm,
+            _ if record.expires_at_ms <= now_ms => Transition::Expire,
+            _ => Transition::Cancel,
+        };
+        lifecycle::transition(db, redis, sku_id, &record.request_id, transition, now_ms)
+            .await
+            .map_err(ObserveError::from)?;
+        done.transitions += 1;
+    }
+    if done != Reapplied::default() {
+        tracing::warn!(sku.id = %sku_id, republished = done.republished, transitions = done.transitions,
+            "reconcile.mysql_behind: work MySQL lost re-applied from the Redis records");
+    }
+    Ok(done)
+}
+
+async fn record_of(
+    redis: &RedisStore,
+    sku_id: SkuId,
+    id: &str,
+) -> Result<Option<crate::domain::Reservation>, ObserveError> {
+    let Ok(request_id) = RequestId::parse(id) else {
+        return Ok(None); // every stored id went through the parser on its way in
+    };
+    Ok(redis.reservation(sku_id, &request_id).await?)
+}
+
+async fn confirm(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    now_ms: u64,
+) -> Result<TransitionOutcome, ObserveError> {
+    lifecycle::transition(db, redis, sku_id, request_id, Transition::Confirm, now_ms)
+        .await
+        .map_err(ObserveError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::observe::RedisDecided;
+
+    fn unapplied(id: &str, created_ms: u64) -> Unapplied {
+        Unapplied {
+            request_id: id.into(),
+            count: 2,
+            created_ms,
+            status: ReservationStatus::Reserved,
+        }
+    }
+
+    fn observation(records: Vec<Unapplied>, decided: Vec<RedisDecided>) -> Observation {
+        Observation {
+            sku_id: SkuId::new(1).unwrap(),
+            total_stock: 10,
+            mysql_available: 10,
+            ledger_units: 0,
+            redis: None,
+            in_flight: 0,
+            unapplied: 0,
+            unapplied_records: records,
+            exact: true,
+            missing_in_redis: 0,
+            buyers_over_limit: 0,
+            decided_in_redis_only: decided,
+        }
+    }
+
+    const NOW_MS: u64 = 100_000;
+    const AFTER_MS: u64 = 10_000;
+
+    #[test]
+    fn only_old_undead_records_of_a_drained_pipeline_are_suspects() {
+        let obs = observation(
+            vec![
+                unapplied("old", NOW_MS - 20_000),
+                unapplied("young", NOW_MS - 1_000),
+                unapplied("dead", NOW_MS - 20_000),
+                unapplied("untimed", 0),
+            ],
+            Vec::new(),
+        );
+        let dead: HashMap<String, i64> = [("dead".to_string(), 2)].into();
+        let found = suspects(&obs, true, Some(&dead), NOW_MS, AFTER_MS);
+        let ids: Vec<&str> = found
+            .deductions
+            .iter()
+            .map(|d| d.request_id.as_str())
+            .collect();
+        assert_eq!(ids, ["old"]);
+        assert_eq!((found.reservations(), found.units()), (1, 2));
+        assert!(suspects(&obs, false, None, NOW_MS, AFTER_MS).is_empty());
+    }
+
+    #[test]
+    fn lost_decisions_need_no_drained_pipeline_but_two_looks() {
+        let decided = RedisDecided {
+            request_id: "paid".into(),
+            status: ReservationStatus::Confirmed,
+        };
+        let obs = observation(vec![unapplied("old", 1)], vec![decided]);
+        let first = suspects(&obs, false, None, NOW_MS, AFTER_MS);
+        assert_eq!(first.decisions.len(), 1);
+        assert!(first.clone().seen_before(&HashSet::new()).is_empty());
+        let earlier = first.ids();
+        let second = suspects(&obs, true, None, NOW_MS, AFTER_MS).seen_before(&earlier);
+        // "old" was not a suspect at the first look (pipeline not drained).
+        assert_eq!((second.deductions.len(), second.decisions.len()), (0, 1));
+    }
+}

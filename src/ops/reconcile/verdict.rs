@@ -1,0 +1,175 @@
+//! The reconciler's verdicts (SPEC §8) and the pure rules that give them: the
+//! drift verdict of one observation ([`classify`]), then stuck work and lost
+//! MySQL work on top ([`escalate`]). Kept apart from the passes that gather
+//! the inputs so every rule has a unit test.
+
+use serde::Serialize;
+
+use super::mysql_behind::LostWork;
+use crate::ops::observe::Observation;
+use crate::ops::stuck::Stuck;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    Ok,
+    InFlight,
+    RedisAhead,
+    RedisBehind,
+    MysqlInconsistent,
+    Stuck,
+    MysqlBehind,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "OK",
+            Self::InFlight => "IN_FLIGHT",
+            Self::RedisAhead => "REDIS_AHEAD",
+            Self::RedisBehind => "REDIS_BEHIND",
+            Self::MysqlInconsistent => "MYSQL_INCONSISTENT",
+            Self::Stuck => "STUCK",
+            Self::MysqlBehind => "MYSQL_BEHIND",
+        }
+    }
+
+    /// Healthy verdicts: `stockd reconcile --once` exits 0 on these only.
+    pub fn is_healthy(self) -> bool {
+        matches!(self, Self::Ok | Self::InFlight)
+    }
+}
+
+/// The reported verdict: lost MySQL work, then stuck work, outrank everything
+/// below REDIS_AHEAD.
+pub fn escalate(verdict: Verdict, stuck: &Stuck, lost: &LostWork) -> Verdict {
+    match verdict {
+        Verdict::Ok | Verdict::InFlight | Verdict::RedisBehind if !lost.is_empty() => {
+            Verdict::MysqlBehind
+        }
+        Verdict::Ok | Verdict::InFlight | Verdict::RedisBehind if stuck.units > 0 => Verdict::Stuck,
+        other => other,
+    }
+}
+
+/// Verdict and drift (Redis minus what it should hold) of one observation.
+pub fn classify(obs: &Observation) -> (Verdict, i64) {
+    if obs.total_stock - obs.mysql_available != obs.ledger_units
+        || obs.mysql_available < 0
+        || obs.buyers_over_limit > 0
+    {
+        return (Verdict::MysqlInconsistent, 0);
+    }
+    let Some(redis) = &obs.redis else {
+        return (Verdict::RedisBehind, -(obs.mysql_available - obs.in_flight));
+    };
+    let drift = redis.available - (obs.mysql_available - obs.in_flight);
+    let verdict = match drift {
+        // Records of live rows are gone: Redis lost acknowledged writes, even
+        // where the stock figures happen to agree.
+        _ if obs.missing_in_redis > 0 => Verdict::RedisAhead,
+        d if d > 0 => Verdict::RedisAhead,
+        d if d < 0 => Verdict::RedisBehind,
+        _ if obs.in_flight != 0 => Verdict::InFlight,
+        _ => Verdict::Ok,
+    };
+    (verdict, drift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::SkuId;
+    use crate::redis::RedisSnapshot;
+
+    fn obs(total: i64, mysql: i64, live: i64, redis: Option<i64>, in_flight: i64) -> Observation {
+        Observation {
+            sku_id: SkuId::new(1).unwrap(),
+            total_stock: total,
+            mysql_available: mysql,
+            ledger_units: live,
+            redis: redis.map(|available| RedisSnapshot {
+                available,
+                total,
+                adjust: 0,
+                limit_per_user: 1,
+                pool: None,
+                winners: Some(Vec::new()),
+            }),
+            in_flight,
+            unapplied: in_flight.max(0),
+            unapplied_records: Vec::new(),
+            exact: true,
+            missing_in_redis: 0,
+            buyers_over_limit: 0,
+            decided_in_redis_only: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn verdicts_follow_the_spec() {
+        assert_eq!(classify(&obs(10, 7, 3, Some(7), 0)), (Verdict::Ok, 0));
+        assert_eq!(classify(&obs(10, 7, 3, Some(5), 2)), (Verdict::InFlight, 0));
+        assert_eq!(
+            classify(&obs(10, 7, 3, Some(9), 0)),
+            (Verdict::RedisAhead, 2)
+        );
+        assert_eq!(
+            classify(&obs(10, 7, 3, Some(4), 2)),
+            (Verdict::RedisBehind, -1)
+        );
+        assert_eq!(
+            classify(&obs(10, 7, 2, Some(7), 0)).0,
+            Verdict::MysqlInconsistent
+        );
+        assert_eq!(classify(&obs(10, 7, 3, None, 0)).0, Verdict::RedisBehind);
+    }
+
+    #[test]
+    fn only_ok_and_in_flight_are_healthy() {
+        assert!(Verdict::Ok.is_healthy() && Verdict::InFlight.is_healthy());
+        for v in [
+            Verdict::RedisAhead,
+            Verdict::RedisBehind,
+            Verdict::MysqlInconsistent,
+            Verdict::Stuck,
+            Verdict::MysqlBehind,
+        ] {
+            assert!(!v.is_healthy());
+        }
+    }
+
+    #[test]
+    fn stuck_outranks_in_flight_and_behind_but_not_ahead_or_inconsistent() {
+        let stuck = Stuck {
+            units: 2,
+            place: Some("dlq"),
+        };
+        let none = LostWork::default();
+        for v in [Verdict::Ok, Verdict::InFlight, Verdict::RedisBehind] {
+            assert_eq!(escalate(v, &stuck, &none), Verdict::Stuck, "{v:?}");
+            assert_eq!(escalate(v, &Stuck::default(), &none), v);
+        }
+        for v in [Verdict::RedisAhead, Verdict::MysqlInconsistent] {
+            assert_eq!(escalate(v, &stuck, &none), v);
+        }
+    }
+
+    #[test]
+    fn lost_mysql_work_outranks_stuck_but_not_ahead_or_inconsistent() {
+        let stuck = Stuck {
+            units: 2,
+            place: Some("in_flight"),
+        };
+        let lost = LostWork {
+            deductions: Vec::new(),
+            decisions: vec![("paid".into(), crate::domain::ReservationStatus::Confirmed)],
+        };
+        for v in [Verdict::Ok, Verdict::InFlight, Verdict::RedisBehind] {
+            assert_eq!(escalate(v, &stuck, &lost), Verdict::MysqlBehind, "{v:?}");
+        }
+        for v in [Verdict::RedisAhead, Verdict::MysqlInconsistent] {
+            assert_eq!(escalate(v, &stuck, &lost), v);
+        }
+    }
+}
