@@ -91,6 +91,13 @@ async fn s17_mysql_failover_to_a_lagging_replica_loses_deductions_the_repair_rea
     let (drained, _) = drain::wait_drained(&sc.stack, &SKUS, &accepted, DRAIN_LIMIT).await;
     sc.note(&format!("after the repair: pipeline drained {drained}"));
     print_counts(&mut sc, &report, &failover, &loss, (&before, &repaired)).await;
+    repeat_decisions(&mut sc, &report, &failover).await;
+    let after = reconcile::check(&sc).await;
+    let healthy = (after.skus.iter()).all(|s| s.1 == "OK" || s.1 == "IN_FLIGHT");
+    sc.expect(
+        healthy,
+        format!("after the repair every SKU is OK ({:?})", after.skus),
+    );
     sc.finish(&report).await;
 }
 
@@ -311,6 +318,7 @@ async fn print_counts(
     let ledger = stores::ledger(&sc.stack).await;
     let rows = stores::by_key(&ledger);
     let reapplied = loss.lost.iter().filter(|k| rows.contains_key(*k)).count();
+    let left_over = still_missing_by_record(&sc.stack, &loss.lost, &rows).await;
     let decided = decided_before(report, f.killed_ms);
     let decisions_left = (decided.iter())
         .filter(|(k, want)| rows.get(*k).is_none_or(|r| r.status != **want))
@@ -326,7 +334,8 @@ async fn print_counts(
         "[s17] counts: acknowledged {} (request ids; answers 201 {created}, 202 {late}, replays 200 {replays}), \
          lag {:.1} s ({} transactions not applied), lost by the failover {} ({} units, {} \
          confirmed before it, {} decisions lost), verdicts before the repair {verdicts:?}, \
-         repaired: {}, re-applied {reapplied}, decisions still lost {decisions_left}, \
+         repaired: {}, re-applied {reapplied} (still missing, by Redis record: {left_over:?}), \
+         decisions still lost {decisions_left}, \
          rejected {rejected_total} {rejected:?}, oversold {oversold}",
         report.accepted().len(),
         (f.killed_ms - f.lag_from_ms) as f64 / 1000.0,
@@ -347,4 +356,66 @@ async fn print_counts(
         format!("every confirm/cancel answered 200 is in MySQL ({decisions_left} not)"),
     );
     sc.expect(oversold == 0, format!("oversold = {oversold}"));
+}
+
+/// Lost reservations still without a ledger row, counted by the status of
+/// their Redis record (what the repair had to go on).
+async fn still_missing_by_record(
+    stack: &crate::stack::Stack,
+    lost: &[Key],
+    rows: &BTreeMap<Key, &stores::LedgerRow>,
+) -> BTreeMap<String, usize> {
+    let missing: Vec<Key> = (lost.iter())
+        .filter(|k| !rows.contains_key(*k))
+        .cloned()
+        .collect();
+    let records = stores::record_statuses(stack, &missing).await;
+    let mut by_status = BTreeMap::new();
+    for status in records.into_values() {
+        *by_status
+            .entry(status.unwrap_or_else(|| "no record".into()))
+            .or_default() += 1;
+    }
+    by_status
+}
+
+/// The order service's retry after the failover: every confirm and cancel
+/// answered 200 before the kill is sent again and must answer 200 again
+/// ("repeats are 200", whatever MySQL lost).
+async fn repeat_decisions(sc: &mut Scenario, report: &LoadReport, f: &Failover) {
+    let decided = decided_before(report, f.killed_ms);
+    let mut answers: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+    for ((sku, rid), status) in &decided {
+        let action = if *status == "CONFIRMED" {
+            "confirm"
+        } else {
+            "cancel"
+        };
+        let url = format!(
+            "{}/v1/skus/{sku}/reservations/{rid}/{action}",
+            sc.stack.base
+        );
+        let code = match sc.stack.http.post(url).send().await {
+            Ok(resp) => resp.status().as_u16(),
+            Err(_) => 0,
+        };
+        answers
+            .entry(code)
+            .or_default()
+            .push(format!("{action} {sku}/{rid}"));
+    }
+    let not_200: Vec<&String> = (answers.iter())
+        .filter(|(code, _)| **code != 200)
+        .flat_map(|(_, ids)| ids)
+        .collect();
+    let by_code: BTreeMap<u16, usize> = answers.iter().map(|(c, ids)| (*c, ids.len())).collect();
+    sc.expect(
+        not_200.is_empty(),
+        format!(
+            "a repeat of each of the {} confirms/cancels answered 200 before the kill answers \
+             200 again (by status {by_code:?}; not 200: {:?})",
+            decided.len(),
+            not_200.iter().take(5).collect::<Vec<_>>()
+        ),
+    );
 }
