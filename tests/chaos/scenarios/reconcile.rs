@@ -10,6 +10,10 @@ use super::Scenario;
 pub struct Repair {
     /// (sku, verdict, drift, missing_in_redis, repaired) per SKU.
     pub skus: Vec<(u64, String, i64, i64, bool)>,
+    /// MYSQL_BEHIND's repair over every SKU: lost deductions re-published,
+    /// lost confirms/releases re-applied (0 on a binary without them).
+    pub republished: i64,
+    pub reapplied: i64,
 }
 
 impl Repair {
@@ -72,6 +76,8 @@ async fn run(sc: &Scenario, repair: bool) -> Repair {
                     s["repaired"],
                     lost_work(s)
                 );
+                repair.republished += s["republished"].as_i64().unwrap_or(0);
+                repair.reapplied += s["reapplied"].as_i64().unwrap_or(0);
                 repair.skus.push((
                     s["sku_id"].as_u64().unwrap_or(0),
                     s["verdict"].as_str().unwrap_or("?").to_string(),

@@ -334,7 +334,9 @@ async fn print_counts(
         "[s17] counts: acknowledged {} (request ids; answers 201 {created}, 202 {late}, replays 200 {replays}), \
          lag {:.1} s ({} transactions not applied), lost by the failover {} ({} units, {} \
          confirmed before it, {} decisions lost), verdicts before the repair {verdicts:?}, \
-         repaired: {}, re-applied {reapplied} (still missing, by Redis record: {left_over:?}), \
+         repair re-published {} deductions and re-applied {} confirms/cancels, \
+         lost reservations back in the ledger {reapplied} (still missing, by Redis record: \
+         {left_over:?}), \
          decisions still lost {decisions_left}, \
          rejected {rejected_total} {rejected:?}, oversold {oversold}",
         report.accepted().len(),
@@ -344,7 +346,8 @@ async fn print_counts(
         loss.units,
         loss.confirmed,
         loss.decisions,
-        repaired.summary(),
+        repaired.republished,
+        repaired.reapplied,
     );
     let recoverable = loss.lost.len() - loss.without_record;
     sc.expect(
