@@ -19,6 +19,7 @@ mod s14_cluster_lost_writes;
 mod s15_rabbit_node_kill;
 mod s16_cluster_slot_migration;
 mod s17_mysql_failover;
+mod s17b_mysql_semi_sync;
 
 mod cluster;
 mod reconcile;

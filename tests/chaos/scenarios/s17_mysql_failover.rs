@@ -27,35 +27,35 @@ use crate::servers::mariadb_replica::GtidPositions;
 use crate::{drain, stores};
 
 /// A reservation: (sku, request id).
-type Key = (u64, String);
+pub(super) type Key = (u64, String);
 
-const SKUS: [u64; 3] = [171, 172, 173];
+pub(super) const SKUS: [u64; 3] = [171, 172, 173];
 /// No SKU sells out: every missing row is then a lost deduction, not a refusal.
-const STOCK: i64 = 5_000;
-const LIMIT_PER_USER: i64 = 3;
-const BUYERS: u64 = 900;
-const RATE_PER_SEC: u32 = 100;
+pub(super) const STOCK: i64 = 5_000;
+pub(super) const LIMIT_PER_USER: i64 = 3;
+pub(super) const BUYERS: u64 = 900;
+pub(super) const RATE_PER_SEC: u32 = 100;
 /// Upper bound of the plan (40 s at the rate); the load is stopped
 /// [`AFTER_SWITCH`] after the proxy was re-pointed.
-const REQUESTS: usize = 4_000;
+pub(super) const REQUESTS: usize = 4_000;
 /// Load before the replica lags (the consumer is busy, the replica in sync).
-const WARM_MS: u64 = 3_000;
+pub(super) const WARM_MS: u64 = 3_000;
 /// How long the primary commits what the replica does not apply (the issue's 2.5 s).
-const LAG_MS: u64 = 2_500;
+pub(super) const LAG_MS: u64 = 2_500;
 /// Load after the switch: reservations after the failover must land.
-const AFTER_SWITCH: Duration = Duration::from_secs(4);
+pub(super) const AFTER_SWITCH: Duration = Duration::from_secs(4);
 /// The consumer's breaker probes MySQL at most 2 s apart: it writes to the
 /// promoted replica well within this.
-const RESUME_LIMIT: Duration = Duration::from_secs(15);
+pub(super) const RESUME_LIMIT: Duration = Duration::from_secs(15);
 /// Outboxes and work queues empty after the load (the consumer catching up).
-const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+pub(super) const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 /// `reconcile.lost_after_ms` for the checks, when the binary has the key: the
 /// youngest lost record is older than this when the reconciler looks.
 const LOST_AFTER_MS: &str = "2000";
 
 /// base.yaml's MySQL timeouts (test.yaml's 20 s would let one request wait
 /// out the whole failover): a dead server answers 503 quickly.
-fn settings() -> Vec<(&'static str, String)> {
+pub(super) fn settings() -> Vec<(&'static str, String)> {
     vec![
         ("STOCKD__MYSQL__CONNECT_TIMEOUT_SECS", "2".into()),
         ("STOCKD__MYSQL__QUERY_TIMEOUT_MS", "3000".into()),
@@ -86,6 +86,13 @@ async fn s17_mysql_failover_to_a_lagging_replica_loses_deductions_the_repair_rea
     sc.expect_sane_answers(&report);
     settle(&sc).await;
     let loss = count_loss(&mut sc, &report, &failover).await;
+    sc.expect(
+        !loss.lost.is_empty(),
+        format!(
+            "the failover lost acknowledged deductions ({})",
+            loss.lost.len()
+        ),
+    );
     let (before, repaired) = check_and_repair(&mut sc, &loss).await;
     let accepted = report.accepted();
     let (drained, _) = drain::wait_drained(&sc.stack, &SKUS, &accepted, DRAIN_LIMIT).await;
@@ -103,12 +110,12 @@ async fn s17_mysql_failover_to_a_lagging_replica_loses_deductions_the_repair_rea
 
 /// When the fault's steps happened (ms since the load started) and where
 /// replication stood.
-struct Failover {
-    lag_from_ms: u64,
-    killed_ms: u64,
-    switched_ms: u64,
+pub(super) struct Failover {
+    pub lag_from_ms: u64,
+    pub killed_ms: u64,
+    pub switched_ms: u64,
     /// Primary's position just before the kill, replica's just after it.
-    at_kill: GtidPositions,
+    pub at_kill: GtidPositions,
 }
 
 /// Lag, kill -9, promotion, re-point: the operator's failover.
@@ -117,6 +124,20 @@ async fn fail_over(sc: &mut Scenario, load: &Load) -> Failover {
     sc.stack.mysql.pair().stop_applier().await;
     let lag_from_ms = load.elapsed_ms();
     sc.pause(LAG_MS, 0).await;
+    let (killed_ms, at_kill) = kill_primary(sc, load).await;
+    sc.note("promote the replica at once: STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only=0");
+    let switched_ms = promote_and_repoint(sc, load, killed_ms).await;
+    Failover {
+        lag_from_ms,
+        killed_ms,
+        switched_ms,
+        at_kill,
+    }
+}
+
+/// kill -9 of the primary, with the GTID positions around it: the
+/// primary's just before, the replica's just after.
+pub(super) async fn kill_primary(sc: &mut Scenario, load: &Load) -> (u64, GtidPositions) {
     let written = sc.stack.mysql.pair().positions().await.primary_written;
     let port = sc.stack.mysql.pair().primary.port;
     sc.note(&format!("inject: kill -9 primary mariadbd :{port}"));
@@ -137,7 +158,12 @@ async fn fail_over(sc: &mut Scenario, load: &Load) -> Failover {
         at_kill.not_applied(),
         at_kill.not_received()
     ));
-    sc.note("promote the replica: STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only=0");
+    (killed_ms, at_kill)
+}
+
+/// Promotes the replica, re-points the proxy and waits until stockd writes
+/// to the new primary by itself; returns when the proxy moved (load ms).
+pub(super) async fn promote_and_repoint(sc: &mut Scenario, load: &Load, killed_ms: u64) -> u64 {
     sc.stack.mysql.pair_mut().promote().await;
     let rows_at_promotion = stores::ledger_len(&sc.stack).await;
     sc.stack.mysql.pair().repoint();
@@ -159,18 +185,13 @@ async fn fail_over(sc: &mut Scenario, load: &Load) -> Failover {
         resumed,
         "stockd writes to the promoted replica without a restart".into(),
     );
-    Failover {
-        lag_from_ms,
-        killed_ms,
-        switched_ms,
-        at_kill,
-    }
+    switched_ms
 }
 
 /// Waits until nothing is left to apply: outboxes empty and no message
 /// (ready or unacknowledged) in the work queues. What the ledger lacks then
 /// is lost, not late.
-async fn settle(sc: &Scenario) {
+pub(super) async fn settle(sc: &Scenario) {
     let stack = &sc.stack;
     let settled = sc
         .wait_for("outboxes and work queues empty", SETTLE_LIMIT, || async {
@@ -190,22 +211,23 @@ async fn settle(sc: &Scenario) {
 }
 
 /// What the failover took from MySQL, read once the pipeline is empty.
-struct Loss {
+pub(super) struct Loss {
     /// Acknowledged reservations sent before the switch that the new
     /// primary's ledger lacks.
-    lost: Vec<Key>,
-    units: i64,
+    pub lost: Vec<Key>,
+    pub units: i64,
     /// Of those, answered 200 to a confirm before the kill.
-    confirmed: usize,
+    pub confirmed: usize,
     /// Confirms and cancels answered 200 before the kill whose decision the
     /// new primary lacks (its row is missing or still `RESERVED`).
-    decisions: usize,
+    pub decisions: usize,
     /// Lost reservations whose Redis record is gone too (not recoverable).
-    without_record: usize,
+    pub without_record: usize,
 }
 
-/// Counts the loss; the scenario fails unless there is one.
-async fn count_loss(sc: &mut Scenario, report: &LoadReport, f: &Failover) -> Loss {
+/// Counts the loss (every reservation sent after the switch must be in the
+/// ledger, every lost one must still have its Redis record).
+pub(super) async fn count_loss(sc: &mut Scenario, report: &LoadReport, f: &Failover) -> Loss {
     let accepted = report.accepted();
     let first_sent = first_sent_ms(report);
     let ledger = stores::ledger(&sc.stack).await;
@@ -232,10 +254,6 @@ async fn count_loss(sc: &mut Scenario, report: &LoadReport, f: &Failover) -> Los
          without their Redis record",
         lost.len()
     ));
-    sc.expect(
-        !lost.is_empty(),
-        format!("the failover lost acknowledged deductions ({})", lost.len()),
-    );
     sc.expect(
         without_record == 0,
         format!("every lost reservation still has its Redis record ({without_record} without)"),
@@ -385,7 +403,7 @@ async fn still_missing_by_record(
 /// The order service's retry after the failover: every confirm and cancel
 /// answered 200 before the kill is sent again and must answer 200 again
 /// ("repeats are 200", whatever MySQL lost).
-async fn repeat_decisions(sc: &mut Scenario, report: &LoadReport, f: &Failover) {
+pub(super) async fn repeat_decisions(sc: &mut Scenario, report: &LoadReport, f: &Failover) {
     let decided = decided_before(report, f.killed_ms);
     let mut answers: BTreeMap<u16, Vec<String>> = BTreeMap::new();
     for ((sku, rid), status) in &decided {

@@ -24,6 +24,11 @@ use crate::proxy::FaultProxy;
 /// while cargo builds next to the suite.
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(30);
 
+/// `rpl_semi_sync_master_timeout` once semi-sync is on: longer than any
+/// scenario, so the primary holds commits instead of falling back to
+/// asynchronous replication while the replica is cut off.
+const SEMI_SYNC_TIMEOUT_MS: u64 = 600_000;
+
 /// Options of both servers: row-based binlog with GTIDs, strict, so a gap or a
 /// fork in the GTID sequence stops replication instead of passing silently.
 fn replication_args(server_id: u32) -> Vec<String> {
@@ -236,6 +241,81 @@ impl MysqlPair {
         let mut replica = self.replica.conn("mysql").await;
         timed(replica.query_drop("STOP SLAVE SQL_THREAD")).await;
         let _ = replica.disconnect().await;
+    }
+
+    /// `STOP SLAVE IO_THREAD`: the replica receives nothing more (a broken
+    /// replication link); what it has is applied.
+    pub async fn stop_receiver(&self) {
+        let mut replica = self.replica.conn("mysql").await;
+        timed(replica.query_drop("STOP SLAVE IO_THREAD")).await;
+        let _ = replica.disconnect().await;
+    }
+
+    /// Turns semi-synchronous replication on (built into MariaDB since 10.3):
+    /// the primary first (`AFTER_SYNC`: no session sees a commit before the
+    /// replica has it; a timeout longer than any scenario, so it never falls
+    /// back to asynchronous while one runs), then the replica, whose I/O
+    /// thread reconnects to register as a semi-sync replica. Waits until the
+    /// primary counts it. Done at run time, after the schema is in place: a
+    /// primary with semi-sync on and no replica yet would hold every commit
+    /// of the migration for the whole timeout.
+    pub async fn enable_semi_sync(&self) {
+        let mut primary = self.primary.conn("mysql").await;
+        for statement in [
+            "SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'".to_string(),
+            format!("SET GLOBAL rpl_semi_sync_master_timeout = {SEMI_SYNC_TIMEOUT_MS}"),
+            "SET GLOBAL rpl_semi_sync_master_enabled = ON".to_string(),
+        ] {
+            timed(primary.query_drop(statement)).await;
+        }
+        let _ = primary.disconnect().await;
+        let mut replica = self.replica.conn("mysql").await;
+        for statement in [
+            "SET GLOBAL rpl_semi_sync_slave_enabled = ON",
+            "STOP SLAVE IO_THREAD",
+            "START SLAVE IO_THREAD",
+        ] {
+            timed(replica.query_drop(statement)).await;
+        }
+        let _ = replica.disconnect().await;
+        let what = format!(
+            "primary :{} counting a semi-sync replica",
+            self.primary.port
+        );
+        wait_ready(
+            &what,
+            CATCH_UP_LIMIT,
+            || async { self.semi_sync_clients().await == Some(1) },
+            String::new,
+        )
+        .await;
+        println!("  semi-synchronous replication on (AFTER_SYNC, 1 replica)");
+    }
+
+    /// `Rpl_semi_sync_master_clients` of the primary, while it runs.
+    async fn semi_sync_clients(&self) -> Option<u64> {
+        let mut primary = self.primary.conn("mysql").await;
+        let row: Option<(String, String)> =
+            timed(primary.query_first("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'"))
+                .await;
+        let _ = primary.disconnect().await;
+        row.and_then(|(_, value)| value.parse().ok())
+    }
+
+    /// Waits until the replica applied everything it received (its relay
+    /// log): what a careful promotion does before `RESET SLAVE ALL`.
+    pub async fn wait_relay_log_applied(&self) {
+        let what = format!("replica :{} applying its relay log", self.replica.port);
+        wait_ready(
+            &what,
+            CATCH_UP_LIMIT,
+            || async {
+                let (received, applied) = self.replica_positions().await;
+                received == applied
+            },
+            String::new,
+        )
+        .await;
     }
 
     /// kill -9 of the primary (it is not restarted: the replica takes over).
