@@ -48,10 +48,16 @@ impl Mariadb {
     pub async fn start_named(root: &Path, name: &str, extra_args: &[String]) -> Self {
         let datadir = root.join(name);
         let log = root.join(format!("logs/{name}.log"));
+        // Its own tmpdir: the default is /tmp, shared with every other
+        // process on the machine (an install-db running beside another one
+        // failed once: "Could not remove temporary table '/tmp/#sql-temptable-…'").
+        let tmpdir = tmp_dir(root, name);
+        std::fs::create_dir_all(&tmpdir).unwrap();
         std::fs::create_dir_all(root.join("logs")).unwrap();
         let install = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
+            .arg(format!("--tmpdir={}", tmpdir.display()))
             .args([
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
@@ -93,6 +99,10 @@ impl Mariadb {
         let mut cmd = Command::new("/usr/sbin/mariadbd");
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.datadir.display()))
+            .arg(format!(
+                "--tmpdir={}",
+                tmp_dir(&self.root, &self.name).display()
+            ))
             .arg(format!("--port={}", self.port))
             .arg("--bind-address=127.0.0.1")
             .arg(format!(
@@ -149,6 +159,11 @@ impl Mariadb {
             .unwrap_or_else(|_| panic!("connecting to mariadbd :{} timed out", self.port))
             .unwrap_or_else(|e| panic!("connecting to mariadbd :{}: {e}", self.port))
     }
+}
+
+/// The server's own temporary directory under the scenario dir.
+fn tmp_dir(root: &Path, name: &str) -> PathBuf {
+    root.join(format!("{name}-tmp"))
 }
 
 async fn select_one(url: String) -> bool {
