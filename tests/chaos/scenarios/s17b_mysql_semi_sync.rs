@@ -49,8 +49,7 @@ async fn s17b_mysql_failover_with_semi_sync_and_a_careful_promotion_loses_nothin
     let loss = count_loss(&mut sc, &report, &failover).await;
     println!(
         "[s17b] counts: acknowledged {}, replica cut off {:.1} s, {} transactions the primary \
-         wrote that the replica never received (none acknowledged to stockd), lost by the \
-         failover {} ({} units), confirms/cancels lost {}",
+         wrote that the replica never received, lost by the failover {} ({} units), confirms/cancels lost {}",
         report.accepted().len(),
         (failover.killed_ms - failover.lag_from_ms) as f64 / 1000.0,
         failover.at_kill.not_received(),
