@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Params, Value};
 
-pub use super::ledger_query::snapshot_opts;
+pub use super::ledger::snapshot::snapshot_opts;
 use super::DbError;
 use crate::domain::{ReservationStatus, SkuId};
 

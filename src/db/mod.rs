@@ -4,10 +4,8 @@ pub mod audit;
 pub mod codes;
 pub mod console;
 pub mod ledger;
-pub mod ledger_query;
 pub mod migrate;
 pub mod pool;
-pub mod settle;
 pub mod sku;
 pub mod sql_text;
 

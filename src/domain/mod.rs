@@ -2,6 +2,7 @@
 //! deduction every store shares and the outcomes of an admission decision.
 //! Nothing here does I/O, so everything here is unit-tested beside the code.
 
+pub mod admission;
 pub mod deduction;
 pub mod ids;
 pub mod outcome;

@@ -42,8 +42,8 @@ pub fn failed(dependency: &'static str, err: &dyn std::fmt::Display) {
                     last_summary_ms: now,
                 },
             );
-            tracing::error!(dependency, error = %err,
-                "outage.start: dependency unavailable; requests answer 503 (one line per outage, counts in stockd_dependency_failures_total)");
+            tracing::error!(dependency, error = %err, effect = effect_of(dependency),
+                "outage.start: dependency unavailable (one line per outage, counts in stockd_dependency_failures_total)");
         }
         Some(outage) => {
             outage.failures_total += 1;
@@ -58,6 +58,15 @@ pub fn failed(dependency: &'static str, err: &dyn std::fmt::Display) {
                 outage.last_summary_ms = now;
             }
         }
+    }
+}
+
+/// What callers see while `dependency` is down, for the outage line.
+fn effect_of(dependency: &str) -> &'static str {
+    match dependency {
+        // A reservation stands in the outbox; the relay publishes it later.
+        "amqp" => "reservations answer 202 (durability queue) and wait in the outbox",
+        _ => "requests that need it answer 503 + Retry-After",
     }
 }
 

@@ -23,8 +23,8 @@
 //! "MySQL failover").
 
 use crate::clock::unix_ms;
-use crate::db::ledger::{self, reason, LedgerRow};
-use crate::db::{settle, sku, Db, DbError};
+use crate::db::ledger::{self, reason, settle, LedgerRow};
+use crate::db::{sku, Db, DbError};
 use crate::domain::Deduction;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::redis::{FinishOutcome, RedisError, RedisStore};
@@ -161,10 +161,18 @@ async fn recovered_transition(
     if row.is_some_and(|r| r.status != ReservationStatus::Reserved) {
         return Ok(transition); // MySQL decided already: its state stands
     }
-    let confirmed_in_redis = redis
-        .reservation(sku_id, request_id)
-        .await?
-        .is_some_and(|r| r.status == ReservationStatus::Confirmed);
+    let record = match redis.reservation(sku_id, request_id).await {
+        Ok(record) => record,
+        // A buyer's cancel does not wait for Redis (it never did): without the
+        // mirror nothing proves a lost confirm, and the order service does not
+        // cancel what it saw paid. An expiry waits (the closer retries it).
+        Err(err) if transition == Transition::Cancel => {
+            tracing::debug!(error = %err, "lifecycle: Redis not read before a cancel");
+            return Ok(transition);
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let confirmed_in_redis = record.is_some_and(|r| r.status == ReservationStatus::Confirmed);
     if !confirmed_in_redis {
         return Ok(transition);
     }

@@ -14,7 +14,7 @@
 //! readings (see [`estimated_in_flight`]). A real loss of deductions keeps both
 //! readings high; a release in the window lifts only the later one.
 
-use crate::db::ledger_query::{ledger_statuses, snapshot_opts};
+use crate::db::ledger::snapshot::{ledger_statuses, snapshot_opts};
 use crate::db::{ledger, sku, Db, DbError};
 use crate::domain::{ReservationStatus, SkuId};
 use crate::redis::{RedisError, RedisSnapshot, RedisStore};

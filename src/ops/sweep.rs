@@ -15,7 +15,8 @@
 //! check was committed in MySQL first, so the release cannot take it.
 
 use crate::clock::unix_ms;
-use crate::db::{ledger, settle, Db};
+use crate::db::ledger::{self, settle};
+use crate::db::Db;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
 

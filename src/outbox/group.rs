@@ -146,6 +146,12 @@ async fn publish_batch(publisher: &Publisher, acker: &OutboxAcker, batch: Vec<Pe
     let msgs: Vec<Deduction> = batch.iter().map(|p| p.msg.clone()).collect();
     metrics::histogram!("stockd_publish_batch_size").record(msgs.len() as f64);
     let result = publisher.publish_deductions(&msgs).await;
+    // The broker's outage line: publishes that time out or fail answer 202,
+    // not 503, so nothing else in the api would log them.
+    match &result {
+        Ok(()) => crate::health::outage::answered("amqp"),
+        Err(err) => crate::health::outage::failed("amqp", err),
+    }
     for pending in batch {
         let outcome = match &result {
             Ok(()) => {

@@ -46,6 +46,9 @@ pub async fn refresh(res: &Resources) {
         }
     }
     metrics::gauge!("stockd_dependency_up", "dependency" => "amqp").set(up(amqp_ok));
+    if amqp_ok {
+        crate::health::outage::answered("amqp");
+    }
     if !redis_ok {
         return;
     }

@@ -16,7 +16,7 @@ use super::{AuditError, Checks};
 use super::{LEDGER_IN_REDIS, OUTBOX_EMPTY, REDIS_BUYER_COUNTERS, REDIS_IN_LEDGER};
 use super::{REDIS_LOADED, STORES_AGREE};
 use crate::db::audit::{self as reads, BuyerUnits, LiveRow, SkuFacts};
-use crate::db::ledger_query::ledger_statuses;
+use crate::db::ledger::snapshot::ledger_statuses;
 use crate::db::DbError;
 use crate::domain::{RequestId, SkuId, UserId};
 use crate::redis::inspect::RecordView;

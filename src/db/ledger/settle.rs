@@ -6,8 +6,8 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
-use super::ledger::LedgerRow;
-use super::{sku, DbError};
+use super::LedgerRow;
+use crate::db::{sku, DbError};
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 
 /// The conditional update of one RESERVED row (SKU and row already locked).
@@ -18,6 +18,12 @@ pub async fn finish_locked(
     why: Option<&str>,
     now_ms: u64,
 ) -> Result<(), DbError> {
+    // Programmer error, not an operating one: only RESERVED has exits.
+    assert!(
+        row.status.can_become(target),
+        "{:?} -> {target:?} is not a transition",
+        row.status
+    );
     tx.exec_drop(
         "UPDATE stock_deduct_idempotent
          SET status = ?, reason = ?, finished_at_ms = ?, redis_pending = 1

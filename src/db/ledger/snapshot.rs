@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use mysql_async::prelude::Queryable;
 use mysql_async::{IsolationLevel, TxOpts};
 
-use super::sql_text::SqlText;
-use super::{ledger, DbError};
+use crate::db::sql_text::SqlText;
+use crate::db::{ledger, DbError};
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 
 /// Ledger ids looked up per query.

@@ -1,0 +1,202 @@
+//! The consumer's batched apply of deductions to the ledger (SPEC §4).
+//!
+//! One transaction per batch. Per SKU, in ascending id order (a fixed lock order
+//! rules out deadlocks between consumers): lock the SKU row, skip the request ids
+//! already in the ledger, fit the rest into each buyer's `limit_per_user` and into
+//! `available_stock` (in reservation order: [`crate::domain::admission`]), take their sum with the
+//! `available_stock >= ?` guard, and insert the rows — fitting ones `RESERVED`,
+//! the others `REJECTED` with the reason. MySQL stock can therefore never go
+//! negative and no buyer ever holds more than the limit in MySQL, even when Redis
+//! admitted more (after a Redis failover lost acknowledged writes: lost records
+//! and buyer counters let Redis admit again what MySQL already holds).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Transaction;
+
+use super::insert::{insert_rows, NewRow};
+use super::{reason, tx_opts, BatchReport, Readmission, INSERT_CHUNK_ROWS};
+use crate::db::sql_text::SqlText;
+use crate::db::{sku, Db, DbError};
+use crate::domain::admission::{admit, Claim, Refusal};
+use crate::domain::{Deduction, ReservationStatus, SkuId, UserId};
+
+/// Applies a batch, retrying the whole transaction on deadlock or lock timeout.
+pub async fn apply_batch(
+    db: &Db,
+    batch: &[Deduction],
+    retries: u32,
+) -> Result<BatchReport, DbError> {
+    let mut attempt = 0;
+    loop {
+        match db.bounded(apply_batch_once(db, batch)).await {
+            Err(err) if (err.is_retryable() || is_duplicate(&err)) && attempt < retries => {
+                attempt += 1;
+                tracing::warn!(error = %err, attempt, "batch.retry: transaction retried");
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_duplicate(err: &DbError) -> bool {
+    err.server_code() == Some(crate::db::codes::ER_DUP_ENTRY)
+}
+
+async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, DbError> {
+    let mut by_sku: BTreeMap<SkuId, Vec<&Deduction>> = BTreeMap::new();
+    for msg in batch {
+        by_sku.entry(msg.sku_id).or_default().push(msg);
+    }
+    let mut report = BatchReport::default();
+    let mut conn = db.conn().await?;
+    let mut tx = conn.start_transaction(tx_opts()).await?;
+    for (sku_id, mut msgs) in by_sku {
+        msgs.sort_by_key(|m| (m.created_ms, m.request_id.clone()));
+        let mut seen = HashSet::new();
+        let before = msgs.len();
+        msgs.retain(|m| seen.insert(m.request_id.clone()));
+        report.duplicates += before - msgs.len();
+        apply_sku(&mut tx, sku_id, msgs, &mut report).await?;
+    }
+    tx.commit().await?;
+    Ok(report)
+}
+
+/// Applies one SKU's deductions inside `tx` (locks the SKU row first). Shared
+/// by the consumer's batch and by a lifecycle transition that finds the
+/// consumer behind, so both apply a deduction the same way.
+pub async fn apply_sku(
+    tx: &mut Transaction<'_>,
+    sku_id: SkuId,
+    msgs: Vec<&Deduction>,
+    report: &mut BatchReport,
+) -> Result<(), DbError> {
+    let row = sku::lock(tx, sku_id).await?;
+    let existing = existing_rows(tx, sku_id, &msgs).await?;
+    let mut fresh = Vec::with_capacity(msgs.len());
+    for msg in msgs {
+        match existing.get(msg.request_id.as_str()) {
+            None => fresh.push(msg),
+            Some(&(created_ms, expires_ms, owner)) => {
+                report.duplicates += 1;
+                if owner != msg.user_id.get() {
+                    if let Ok(owner) = UserId::new(owner) {
+                        report.foreign.push((msg.clone(), owner));
+                    }
+                } else if created_ms != msg.created_ms {
+                    report.readmitted.push(Readmission {
+                        msg: msg.clone(),
+                        row_created_ms: created_ms,
+                        row_expires_ms: expires_ms,
+                    });
+                }
+            }
+        }
+    }
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    let Some(row) = row else {
+        let rows: Vec<NewRow> = fresh
+            .into_iter()
+            .map(|msg| {
+                report.rejected.push((msg.clone(), reason::UNKNOWN_SKU));
+                (msg, ReservationStatus::Rejected, Some(reason::UNKNOWN_SKU))
+            })
+            .collect();
+        return insert_rows(tx, &rows).await;
+    };
+    let held = buyers_live_units(tx, sku_id, &fresh).await?;
+    let claims: Vec<Claim> = (fresh.iter())
+        .map(|m| Claim {
+            user_id: m.user_id.get(),
+            count: i64::from(m.count),
+        })
+        .collect();
+    let limit = i64::from(row.limit_per_user);
+    let admitted = admit(&claims, row.available_stock, limit, &held);
+    let mut rows = Vec::with_capacity(fresh.len());
+    for (msg, answer) in fresh.into_iter().zip(admitted.answers) {
+        match answer.map(reason_of) {
+            None => {
+                rows.push((msg, ReservationStatus::Reserved, None));
+                report.applied += 1;
+            }
+            Some(why) => {
+                rows.push((msg, ReservationStatus::Rejected, Some(why)));
+                report.rejected.push((msg.clone(), why));
+            }
+        }
+    }
+    if admitted.taken > 0 {
+        let took = sku::take(tx, sku_id, admitted.taken).await?;
+        assert!(
+            took,
+            "the SKU row is locked and the fit was computed under the lock"
+        );
+    }
+    insert_rows(tx, &rows).await
+}
+
+/// Ledger rows of `msgs` already present: request id → (reserved_at_ms, expires_at_ms).
+async fn existing_rows(
+    tx: &mut Transaction<'_>,
+    sku_id: SkuId,
+    msgs: &[&Deduction],
+) -> Result<HashMap<String, (u64, u64, u64)>, DbError> {
+    let mut found = HashMap::new();
+    for chunk in msgs.chunks(INSERT_CHUNK_ROWS) {
+        let mut sql = SqlText::new(
+            "SELECT deduct_request_id, reserved_at_ms, expires_at_ms, user_id FROM stock_deduct_idempotent
+             WHERE sku_id = ",
+        );
+        sql.int(sku_id.get())
+            .raw(" AND deduct_request_id IN (")
+            .request_ids(chunk.iter().map(|m| &m.request_id))
+            .raw(")");
+        let rows: Vec<(String, u64, u64, u64)> = tx.query(sql.finish()).await?;
+        found.extend(rows.into_iter().map(|(id, c, e, u)| (id, (c, e, u))));
+    }
+    Ok(found)
+}
+
+/// Live (RESERVED + CONFIRMED) units each buyer of `msgs` holds of the SKU
+/// (index `idx_sku_user_status`; the SKU row lock keeps it stable).
+async fn buyers_live_units(
+    tx: &mut Transaction<'_>,
+    sku_id: SkuId,
+    msgs: &[&Deduction],
+) -> Result<HashMap<u64, i64>, DbError> {
+    let users: Vec<u64> = msgs
+        .iter()
+        .map(|m| m.user_id.get())
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let mut held = HashMap::with_capacity(users.len());
+    for chunk in users.chunks(INSERT_CHUNK_ROWS) {
+        let mut sql = SqlText::new(
+            "SELECT user_id, CAST(SUM(deduct_count) AS SIGNED) FROM stock_deduct_idempotent
+             WHERE sku_id = ",
+        );
+        sql.int(sku_id.get())
+            .raw(" AND user_id IN (")
+            .list(chunk, ",", |s, u| {
+                s.int(*u);
+            })
+            .raw(") AND status IN ('RESERVED', 'CONFIRMED') GROUP BY user_id");
+        let rows: Vec<(u64, i64)> = tx.query(sql.finish()).await?;
+        held.extend(rows);
+    }
+    Ok(held)
+}
+
+/// The `reason` a refusal of the admission rule is stored with.
+fn reason_of(refusal: Refusal) -> &'static str {
+    match refusal {
+        Refusal::LimitExceeded => reason::LIMIT_EXCEEDED,
+        Refusal::OverAdmitted => reason::OVER_ADMITTED,
+    }
+}

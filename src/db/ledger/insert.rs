@@ -1,0 +1,54 @@
+//! Multi-row inserts of new ledger rows, rendered as SQL text (`sql_text`: a
+//! prepared statement per row count would fill the statement cache).
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Transaction;
+
+use super::INSERT_CHUNK_ROWS;
+use crate::db::sql_text::SqlText;
+use crate::db::DbError;
+use crate::domain::{Deduction, ReservationStatus};
+
+/// A row to insert: the deduction, its status, and the reason of a rejection.
+pub(super) type NewRow<'a> = (&'a Deduction, ReservationStatus, Option<&'static str>);
+
+/// Multi-row inserts. Plain INSERT, not IGNORE: a duplicate here means another
+/// writer broke the lock protocol, and the error makes the batch retry.
+/// `REJECTED` rows start with `redis_pending = 1`: Redis must still be told (the
+/// quota, and for some reasons the unit, go back), and the closer's sweep
+/// retries that mirror until it succeeded.
+pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Result<(), DbError> {
+    for chunk in rows.chunks(INSERT_CHUNK_ROWS) {
+        let mut sql = SqlText::new(
+            "INSERT INTO stock_deduct_idempotent (sku_id, deduct_request_id, user_id,
+               deduct_count, status, reason, reserved_at_ms, expires_at_ms, redis_pending)
+             VALUES ",
+        );
+        sql.list(chunk, ",", |s, (msg, status, why)| {
+            s.raw("(")
+                .int(msg.sku_id.get())
+                .raw(",")
+                .request_id(&msg.request_id)
+                .raw(",")
+                .int(msg.user_id.get())
+                .raw(",")
+                .int(msg.count)
+                .raw(",")
+                .constant(status.as_str())
+                .raw(",");
+            match why {
+                Some(why) => s.constant(why),
+                None => s.null(),
+            };
+            s.raw(",")
+                .int(msg.created_ms)
+                .raw(",")
+                .int(msg.expires_ms)
+                .raw(",")
+                .int(u8::from(*status == ReservationStatus::Rejected))
+                .raw(")");
+        });
+        tx.query_drop(sql.finish()).await?;
+    }
+    Ok(())
+}
