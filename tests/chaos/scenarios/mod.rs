@@ -22,6 +22,7 @@ mod s17_mysql_failover;
 mod s17b_mysql_semi_sync;
 
 mod cluster;
+mod mysql_failover;
 mod reconcile;
 
 use std::time::{Duration, Instant};

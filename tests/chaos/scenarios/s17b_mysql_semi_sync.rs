@@ -14,11 +14,11 @@
 //! no acknowledged reservation and no confirm/cancel answered 200 missing,
 //! `stockd reconcile --once` healthy without a repair, audit clean.
 
-use super::reconcile;
-use super::s17_mysql_failover::{
+use super::mysql_failover::{
     count_loss, kill_primary, promote_and_repoint, repeat_decisions, settings, settle, Failover,
     AFTER_SWITCH, BUYERS, LAG_MS, LIMIT_PER_USER, RATE_PER_SEC, REQUESTS, SKUS, STOCK, WARM_MS,
 };
+use super::reconcile;
 use super::{plan, Scenario};
 use crate::load::Load;
 
