@@ -65,6 +65,8 @@ fuzz: services
 # The fault suite (tests/chaos, docs/chaos.md): private redis-server, mariadbd
 # and RabbitMQ nodes on free loopback ports, stockd roles as processes, one
 # injected fault per scenario, an audit at the end. Replay with CHAOS_SEED=<n>.
+# s18-s22 (network partitions) need root: private network namespaces and
+# nftables rules inside them (scripts/net-tools.sh installs iproute2/nftables).
 # .ci/run runs it after `make test`.
 chaos: services
 	$(CARGO) test --test chaos -- --ignored --test-threads=1 --nocapture

@@ -3,9 +3,10 @@
 //!
 //! - an admin token shorter than [`ADMIN_TOKEN_LEN_MIN`] characters, or one of
 //!   the tokens this repository ships in its example configs (anyone can read
-//!   them); no token at all is allowed — the admin routes then answer 401;
-//! - a dependency URL that does not parse (checked in every environment by
-//!   [`check_urls`], named here because production is where it hurts).
+//!   them); no token at all is allowed — the admin routes then answer 401.
+//!
+//! (A dependency URL that does not parse is refused in every environment, by
+//! its section's `validate`.)
 //!
 //! Each refusal names the key at fault and never prints the secret.
 
@@ -36,43 +37,6 @@ pub fn check(settings: &Settings) -> anyhow::Result<()> {
                 "invalid configuration key `admin.token`: it is an example token from this \
                  repository's configs; set a secret of your own"
             );
-        }
-    }
-    Ok(())
-}
-
-/// Every dependency URL parses with the client that will use it (all environments).
-pub fn check_urls(settings: &Settings) -> anyhow::Result<()> {
-    if let Some(err) = crate::db::pool::url_error(&settings.mysql.url) {
-        bail!("invalid configuration key `mysql.url`: {err}");
-    }
-    if let Err(err) = deadpool_redis::redis::Client::open(settings.redis.url.as_str()) {
-        bail!("invalid configuration key `redis.url`: {err}");
-    }
-    for url in &settings.redis.urls {
-        if let Err(err) = deadpool_redis::redis::Client::open(url.as_str()) {
-            bail!("invalid configuration key `redis.urls`: {err}");
-        }
-    }
-    if settings.redis.mode == crate::config::RedisMode::Standalone
-        && !settings.redis.urls.is_empty()
-    {
-        bail!(
-            "invalid configuration key `redis.urls`: read only with redis.mode: cluster \
-             (a standalone Redis is redis.url)"
-        );
-    }
-    if let Err(err) = settings.amqp.url.parse::<lapin::uri::AMQPUri>() {
-        bail!("invalid configuration key `amqp.url`: {err}");
-    }
-    for url in &settings.amqp.urls {
-        if let Err(err) = url.parse::<lapin::uri::AMQPUri>() {
-            bail!("invalid configuration key `amqp.urls`: {err}");
-        }
-    }
-    if let Some(url) = &settings.reconcile.webhook_url {
-        if !url.starts_with("http://") || url.len() <= "http://".len() {
-            bail!("invalid configuration key `reconcile.webhook_url`: must be an http:// URL");
         }
     }
     Ok(())

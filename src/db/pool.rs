@@ -138,14 +138,6 @@ const IDLE_TTL: Duration = Duration::from_secs(60);
 /// Server-side idle timeout of a pooled connection (seconds).
 const SERVER_IDLE_TIMEOUT_SECS: usize = 3600;
 
-/// Why `url` is not a MySQL URL the driver accepts (`None`: it is). Config
-/// validation asks here so the driver stays behind `db/`.
-pub fn url_error(url: &str) -> Option<String> {
-    mysql_async::Opts::from_url(url)
-        .err()
-        .map(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,8 +42,8 @@ pub struct Observation {
     pub missing_in_redis: i64,
     /// Buyers holding more live units than `limit_per_user` in MySQL.
     pub buyers_over_limit: i64,
-    /// Reservations MySQL holds as RESERVED whose Redis mirror already shows a
-    /// final state (empty when not `exact`). The mirror is written only after
+    /// Reservations MySQL holds as RESERVED (or, released, not at all) whose
+    /// Redis mirror already shows a final state (empty when not `exact`). The mirror is written only after
     /// MySQL committed that state, so each one is a decision MySQL has since
     /// lost (a failover to a lagging replica) — or one committed between the
     /// two reads, which re-applying finds already done.
@@ -178,10 +178,12 @@ async fn observe_unbounded(
                     (
                         Some(ReservationStatus::Reserved),
                         Some(status @ (ReservationStatus::Confirmed | ReservationStatus::Released)),
-                    ) => decided_in_redis_only.push(RedisDecided {
-                        request_id: w.request_id.clone(),
-                        status,
-                    }),
+                    )
+                    | (None, Some(status @ ReservationStatus::Released)) => decided_in_redis_only
+                        .push(RedisDecided {
+                            request_id: w.request_id.clone(),
+                            status,
+                        }),
                     _ => {}
                 }
             }

@@ -16,6 +16,8 @@ use crate::seed::Rng;
 /// One HTTP request never waits longer than this (a frozen dependency must
 /// show as a slow answer, not hang the suite).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// The retries of refused reservations stop sending after this.
+const RETRY_LIMIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
@@ -150,6 +152,52 @@ impl Load {
     pub fn start(base: &str, plan: LoadPlan, rng: &mut Rng) -> Self {
         assert!(plan.rate_per_sec > 0 && plan.concurrency > 0);
         let planned = draw(&plan, rng);
+        let load = Self::play(base, &plan, planned);
+        println!(
+            "  load {}: {} requests at {}/s on skus {:?}, buyers 1..={}, {} workers",
+            plan.tag, plan.requests, plan.rate_per_sec, plan.skus, plan.buyers, plan.concurrency
+        );
+        load
+    }
+
+    /// Sends once more, same request id and body, every reservation of
+    /// `report` answered 503 or not at all and never accepted (what a client
+    /// does after a 503 + Retry-After): one whose first attempt had in fact
+    /// been reserved must answer 200 replayed, never 201 again.
+    pub async fn retry_refused(base: &str, report: &LoadReport, rate_per_sec: u32) -> LoadReport {
+        let accepted = report.accepted();
+        let mut seen = std::collections::BTreeSet::new();
+        let planned: Vec<Planned> = report
+            .answers
+            .iter()
+            .filter(|a| a.op == Op::Reserve && matches!(a.status, 0 | 503))
+            .filter(|a| !accepted.contains_key(&(a.sku, a.rid.clone())))
+            .filter(|a| seen.insert(a.rid.clone()))
+            .map(|a| Planned {
+                sku: a.sku,
+                rid: a.rid.clone(),
+                user: a.user,
+                count: a.count,
+                then: None,
+            })
+            .collect();
+        let mut plan = LoadPlan::new(
+            &format!("{}-retry", report.tag),
+            &[],
+            1,
+            planned.len(),
+            rate_per_sec,
+        );
+        plan.max_duration = RETRY_LIMIT;
+        println!(
+            "  load {}: {} refused reservations sent again",
+            plan.tag,
+            planned.len()
+        );
+        Self::play(base, &plan, planned).finish().await
+    }
+
+    fn play(base: &str, plan: &LoadPlan, planned: Vec<Planned>) -> Self {
         let shared = Arc::new(Shared {
             base: base.to_string(),
             client: reqwest::Client::builder()
@@ -168,14 +216,10 @@ impl Load {
         let workers = (0..plan.concurrency)
             .map(|_| tokio::spawn(worker(shared.clone())))
             .collect();
-        println!(
-            "  load {}: {} requests at {}/s on skus {:?}, buyers 1..={}, {} workers",
-            plan.tag, plan.requests, plan.rate_per_sec, plan.skus, plan.buyers, plan.concurrency
-        );
         Self {
             shared,
             workers,
-            tag: plan.tag,
+            tag: plan.tag.clone(),
         }
     }
 

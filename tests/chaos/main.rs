@@ -2,7 +2,8 @@
 //! mariadbd and RabbitMQ node on free loopback ports (data in a temp dir),
 //! runs the real `stockd` binary as role processes against them, drives a
 //! bounded, seeded load, injects one kind of fault (kill -9, restart empty,
-//! snapshot rollback, outage, freeze, memory alarm, maxmemory), then waits for
+//! snapshot rollback, outage, freeze, memory alarm, maxmemory, and real
+//! network partitions between private network namespaces), then waits for
 //! the pipeline to drain and audits SPEC §10 invariants.
 //!
 //! Every scenario is `#[ignore]`: `cargo test --all-targets` only builds them.
@@ -18,6 +19,7 @@
 mod audit;
 mod drain;
 mod load;
+mod net;
 #[path = "../support/process.rs"]
 mod owned;
 #[path = "../support/ports.rs"]

@@ -7,7 +7,7 @@
 //! panic it first prints the tail of every log.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
@@ -16,6 +16,7 @@ use stockd::config::Settings;
 use stockd::mq::Topology;
 use stockd::redis::{Keys, RedisLink, RedisStore};
 
+use crate::net::{Net, Place};
 use crate::servers::broker::Broker;
 use crate::servers::mariadb::Mariadb;
 use crate::servers::mariadb_replica::MysqlPair;
@@ -66,6 +67,9 @@ pub struct Stack {
     pub http: reqwest::Client,
     role_ports: BTreeMap<String, u16>,
     spawns: u32,
+    /// The namespaces of a partition scenario (s18–s22), dropped after every
+    /// process that runs in them; None: everything on loopback.
+    pub net: Option<Net>,
     dir: TempDir,
 }
 
@@ -75,36 +79,56 @@ impl Stack {
     /// redis-server or the 6-node cluster, `rabbit_cluster` one RabbitMQ node
     /// or a 3-node cluster (`amqp.urls` lists every node, `amqp.url` is the
     /// first), `mysql` one mariadbd or a replicated pair (migrated through
-    /// its proxy, the replica caught up before this returns).
-    pub async fn start_on(
+    /// its proxy, the replica caught up before this returns). With a `net`,
+    /// each server and role runs in its host of `net` (`redis`,
+    /// `redis0`…`redis5` for a cluster's nodes, `mysql`, `api`, `consumer`,
+    /// …): a host `net` has no namespace for runs in the root namespace on the
+    /// root-side veth's address, reachable from every host; None: all on
+    /// loopback.
+    pub async fn start_placed(
         name: &str,
         extra: &[(&str, String)],
         setup: RedisSetup,
         rabbit_cluster: bool,
         mysql: MysqlSetup,
+        net: Option<Net>,
     ) -> Self {
+        assert!(
+            !(rabbit_cluster && net.is_some()),
+            "the RabbitMQ cluster runs on loopback only"
+        );
+        assert!(
+            !(mysql == MysqlSetup::PrimaryReplica && net.is_some()),
+            "the MySQL primary + replica pair runs on loopback only"
+        );
+        let place = |host: &str| {
+            net.as_ref()
+                .map_or(Place::loopback(), |n| n.place_or_root(host))
+        };
         let dir = TempDir::new(name);
         let root = dir.path.clone();
         println!("[{name}] starting private servers under {}", root.display());
         let redis_start = async {
             match setup {
-                RedisSetup::Standalone => (Some(Redis::start(&root).await), None),
-                RedisSetup::Cluster => (None, Some(RedisCluster::start(&root).await)),
+                RedisSetup::Standalone => {
+                    (Some(Redis::start_at(&root, place("redis")).await), None)
+                }
+                RedisSetup::Cluster => {
+                    let places = (0..crate::servers::redis_cluster::NODES)
+                        .map(|i| place(&format!("redis{i}")))
+                        .collect();
+                    (None, Some(RedisCluster::start_at(&root, places).await))
+                }
             }
         };
         let broker = async {
             if rabbit_cluster {
                 Broker::Cluster(RabbitCluster::start(&root).await)
             } else {
-                Broker::Single(Rabbit::start(&root).await)
+                Broker::Single(Rabbit::start_at(&root, &place("broker")).await)
             }
         };
-        let mysql_start = async {
-            match mysql {
-                MysqlSetup::Single => Mysql::Single(Mariadb::start(&root).await),
-                MysqlSetup::PrimaryReplica => Mysql::Pair(Box::new(MysqlPair::start(&root).await)),
-            }
-        };
+        let mysql_start = start_mysql(&root, mysql, place("mysql"));
         let ((redis, cluster), mysql, rabbit) = tokio::join!(redis_start, mysql_start, broker);
         let api_port = free_port();
         let mut env = StockdEnv::default();
@@ -125,7 +149,8 @@ impl Stack {
         if let Some(urls) = rabbit.urls() {
             env.set("STOCKD__AMQP__URLS", urls);
         }
-        env.set("STOCKD__HTTP__BIND", format!("127.0.0.1:{api_port}"));
+        let api_ip = place("api").ip;
+        env.set("STOCKD__HTTP__BIND", format!("{api_ip}:{api_port}"));
         env.set(
             "STOCKD__METRICS__BIND",
             format!("127.0.0.1:{}", free_port()),
@@ -161,13 +186,14 @@ impl Stack {
             settings,
             topology,
             keys,
-            base: format!("http://127.0.0.1:{api_port}"),
+            base: format!("http://{api_ip}:{api_port}"),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()
                 .unwrap(),
             role_ports: BTreeMap::from([("api".to_string(), api_port)]),
             spawns: 0,
+            net,
             dir,
         };
         let migrate = stack.cli(&["migrate"]).await;
@@ -212,15 +238,23 @@ impl Stack {
 
     /// Starts `role` (api, consumer, closer, reconciler) and waits until live.
     pub async fn start_role(&mut self, role: &str) {
-        assert!(!self.roles.contains_key(role), "{role} already running");
+        self.start_role_as(role, role).await;
+    }
+
+    /// Starts one more process of `role` under the name `key` (a second api,
+    /// `api2`, with its own port and, in a partition scenario, its own host).
+    pub async fn start_role_as(&mut self, key: &str, role: &str) {
+        assert!(!self.roles.contains_key(key), "{key} already running");
         let port = *self
             .role_ports
-            .entry(role.to_string())
+            .entry(key.to_string())
             .or_insert_with(free_port);
         let logs = self.dir.path.join("logs");
+        let place = self.place_of(key);
         let proc = start_role(
             &self.env,
             role,
+            &place,
             port,
             &logs,
             &mut self.spawns,
@@ -228,10 +262,31 @@ impl Stack {
         )
         .await;
         println!(
-            "  stockd --role {role} live (pid {}, :{port})",
-            proc.process.pid()
+            "  stockd --role {role} live as {key} (pid {}, {}:{port})",
+            proc.process.pid(),
+            place.ns_name()
         );
-        self.roles.insert(role.to_string(), proc);
+        self.roles.insert(key.to_string(), proc);
+    }
+
+    /// Where the process or server called `host` runs (see [`Self::start_placed`]).
+    pub fn place_of(&self, host: &str) -> Place {
+        self.net
+            .as_ref()
+            .map_or(Place::loopback(), |n| n.place_or_root(host))
+    }
+
+    /// The partition scenario's namespaces (panics on a loopback stack).
+    pub fn net(&self) -> &Net {
+        self.net.as_ref().expect("a stack started with a Net")
+    }
+
+    /// Base URL of the api process `key` (`api`, `api2`), once it was started.
+    pub fn base_of(&self, key: &str) -> String {
+        let port = self
+            .role_port(key)
+            .unwrap_or_else(|| panic!("{key} never started"));
+        format!("http://{}:{port}", self.place_of(key).ip)
     }
 
     pub async fn start_roles(&mut self, roles: &[&str]) {
@@ -342,5 +397,13 @@ impl Drop for Stack {
         for (_, mut proc) in std::mem::take(&mut self.roles) {
             proc.process.kill9();
         }
+    }
+}
+
+/// The stack's MySQL of `setup`: one server in `place`, or the pair on loopback.
+async fn start_mysql(root: &Path, setup: MysqlSetup, place: Place) -> Mysql {
+    match setup {
+        MysqlSetup::Single => Mysql::Single(Box::new(Mariadb::start_at(root, place).await)),
+        MysqlSetup::PrimaryReplica => Mysql::Pair(Box::new(MysqlPair::start(root).await)),
     }
 }

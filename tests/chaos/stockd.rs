@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::net::Place;
 use crate::servers::process::{log_tail, OwnedProcess};
 
 /// Admin token of every chaos stack.
@@ -53,24 +54,28 @@ impl StockdEnv {
 pub struct RoleProcess {
     /// Port of its `/livez`: http.bind for the api, metrics.bind otherwise.
     pub port: u16,
+    /// The address it binds (its namespace's, or loopback).
+    pub ip: std::net::Ipv4Addr,
     pub process: OwnedProcess,
 }
 
 impl RoleProcess {
-    /// Spawns `stockd --role <role>`; `port` is its http.bind (api) or
-    /// metrics.bind (other roles).
-    pub fn spawn(env: &StockdEnv, role: &str, port: u16, log: &Path) -> Self {
+    /// Spawns `stockd --role <role>` in `place`; `port` is its http.bind
+    /// (api) or metrics.bind (other roles), on the place's address.
+    pub fn spawn(env: &StockdEnv, role: &str, place: &Place, port: u16, log: &Path) -> Self {
         let mut cmd = env.command();
+        place.enter(&mut cmd);
         cmd.args(["--role", role]);
-        let bind = format!("127.0.0.1:{port}");
+        let bind = format!("{}:{port}", place.ip);
         if role == "api" {
             cmd.env("STOCKD__HTTP__BIND", &bind);
         } else {
             cmd.env("STOCKD__METRICS__BIND", &bind);
         }
-        let name = format!("stockd --role {role} :{port}");
+        let name = format!("stockd --role {role} {}:{port}", place.ns_name());
         Self {
             port,
+            ip: place.ip,
             process: OwnedProcess::spawn(&name, cmd, log),
         }
     }
@@ -82,7 +87,7 @@ impl RoleProcess {
             .timeout(Duration::from_secs(1))
             .build()
             .unwrap();
-        let url = format!("http://127.0.0.1:{}/livez", self.port);
+        let url = format!("http://{}:{}/livez", self.ip, self.port);
         let start = Instant::now();
         while start.elapsed() < limit {
             if let Some(status) = self.process.exited() {
@@ -104,6 +109,7 @@ impl RoleProcess {
 pub async fn start_role(
     env: &StockdEnv,
     role: &str,
+    place: &Place,
     port: u16,
     logs: &Path,
     attempt_no: &mut u32,
@@ -113,7 +119,7 @@ pub async fn start_role(
     loop {
         *attempt_no += 1;
         let log = logs.join(format!("{role}-{}.log", *attempt_no));
-        let mut proc = RoleProcess::spawn(env, role, port, &log);
+        let mut proc = RoleProcess::spawn(env, role, place, port, &log);
         let left = limit.saturating_sub(start.elapsed());
         match proc.wait_live(left).await {
             Ok(()) => return proc,

@@ -69,12 +69,19 @@ async fn lose_decision(app: &TestApp, sku: u64, request_id: &str, released_units
 async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
     let app = TestApp::with(judged_at_once()).await;
     app.create_sku(1, 20, 5).await;
-    for (rid, user, count) in [("a", 1, 2), ("b", 2, 1), ("c", 3, 1), ("d", 4, 3)] {
+    for (rid, user, count) in [
+        ("a", 1, 2),
+        ("b", 2, 1),
+        ("c", 3, 1),
+        ("d", 4, 3),
+        ("e", 5, 2),
+    ] {
         assert_eq!(app.reserve(1, rid, user, count).await.status(), 201);
     }
-    app.wait_ledger_rows(4).await;
+    app.wait_ledger_rows(5).await;
     assert_eq!(app.confirm(1, "c").await.0, 200);
     assert_eq!(app.cancel(1, "d").await.0, 200);
+    assert_eq!(app.cancel(1, "e").await.0, 200);
     app.wait_drained(1).await;
     assert_eq!(app.reconcile(false).await.skus[0].verdict, Verdict::Ok);
 
@@ -82,6 +89,8 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
     lose_deduction(&app, 1, "b", 1).await;
     lose_decision(&app, 1, "c", 0).await;
     lose_decision(&app, 1, "d", 3).await;
+    // "e" lost with its release: no row, and no unit either way.
+    lose_deduction(&app, 1, "e", 0).await;
 
     let first = app.reconcile(false).await;
     let line = &first.skus[0];
@@ -94,7 +103,7 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
     let line = &second.skus[0];
     assert_eq!(
         (line.verdict, line.lost_reservations, line.lost_units),
-        (Verdict::MysqlBehind, 4, 3),
+        (Verdict::MysqlBehind, 5, 3),
         "{line:?}"
     );
     assert!(!second.healthy());
@@ -112,16 +121,24 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
     let line = &repaired.skus[0];
     assert_eq!(
         (line.repaired, line.republished, line.reapplied),
-        (true, 2, 2),
+        (true, 2, 3),
         "{line:?}"
     );
-    app.wait_ledger_rows(4).await;
+    app.wait_ledger_rows(5).await;
     app.wait_drained(1).await;
     let status = |rid: &'static str| app.ledger_status(1, rid);
     assert_eq!(status("a").await.as_deref(), Some("RESERVED"));
     assert_eq!(status("b").await.as_deref(), Some("RESERVED"));
     assert_eq!(status("c").await.as_deref(), Some("CONFIRMED"));
     assert_eq!(status("d").await.as_deref(), Some("RELEASED"));
+    assert_eq!(status("e").await.as_deref(), Some("RELEASED"));
+    // Repeats answer what was decided before the loss.
+    assert_eq!(app.cancel(1, "e").await.0, 200);
+    let (code, body) = app.confirm(1, "e").await;
+    assert_eq!(
+        (code, body["code"].as_str()),
+        (409, Some("RESERVATION_RELEASED"))
+    );
     assert_eq!(app.mysql_available(1).await, Some(16));
     assert_eq!(app.redis_available(1).await, Some(16));
     for _ in 0..2 {
@@ -137,15 +154,33 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
 /// A confirm MySQL lost is not undone by the clock: past its expiry, neither
 /// the delay queue's expiry nor the sweep releases a reservation whose Redis
 /// mirror says CONFIRMED — both confirm it again — and a late cancel answers
-/// that it was confirmed.
+/// that it was confirmed; a cancel MySQL lost makes a late payment 409.
 #[tokio::test]
 async fn a_confirm_mysql_lost_is_reapplied_instead_of_an_expiry_or_a_cancel() {
     let app = TestApp::spawn().await;
     app.create_sku(1, 10, 5).await;
-    for (rid, user) in [("by-queue", 1), ("by-sweep", 2), ("cancelled", 3)] {
+    for (rid, user) in [
+        ("by-queue", 1),
+        ("by-sweep", 2),
+        ("cancelled", 3),
+        ("paid-late", 4),
+    ] {
         assert_eq!(app.reserve(1, rid, user, 1).await.status(), 201);
     }
-    app.wait_ledger_rows(3).await;
+    app.wait_ledger_rows(4).await;
+    // A cancel MySQL lost: a payment arriving now is told it was released.
+    assert_eq!(app.cancel(1, "paid-late").await.0, 200);
+    lose_decision(&app, 1, "paid-late", 1).await;
+    let (status, body) = app.confirm(1, "paid-late").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("RESERVATION_RELEASED")),
+        "{body}"
+    );
+    assert_eq!(
+        app.ledger_status(1, "paid-late").await.as_deref(),
+        Some("RELEASED")
+    );
     for rid in ["by-queue", "by-sweep", "cancelled"] {
         assert_eq!(app.confirm(1, rid).await.0, 200);
         lose_decision(&app, 1, rid, 0).await;

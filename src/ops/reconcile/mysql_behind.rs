@@ -12,7 +12,8 @@
 //!   before — so a consumer holding one unacked would have had to hold it for
 //!   the whole gap between two looks;
 //! - **lost decisions**: rows MySQL holds as RESERVED whose Redis mirror is
-//!   final (CONFIRMED or RELEASED). Mirrors are written only after MySQL
+//!   final (CONFIRMED or RELEASED), and RELEASED records without a row (MySQL
+//!   lost the deduction and its release). Mirrors are written only after MySQL
 //!   committed, so MySQL had decided and lost it. Seen on two looks as well,
 //!   because a decision committed between a look's two reads forms the same
 //!   pair for a moment.
@@ -23,8 +24,9 @@
 //! one that no longer fits); a CONFIRMED record, and a lost confirm, go through
 //! the lifecycle's confirm (which applies a missing deduction from the Redis
 //! record first); a lost release through a cancel, or an expiry once the
-//! reservation's time has passed. Every one of these is a repeat when already
-//! done.
+//! reservation's time has passed (a lost deduction with its release is
+//! recorded RELEASED, never taking stock). Every one of these is a repeat
+//! when already done.
 
 use std::collections::{HashMap, HashSet};
 

@@ -6,6 +6,7 @@
 //! - `layout`, `tags`, `cache`: how many buckets, their hash tags, the cache;
 //! - `transfer`: moving units between the pool and a bucket (debit, credit, settle);
 //! - `refill`: leasing for a dry bucket, reclaiming from siblings, draining;
+//! - `quiet`: the double read that tells a refill the stock is gone everywhere;
 //! - `setup`: creating and priming buckets;
 //! - `merge`: the reconciler's multi-slot read;
 //! - `view`: the per-bucket stock shown by the API.
@@ -13,6 +14,7 @@
 pub mod cache;
 pub mod layout;
 pub mod merge;
+mod quiet;
 pub mod refill;
 pub mod resplit;
 pub mod route;

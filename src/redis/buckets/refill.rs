@@ -8,13 +8,16 @@
 //! `redis.bucket_lease_max` unless the waiters want more). When the pool is
 //! empty, everything the siblings hold goes back to it first: a bucket is
 //! drained (its buyers refused SOLD_OUT) only when the pool and every sibling
-//! are empty and no transfer is in flight.
+//! are empty and no transfer is in flight, at one instant (`quiet.rs`: a scan
+//! slot by slot can miss units on the move), and that still holds once the
+//! flag is set.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::quiet::Quiet;
 use super::transfer::{count_round_trip, Holder, Take, Transferred};
 use super::Layout;
 use crate::domain::SkuId;
@@ -29,7 +32,8 @@ const ROUNDS: usize = 8;
 /// a bucket still holds when buyers stop coming is reclaimed.
 const LEASE_DIVISOR: i64 = 2;
 
-/// Wait before looking again when transfers of the SKU are still in flight.
+/// Wait before looking again when transfers of the SKU are still in flight
+/// (or the pool moved while the drain test read the slots).
 const IN_FLIGHT_WAIT: Duration = Duration::from_millis(5);
 
 #[derive(Default)]
@@ -179,12 +183,25 @@ impl RedisStore {
             if self.reclaim(layout, Some(bucket)).await? > 0 {
                 continue;
             }
-            if self.transfers_pending(layout).await? {
-                tokio::time::sleep(IN_FLIGHT_WAIT).await;
-                continue;
+            match self.quiet_empty(layout, bucket).await? {
+                Quiet::Empty => {}
+                Quiet::Stock => continue,
+                Quiet::Moving => {
+                    tokio::time::sleep(IN_FLIGHT_WAIT).await;
+                    continue;
+                }
+                Quiet::Layout => return Ok(Refill::Layout),
             }
             let available = self.set_drained(layout, bucket, true).await?;
-            return Ok(Refill::Drained { available });
+            // Read again with the flag set: a release that put a unit in a
+            // sibling before its rebalance could see the flag is seen here.
+            match self.quiet_empty(layout, bucket).await? {
+                Quiet::Empty => return Ok(Refill::Drained { available }),
+                Quiet::Layout => return Ok(Refill::Layout),
+                Quiet::Stock | Quiet::Moving => {
+                    self.set_drained(layout, bucket, false).await?;
+                }
+            }
         }
         Ok(Refill::Busy)
     }

@@ -190,21 +190,6 @@ impl RedisStore {
         .await
         .map(|_| ())
     }
-
-    /// Whether any transfer of the SKU is pending (one `HLEN` per bucket).
-    pub async fn transfers_pending(&self, layout: &Layout) -> Result<bool, RedisError> {
-        for bucket in layout.buckets() {
-            let key = self.keys.transfers_out_at(layout.tag(bucket));
-            count_round_trip("pending");
-            let len: u64 = self
-                .run(|mut c| async move { redis::cmd("HLEN").arg(&key).query_async(&mut c).await })
-                .await?;
-            if len > 0 {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
 }
 
 /// One extra Redis call made because the SKU is split.

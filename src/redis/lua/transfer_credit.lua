@@ -18,6 +18,10 @@ if redis.call('SADD', KEYS[2], ARGV[2]) == 0 then
 end
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[4]))
 local value = redis.call('HINCRBY', KEYS[1], ARGV[1], tonumber(ARGV[3]))
+if ARGV[1] == 'pool' then
+  -- counted as the debit counts it (transfer_debit.lua, buckets/quiet.rs)
+  redis.call('HINCRBY', KEYS[1], 'pool_moves', 1)
+end
 if ARGV[1] == 'available' and value > 0 and redis.call('HDEL', KEYS[1], 'soldout') == 1 then
   redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6])
 end

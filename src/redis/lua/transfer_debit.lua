@@ -27,6 +27,11 @@ if units <= 0 then
   return {'EMPTY', string.format('%.0f', value)}
 end
 local left = redis.call('HINCRBY', KEYS[1], ARGV[1], -units)
+if ARGV[1] == 'pool' then
+  -- every move of the pool counted: a drain's double read (buckets/quiet.rs)
+  -- tells "nothing moved" from "moved and came back to the same value"
+  redis.call('HINCRBY', KEYS[1], 'pool_moves', 1)
+end
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[2], ARGV[6], ARGV[7] .. ':' .. units .. ':' .. t[1])
 -- a drained bucket that gives its last unit away is sold out

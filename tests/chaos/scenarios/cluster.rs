@@ -153,3 +153,21 @@ pub fn reserves_in(answers: &[Answer], sku: u64, from_ms: u64, to_ms: u64) -> Ve
 pub fn with_status(answers: &[&Answer], status: u16) -> usize {
     answers.iter().filter(|a| a.status == status).count()
 }
+
+/// What became of each lost reservation: ledger status (and reason) →
+/// request ids; `NO LEDGER ROW` for one MySQL never got.
+pub async fn fates(stack: &Stack, lost: &[(u64, String)]) -> BTreeMap<String, Vec<String>> {
+    let ledger = stores::ledger(stack).await;
+    let rows = stores::by_key(&ledger);
+    let mut fate: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for id in lost {
+        let status = rows
+            .get(id)
+            .map_or("NO LEDGER ROW".to_string(), |r| match &r.reason {
+                Some(reason) => format!("{} ({reason})", r.status),
+                None => r.status.clone(),
+            });
+        fate.entry(status).or_default().push(id.1.clone());
+    }
+    fate
+}

@@ -20,9 +20,17 @@ mod s15_rabbit_node_kill;
 mod s16_cluster_slot_migration;
 mod s17_mysql_failover;
 mod s17b_mysql_semi_sync;
+mod s18_partition_api_redis;
+mod s19_partition_api_broker;
+mod s20_partition_consumer_mysql;
+mod s21_cluster_split_brain;
+mod s22_flapping_redis_link;
 
+mod bounds;
 mod cluster;
+mod metrics;
 mod mysql_failover;
+mod partition;
 mod reconcile;
 
 use std::time::{Duration, Instant};
@@ -55,6 +63,7 @@ impl Scenario {
             RedisSetup::Standalone,
             false,
             MysqlSetup::Single,
+            &[],
         )
         .await
     }
@@ -66,7 +75,21 @@ impl Scenario {
         extra: &[(&str, String)],
         setup: RedisSetup,
     ) -> Self {
-        Self::begin_with(name, title, extra, setup, false, MysqlSetup::Single).await
+        Self::begin_with(name, title, extra, setup, false, MysqlSetup::Single, &[]).await
+    }
+
+    /// [`Scenario::begin_on`] with the hosts `hosts` each in a network
+    /// namespace of their own (`redis`, `redis0`…`redis5`, `mysql`, `api`,
+    /// `api2`, `consumer`, …); every other server and role runs in the root
+    /// namespace on the root-side veth's address. See [`crate::net`].
+    pub async fn begin_net(
+        name: &str,
+        title: &str,
+        extra: &[(&str, String)],
+        setup: RedisSetup,
+        hosts: &[&str],
+    ) -> Self {
+        Self::begin_with(name, title, extra, setup, false, MysqlSetup::Single, hosts).await
     }
 
     /// [`Scenario::begin`] on a stack with a 3-node RabbitMQ cluster.
@@ -78,6 +101,7 @@ impl Scenario {
             RedisSetup::Standalone,
             true,
             MysqlSetup::Single,
+            &[],
         )
         .await
     }
@@ -86,15 +110,8 @@ impl Scenario {
     /// stockd connected through a proxy the scenario can re-point.
     pub async fn begin_mysql_pair(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
         let (redis, rabbit_cluster) = (RedisSetup::Standalone, false);
-        Self::begin_with(
-            name,
-            title,
-            extra,
-            redis,
-            rabbit_cluster,
-            MysqlSetup::PrimaryReplica,
-        )
-        .await
+        let mysql = MysqlSetup::PrimaryReplica;
+        Self::begin_with(name, title, extra, redis, rabbit_cluster, mysql, &[]).await
     }
 
     async fn begin_with(
@@ -104,6 +121,7 @@ impl Scenario {
         setup: RedisSetup,
         rabbit_cluster: bool,
         mysql: MysqlSetup,
+        hosts: &[&str],
     ) -> Self {
         let run = run_seed();
         let seed = scenario_seed(run, name);
@@ -116,7 +134,8 @@ impl Scenario {
             println!("[{name}] settings: {extra:?}");
         }
         let started = Instant::now();
-        let stack = Stack::start_on(name, extra, setup, rabbit_cluster, mysql).await;
+        let net = (!hosts.is_empty()).then(|| crate::net::Net::new(name, hosts));
+        let stack = Stack::start_placed(name, extra, setup, rabbit_cluster, mysql, net).await;
         Self {
             name: name.to_string(),
             rng: Rng::new(seed),

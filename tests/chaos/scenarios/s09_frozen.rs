@@ -13,13 +13,12 @@
 
 use std::time::Duration;
 
+use super::bounds::{self, Bound, Window, MARGIN_MS};
 use super::{plan, Scenario};
 use crate::load::{LoadReport, Op};
 
 /// How long each dependency stays frozen.
 const FREEZE: Duration = Duration::from_secs(10);
-/// Scheduling slack on a busy 2-core machine with debug builds.
-const MARGIN_MS: u64 = 1_000;
 /// The Redis command timeout this scenario runs with.
 const REDIS_TIMEOUT_MS: u64 = 500;
 /// `mysql.query_timeout_ms` of config/base.yaml, set explicitly here (test.yaml
@@ -155,8 +154,7 @@ fn process_of(sc: &mut Scenario, target: Target) -> &mut crate::servers::process
 }
 
 /// Every `op` answer sent during the freeze came within `bound_ms`, with one
-/// of `statuses` (business answers are fine: a request sent just before the
-/// SIGCONT may be served after it), and at least one was `expected`.
+/// of `statuses`, and at least one was `expected` (see [`bounds::judge`]).
 fn judge(
     sc: &mut Scenario,
     phase: &Phase,
@@ -166,32 +164,12 @@ fn judge(
     expected: Option<u16>,
     what: &str,
 ) {
-    let during: Vec<_> = phase
-        .report
-        .answers
-        .iter()
-        .filter(|a| a.op == op && a.sent_ms >= phase.from_ms && a.sent_ms < phase.to_ms)
-        .collect();
-    let slowest = during.iter().map(|a| a.latency_ms).max().unwrap_or(0);
-    let late = during.iter().filter(|a| a.latency_ms > bound_ms).count();
-    let mut by_status: std::collections::BTreeMap<(u16, &str), usize> = Default::default();
-    for a in &during {
-        *by_status.entry((a.status, a.code.as_str())).or_default() += 1;
-    }
-    let wrong = during
-        .iter()
-        .filter(|a| !statuses.contains(&a.status))
-        .count();
-    sc.expect(
-        !during.is_empty() && late == 0,
-        format!(
-            "{what}: {op:?} max latency {slowest} ms <= {bound_ms} ms ({late} of {} late)",
-            during.len()
-        ),
-    );
-    let seen_expected = expected.is_none_or(|want| during.iter().any(|a| a.status == want));
-    sc.expect(
-        wrong == 0 && seen_expected,
-        format!("{what}: {op:?} answers {by_status:?}; allowed {statuses:?}, expected some {expected:?}"),
-    );
+    let window = Window::new(what, phase.from_ms, phase.to_ms);
+    let bound = Bound {
+        op,
+        bound_ms,
+        statuses,
+        expected,
+    };
+    bounds::judge(sc, &phase.report.answers, &window, &bound);
 }

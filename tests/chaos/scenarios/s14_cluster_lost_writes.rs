@@ -14,7 +14,6 @@
 //! brings Redis down to the truth and rebuilds the lost records and counters
 //! from MySQL. MySQL `available_stock` is sampled throughout and never < 0.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::cluster::{self, reserves_in, with_status, MinAvailable};
@@ -157,18 +156,7 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
     );
 
     // What became of each lost reservation.
-    let ledger = stores::ledger(&sc.stack).await;
-    let rows = stores::by_key(&ledger);
-    let mut fate: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for id in &lost {
-        let status = rows
-            .get(id)
-            .map_or("NO LEDGER ROW".to_string(), |r| match &r.reason {
-                Some(reason) => format!("{} ({reason})", r.status),
-                None => r.status.clone(),
-            });
-        fate.entry(status).or_default().push(id.1.as_str());
-    }
+    let fate = cluster::fates(&sc.stack, &lost).await;
     println!("  the {} lost reservations, by ledger status:", lost.len());
     for (status, ids) in &fate {
         println!("    {status}: {} — {}", ids.len(), ids.join(" "));

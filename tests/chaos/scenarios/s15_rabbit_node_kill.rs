@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{plan, Scenario, DRAIN_LIMIT};
+use super::{metrics, plan, Scenario, DRAIN_LIMIT};
 use crate::servers::rabbit_cluster::{QueueView, NODES};
 use crate::{drain, stores};
 
@@ -139,17 +139,20 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
         .iter()
         .map(|r| (-r.available).max(0))
         .sum();
-    let api = metrics(&sc, "api").await;
-    let consumer = metrics(&sc, "consumer").await;
+    let api = metrics::scrape(&sc, "api").await;
+    let consumer = metrics::scrape(&sc, "consumer").await;
     let publish: BTreeMap<String, u64> = ["ack", "nack", "timeout", "error", "returned"]
         .iter()
         .map(|o| {
             let label = format!("outcome=\"{o}\"");
-            (o.to_string(), sum(&api, "stockd_publish_total", &label))
+            (
+                o.to_string(),
+                metrics::sum(&api, "stockd_publish_total", &label),
+            )
         })
         .collect();
-    let republished = sum(&api, "stockd_relay_republished_total", "");
-    let duplicates = sum(
+    let republished = metrics::sum(&api, "stockd_relay_republished_total", "");
+    let duplicates = metrics::sum(
         &consumer,
         "stockd_consumer_messages_total",
         "outcome=\"duplicate\"",
@@ -205,18 +208,6 @@ fn print_layout(when: &str, queues: &[QueueView], work: &[String]) {
     }
 }
 
-/// The Prometheus text of a role (empty when it does not answer).
-async fn metrics(sc: &Scenario, role: &str) -> String {
-    let Some(port) = sc.stack.role_port(role) else {
-        return String::new();
-    };
-    let url = format!("http://127.0.0.1:{port}/metrics");
-    match sc.stack.http.get(&url).send().await {
-        Ok(resp) => resp.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    }
-}
-
 /// Per role, the log lines saying it connected to a later node of
 /// `amqp.urls` than the first (src/mq/mod.rs, `connect_any`).
 fn moved_to_later_node(sc: &Scenario) -> BTreeMap<String, usize> {
@@ -240,16 +231,4 @@ fn moved_to_later_node(sc: &Scenario) -> BTreeMap<String, usize> {
         *out.entry(role.to_string()).or_default() += n;
     }
     out
-}
-
-/// Sum of the samples of `name` whose labels contain `label`.
-fn sum(text: &str, name: &str, label: &str) -> u64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let bare = series.split('{').next()?;
-            (bare == name && series.contains(label)).then(|| value.parse::<f64>().ok())?
-        })
-        .sum::<f64>() as u64
 }

@@ -2,8 +2,10 @@
 //! empty password over TCP), a small buffer pool and redo log so it starts in
 //! well under a second; kill -9 + restart on the same datadir (crash
 //! recovery); freeze with SIGSTOP. Several can run side by side under one
-//! scenario dir, each with its own name (datadir, socket, pid file, log) and
-//! extra server options (a replication pair, `mariadb_replica.rs`).
+//! scenario dir, each with its own name (datadir, socket, pid file, tmpdir,
+//! log) and extra server options (a replication pair, `mariadb_replica.rs`);
+//! each in a [`Place`] (bound to its address, reachable from partitioned
+//! hosts).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,11 +15,16 @@ use mysql_async::prelude::Queryable;
 
 use super::process::{free_port, log_tail, OwnedProcess};
 use super::wait_ready;
+use crate::net::Place;
 
 /// install-db takes ~3 s on an idle machine; crash recovery well under 10 s.
 const START_LIMIT: Duration = Duration::from_secs(60);
 /// Any single query of the harness.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Run at every start of a server bound to a non-loopback address: root
+/// without a password from any address, as it is from localhost.
+const REMOTE_ROOT_SQL: &str = "CREATE USER IF NOT EXISTS 'root'@'%';\n\
+     GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;\n";
 /// Small InnoDB sizes: the suite's data is a few thousand rows.
 const SERVER_ARGS: [&str; 4] = [
     "--innodb-buffer-pool-size=32M",
@@ -28,10 +35,13 @@ const SERVER_ARGS: [&str; 4] = [
 
 pub struct Mariadb {
     pub port: u16,
-    /// Names its datadir, socket, pid file and log (`mariadb`, `replica`).
+    /// Names its datadir, socket, pid file, init file, tmpdir and log
+    /// (`mariadb`, `replica`).
     name: String,
     /// Server options on top of [`SERVER_ARGS`] (replication settings).
     extra_args: Vec<String>,
+    /// Where it runs and the address it binds (loopback unless partitioned).
+    pub place: Place,
     datadir: PathBuf,
     root: PathBuf,
     log: PathBuf,
@@ -39,21 +49,21 @@ pub struct Mariadb {
 }
 
 impl Mariadb {
-    /// The scenario's one server (`mariadb` under `root`).
-    pub async fn start(root: &Path) -> Self {
-        Self::start_named(root, "mariadb", &[]).await
+    /// The scenario's one server (`mariadb` under `root`) in `place`, bound
+    /// to its address; off loopback root may also log in from any address
+    /// (the partitioned hosts and the harness come from the namespaces'
+    /// addresses, not from localhost).
+    pub async fn start_at(root: &Path, place: Place) -> Self {
+        Self::start_named(root, "mariadb", &[], place).await
     }
 
-    /// A server called `name` under `root`, started with `extra_args` too.
-    pub async fn start_named(root: &Path, name: &str, extra_args: &[String]) -> Self {
+    /// A server called `name` under `root`, in `place`, started with
+    /// `extra_args` too (a replication pair's primary and replica).
+    pub async fn start_named(root: &Path, name: &str, extra_args: &[String], place: Place) -> Self {
         let datadir = root.join(name);
         let log = root.join(format!("logs/{name}.log"));
-        // Its own tmpdir: the default is /tmp, shared with every other
-        // process on the machine (an install-db running beside another one
-        // failed once: "Could not remove temporary table '/tmp/#sql-temptable-…'").
-        let tmpdir = tmp_dir(root, name);
-        std::fs::create_dir_all(&tmpdir).unwrap();
         std::fs::create_dir_all(root.join("logs")).unwrap();
+        let tmpdir = tmpdir_of(root, name);
         let install = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
@@ -76,6 +86,7 @@ impl Mariadb {
             port: free_port(),
             name: name.to_string(),
             extra_args: extra_args.to_vec(),
+            place,
             datadir,
             root: root.to_path_buf(),
             log,
@@ -85,34 +96,43 @@ impl Mariadb {
         db
     }
 
-    /// URL of database `name` on this server (root, empty password).
+    /// URL of database `name` on this server (root, empty password). Off
+    /// loopback with `prefer_socket=false`: mysql_async otherwise asks the
+    /// server for its unix socket after the TCP handshake and moves to it
+    /// whenever the file is reachable — from any network namespace on this
+    /// machine, past every DROP rule.
     pub fn url(&self, name: &str) -> String {
-        format!("mysql://root@127.0.0.1:{}/{name}", self.port)
+        let url = format!("mysql://root@{}:{}/{name}", self.place.ip, self.port);
+        if self.place.ip.is_loopback() {
+            url
+        } else {
+            format!("{url}?prefer_socket=false")
+        }
     }
 
-    /// `127.0.0.1:port`, what a proxy forwards to.
+    /// `ip:port` of its place, what a proxy forwards to.
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.place.ip, self.port)
     }
 
     async fn spawn(&mut self) {
-        let mut cmd = Command::new("/usr/sbin/mariadbd");
+        let mut cmd = self.place.command("/usr/sbin/mariadbd");
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.datadir.display()))
+            .arg(format!("--port={}", self.port))
+            .arg(format!("--bind-address={}", self.place.ip))
             .arg(format!(
                 "--tmpdir={}",
-                tmp_dir(&self.root, &self.name).display()
-            ))
-            .arg(format!("--port={}", self.port))
-            .arg("--bind-address=127.0.0.1")
-            .arg(format!(
-                "--socket={}",
-                self.root.join(format!("{}.sock", self.name)).display()
-            ))
-            .arg(format!(
-                "--pid-file={}",
-                self.root.join(format!("{}.pid", self.name)).display()
-            ))
+                tmpdir_of(&self.root, &self.name).display()
+            ));
+        if !self.place.ip.is_loopback() {
+            let init = self.root.join(format!("{}-init.sql", self.name));
+            std::fs::write(&init, REMOTE_ROOT_SQL).unwrap();
+            cmd.arg(format!("--init-file={}", init.display()));
+        }
+        let file = |suffix: &str| self.root.join(format!("{}.{suffix}", self.name));
+        cmd.arg(format!("--socket={}", file("sock").display()))
+            .arg(format!("--pid-file={}", file("pid").display()))
             .arg("--user=root")
             .args(SERVER_ARGS)
             .args(&self.extra_args);
@@ -161,9 +181,14 @@ impl Mariadb {
     }
 }
 
-/// The server's own temporary directory under the scenario dir.
-fn tmp_dir(root: &Path, name: &str) -> PathBuf {
-    root.join(format!("{name}-tmp"))
+/// The server's own temp dir (internal temporary tables), `<name>-tmp` under
+/// the scenario dir: in the shared /tmp, a bootstrap once failed with `Error on
+/// delete of '/tmp/#sql-temptable-….MAI' (Errcode: 2)` — something else had
+/// removed it.
+fn tmpdir_of(root: &Path, name: &str) -> PathBuf {
+    let dir = root.join(format!("{name}-tmp"));
+    std::fs::create_dir_all(&dir).expect("mariadb tmpdir");
+    dir
 }
 
 async fn select_one(url: String) -> bool {

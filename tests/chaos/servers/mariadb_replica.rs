@@ -18,6 +18,7 @@ use mysql_async::prelude::Queryable;
 
 use super::mariadb::{timed, Mariadb};
 use super::wait_ready;
+use crate::net::Place;
 use crate::proxy::FaultProxy;
 
 /// The replica applies a few migrations and SKU rows: seconds at most, even
@@ -100,7 +101,7 @@ pub struct MysqlPair {
 }
 
 impl MysqlPair {
-    /// Starts both servers (in parallel) and the proxy, pointed at the
+    /// Starts both servers (in parallel, on loopback) and the proxy, pointed at the
     /// primary. Replication starts with [`Self::replicate`], once the schema
     /// is in place.
     pub async fn start(root: &Path) -> Self {
@@ -108,8 +109,8 @@ impl MysqlPair {
         let mut replica_args = replication_args(2);
         replica_args.push("--read-only=1".into());
         let (primary, replica) = tokio::join!(
-            Mariadb::start_named(root, "mariadb", &primary_args),
-            Mariadb::start_named(root, "replica", &replica_args),
+            Mariadb::start_named(root, "mariadb", &primary_args, Place::loopback()),
+            Mariadb::start_named(root, "replica", &replica_args, Place::loopback()),
         );
         let proxy = FaultProxy::start(&primary.addr()).await;
         println!(

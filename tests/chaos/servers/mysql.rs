@@ -18,9 +18,9 @@ pub enum MysqlSetup {
     PrimaryReplica,
 }
 
+/// Both variants boxed: a server is a few hundred bytes, a pair two and a proxy.
 pub enum Mysql {
-    Single(Mariadb),
-    /// Boxed: a pair is two servers and a proxy.
+    Single(Box<Mariadb>),
     Pair(Box<MysqlPair>),
 }
 
@@ -52,6 +52,14 @@ impl Mysql {
         match self {
             Self::Pair(p) => p,
             Self::Single(_) => panic!("a single mariadbd, not a primary + replica pair"),
+        }
+    }
+
+    /// The single server (its place and port, to cut its link).
+    pub fn server(&self) -> &Mariadb {
+        match self {
+            Self::Single(m) => m,
+            Self::Pair(_) => panic!("a primary + replica pair: use Mysql::pair"),
         }
     }
 

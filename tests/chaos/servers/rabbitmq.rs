@@ -12,6 +12,7 @@ use lapin::types::FieldTable;
 
 use super::process::{free_port, log_tail, OwnedProcess};
 use super::wait_ready;
+use crate::net::Place;
 
 /// A fresh node boots in 5–15 s on a busy 2-core machine; a restart replays
 /// quorum queue logs.
@@ -25,6 +26,8 @@ const RABBIT_BIN: &str = "/usr/lib/rabbitmq/bin";
 pub struct Rabbit {
     pub node: String,
     pub port: u16,
+    /// Address of the AMQP listener (epmd and distribution stay on loopback).
+    pub ip: std::net::Ipv4Addr,
     dist_port: u16,
     epmd_port: u16,
     dir: PathBuf,
@@ -34,21 +37,23 @@ pub struct Rabbit {
 }
 
 impl Rabbit {
-    pub async fn start(root: &Path) -> Self {
+    /// Starts a node with its AMQP listener on `place`'s address (loopback for
+    /// every scenario before s19); the node runs in the root namespace (its
+    /// epmd and rabbitmqctl stay there).
+    pub async fn start_at(root: &Path, place: &Place) -> Self {
+        assert!(place.ns.is_none(), "RabbitMQ runs in the root namespace");
+        let ip = place.ip;
         let dir = root.join("rabbitmq");
         std::fs::create_dir_all(&dir).unwrap();
         let port = free_port();
         std::fs::write(dir.join("enabled_plugins"), "[].\n").unwrap();
         std::fs::write(dir.join("rabbitmq-env.conf"), "").unwrap();
-        std::fs::write(
-            dir.join("rabbitmq.conf"),
-            format!("listeners.tcp.local = 127.0.0.1:{port}\n"),
-        )
-        .unwrap();
+        std::fs::write(dir.join("rabbitmq.conf"), listener_conf(ip, port)).unwrap();
         let (epmd_port, epmd) = start_epmd(&root.join("logs/epmd.log"));
         let mut rabbit = Self {
             node: format!("chaos{port}@localhost"),
             port,
+            ip,
             dist_port: free_port(),
             epmd_port,
             dir,
@@ -61,7 +66,7 @@ impl Rabbit {
     }
 
     pub fn url(&self) -> String {
-        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
+        format!("amqp://guest:guest@{}:{}/%2f", self.ip, self.port)
     }
 
     async fn spawn(&mut self) {
@@ -164,6 +169,16 @@ impl Rabbit {
     pub async fn ready(&self, queue: &str) -> Option<u32> {
         passive_count(&self.url(), queue).await
     }
+}
+
+/// rabbitmq.conf: the AMQP listener; off loopback, `guest` may log in from
+/// any address (by default only from loopback).
+fn listener_conf(ip: std::net::Ipv4Addr, port: u16) -> String {
+    let mut conf = format!("listeners.tcp.local = {ip}:{port}\n");
+    if !ip.is_loopback() {
+        conf.push_str("loopback_users = none\n");
+    }
+    conf
 }
 
 /// An epmd of our own on a free loopback port (the system node's stays

@@ -3,13 +3,13 @@
 //! (a failover to a replica that lost acknowledged writes); freeze; maxmemory.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use deadpool_redis::redis;
 
 use super::process::{free_port, OwnedProcess};
 use super::wait_ready;
+use crate::net::Place;
 
 /// A fresh or AOF-replaying redis-server answers PING well within this.
 const START_LIMIT: Duration = Duration::from_secs(30);
@@ -18,6 +18,8 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Redis {
     pub port: u16,
+    /// Where it runs and the address it binds (loopback unless partitioned).
+    pub place: Place,
     /// Data directory (AOF, dump.rdb).
     dir: PathBuf,
     /// Where snapshots are copied to.
@@ -29,13 +31,16 @@ pub struct Redis {
 }
 
 impl Redis {
-    pub async fn start(root: &Path) -> Self {
+    /// Starts redis-server in `place` (loopback, or a network namespace),
+    /// bound to its address.
+    pub async fn start_at(root: &Path, place: Place) -> Self {
         let dir = root.join("redis");
         let snapshots = root.join("redis-snapshots");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all(&snapshots).unwrap();
         let mut redis = Self {
             port: free_port(),
+            place,
             dir,
             snapshots,
             log: root.join("logs/redis.log"),
@@ -47,13 +52,16 @@ impl Redis {
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        format!("redis://{}:{}", self.place.ip, self.port)
     }
 
     async fn spawn(&mut self, appendonly: bool) {
         self.starts += 1;
-        let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+        let mut cmd = self.place.command("redis-server");
+        let bind = self.place.ip.to_string();
+        cmd.args(["--port", &self.port.to_string(), "--bind", &bind])
+            // Clients come from other namespaces' addresses, not loopback.
+            .args(["--protected-mode", "no"])
             .arg("--dir")
             .arg(&self.dir)
             .args(["--save", "", "--maxmemory-policy", "noeviction"]);

@@ -18,9 +18,10 @@ use deadpool_redis::redis;
 use super::process::{free_port, log_tail, OwnedProcess};
 use super::redis::timed;
 use super::wait_ready;
+use crate::net::Place;
 
 /// Nodes: 3 primaries and one replica each.
-const NODES: usize = 6;
+pub const NODES: usize = 6;
 /// Short, so a killed primary is failed over in ~2–4 s (default 15000).
 pub const NODE_TIMEOUT_MS: u64 = 1_500;
 /// A node answers PING within this after its start (AOF replay included).
@@ -35,6 +36,8 @@ const MIGRATE_PAUSE: Duration = Duration::from_millis(50);
 
 pub struct ClusterNode {
     pub port: u16,
+    /// Where it runs; it binds and announces this address (bus included).
+    pub place: Place,
     pub bus_port: u16,
     /// Node id (`CLUSTER MYID`); kept across restarts in `nodes.conf`.
     pub id: String,
@@ -46,7 +49,7 @@ pub struct ClusterNode {
 
 impl ClusterNode {
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        format!("redis://{}:{}", self.place.ip, self.port)
     }
 
     pub fn running(&self) -> bool {
@@ -54,8 +57,11 @@ impl ClusterNode {
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+        let mut cmd = self.place.command("redis-server");
+        let ip = self.place.ip.to_string();
+        cmd.args(["--port", &self.port.to_string(), "--bind", &ip])
+            // Peers and clients come from other namespaces' addresses.
+            .args(["--protected-mode", "no", "--cluster-announce-ip", &ip])
             .args(["--cluster-enabled", "yes"])
             .args(["--cluster-config-file", "nodes.conf"])
             .args(["--cluster-port", &self.bus_port.to_string()])
@@ -97,12 +103,14 @@ pub struct RedisCluster {
 }
 
 impl RedisCluster {
-    /// Starts six nodes, creates the cluster, waits for `cluster_state:ok`
-    /// everywhere and every replica in sync.
-    pub async fn start(root: &Path) -> Self {
+    /// Starts six nodes, node `i` in `places[i]` (its namespace and address),
+    /// creates the cluster, waits for `cluster_state:ok` everywhere and every
+    /// replica in sync.
+    pub async fn start_at(root: &Path, places: Vec<Place>) -> Self {
+        assert_eq!(places.len(), NODES, "one place per node");
         let started = Instant::now();
         let mut nodes = Vec::new();
-        for i in 0..NODES {
+        for (i, place) in places.into_iter().enumerate() {
             let port = free_port();
             let mut bus_port = free_port();
             while bus_port == port {
@@ -112,6 +120,7 @@ impl RedisCluster {
             std::fs::create_dir_all(&dir).unwrap();
             let mut node = ClusterNode {
                 port,
+                place,
                 bus_port,
                 id: String::new(),
                 dir,
@@ -134,7 +143,7 @@ impl RedisCluster {
             cluster
                 .nodes
                 .iter()
-                .map(|n| format!("127.0.0.1:{}", n.port)),
+                .map(|n| format!("{}:{}", n.place.ip, n.port)),
         );
         args.extend(["--cluster-replicas", "1", "--cluster-yes"].map(String::from));
         let out = redis_cli(&args, root).await;
@@ -434,7 +443,7 @@ impl RedisCluster {
             }
             let mut migrate = redis::cmd("MIGRATE");
             migrate
-                .arg("127.0.0.1")
+                .arg(self.nodes[to].place.ip.to_string())
                 .arg(self.nodes[to].port)
                 .arg("")
                 .arg(0)

@@ -29,6 +29,8 @@ use crate::domain::Deduction;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::redis::{FinishOutcome, RedisError, RedisStore};
 
+mod recovered;
+
 /// Deadlock / lock-timeout retries of one transition.
 const TRANSITION_RETRIES: u32 = 5;
 
@@ -127,7 +129,7 @@ async fn decide_with_retries(
     asked: Transition,
     now_ms: u64,
 ) -> Result<(TransitionOutcome, Transition), LifecycleError> {
-    let transition = recovered_transition(db, redis, sku_id, request_id, asked).await?;
+    let transition = recovered::transition(db, redis, sku_id, request_id, asked, now_ms).await?;
     let mut attempt = 0;
     loop {
         match decide(db, redis, sku_id, request_id, transition, now_ms).await {
@@ -137,49 +139,6 @@ async fn decide_with_retries(
             other => return Ok((other?, transition)),
         }
     }
-}
-
-/// `transition`, or `Confirm` when a cancel or expiry meets a reservation
-/// whose Redis mirror says CONFIRMED while MySQL does not (see the module doc).
-/// One Redis read per cancel or expiry, outside any transaction.
-async fn recovered_transition(
-    db: &Db,
-    redis: &RedisStore,
-    sku_id: SkuId,
-    request_id: &RequestId,
-    transition: Transition,
-) -> Result<Transition, LifecycleError> {
-    if transition == Transition::Confirm {
-        return Ok(transition);
-    }
-    let row = db
-        .bounded(async {
-            let mut conn = db.conn().await?;
-            ledger::find(&mut conn, sku_id, request_id).await
-        })
-        .await?;
-    if row.is_some_and(|r| r.status != ReservationStatus::Reserved) {
-        return Ok(transition); // MySQL decided already: its state stands
-    }
-    let record = match redis.reservation(sku_id, request_id).await {
-        Ok(record) => record,
-        // A buyer's cancel does not wait for Redis (it never did): without the
-        // mirror nothing proves a lost confirm, and the order service does not
-        // cancel what it saw paid. An expiry waits (the closer retries it).
-        Err(err) if transition == Transition::Cancel => {
-            tracing::debug!(error = %err, "lifecycle: Redis not read before a cancel");
-            return Ok(transition);
-        }
-        Err(err) => return Err(err.into()),
-    };
-    let confirmed_in_redis = record.is_some_and(|r| r.status == ReservationStatus::Confirmed);
-    if !confirmed_in_redis {
-        return Ok(transition);
-    }
-    metrics::counter!("stockd_lost_confirms_reapplied_total").increment(1);
-    tracing::warn!(sku.id = %sku_id, request.id = %request_id, asked = ?transition,
-        "lifecycle: Redis mirrors a confirm MySQL does not have (lost by a failover); re-applying the confirm");
-    Ok(Transition::Confirm)
 }
 
 async fn decide(
@@ -204,6 +163,12 @@ async fn decide(
                 ) =>
             {
                 Some(Deduction::from(&r))
+            }
+            // Released, and MySQL lost both the deduction and the release.
+            Some(r) if r.status == ReservationStatus::Released => {
+                drop(conn);
+                let row = recovered::record_release(db, &r, transition, now_ms).await?;
+                return Ok(recovered::outcome_of_release(row, transition));
             }
             _ => return Ok(TransitionOutcome::NotFound),
         },

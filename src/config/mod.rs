@@ -1,0 +1,90 @@
+//! Layered configuration: `config/base.yaml` < `config/$STOCKD_ENV.yaml` <
+//! `STOCKD__SECTION__KEY` environment variables < CLI flags.
+//!
+//! One concern per file, so a key's type, default and rule sit together:
+//! - `load.rs`: the layers, environment overrides, deserializing once with
+//!   `deny_unknown_fields` (a typo in any layer is named by its dotted key);
+//! - one file per section or group of sections, each with the `validate` of
+//!   its own keys: `http.rs` (http, admin, limits), `mysql.rs`, `redis.rs`,
+//!   `amqp.rs`, `pipeline.rs` (reservation, relay, consumer, closer, soldout),
+//!   `reconcile.rs`, `telemetry.rs` (metrics, logging); `tls_files.rs` is the
+//!   `tls` subsection they share;
+//! - `production.rs`: what only `STOCKD_ENV=production` refuses;
+//! - `redact.rs`: secrets replaced in `config print` and in `{:?}`;
+//! - `check.rs` (how a refusal is worded), `cidr.rs` (`http.trusted_proxies`).
+//!
+//! Config imports no adapter of this crate: each URL is parsed here with its
+//! driver's own parser, so `db`, `redis` and `mq` depend on config, never the
+//! reverse.
+
+mod amqp;
+mod check;
+mod cidr;
+mod http;
+mod load;
+mod mysql;
+mod pipeline;
+mod production;
+mod reconcile;
+mod redact;
+mod redis;
+mod telemetry;
+mod tls_files;
+
+pub use self::amqp::AmqpSettings;
+pub use self::cidr::Cidr;
+pub use self::http::{AdminSettings, HttpSettings, LimitSettings};
+pub use self::load::{config_dir, env_name};
+pub use self::mysql::{MysqlSettings, MysqlTls};
+pub use self::pipeline::{
+    CloserSettings, ConsumerSettings, Durability, RelaySettings, ReservationSettings,
+    SoldOutSettings,
+};
+pub use self::production::{ADMIN_TOKEN_LEN_MIN, EXAMPLE_ADMIN_TOKENS};
+pub use self::reconcile::{ReconcileSettings, WebhookFormat};
+pub use self::redis::{RedisMode, RedisSettings};
+pub use self::telemetry::{LogFormat, LoggingSettings, MetricsSettings};
+pub use self::tls_files::TlsFiles;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub http: HttpSettings,
+    pub admin: AdminSettings,
+    pub mysql: MysqlSettings,
+    pub redis: RedisSettings,
+    pub amqp: AmqpSettings,
+    pub reservation: ReservationSettings,
+    pub relay: RelaySettings,
+    pub consumer: ConsumerSettings,
+    pub closer: CloserSettings,
+    pub soldout: SoldOutSettings,
+    pub reconcile: ReconcileSettings,
+    pub metrics: MetricsSettings,
+    pub logging: LoggingSettings,
+    pub limits: LimitSettings,
+}
+
+impl Settings {
+    /// Semantic checks serde cannot express, each section its own; each error
+    /// names its key. The first refusal is reported.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.mysql.validate()?;
+        self.http.validate()?;
+        self.admin.validate()?;
+        self.limits.validate()?;
+        self.redis.validate()?;
+        self.amqp.validate()?;
+        self.reservation.validate()?;
+        self.consumer.validate()?;
+        self.reconcile.validate(self.relay.idle_ms)
+    }
+}
+
+/// The repository's `config/` directory, which the unit tests load.
+#[cfg(test)]
+fn repo_config() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config")
+}

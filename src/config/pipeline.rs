@@ -1,0 +1,103 @@
+//! The sections that shape a reservation's way through the pipeline: how long
+//! it lives and when the client hears "reserved" (`reservation`), the outbox
+//! relay (`relay`), the MySQL consumer (`consumer`), the expiry closer
+//! (`closer`) and the sold-out short-circuit (`soldout`).
+
+use serde::{Deserialize, Serialize};
+
+use super::check;
+
+/// When the client is told "reserved" (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// 201 after the broker confirmed the deduction message (202 if the confirm is late).
+    Queue,
+    /// 201 right after the Lua script; the relay publishes asynchronously.
+    Redis,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReservationSettings {
+    pub ttl_secs: u64,
+    pub durability: Durability,
+    pub max_count: u32,
+}
+
+/// The `reservation.max_count` error names the bound as a literal.
+const _: () = assert!(crate::domain::COUNT_MAX == 1000);
+
+impl ReservationSettings {
+    /// A reservation lives at least a second and asks for 1..=COUNT_MAX units.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        check::all(&[
+            (self.ttl_secs >= 1, "reservation.ttl_secs", "must be >= 1"),
+            (
+                (1..=crate::domain::COUNT_MAX).contains(&self.max_count),
+                "reservation.max_count",
+                // A literal because the check table holds &str; the assertion
+                // above ties it to COUNT_MAX.
+                "must be in 1..=1000",
+            ),
+        ])
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelaySettings {
+    pub idle_ms: u64,
+    pub interval_ms: u64,
+    pub batch_size: usize,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumerSettings {
+    pub batch_max: usize,
+    pub batch_wait_ms: u64,
+    pub prefetch: u16,
+    pub deadlock_retries: u32,
+}
+
+impl ConsumerSettings {
+    /// A batch holds one delivery at least, and the broker hands over enough
+    /// deliveries to fill one.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        check::all(&[
+            (self.batch_max >= 1, "consumer.batch_max", "must be >= 1"),
+            (
+                self.prefetch as usize >= self.batch_max,
+                "consumer.prefetch",
+                "must be >= consumer.batch_max",
+            ),
+        ])
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloserSettings {
+    /// Time between sweep passes that found less than a full batch.
+    pub sweep_interval_ms: u64,
+    /// Extra time past expiry before the sweep releases a row (lets the delay
+    /// queue, the primary path, act first; covers clock skew between hosts).
+    pub grace_ms: u64,
+    /// Rows released per SKU per sweep transaction.
+    pub sweep_batch: usize,
+    /// Expiry deliveries taken per batch.
+    pub expiry_batch: usize,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoldOutSettings {
+    /// Whether api nodes answer SOLD_OUT from local memory.
+    pub enabled: bool,
+    /// Longest a local flag is trusted without re-validation against Redis.
+    pub flag_ttl_ms: u64,
+    /// Largest number of winning request ids held per sold-out SKU; above it
+    /// the SKU is not short-circuited (replays could not be told apart).
+    pub max_tracked_winners: usize,
+}

@@ -1,0 +1,98 @@
+//! The `reconcile` section: how often Redis and MySQL are compared, which
+//! ages tell work in flight from stuck or lost work, and the alert webhook.
+
+use anyhow::bail;
+use serde::{Deserialize, Serialize};
+
+use super::check;
+
+/// Body format of the alert webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookFormat {
+    /// The finding as a JSON object.
+    Json,
+    /// DingTalk robot text message: `{"msgtype":"text","text":{"content":...}}`.
+    Dingtalk,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcileSettings {
+    /// Time between checks of the reconciler role.
+    pub interval_ms: u64,
+    /// Repair drift (REDIS_AHEAD at once, REDIS_BEHIND once stable).
+    pub repair: bool,
+    /// Winning reservations listed per SKU for the exact in-flight count.
+    pub max_winners: usize,
+    /// Age past which a reservation Redis took and MySQL still lacks counts as
+    /// STUCK rather than IN_FLIGHT (SPEC §8).
+    pub stuck_after_ms: u64,
+    /// Youngest age of a reservation Redis took and MySQL lacks that may be
+    /// judged lost by MySQL (MYSQL_BEHIND), with the pipeline drained.
+    pub lost_after_ms: u64,
+    /// Optional alert webhook (plain `http://`).
+    pub webhook_url: Option<String>,
+    pub webhook_format: WebhookFormat,
+    /// Attempts per alert before it is given up (logged).
+    pub webhook_attempts: u32,
+    pub webhook_timeout_ms: u64,
+}
+
+impl ReconcileSettings {
+    /// The age bounds are ordered: in flight (younger than `relay_idle_ms`, the
+    /// relay's retry age, from `relay.idle_ms`) < lost < stuck; the webhook is
+    /// plain `http://`.
+    pub fn validate(&self, relay_idle_ms: u64) -> anyhow::Result<()> {
+        check::all(&[
+            (
+                self.stuck_after_ms > relay_idle_ms,
+                "reconcile.stuck_after_ms",
+                "must be > relay.idle_ms (the relay's normal retry would look stuck)",
+            ),
+            (
+                self.lost_after_ms <= self.stuck_after_ms,
+                "reconcile.lost_after_ms",
+                "must be <= reconcile.stuck_after_ms (lost work is told apart before it could look stuck)",
+            ),
+        ])?;
+        if let Some(url) = &self.webhook_url {
+            if !url.starts_with("http://") || url.len() <= "http://".len() {
+                bail!("invalid configuration key `reconcile.webhook_url`: must be an http:// URL");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{repo_config, Settings};
+
+    #[test]
+    fn a_lost_bound_above_the_stuck_bound_is_refused() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert_eq!(s.reconcile.lost_after_ms, 10_000);
+        let vars = vec![(
+            "STOCKD__RECONCILE__LOST_AFTER_MS".to_string(),
+            "60001".to_string(),
+        )];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("reconcile.lost_after_ms"), "{err}");
+    }
+
+    #[test]
+    fn a_stuck_bound_below_the_relay_retry_age_is_refused() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert_eq!(s.reconcile.stuck_after_ms, 60_000);
+        let vars = vec![(
+            "STOCKD__RECONCILE__STUCK_AFTER_MS".to_string(),
+            "100".to_string(),
+        )];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(
+            err.to_string().contains("reconcile.stuck_after_ms"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! Decisions MySQL lost that the Redis mirror proves (docs/operations.md,
+//! "MySQL failover"). A mirror is written only after MySQL committed, so a
+//! record that says CONFIRMED or RELEASED while MySQL holds the row as RESERVED,
+//! or holds no row at all, is a decision MySQL made and then lost with a
+//! failover to a lagging replica. Any transition asked of such a reservation
+//! re-applies that decision first, and answers as if it had won the race:
+//! a paid unit is never released, a released one never confirmed.
+
+use super::{Transition, TransitionOutcome};
+use crate::db::ledger::{self, reason, LedgerRow};
+use crate::db::{sku, Db, DbError};
+use crate::domain::{Deduction, RequestId, Reservation, ReservationStatus, SkuId};
+use crate::redis::RedisStore;
+
+use super::LifecycleError;
+
+/// The transition to apply for `asked`: the decision the Redis mirror proves
+/// when MySQL lacks it, else `asked`. One MySQL and one Redis read, outside
+/// any transaction. A confirm or cancel does not wait for Redis (without the
+/// mirror nothing is proven, and neither ever did); an expiry does (the closer
+/// retries it), since releasing unchecked could free a paid unit.
+pub(super) async fn transition(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    asked: Transition,
+    now_ms: u64,
+) -> Result<Transition, LifecycleError> {
+    let row = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            ledger::find(&mut conn, sku_id, request_id).await
+        })
+        .await?;
+    if row.is_some_and(|r| r.status != ReservationStatus::Reserved) {
+        return Ok(asked); // MySQL decided already: its state stands
+    }
+    let record = match redis.reservation(sku_id, request_id).await {
+        Ok(record) => record,
+        Err(err) if asked != Transition::Expire => {
+            tracing::debug!(error = %err, "lifecycle: Redis not read before a confirm or cancel");
+            return Ok(asked);
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let proven = match record.as_ref().map(|r| r.status) {
+        Some(ReservationStatus::Confirmed) => Transition::Confirm,
+        Some(ReservationStatus::Released) => release_of(record.as_ref(), asked, now_ms),
+        _ => return Ok(asked),
+    };
+    if proven != asked {
+        metrics::counter!("stockd_lost_decisions_reapplied_total").increment(1);
+        tracing::warn!(sku.id = %sku_id, request.id = %request_id, asked = ?asked, reapplied = ?proven,
+            "lifecycle: Redis mirrors a decision MySQL does not have (lost by a failover); re-applying it");
+    }
+    Ok(proven)
+}
+
+/// The release a RELEASED record stands for: the one asked if it is a
+/// release, else an expiry once the reservation's time has passed (a cancel
+/// before). The record does not say which it was.
+fn release_of(record: Option<&Reservation>, asked: Transition, now_ms: u64) -> Transition {
+    match asked {
+        Transition::Cancel | Transition::Expire => asked,
+        Transition::Confirm => match record {
+            Some(r) if r.expires_at_ms <= now_ms => Transition::Expire,
+            _ => Transition::Cancel,
+        },
+    }
+}
+
+/// Writes the ledger row of a reservation MySQL lost together with its
+/// release: RELEASED from the start, so it never holds stock (Redis already
+/// gave the units back). Under the SKU row lock; a row another writer put
+/// there meanwhile is returned as it is.
+pub(super) async fn record_release(
+    db: &Db,
+    record: &Reservation,
+    asked: Transition,
+    now_ms: u64,
+) -> Result<LedgerRow, DbError> {
+    let why = match release_of(Some(record), asked, now_ms) {
+        Transition::Expire => reason::EXPIRED,
+        _ => reason::CANCELLED,
+    };
+    let msg = Deduction::from(record);
+    let mut conn = db.conn().await?;
+    let mut tx = conn.start_transaction(ledger::tx_opts()).await?;
+    sku::lock(&mut tx, record.sku_id).await?;
+    if let Some(row) = ledger::find_for_update(&mut tx, record.sku_id, &record.request_id).await? {
+        tx.commit().await?;
+        return Ok(row);
+    }
+    let rows = [(&msg, ReservationStatus::Released, Some(why))];
+    ledger::insert_rows(&mut tx, &rows).await?;
+    tx.commit().await?;
+    tracing::warn!(sku.id = %record.sku_id, request.id = %record.request_id,
+        "lifecycle: a reservation MySQL lost with its release is recorded RELEASED from its Redis record");
+    Ok(LedgerRow {
+        status: ReservationStatus::Released,
+        redis_pending: false,
+        ..LedgerRow::rejected(&msg, why)
+    })
+}
+
+/// What `asked` answers for a row recorded by [`record_release`]: a repeat
+/// for a release, a conflict for a confirm (the payment came too late).
+pub(super) fn outcome_of_release(row: LedgerRow, asked: Transition) -> TransitionOutcome {
+    if row.status == asked.target() {
+        TransitionOutcome::Done {
+            row,
+            changed: false,
+        }
+    } else {
+        TransitionOutcome::Conflict { row }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_record_stands_for_the_release_asked_or_by_its_time() {
+        let record = Reservation {
+            request_id: RequestId::parse("r").unwrap(),
+            sku_id: SkuId::new(1).unwrap(),
+            user_id: crate::domain::UserId::new(1).unwrap(),
+            count: 1,
+            status: ReservationStatus::Released,
+            created_at_ms: 10,
+            expires_at_ms: 100,
+        };
+        let r = Some(&record);
+        assert_eq!(release_of(r, Transition::Cancel, 50), Transition::Cancel);
+        assert_eq!(release_of(r, Transition::Expire, 50), Transition::Expire);
+        assert_eq!(release_of(r, Transition::Confirm, 50), Transition::Cancel);
+        assert_eq!(release_of(r, Transition::Confirm, 100), Transition::Expire);
+    }
+}

@@ -1,0 +1,130 @@
+//! Scenario 18: the api's link to Redis partitioned in the middle of
+//! reservations (api and Redis each in a network namespace of their own;
+//! nftables DROP rules inside the api's), 10 s in all, then healed:
+//! - 4 s replies only (the api's requests reach Redis and are executed, the
+//!   replies are lost): the api cannot know the outcome and answers 503;
+//! - 6 s both directions (a connect times out, nothing is refused).
+//!
+//! Every reserve answers within one Redis call's bound
+//! (`redis.connect_timeout_ms` plus `redis.command_timeout_ms`) with 503 while cut. After the heal the client
+//! sends every refused reservation again with the same request id: one that
+//! had been executed must replay (200), never take a second unit; one that had
+//! not is taken now (201). Audit clean, 0 oversold, every acknowledged
+//! reservation in MySQL.
+
+use std::time::Duration;
+
+use super::bounds::{self, Bound, MARGIN_MS};
+use super::partition::{self, count, Fault, Step};
+use super::{metrics, plan, Scenario};
+use crate::load::{LoadReport, Op};
+use crate::net::Link;
+use crate::stack::RedisSetup;
+
+const SKU: u64 = 181;
+/// The replies-only half, then the full cut.
+const REPLIES_LOST: Duration = Duration::from_secs(4);
+const FULL_CUT: Duration = Duration::from_secs(6);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "chaos suite: make chaos"]
+async fn s18_partition_api_redis() {
+    let mut sc = Scenario::begin_net(
+        "s18",
+        "api <-> Redis partitioned 10 s (replies lost, then both ways) under load",
+        &partition::settings(),
+        RedisSetup::Standalone,
+        &["api", "redis"],
+    )
+    .await;
+    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
+    sc.stack.create_sku(SKU, 3_000, 3).await;
+    let redis = sc.stack.redis();
+    let link = Link::to_server("api", redis.place.ip, redis.port);
+    let steps = [
+        Step {
+            links: vec![link.clone().replies_only()],
+            fault: Fault::Cut,
+            length: REPLIES_LOST,
+        },
+        Step {
+            links: vec![link],
+            fault: Fault::Cut,
+            length: FULL_CUT,
+        },
+    ];
+    let mut p = plan("s18", &[SKU], 1_500, 720, 40);
+    p.concurrency = 24;
+    let base = sc.stack.base.clone();
+    let phases = partition::under_load(&mut sc, &base, p, 3_000, &steps).await;
+    let answers = &phases.report.answers;
+    judge_bounds(&mut sc, &phases);
+    bounds::print_slowest(&sc, answers, &phases.windows());
+
+    let retries = partition::retry_refused(&sc, &base, &phases.report).await;
+    let all = LoadReport::merge(&[&phases.report, &retries]);
+    partition::judge_whole_run(&mut sc, &all.answers);
+    sc.expect_sane_answers(&phases.report);
+    partition::expect_single_take(&mut sc, &all.answers);
+    let during = phases.during.of(answers, Op::Reserve);
+    let retried: Vec<_> = retries.answers.iter().collect();
+    let (in_mysql, acknowledged, oversold) = partition::settled_counts(&sc, &all).await;
+    let consumed = metrics::consumer_outcomes(&sc).await;
+    println!(
+        "[s18] counts: acknowledged {acknowledged}; during the 10 s cut {} reserves: 503 {}, 201 {}; \
+         retried after the heal {}: replayed 200 {}, 201 {}, 409 {}, 503 {}; \
+         consumer messages {consumed:?}; acknowledged in MySQL {in_mysql} of {acknowledged}; \
+         oversold {oversold}",
+        during.len(),
+        count(&during, 503, None),
+        count(&during, 201, None),
+        retried.len(),
+        count(&retried, 200, Some("replayed")),
+        count(&retried, 201, None),
+        count(&retried, 409, None),
+        count(&retried, 503, None),
+    );
+    sc.expect(
+        count(&during, 503, None) > 0,
+        "reserves refused (503) while cut".into(),
+    );
+    expect_retries(&mut sc, &retried);
+    sc.expect(oversold == 0, format!("oversold = {oversold}"));
+    sc.finish(&all).await;
+}
+
+/// After the heal no retry is refused, and some replay: their first attempt
+/// had run in Redis while its reply was lost.
+fn expect_retries(sc: &mut Scenario, retried: &[&crate::load::Answer]) {
+    sc.expect(
+        count(retried, 503, None) == 0,
+        "no retry after the heal refused".into(),
+    );
+    let replayed = count(retried, 200, Some("replayed"));
+    sc.expect(
+        replayed > 0,
+        format!("refused reservations that had run in Redis replay on retry ({replayed})"),
+    );
+}
+
+/// Reserves within one Redis call's bound (503 while cut); confirm and
+/// cancel within the MySQL bound plus the Redis mirror's.
+fn judge_bounds(sc: &mut Scenario, phases: &partition::Phases) {
+    let redis_ms = partition::redis_call_ms(sc);
+    let reserve = Bound {
+        op: Op::Reserve,
+        bound_ms: redis_ms + MARGIN_MS,
+        statuses: &[200, 201, 202, 409, 503],
+        expected: Some(503),
+    };
+    bounds::judge(sc, &phases.report.answers, &phases.during, &reserve);
+    for op in [Op::Confirm, Op::Cancel] {
+        let bound = Bound {
+            op,
+            bound_ms: partition::MYSQL_QUERY_TIMEOUT_MS + redis_ms + MARGIN_MS,
+            statuses: &[200, 409, 503],
+            expected: None,
+        };
+        partition::judge_if_any(sc, &phases.report.answers, &phases.during, &bound);
+    }
+}
