@@ -6,7 +6,7 @@
 //! and every operation goes into the scenario's history (`history/`).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -136,6 +136,8 @@ struct Shared {
     started: Instant,
     interval: Duration,
     max_duration: Duration,
+    /// Set by [`Load::stop_sending`]: no new request is sent.
+    stopped: AtomicBool,
     answers: Mutex<Vec<Answer>>,
     /// The scenario's history: every operation is recorded there too.
     history: History,
@@ -216,6 +218,7 @@ impl Load {
             started: Instant::now(),
             interval: Duration::from_secs_f64(1.0 / plan.rate_per_sec as f64),
             max_duration: plan.max_duration,
+            stopped: AtomicBool::new(false),
             answers: Mutex::new(Vec::new()),
             history,
         });
@@ -243,6 +246,12 @@ impl Load {
         self.shared.answers.lock().unwrap().clone()
     }
 
+    /// Sends no further request of the plan (a scenario that ends its load on
+    /// an event, not on a count); the ones in flight are still answered.
+    pub fn stop_sending(&self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
+    }
+
     /// Waits until every planned request was sent and answered (bounded by
     /// the plan's max duration and the request timeout).
     pub async fn finish(self) -> LoadReport {
@@ -265,6 +274,9 @@ async fn worker(shared: Arc<Shared>) {
         };
         let due = shared.started + shared.interval * i as u32;
         tokio::time::sleep_until(due.into()).await;
+        if shared.stopped.load(Ordering::SeqCst) {
+            return;
+        }
         let answer = send(&shared, Op::Reserve, req).await;
         let accepted = matches!(answer.status, 201 | 202);
         shared.answers.lock().unwrap().push(answer);

@@ -25,6 +25,8 @@ mod net;
 mod owned;
 #[path = "../support/ports.rs"]
 mod ports;
+#[path = "../support/proxy.rs"]
+mod proxy;
 mod scenarios;
 mod seed;
 mod servers;

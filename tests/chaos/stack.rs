@@ -1,11 +1,13 @@
 //! One scenario's whole installation: private Redis (one server, or a 6-node
-//! Redis Cluster with [`RedisSetup::Cluster`]), MariaDB and RabbitMQ,
+//! Redis Cluster with [`RedisSetup::Cluster`]), MariaDB (one server, or a
+//! primary + asynchronous replica behind a proxy with
+//! [`MysqlSetup::PrimaryReplica`]) and RabbitMQ,
 //! the stockd roles as processes, and the names (keys, queues) they use.
 //! Dropping it stops every process by pid and removes the temp dir; after a
 //! panic it first prints the tail of every log.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
@@ -17,6 +19,8 @@ use stockd::redis::{Keys, RedisLink, RedisStore};
 use crate::net::{Net, Place};
 use crate::servers::broker::Broker;
 use crate::servers::mariadb::Mariadb;
+use crate::servers::mariadb_replica::MysqlPair;
+use crate::servers::mysql::{Mysql, MysqlSetup};
 use crate::servers::process::{free_port, log_tail, TempDir};
 use crate::servers::rabbit_cluster::RabbitCluster;
 use crate::servers::rabbitmq::Rabbit;
@@ -49,7 +53,8 @@ pub struct Stack {
     harness_store: Option<RedisStore>,
     redis: Option<Redis>,
     cluster: Option<RedisCluster>,
-    pub mysql: Mariadb,
+    /// One server, or a primary + replica pair behind a proxy.
+    pub mysql: Mysql,
     /// One private node, or a 3-node cluster ([`Stack::start_rabbit_cluster`]).
     pub rabbit: Broker,
     pub env: StockdEnv,
@@ -73,30 +78,28 @@ impl Stack {
     /// `extra` are scenario settings (`STOCKD__…` variables); `setup` picks one
     /// redis-server or the 6-node cluster, `rabbit_cluster` one RabbitMQ node
     /// or a 3-node cluster (`amqp.urls` lists every node, `amqp.url` is the
-    /// first).
-    pub async fn start_on(
-        name: &str,
-        extra: &[(&str, String)],
-        setup: RedisSetup,
-        rabbit_cluster: bool,
-    ) -> Self {
-        Self::start_placed(name, extra, setup, rabbit_cluster, None).await
-    }
-
-    /// [`Self::start_on`] with each server and role in its host of `net`
-    /// (`redis`, `redis0`…`redis5` for a cluster's nodes, `mysql`, `api`,
-    /// `consumer`, …): a host `net` has no namespace for runs in the root
-    /// namespace on the root-side veth's address, reachable from every host.
+    /// first), `mysql` one mariadbd or a replicated pair (migrated through
+    /// its proxy, the replica caught up before this returns). With a `net`,
+    /// each server and role runs in its host of `net` (`redis`,
+    /// `redis0`…`redis5` for a cluster's nodes, `mysql`, `api`, `consumer`,
+    /// …): a host `net` has no namespace for runs in the root namespace on the
+    /// root-side veth's address, reachable from every host; None: all on
+    /// loopback.
     pub async fn start_placed(
         name: &str,
         extra: &[(&str, String)],
         setup: RedisSetup,
         rabbit_cluster: bool,
+        mysql: MysqlSetup,
         net: Option<Net>,
     ) -> Self {
         assert!(
             !(rabbit_cluster && net.is_some()),
             "the RabbitMQ cluster runs on loopback only"
+        );
+        assert!(
+            !(mysql == MysqlSetup::PrimaryReplica && net.is_some()),
+            "the MySQL primary + replica pair runs on loopback only"
         );
         let place = |host: &str| {
             net.as_ref()
@@ -125,11 +128,8 @@ impl Stack {
                 Broker::Single(Rabbit::start_at(&root, &place("broker")).await)
             }
         };
-        let ((redis, cluster), mysql, rabbit) = tokio::join!(
-            redis_start,
-            Mariadb::start_at(&root, place("mysql")),
-            broker
-        );
+        let mysql_start = start_mysql(&root, mysql, place("mysql"));
+        let ((redis, cluster), mysql, rabbit) = tokio::join!(redis_start, mysql_start, broker);
         let api_port = free_port();
         let mut env = StockdEnv::default();
         let config_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
@@ -198,6 +198,10 @@ impl Stack {
         };
         let migrate = stack.cli(&["migrate"]).await;
         assert_eq!(migrate.code, Some(0), "migrate: {}", migrate.text());
+        if let Mysql::Pair(pair) = &stack.mysql {
+            pair.replicate().await;
+            pair.wait_caught_up().await;
+        }
         stack
     }
 
@@ -393,5 +397,13 @@ impl Drop for Stack {
         for (_, mut proc) in std::mem::take(&mut self.roles) {
             proc.process.kill9();
         }
+    }
+}
+
+/// The stack's MySQL of `setup`: one server in `place`, or the pair on loopback.
+async fn start_mysql(root: &Path, setup: MysqlSetup, place: Place) -> Mysql {
+    match setup {
+        MysqlSetup::Single => Mysql::Single(Box::new(Mariadb::start_at(root, place).await)),
+        MysqlSetup::PrimaryReplica => Mysql::Pair(Box::new(MysqlPair::start(root).await)),
     }
 }

@@ -224,3 +224,11 @@ pub async fn ledger_status(stack: &Stack, sku: u64, rid: &str) -> Option<String>
     let _ = db.disconnect().await;
     status
 }
+
+/// Ledger rows in MySQL (all statuses).
+pub async fn ledger_len(stack: &Stack) -> u64 {
+    let mut db = stack.db().await;
+    let n: Option<u64> = sql(db.query_first("SELECT COUNT(*) FROM stock_deduct_idempotent")).await;
+    let _ = db.disconnect().await;
+    n.unwrap_or(0)
+}

@@ -10,6 +10,7 @@ mod helpers;
 mod owned;
 #[path = "../support/ports.rs"]
 mod ports;
+#[path = "../support/proxy.rs"]
 mod proxy;
 mod support;
 

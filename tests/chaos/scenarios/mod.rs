@@ -18,6 +18,8 @@ mod s13_cluster_primary_kill;
 mod s14_cluster_lost_writes;
 mod s15_rabbit_node_kill;
 mod s16_cluster_slot_migration;
+mod s17_mysql_failover;
+mod s17b_mysql_semi_sync;
 mod s18_partition_api_redis;
 mod s19_partition_api_broker;
 mod s20_partition_consumer_mysql;
@@ -27,6 +29,7 @@ mod s22_flapping_redis_link;
 mod bounds;
 mod cluster;
 mod metrics;
+mod mysql_failover;
 mod partition;
 mod reconcile;
 
@@ -35,6 +38,7 @@ use std::time::{Duration, Instant};
 use crate::history::{self, History, RedisLoss, Request};
 use crate::load::{Load, LoadPlan, LoadReport, Op};
 use crate::seed::{run_seed, scenario_seed, Rng};
+use crate::servers::mysql::MysqlSetup;
 use crate::stack::{RedisSetup, Stack};
 use crate::{audit, drain, stores};
 
@@ -55,7 +59,16 @@ pub struct Scenario {
 impl Scenario {
     /// Prints the header and seed, starts the private servers and migrates.
     pub async fn begin(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
-        Self::begin_with(name, title, extra, RedisSetup::Standalone, false, &[]).await
+        Self::begin_with(
+            name,
+            title,
+            extra,
+            RedisSetup::Standalone,
+            false,
+            MysqlSetup::Single,
+            &[],
+        )
+        .await
     }
 
     /// [`Self::begin`] on the Redis of `setup` (one server or a cluster).
@@ -65,7 +78,7 @@ impl Scenario {
         extra: &[(&str, String)],
         setup: RedisSetup,
     ) -> Self {
-        Self::begin_with(name, title, extra, setup, false, &[]).await
+        Self::begin_with(name, title, extra, setup, false, MysqlSetup::Single, &[]).await
     }
 
     /// [`Scenario::begin_on`] with the hosts `hosts` each in a network
@@ -79,12 +92,29 @@ impl Scenario {
         setup: RedisSetup,
         hosts: &[&str],
     ) -> Self {
-        Self::begin_with(name, title, extra, setup, false, hosts).await
+        Self::begin_with(name, title, extra, setup, false, MysqlSetup::Single, hosts).await
     }
 
     /// [`Scenario::begin`] on a stack with a 3-node RabbitMQ cluster.
     pub async fn begin_rabbit_cluster(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
-        Self::begin_with(name, title, extra, RedisSetup::Standalone, true, &[]).await
+        Self::begin_with(
+            name,
+            title,
+            extra,
+            RedisSetup::Standalone,
+            true,
+            MysqlSetup::Single,
+            &[],
+        )
+        .await
+    }
+
+    /// [`Scenario::begin`] on a MariaDB primary with an asynchronous replica,
+    /// stockd connected through a proxy the scenario can re-point.
+    pub async fn begin_mysql_pair(name: &str, title: &str, extra: &[(&str, String)]) -> Self {
+        let (redis, rabbit_cluster) = (RedisSetup::Standalone, false);
+        let mysql = MysqlSetup::PrimaryReplica;
+        Self::begin_with(name, title, extra, redis, rabbit_cluster, mysql, &[]).await
     }
 
     async fn begin_with(
@@ -93,6 +123,7 @@ impl Scenario {
         extra: &[(&str, String)],
         setup: RedisSetup,
         rabbit_cluster: bool,
+        mysql: MysqlSetup,
         hosts: &[&str],
     ) -> Self {
         let run = run_seed();
@@ -106,12 +137,8 @@ impl Scenario {
             println!("[{name}] settings: {extra:?}");
         }
         let started = Instant::now();
-        let stack = if hosts.is_empty() {
-            Stack::start_on(name, extra, setup, rabbit_cluster).await
-        } else {
-            let net = crate::net::Net::new(name, hosts);
-            Stack::start_placed(name, extra, setup, rabbit_cluster, Some(net)).await
-        };
+        let net = (!hosts.is_empty()).then(|| crate::net::Net::new(name, hosts));
+        let stack = Stack::start_placed(name, extra, setup, rabbit_cluster, mysql, net).await;
         Self {
             name: name.to_string(),
             rng: Rng::new(seed),

@@ -1,6 +1,7 @@
-//! The repair run every scenario that loses Redis writes ends with
-//! (s03, s13, s14, s16): `stockd reconcile --once --repair --json`, each
-//! SKU's verdict printed, and what it did returned.
+//! The repair run every scenario that loses writes ends with (s03, s13, s14,
+//! s16, s17): `stockd reconcile --once --repair --json`, each SKU's verdict
+//! printed, and what it did returned; and the look without repair
+//! (`--once --json`, s17's check that the loss is reported).
 
 use super::Scenario;
 
@@ -9,6 +10,10 @@ use super::Scenario;
 pub struct Repair {
     /// (sku, verdict, drift, missing_in_redis, repaired) per SKU.
     pub skus: Vec<(u64, String, i64, i64, bool)>,
+    /// MYSQL_BEHIND's repair over every SKU: lost deductions re-published,
+    /// lost confirms/releases re-applied (0 on a binary without them).
+    pub republished: i64,
+    pub reapplied: i64,
 }
 
 impl Repair {
@@ -37,18 +42,30 @@ impl Repair {
 
 /// Runs `stockd reconcile --once --repair --json`, prints each SKU's verdict.
 pub async fn repair(sc: &Scenario) -> Repair {
-    sc.note("stockd reconcile --once --repair");
-    let out = sc
-        .stack
-        .cli(&["reconcile", "--once", "--repair", "--json"])
-        .await;
+    run(sc, true).await
+}
+
+/// Runs `stockd reconcile --once --json` (nothing repaired), prints each
+/// SKU's verdict.
+pub async fn check(sc: &Scenario) -> Repair {
+    run(sc, false).await
+}
+
+async fn run(sc: &Scenario, repair: bool) -> Repair {
+    let mut args = vec!["reconcile", "--once"];
+    if repair {
+        args.push("--repair");
+    }
+    args.push("--json");
+    sc.note(&format!("stockd {}", args.join(" ")));
+    let out = sc.stack.cli(&args).await;
     let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
     let mut repair = Repair::default();
     match report["skus"].as_array() {
         Some(skus) => {
             for s in skus {
                 println!(
-                    "    sku {} verdict {} redis {} mysql {} in_flight {} drift {} missing_in_redis {} repaired {}",
+                    "    sku {} verdict {} redis {} mysql {} in_flight {} drift {} missing_in_redis {} repaired {}{}",
                     s["sku_id"],
                     s["verdict"],
                     s["redis_available"],
@@ -56,8 +73,11 @@ pub async fn repair(sc: &Scenario) -> Repair {
                     s["in_flight"],
                     s["drift"],
                     s["missing_in_redis"],
-                    s["repaired"]
+                    s["repaired"],
+                    lost_work(s)
                 );
+                repair.republished += s["republished"].as_i64().unwrap_or(0);
+                repair.reapplied += s["reapplied"].as_i64().unwrap_or(0);
                 repair.skus.push((
                     s["sku_id"].as_u64().unwrap_or(0),
                     s["verdict"].as_str().unwrap_or("?").to_string(),
@@ -70,4 +90,20 @@ pub async fn repair(sc: &Scenario) -> Repair {
         None => print!("{}", out.text()),
     }
     repair
+}
+
+/// MYSQL_BEHIND's figures, for a binary whose report has them: what MySQL
+/// lost and what the repair re-published or re-applied.
+fn lost_work(line: &serde_json::Value) -> String {
+    let fields = [
+        "lost_reservations",
+        "lost_units",
+        "republished",
+        "reapplied",
+    ];
+    fields
+        .iter()
+        .filter(|f| !line[**f].is_null())
+        .map(|f| format!(" {f} {}", line[*f]))
+        .collect()
 }

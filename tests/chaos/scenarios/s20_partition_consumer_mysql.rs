@@ -43,7 +43,7 @@ async fn s20_partition_consumer_mysql() {
     .await;
     sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     sc.stack.create_sku(SKU, 3_000, 3).await;
-    let mysql = &sc.stack.mysql;
+    let mysql = sc.stack.mysql.server();
     let link = Link::to_server("consumer", mysql.place.ip, mysql.port);
     let steps = [
         Step {

@@ -1,7 +1,11 @@
 //! A private mariadbd: its own datadir made by mariadb-install-db (root with an
 //! empty password over TCP), a small buffer pool and redo log so it starts in
 //! well under a second; kill -9 + restart on the same datadir (crash
-//! recovery); freeze with SIGSTOP.
+//! recovery); freeze with SIGSTOP. Several can run side by side under one
+//! scenario dir, each with its own name (datadir, socket, pid file, tmpdir,
+//! log) and extra server options (a replication pair, `mariadb_replica.rs`);
+//! each in a [`Place`] (bound to its address, reachable from partitioned
+//! hosts).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,6 +35,11 @@ const SERVER_ARGS: [&str; 4] = [
 
 pub struct Mariadb {
     pub port: u16,
+    /// Names its datadir, socket, pid file, init file, tmpdir and log
+    /// (`mariadb`, `replica`).
+    name: String,
+    /// Server options on top of [`SERVER_ARGS`] (replication settings).
+    extra_args: Vec<String>,
     /// Where it runs and the address it binds (loopback unless partitioned).
     pub place: Place,
     datadir: PathBuf,
@@ -40,15 +49,21 @@ pub struct Mariadb {
 }
 
 impl Mariadb {
-    /// Installs a datadir and starts mariadbd in `place`, bound to its
-    /// address; off loopback root may also log in from any address (the
-    /// partitioned hosts and the harness come from the namespaces' addresses,
-    /// not from localhost).
+    /// The scenario's one server (`mariadb` under `root`) in `place`, bound
+    /// to its address; off loopback root may also log in from any address
+    /// (the partitioned hosts and the harness come from the namespaces'
+    /// addresses, not from localhost).
     pub async fn start_at(root: &Path, place: Place) -> Self {
-        let datadir = root.join("mariadb");
-        let log = root.join("logs/mariadb.log");
+        Self::start_named(root, "mariadb", &[], place).await
+    }
+
+    /// A server called `name` under `root`, in `place`, started with
+    /// `extra_args` too (a replication pair's primary and replica).
+    pub async fn start_named(root: &Path, name: &str, extra_args: &[String], place: Place) -> Self {
+        let datadir = root.join(name);
+        let log = root.join(format!("logs/{name}.log"));
         std::fs::create_dir_all(root.join("logs")).unwrap();
-        let tmpdir = tmpdir_of(root);
+        let tmpdir = tmpdir_of(root, name);
         let install = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
@@ -69,6 +84,8 @@ impl Mariadb {
         );
         let mut db = Self {
             port: free_port(),
+            name: name.to_string(),
+            extra_args: extra_args.to_vec(),
             place,
             datadir,
             root: root.to_path_buf(),
@@ -93,28 +110,32 @@ impl Mariadb {
         }
     }
 
+    /// `ip:port` of its place, what a proxy forwards to.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.place.ip, self.port)
+    }
+
     async fn spawn(&mut self) {
         let mut cmd = self.place.command("/usr/sbin/mariadbd");
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.datadir.display()))
             .arg(format!("--port={}", self.port))
             .arg(format!("--bind-address={}", self.place.ip))
-            .arg(format!("--tmpdir={}", tmpdir_of(&self.root).display()));
+            .arg(format!(
+                "--tmpdir={}",
+                tmpdir_of(&self.root, &self.name).display()
+            ));
         if !self.place.ip.is_loopback() {
-            let init = self.root.join("mariadb-init.sql");
+            let init = self.root.join(format!("{}-init.sql", self.name));
             std::fs::write(&init, REMOTE_ROOT_SQL).unwrap();
             cmd.arg(format!("--init-file={}", init.display()));
         }
-        cmd.arg(format!(
-            "--socket={}",
-            self.root.join("mariadb.sock").display()
-        ))
-        .arg(format!(
-            "--pid-file={}",
-            self.root.join("mariadb.pid").display()
-        ))
-        .arg("--user=root")
-        .args(SERVER_ARGS);
+        let file = |suffix: &str| self.root.join(format!("{}.{suffix}", self.name));
+        cmd.arg(format!("--socket={}", file("sock").display()))
+            .arg(format!("--pid-file={}", file("pid").display()))
+            .arg("--user=root")
+            .args(SERVER_ARGS)
+            .args(&self.extra_args);
         let name = format!("mariadbd :{}", self.port);
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
@@ -160,11 +181,12 @@ impl Mariadb {
     }
 }
 
-/// The server's own temp dir (internal temporary tables), under the scenario
-/// dir: in the shared /tmp, a bootstrap once failed with `Error on delete of
-/// '/tmp/#sql-temptable-….MAI' (Errcode: 2)` — something else had removed it.
-fn tmpdir_of(root: &Path) -> PathBuf {
-    let dir = root.join("mariadb-tmp");
+/// The server's own temp dir (internal temporary tables), `<name>-tmp` under
+/// the scenario dir: in the shared /tmp, a bootstrap once failed with `Error on
+/// delete of '/tmp/#sql-temptable-….MAI' (Errcode: 2)` — something else had
+/// removed it.
+fn tmpdir_of(root: &Path, name: &str) -> PathBuf {
+    let dir = root.join(format!("{name}-tmp"));
     std::fs::create_dir_all(&dir).expect("mariadb tmpdir");
     dir
 }

@@ -1,9 +1,12 @@
-//! Private Redis (one server or a 6-node cluster), MariaDB and RabbitMQ servers, one set per scenario, on free
+//! Private Redis (one server or a 6-node cluster), MariaDB (one server or a
+//! primary + replica pair) and RabbitMQ servers, one set per scenario, on free
 //! loopback ports with data under the scenario's temp dir. The shared services
 //! on 6379/3306/5672 are never touched.
 
 pub mod broker;
 pub mod mariadb;
+pub mod mariadb_replica;
+pub mod mysql;
 pub mod process;
 pub mod rabbit_cluster;
 pub mod rabbitmq;
