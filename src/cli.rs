@@ -52,7 +52,7 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Compare Redis, MySQL and the ledger per SKU (SPEC §8).
+    /// Compare Redis, MySQL and the ledger per SKU (contract §8).
     Reconcile {
         /// One check, then exit 0 if every SKU is OK/IN_FLIGHT, 1 otherwise.
         #[arg(long)]
@@ -64,7 +64,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Read-only check of every SPEC §10 invariant across MySQL, Redis and the
+    /// Read-only check of the contract §10 invariants (contract §16 lists which) across MySQL, Redis and the
     /// broker. Exit 0 when all hold, 1 on any violation, 2 when a store could
     /// not be read. Run it once the pipeline drained.
     Audit {

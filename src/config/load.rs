@@ -110,7 +110,7 @@ fn apply_env_override(tree: &mut Value, path: &str, raw: &str) -> anyhow::Result
         .as_mapping_mut()
         .with_context(|| format!("{ENV_PREFIX}{path}: parent is not a section"))?;
     let key = Value::String(keys[keys.len() - 1].clone());
-    // A list-valued key takes a comma-separated string (SPEC §9).
+    // A list-valued key takes a comma-separated string (contract §9).
     let value = match map.get(&key) {
         Some(Value::Sequence(_)) => list_value(raw),
         _ => scalar_value(raw),

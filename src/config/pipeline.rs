@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check;
 
-/// When the client is told "reserved" (SPEC §3).
+/// When the client is told "reserved" (contract §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {

@@ -26,7 +26,7 @@ pub struct ReconcileSettings {
     /// Winning reservations listed per SKU for the exact in-flight count.
     pub max_winners: usize,
     /// Age past which a reservation Redis took and MySQL still lacks counts as
-    /// STUCK rather than IN_FLIGHT (SPEC §8).
+    /// STUCK rather than IN_FLIGHT (contract §8).
     pub stuck_after_ms: u64,
     /// Youngest age of a reservation Redis took and MySQL lacks that may be
     /// judged lost by MySQL (MYSQL_BEHIND), with the pipeline drained.

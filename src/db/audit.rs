@@ -1,4 +1,4 @@
-//! The audit's MySQL reads (SPEC §10): per-SKU facts, buyers over their limit,
+//! The audit's MySQL reads (contract §10): per-SKU facts, buyers over their limit,
 //! expired reservations still held, and the paged ledger readers the
 //! cross-store checks walk. The SQL lives here with the other ledger queries;
 //! `ops::audit` decides what the rows mean.

@@ -107,7 +107,7 @@ pub async fn restock(
 }
 
 /// Takes `units` from available, only if that many are available. Returns
-/// whether the row changed (the `WHERE available_stock >= ?` guard of SPEC §4).
+/// whether the row changed (the `WHERE available_stock >= ?` guard of contract §4).
 pub async fn take(tx: &mut Transaction<'_>, sku: SkuId, units: i64) -> Result<bool, DbError> {
     tx.exec_drop(
         "UPDATE sku_stock SET available_stock = available_stock - ?, version = version + 1

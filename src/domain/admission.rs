@@ -1,4 +1,4 @@
-//! MySQL's admission rule (SPEC §10.6): which of a SKU's new deductions the
+//! MySQL's admission rule (contract §10.6): which of a SKU's new deductions the
 //! ledger takes, in reservation order, and why it rejects the others.
 //!
 //! Redis admits first, so this rule only matters when Redis admitted more than

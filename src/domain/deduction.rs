@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{RequestId, Reservation, SkuId, UserId};
 
-/// Most units one reservation may take (SPEC §4: `count` is 1..=1000). The
+/// Most units one reservation may take (contract §6: `count` is 1..=1000). The
 /// config's `reservation.max_count`, the wire check and the API schema all use it.
 pub const COUNT_MAX: u32 = 1000;
 

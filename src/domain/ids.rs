@@ -1,12 +1,12 @@
 //! Validated identifiers. An id becomes part of a Redis key or a SQL row only
 //! after it passed through one of these constructors, so `{`, `}`, `*`, spaces
-//! and other key-breaking characters can never reach a key (SPEC §2, §6).
+//! and other key-breaking characters can never reach a key (contract §2, §6).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Longest request id accepted (SPEC §6).
+/// Longest request id accepted (contract §6).
 pub const REQUEST_ID_MAX_LEN: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,7 +42,7 @@ macro_rules! positive_id {
                 Ok(Self(raw))
             }
 
-            /// Parses the canonical decimal form used in URL paths (SPEC §6):
+            /// Parses the canonical decimal form used in URL paths (contract §6):
             /// digits only, no sign, no leading zero — `0980001` and `+1` are
             /// not SKU 980001 and 1, so two spellings never name one SKU.
             pub fn parse(text: &str) -> Result<Self, IdError> {

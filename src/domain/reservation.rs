@@ -1,4 +1,4 @@
-//! The reservation record and its state machine (SPEC §5).
+//! The reservation record and its state machine (contract §5).
 //!
 //! `RESERVED` is the only state with exits; `CONFIRMED`, `RELEASED` and `REJECTED`
 //! are final. Transitions are decided by conditional updates in MySQL; this module

@@ -1,4 +1,4 @@
-//! Stage 2: RabbitMQ standing in for RocketMQ (SPEC §3). Topology, the deduction
+//! Stage 2: RabbitMQ standing in for RocketMQ (contract §3). Topology, the deduction
 //! message, and a publisher that keeps many confirms in flight.
 
 pub mod batching;

@@ -1,4 +1,4 @@
-//! `stockd audit`: a read-only check of every SPEC §10 invariant on a running
+//! `stockd audit`: a read-only check of the contract §10 invariants (contract §16 lists which) on a running
 //! deployment — after a drill, an incident, or before a sale. The reconciler
 //! answers "is Redis where it should be right now, given what is in flight?";
 //! the audit answers "was anything accepted lost, applied twice, oversold or

@@ -1,4 +1,4 @@
-//! Rebuild the buyer side of a SKU in Redis from MySQL (SPEC §8): reservation
+//! Rebuild the buyer side of a SKU in Redis from MySQL (contract §8): reservation
 //! records, winners entries and buyer counters of the ledger's rows, and lost
 //! mirrors of final states. Shared by warm-up (Redis restarted empty) and by
 //! the reconciler's repair (Redis lost acknowledged writes, e.g. a failover to

@@ -1,4 +1,4 @@
-//! Work that stopped moving (SPEC §8 `STUCK`): deductions sitting in the deduct
+//! Work that stopped moving (contract §8 `STUCK`): deductions sitting in the deduct
 //! dead-letter queue, or reservations Redis took that MySQL still lacks long
 //! after a healthy pipeline would have applied them (`reconcile.stuck_after_ms`).
 //!

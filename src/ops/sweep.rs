@@ -1,4 +1,4 @@
-//! The closer's backstop pass (SPEC §5): releases `RESERVED` rows past their
+//! The closer's backstop pass (contract §5): releases `RESERVED` rows past their
 //! expiry that the delay queue never delivered, and retries Redis mirrors
 //! still pending after a Redis outage.
 //!

@@ -1,4 +1,4 @@
-//! Warm-up: rebuild a SKU's whole admission state in Redis from MySQL (SPEC §8):
+//! Warm-up: rebuild a SKU's whole admission state in Redis from MySQL (contract §8):
 //! `available_stock` and SKU config, and — through [`super::rebuild`] — every
 //! buyer's counter, a record and winners entry for every ledger row Redis would
 //! still hold, and the sold-out marker. After it, a retry of any accepted

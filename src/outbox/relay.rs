@@ -4,7 +4,7 @@
 //! or the confirm timed out — so they are published again. Several api nodes may
 //! relay the same entry at once; the consumer's idempotency makes that harmless.
 //!
-//! The SPEC names XAUTOCLAIM; stockd's outbox has no consumer group (the api
+//! A first design named XAUTOCLAIM; stockd's outbox has no consumer group (the api
 //! publishes entries straight from the script's reply, never reads them), so
 //! "idle" is the entry's age, read with XRANGE up to `now - idle_ms`.
 

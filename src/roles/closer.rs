@@ -1,4 +1,4 @@
-//! `stockd --role closer`: ends unpaid reservations (SPEC §3 delay message, §5).
+//! `stockd --role closer`: ends unpaid reservations (contract §3 delay message, §5).
 //!
 //! Two paths, so a lost message never keeps stock locked:
 //! - primary: every reservation's message also went into the delay queue; after

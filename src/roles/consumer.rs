@@ -1,7 +1,7 @@
 //! `stockd --role consumer`: stage 3. Applies deduction messages to MySQL in
 //! batches — one transaction per batch, acks only after the commit.
 //!
-//! Failure handling, by cause (SPEC §3: a dependency outage is not an attempt):
+//! Failure handling, by cause (contract §3: a dependency outage is not an attempt):
 //! - MySQL down, read-only, out of connections or too slow (any error that is
 //!   not about the data): the circuit breaker opens. The deliveries in hand stay
 //!   unacked — no attempt used, nothing dead-lettered, and with the prefetch

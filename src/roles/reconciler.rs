@@ -1,5 +1,5 @@
 //! `stockd --role reconciler`: checks every SKU each `reconcile.interval_ms`,
-//! repairs per `reconcile.repair`, alerts on findings (SPEC §8).
+//! repairs per `reconcile.repair`, alerts on findings (contract §8).
 //!
 //! Only the loop: the check is [`Reconciler`], built from the shared resources
 //! like every role, and its one step, `run_once`, is what the tests and

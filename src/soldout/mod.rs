@@ -1,4 +1,4 @@
-//! The sold-out short-circuit (SPEC §7).
+//! The sold-out short-circuit (contract §7).
 //!
 //! Once a hot SKU is gone, requests keep coming; each one that reaches Redis
 //! spends a round trip on the busiest single-threaded server we have. Every api

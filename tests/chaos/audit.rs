@@ -1,4 +1,4 @@
-//! The end-of-scenario audit (SPEC §10). Two sources, same check names:
+//! The end-of-scenario audit (contract §10). Two sources, same check names:
 //! - `stockd audit --json` against the private servers, when the binary has it;
 //! - the harness's own reads of MySQL, Redis and RabbitMQ (always), plus what
 //!   only the harness knows: every request id answered 201/202 (or replayed)

@@ -4,7 +4,7 @@
 //! bounded, seeded load, injects one kind of fault (kill -9, restart empty,
 //! snapshot rollback, outage, freeze, memory alarm, maxmemory, and real
 //! network partitions between private network namespaces), then waits for
-//! the pipeline to drain and audits SPEC §10 invariants.
+//! the pipeline to drain and audits contract §10 invariants.
 //!
 //! Every scenario is `#[ignore]`: `cargo test --all-targets` only builds them.
 //! Run: `make chaos` (or `cargo test --test chaos -- --ignored --test-threads=1

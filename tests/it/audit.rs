@@ -1,4 +1,4 @@
-//! `stockd audit`: every SPEC §10 invariant checked read-only; each injected
+//! `stockd audit`: the contract §10 invariants (contract §16 lists which) checked read-only; each injected
 //! fault fails exactly the check that names it, and the exit code says so.
 
 use std::time::Duration;

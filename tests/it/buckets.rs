@@ -188,7 +188,7 @@ impl Findings {
     }
 }
 
-/// Exactly the stock admitted, only SPEC refusals, no buyer over the limit
+/// Exactly the stock admitted, only the contract's refusals, no buyer over the limit
 /// (as answered), and the SKU empty everywhere: pool and every bucket.
 async fn assert_sale_exact(app: &TestApp, plan: &[Req], tally: &Tally, findings: &mut Findings) {
     assert!(
@@ -561,7 +561,7 @@ struct BucketStock {
     sold_out: bool,
 }
 
-/// The view's split; a SKU in one bucket shows none (its view is SPEC §2's,
+/// The view's split; a SKU in one bucket shows none (its view is contract §6's,
 /// unchanged) and reads as one bucket holding everything.
 fn split_of(v: &Value) -> Split {
     let int = |x: &Value, name: &str| x[name].as_i64().unwrap_or_else(|| panic!("{name}: {v}"));

@@ -1,5 +1,5 @@
 //! The reservation lifecycle: confirm, cancel, expiry (delay queue and sweep),
-//! races and out-of-order arrival (SPEC §5; §10 invariants 5 and 8).
+//! races and out-of-order arrival (contract §5; §10 invariants 5 and 8).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

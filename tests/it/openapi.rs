@@ -1,4 +1,4 @@
-//! `GET /openapi.json` describes every route of SPEC §6, and the running api
+//! `GET /openapi.json` describes every route of contract §6, and the running api
 //! keeps to it: schemathesis (pinned by `scripts/test-tools.sh`) fuzzes a live
 //! TestApp on loopback and must find no 5xx and no response that breaks the
 //! document (status, content type, body schema).
@@ -38,11 +38,11 @@ async fn the_served_document_is_the_generated_one_with_every_problem_code() {
     assert_eq!(ct, "application/json");
     let doc: Value = resp.json().await.unwrap();
     // What is served is the generated document, whose unit test checks that
-    // every SPEC route and method is described.
+    // every route and method of the contract (docs/contract.md §6) is described.
     let generated: Value =
         serde_json::from_str(stockd::roles::api::routes::openapi::document()).unwrap();
     assert_eq!(doc, generated);
-    // The problem codes of SPEC §6 all appear, as problem+json.
+    // The problem codes of contract §6 all appear, as problem+json.
     let text = doc.to_string();
     for code in [
         "SOLD_OUT",

@@ -199,7 +199,7 @@ async fn a_deduction_for_an_unknown_sku_is_rejected() {
 
 /// Oversell under concurrency: stock 100, limit 1, 2,000 concurrent requests from
 /// 700 users → exactly 100 reserved by 100 distinct users; after the drain MySQL
-/// available 0, 100 live units in the ledger, Redis 0 (SPEC §10: 1, 2, 3, 4, 6, 7).
+/// available 0, 100 live units in the ledger, Redis 0 (contract §10: 1, 2, 3, 4, 6, 7).
 #[tokio::test]
 async fn no_oversell_under_two_thousand_concurrent_requests() {
     let app = TestApp::with(TestOptions::default()).await;

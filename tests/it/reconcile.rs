@@ -1,5 +1,5 @@
 //! Warm-up and reconciliation: drift between Redis, MySQL and the ledger is
-//! found, alerted once, and repaired (SPEC §8, §10).
+//! found, alerted once, and repaired (contract §8, §10).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

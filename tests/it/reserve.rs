@@ -1,4 +1,4 @@
-//! Stage 1 through HTTP: the admission decision and its SPEC §6 codes.
+//! Stage 1 through HTTP: the admission decision and its contract §6 codes.
 
 use serde_json::Value;
 
@@ -72,7 +72,7 @@ async fn a_replay_is_answered_from_the_stored_outcome_and_a_mismatch_is_422() {
     app.cleanup().await;
 }
 
-/// Limit, insufficient, sold out, unknown SKU: SPEC codes, and nothing written.
+/// Limit, insufficient, sold out, unknown SKU: contract codes (docs/errors.md), and nothing written.
 #[tokio::test]
 async fn refusals_have_their_codes_and_write_nothing() {
     let app = TestApp::spawn().await;

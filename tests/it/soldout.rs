@@ -1,4 +1,4 @@
-//! The sold-out short-circuit across api nodes (SPEC §7). Two api instances in
+//! The sold-out short-circuit across api nodes (contract §7). Two api instances in
 //! one test share Redis, MySQL and RabbitMQ, as two nodes of a fleet would.
 //!
 //! "No script call" is observed on a private redis-server, whose

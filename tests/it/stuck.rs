@@ -1,4 +1,4 @@
-//! The reconciler's STUCK verdict (SPEC §8): deductions in the deduct DLQ, or
+//! The reconciler's STUCK verdict (contract §8): deductions in the deduct DLQ, or
 //! reservations Redis took that MySQL still lacks past
 //! `reconcile.stuck_after_ms`, are reported with their units and where they sit.
 

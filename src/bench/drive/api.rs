@@ -1,4 +1,4 @@
-//! The stockd HTTP calls the benchmark makes (SPEC §6), over [`HttpConn`], and
+//! The stockd HTTP calls the benchmark makes (contract §6), over [`HttpConn`], and
 //! the reservation requester the HTTP phases drive.
 
 use std::borrow::Cow;

@@ -201,7 +201,7 @@ async fn bucket_view(t: &Target<'_>, sku: u64, buckets: u16, want: i64) -> Vec<S
 }
 
 /// The SKU's bucket count as its view shows it: a SKU in one bucket has no
-/// split fields (its view is SPEC §2's); `None` when the field is malformed.
+/// split fields (its view is contract §6's); `None` when the field is malformed.
 fn bucket_count(view: &serde_json::Value) -> Option<u64> {
     match view.get("buckets") {
         None => Some(1),
@@ -293,7 +293,7 @@ mod tests {
         assert_eq!(lost.len(), 1, "{lost:?}");
         let unsplit = json!({"available": 960});
         assert_eq!(bucket_view_violations(&unsplit, 7, 3, 960).len(), 3);
-        // One bucket: SPEC §2's view, no split fields.
+        // One bucket: contract §6's view, no split fields.
         assert!(bucket_view_violations(&unsplit, 7, 1, 960).is_empty());
         assert_eq!(bucket_view_violations(&unsplit, 7, 1, 959).len(), 1);
         assert_eq!(bucket_view_violations(&good, 7, 1, 960).len(), 1);

@@ -2,7 +2,7 @@
 //! returns the violated invariants as sentences (empty = all green); the suite
 //! stops loudly on the first phase with any.
 //!
-//! With a child stockd the bench reads both stores directly (SPEC §10: no
+//! With a child stockd the bench reads both stores directly (contract §10: no
 //! oversell, conservation, Redis == MySQL after drain, nothing rejected). With
 //! `--target` only what HTTP shows can be checked.
 
@@ -175,7 +175,7 @@ pub async fn users_over_limit(db: &Db, sku_id: SkuId, limit: i64) -> anyhow::Res
 const RECONCILE_POLL: Duration = Duration::from_millis(250);
 
 /// `--target`: what HTTP shows. Redis' view must match the answers, and the
-/// reconciler's report (SPEC §8: both stores and the ledger, per SKU) must
+/// reconciler's report (contract §8: both stores and the ledger, per SKU) must
 /// reach `OK` — drained — with every number agreeing.
 pub async fn over_http(api: &mut Api, e: Expect) -> Vec<String> {
     let want = e.total - e.admitted;

@@ -1,4 +1,4 @@
-//! The consumer's batched apply of deductions to the ledger (SPEC §4).
+//! The consumer's batched apply of deductions to the ledger (contract §4).
 //!
 //! One transaction per batch. Per SKU, in ascending id order (a fixed lock order
 //! rules out deadlocks between consumers): lock the SKU row, skip the request ids

@@ -159,7 +159,7 @@ pub async fn live_ids_since<Q: Queryable>(
     Ok(ids)
 }
 
-/// Buyers of a SKU holding more live units than `limit` (SPEC §10.6).
+/// Buyers of a SKU holding more live units than `limit` (contract §10.6).
 pub async fn buyers_over_limit<Q: Queryable>(
     q: &mut Q,
     sku_id: SkuId,

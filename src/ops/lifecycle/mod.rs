@@ -1,4 +1,4 @@
-//! The reservation lifecycle (SPEC §5): confirm, cancel, expire.
+//! The reservation lifecycle (contract §5): confirm, cancel, expire.
 //!
 //! MySQL decides. Each transition is one transaction that follows the ledger
 //! lock protocol (SKU row first, then the ledger row) and one conditional update

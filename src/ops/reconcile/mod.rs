@@ -1,4 +1,4 @@
-//! The reconciler's passes (SPEC §8): one observation per SKU, its verdict
+//! The reconciler's passes (contract §8): one observation per SKU, its verdict
 //! ([`verdict`]), and the repairs.
 //!
 //! - `MYSQL_INCONSISTENT`: `total - available != live ledger units`. Never
@@ -52,7 +52,7 @@ pub use verdict::{classify, escalate, Verdict};
 /// STUCK through the age of their in-flight records.
 pub const DLQ_BROWSE_MAX: usize = 2_000;
 
-/// One SKU's line of the report (SPEC §8), plus `drift` and Redis' own check.
+/// One SKU's line of the report (contract §8), plus `drift` and Redis' own check.
 #[derive(Debug, Clone, Serialize)]
 pub struct SkuReport {
     pub sku_id: u64,

@@ -1,4 +1,4 @@
-//! `MYSQL_BEHIND` (SPEC §8, docs/operations.md "MySQL failover"): work MySQL
+//! `MYSQL_BEHIND` (contract §8, docs/operations.md "MySQL failover"): work MySQL
 //! acknowledged and then lost — a primary that failed over to an asynchronous
 //! replica that had not applied it — while Redis still holds the proof.
 //!

@@ -1,4 +1,4 @@
-//! The reconciler's verdicts (SPEC §8) and the pure rules that give them: the
+//! The reconciler's verdicts (contract §8) and the pure rules that give them: the
 //! drift verdict of one observation ([`classify`]), then stuck work and lost
 //! MySQL work on top ([`escalate`]). Kept apart from the passes that gather
 //! the inputs so every rule has a unit test.

@@ -33,7 +33,7 @@ pub struct ApiState {
     pub reconciler: Arc<Reconciler>,
     /// Publishes outbox entries (group commit) and queues their removal.
     pub group_commit: GroupCommit,
-    /// Local sold-out flags (SPEC §7); `None` when `soldout.enabled` is false.
+    /// Local sold-out flags (contract §7); `None` when `soldout.enabled` is false.
     pub soldout: Option<std::sync::Arc<SoldOutBoard>>,
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
     pub draining: AtomicBool,

@@ -1,5 +1,5 @@
 //! Every error the HTTP API answers, as RFC 9457 `application/problem+json` with a
-//! stable `code`. This table is the contract of SPEC §6: a client switches on
+//! stable `code`. This table is the contract of contract §6: a client switches on
 //! `code`, never on the human-readable `detail`.
 
 use actix_web::http::header::{self, HeaderValue};

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use super::problem::ApiError;
 use crate::domain::{RequestId, Reservation, ReservationStatus, UserId};
 
-/// Pattern of a `request_id` (SPEC §6), as in `RequestId::parse`.
+/// Pattern of a `request_id` (contract §6), as in `RequestId::parse`.
 pub const REQUEST_ID_PATTERN: &str = "^[A-Za-z0-9_.:-]{1,64}$";
 
 /// `POST /v1/skus/{sku_id}/reservations`
@@ -97,7 +97,7 @@ impl SkuBody {
     }
 }
 
-/// A reservation as the API shows it (SPEC §6).
+/// A reservation as the API shows it (contract §6).
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Reservation)]
 pub struct ReservationView {
@@ -119,7 +119,7 @@ pub struct ReservationView {
     pub persisted: Option<bool>,
 }
 
-/// Where a reservation is in its lifecycle (SPEC §5).
+/// Where a reservation is in its lifecycle (contract §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[schema(as = ReservationStatus)]
@@ -172,7 +172,7 @@ pub struct SkuView {
 }
 
 /// How a SKU's stock is split over stock buckets. Every field is absent for
-/// a SKU in one bucket, whose view stays as in SPEC §2.
+/// a SKU in one bucket, whose view stays as in contract §6.
 #[derive(Debug, Default, Serialize, ToSchema)]
 pub struct SplitView {
     /// Stock buckets the SKU is split into.

@@ -17,7 +17,7 @@ pub struct Request {
     pub count: u32,
 }
 
-/// The fields of a 2xx reservation body the check compares (SPEC §6).
+/// The fields of a 2xx reservation body the check compares (contract §6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Body {
     pub request_id: String,

@@ -1,4 +1,4 @@
-//! "Every answer within its documented bound" (SPEC §10.9, architecture.md
+//! "Every answer within its documented bound" (contract §10.9, architecture.md
 //! "Every wait is bounded"), checked over a window of a load run: every
 //! answer of one operation sent in the window came within the bound, with an
 //! allowed status, and the status the fault should produce was seen.

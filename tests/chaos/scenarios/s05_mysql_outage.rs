@@ -1,7 +1,7 @@
 //! Scenario 5: MySQL is killed with SIGKILL for 20 s under load. Reservations
 //! do not need MySQL and keep being answered 201/202; the consumer's batches
 //! fail meanwhile. After the restart everything must reach MySQL and nothing
-//! may be dead-lettered (a dependency outage is not an attempt, SPEC §3).
+//! may be dead-lettered (a dependency outage is not an attempt, contract §3).
 
 use super::{plan, Scenario};
 use crate::load::Op;

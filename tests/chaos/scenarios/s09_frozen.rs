@@ -1,5 +1,5 @@
 //! Scenario 9: a dependency that is frozen (SIGSTOP: connections stay open,
-//! nothing answers) for 10 s must give bounded answers (SPEC §10.9):
+//! nothing answers) for 10 s must give bounded answers (contract §10.9):
 //! - MySQL frozen: confirm/cancel answer 503 within `mysql.query_timeout_ms`
 //!   (3000, the base default) + margin; reserves do not need MySQL;
 //! - Redis frozen: reserves answer 503 within one Redis call's documented

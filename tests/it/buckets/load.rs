@@ -13,14 +13,14 @@ use stockd::redis::buckets::bucket_of;
 use crate::helpers::TestApp;
 
 /// Longest wait for one answer: far above every timeout the api documents (a
-/// slow dependency is a 503, SPEC §10.9), so a request still open then hangs.
+/// slow dependency is a 503, contract §10.9), so a request still open then hangs.
 const ANSWER_WAIT: Duration = Duration::from_secs(30);
 
 /// How many ids past the wanted total `pick_buyers` may look at: a fair hash
 /// fills each of a few buckets within about N × the wanted count.
 const PICK_SCAN_FACTOR: u64 = 20;
 
-/// The refusals a sale may answer (SPEC §6).
+/// The refusals a sale may answer (contract §6).
 pub const REFUSALS: [&str; 3] = ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED"];
 
 /// splitmix64: a deterministic generator, so every run sends the same plan.

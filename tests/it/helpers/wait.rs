@@ -1,4 +1,4 @@
-//! Waiting on conditions (never a fixed sleep) and the SPEC §10 invariants a
+//! Waiting on conditions (never a fixed sleep) and the contract §10 invariants a
 //! test asserts once the pipeline drained.
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -124,7 +124,7 @@ impl TestApp {
         .await;
     }
 
-    /// SPEC §10 invariants 1, 2, 7 for one SKU (call after draining).
+    /// contract §10 invariants 1, 2, 7 for one SKU (call after draining).
     pub async fn assert_conserved(&self, sku: u64) {
         let mut conn = self.mysql().await;
         let (total, available): (i64, i64) = conn

@@ -1,4 +1,4 @@
-//! `POST .../reservations/{request_id}/confirm` and `/cancel` (SPEC §5, §6).
+//! `POST .../reservations/{request_id}/confirm` and `/cancel` (contract §5, §6).
 //!
 //! What the order service does with each answer:
 //! - confirm 200 `CONFIRMED`: the unit is sold; repeats are 200 with the same body.

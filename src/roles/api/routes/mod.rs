@@ -1,4 +1,4 @@
-//! Route table of the HTTP API (SPEC §6) and the extractor error handlers that
+//! Route table of the HTTP API (contract §6) and the extractor error handlers that
 //! turn malformed input into 400 problem+json before any handler runs.
 
 pub mod admin;

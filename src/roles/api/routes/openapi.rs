@@ -1,4 +1,4 @@
-//! `GET /openapi.json`: the OpenAPI 3.1 description of the HTTP API (SPEC §6),
+//! `GET /openapi.json`: the OpenAPI 3.1 description of the HTTP API (contract §6),
 //! generated from the handlers' `#[utoipa::path]` attributes, the body types
 //! of `views` and the markers of `contract`. Every problem response names the
 //! `code` values it can carry, so a client generator gets the full error contract.
@@ -190,7 +190,7 @@ mod tests {
             for method in ops.as_object().unwrap().keys() {
                 assert!(
                     expected.contains(&(path.as_str(), method.as_str())),
-                    "{method} {path} is not in SPEC §6"
+                    "{method} {path} is not in contract §6"
                 );
             }
         }

@@ -37,7 +37,7 @@ use crate::roles::api::ApiState;
         (status = 201, description = "Reserved, and the hand-off to the ledger is confirmed by the broker",
          body = ReservationView,
          headers(("Location" = String, description = "URL of the reservation"))),
-        (status = 202, description = "Reserved; the broker has not confirmed the hand-off yet, the outbox relay will (SPEC §3)",
+        (status = 202, description = "Reserved; the broker has not confirmed the hand-off yet, the outbox relay will (contract §3)",
          body = ReservationView,
          headers(("Location" = String, description = "URL of the reservation"))),
         (status = 200, description = "An identical replay: the reservation made by the first request",
