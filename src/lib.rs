@@ -6,22 +6,27 @@
 //!                                          └─► roles::consumer ─► db (stage 3: batched ledger)
 //! ```
 //!
-//! Crate map:
-//! - [`domain`]: ids, counts, reservation states, admission outcomes (pure).
-//! - [`redis`]: key builder, Lua scripts, the hot-path connection.
-//! - [`mq`]: RabbitMQ topology, deduction message, confirming publisher.
-//! - [`outbox`]: publish-and-remove of outbox entries, the relay (check-back).
-//! - [`db`]: MySQL pool, migrations, `sku_stock`, the ledger.
+//! Crate map (the product contract: docs/contract.md; the layers and why:
+//! docs/architecture.md, "Modules and the direction of dependencies"):
+//! - [`domain`]: ids, counts, reservation states and transitions, the deduction,
+//!   admission outcomes and MySQL's admission rule (pure, no I/O).
+//! - [`redis`]: key builder, Lua scripts, the hot-path connection, stock buckets.
+//! - [`mq`]: RabbitMQ topology, deduction message, confirming publisher, batching.
+//! - [`outbox`]: publish-and-remove of outbox entries (group commit, acker), the relay.
+//! - [`db`]: MySQL pool, migrations, `sku_stock`, the ledger by concern.
 //! - [`health`]: circuit breaker and outage log (dependency failures).
 //! - [`soldout`]: local sold-out flags kept in step through Redis Pub/Sub.
-//! - [`ops`]: operations spanning stores (create/restock SKU, reconcile, audit,
-//!   dead-letter replay, ...).
-//! - [`roles`]: what `--role` runs: api, consumer, all.
+//! - [`alert`]: the reconciler's webhook alerts.
+//! - [`ops`]: operations spanning stores: SKU create/restock, the lifecycle,
+//!   the closer's sweep, reconcile (`MYSQL_BEHIND`, `STUCK`, drift), audit,
+//!   warm-up, dead-letter list/replay, the console's overview.
+//! - [`roles`]: what `--role` runs: api, consumer, closer, reconciler, all.
 //! - `bench` (cargo feature `bench`, on by default, off in production builds):
 //!   the load generator behind `stockd bench`.
 //! - [`clock`]: epoch milliseconds and their RFC 3339 form.
 //! - [`tls`]: the `*.tls` settings turned into each driver's rustls options.
-//! - [`config`], [`cli`], [`telemetry`], [`shutdown`], [`resources`]: process plumbing.
+//! - [`config`], [`cli`] (+ [`cli_jobs`], [`cli_dlq`]: the one-shot subcommands),
+//!   [`telemetry`], [`shutdown`], [`sdnotify`], [`resources`]: process plumbing.
 
 pub mod alert;
 #[cfg(feature = "bench")]

@@ -1,6 +1,6 @@
 //! The `stock_deduct_idempotent` ledger (contract §4), one file per concern: the
-//! consumer's batched apply ([`apply`]) and its inserts ([`insert`]), reads
-//! ([`read`]), final states ([`settle`]) and consistent-snapshot lookups
+//! consumer's batched apply (`apply`) and its inserts (`insert`), reads
+//! (`read`), final states ([`settle`]) and consistent-snapshot lookups
 //! ([`snapshot`]). This file holds the row and report types they share.
 
 mod apply;

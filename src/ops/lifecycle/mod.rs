@@ -86,7 +86,7 @@ pub enum LifecycleError {
 /// Bounded as docs/architecture.md "Every wait is bounded" says: the decision
 /// (its reads and every deadlock retry) within one `mysql.query_timeout_ms`,
 /// then the Redis mirror within one Redis bound; clearing the row's pending flag
-/// runs after the answer ([`mirror_then_clear_later`]).
+/// runs after the answer (`mirror_then_clear_later`).
 pub async fn transition(
     db: &Db,
     redis: &RedisStore,
