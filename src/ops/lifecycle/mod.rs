@@ -19,8 +19,8 @@
 //! CONFIRMED proves the payment was decided — even when MySQL lost that commit
 //! (a failover to a lagging replica). A cancel or an expiry of such a
 //! reservation therefore re-applies the confirm instead and answers as if the
-//! payment had won the race: a paid unit is never released (docs/operations.md,
-//! "MySQL failover").
+//! payment had won the race: a paid unit is never released; a released one
+//! is never confirmed (`recovered`, docs/operations.md "MySQL failover").
 
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, settle, LedgerRow};
