@@ -2,17 +2,9 @@
 //! compare-and-set repair, and the warm-up write (scripts `snapshot.lua`,
 //! `adjust.lua`, `warmup.lua`).
 
-use std::sync::LazyLock;
-
-use deadpool_redis::redis::Script;
-
 use super::buckets::{Holder, Layout};
-use super::{RedisError, RedisStore};
+use super::{scripts, RedisError, RedisStore};
 use crate::domain::{ReservationStatus, SkuId};
-
-static SNAPSHOT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/snapshot.lua")));
-static ADJUST: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/adjust.lua")));
-static WARMUP: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/warmup.lua")));
 
 /// Values per winner in `snapshot.lua`'s reply: request id, status, count, created_ms.
 const WINNER_FIELDS: usize = 4;
@@ -102,7 +94,7 @@ impl RedisStore {
         asked: &[String],
         max_winners: usize,
     ) -> Result<Option<BucketSnapshot>, RedisError> {
-        let mut invocation = SNAPSHOT.prepare_invoke();
+        let mut invocation = scripts::SNAPSHOT.prepare_invoke();
         let keys = self.keys();
         invocation
             .key(keys.sku_at(tag))
@@ -133,7 +125,7 @@ impl RedisStore {
             Some(pool) => ("pool", pool),
             None => ("available", seen.available),
         };
-        let mut invocation = ADJUST.prepare_invoke();
+        let mut invocation = scripts::ADJUST.prepare_invoke();
         invocation
             .key(self.keys().sku(sku_id))
             .arg(expected)
@@ -173,7 +165,7 @@ impl RedisStore {
         adjust: i64,
     ) -> Result<(), RedisError> {
         let sku_id = layout.sku();
-        let mut invocation = WARMUP.prepare_invoke();
+        let mut invocation = scripts::WARMUP.prepare_invoke();
         invocation
             .key(self.keys().sku(sku_id))
             .key(self.keys().transfers_out_at(layout.tag(0)))

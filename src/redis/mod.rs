@@ -13,6 +13,7 @@ pub mod readmit;
 pub mod rebuild;
 pub mod reply;
 pub mod reservation;
+pub mod scripts;
 pub mod sku;
 pub mod store;
 

@@ -1,14 +1,8 @@
 //! A request id Redis admitted twice (it lost the first record): `readmit.lua`
 //! aligns the record with the ledger row and returns a doubly held unit.
 
-use std::sync::LazyLock;
-
-use deadpool_redis::redis::Script;
-
-use super::{RedisError, RedisStore};
+use super::{scripts, RedisError, RedisStore};
 use crate::domain::Readmission;
-
-static READMIT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/readmit.lua")));
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadmitOutcome {
@@ -26,7 +20,7 @@ impl RedisStore {
         let layout = self.layout(r.msg.sku_id).await?;
         let bucket = layout.bucket_of(r.msg.user_id);
         let tag = layout.tag(bucket);
-        let mut invocation = READMIT.prepare_invoke();
+        let mut invocation = scripts::READMIT.prepare_invoke();
         invocation
             .key(keys.sku_at(tag))
             .key(keys.reservation_at(tag, &r.msg.request_id))

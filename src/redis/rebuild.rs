@@ -2,15 +2,9 @@
 //! reservation records, winners entries and buyer counters, plus mirrors of
 //! decisions Redis lost. Used by warm-up and by the reconciler's repair.
 
-use std::sync::LazyLock;
-
-use deadpool_redis::redis::Script;
-
 use super::buckets::Layout;
-use super::{RedisError, RedisStore};
+use super::{scripts, RedisError, RedisStore};
 use crate::domain::{RequestId, ReservationStatus, SkuId, UserId};
-
-static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/rebuild.lua")));
 
 /// One ledger row as the rebuild needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +71,7 @@ impl RedisStore {
         }
         let keys = self.keys();
         let tag = layout.tag(bucket);
-        let mut invocation = REBUILD.prepare_invoke();
+        let mut invocation = scripts::REBUILD.prepare_invoke();
         invocation
             .key(keys.sku_at(tag))
             .key(keys.winners_at(tag))

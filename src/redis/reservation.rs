@@ -109,7 +109,7 @@ impl RedisStore {
         count: u32,
     ) -> Result<Vec<String>, RedisError> {
         let tag = layout.tag(bucket);
-        let mut invocation = self.reserve.prepare_invoke();
+        let mut invocation = super::scripts::RESERVE.prepare_invoke();
         invocation
             .key(self.keys.sku_at(tag))
             .key(self.keys.reservation_at(tag, request_id))
@@ -151,7 +151,7 @@ impl RedisStore {
         for _ in 0..2 {
             let bucket = layout.bucket_of(user_id);
             let tag = layout.tag(bucket);
-            let mut invocation = self.finish.prepare_invoke();
+            let mut invocation = super::scripts::FINISH.prepare_invoke();
             invocation
                 .key(self.keys.sku_at(tag))
                 .key(self.keys.reservation_at(tag, request_id))

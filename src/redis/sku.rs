@@ -102,7 +102,7 @@ impl RedisStore {
         // A cluster client re-sends a command whose connection dropped, so the
         // script may run twice: the operation id makes the second run a replay.
         let op_id = uuid::Uuid::new_v4().simple().to_string();
-        let mut invocation = self.load_sku.prepare_invoke();
+        let mut invocation = super::scripts::LOAD_SKU.prepare_invoke();
         invocation
             .key(self.keys.sku(sku_id))
             .key(self.keys.load_op(sku_id, &op_id))

@@ -5,24 +5,18 @@
 
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, AsyncConnectionConfig, Script};
+use deadpool_redis::redis::{self, AsyncConnectionConfig};
 use deadpool_redis::{Manager, Pool};
 
 use super::link::RedisLink;
 use super::local_link::LocalLinks;
+use super::scripts;
 use super::{HotConnection, Keys, RedisError};
 use crate::config::{RedisMode, RedisSettings};
-
-const RESERVE_LUA: &str = include_str!("lua/reserve.lua");
-const LOAD_SKU_LUA: &str = include_str!("lua/load_sku.lua");
-const FINISH_LUA: &str = include_str!("lua/finish.lua");
 
 pub struct RedisStore {
     pub(super) hot: HotConnection,
     pub(super) keys: Keys,
-    pub(super) reserve: Script,
-    pub(super) load_sku: Script,
-    pub(super) finish: Script,
     pub(super) reservation_ttl_ms: u64,
     pub(super) retention_ms: u64,
     pub(super) outbox_max_len: u64,
@@ -64,9 +58,6 @@ impl RedisStore {
         Ok(Self {
             hot,
             keys: Keys::new(&settings.key_prefix),
-            reserve: Script::new(RESERVE_LUA),
-            load_sku: Script::new(LOAD_SKU_LUA),
-            finish: Script::new(FINISH_LUA),
             reservation_ttl_ms: reservation_ttl_secs * 1000,
             retention_ms: settings.reservation_retention_secs * 1000,
             outbox_max_len: settings.outbox_max_len,
@@ -155,22 +146,24 @@ impl RedisStore {
         result
     }
 
-    /// Loads every script into the script cache, so the hot path's EVALSHA hits.
+    /// Loads every script of the registry ([`scripts::ALL`]) into the script
+    /// cache, so every EVALSHA hits and [`Self::scripts_loaded`] holds. On a
+    /// cluster the client sends `SCRIPT LOAD` to every primary.
     pub async fn load_scripts(&self) -> Result<(), RedisError> {
-        for script in [&self.reserve, &self.load_sku, &self.finish] {
+        for script in scripts::ALL {
             self.run(|mut c| async move { script.prepare_invoke().load_async(&mut c).await })
                 .await?;
         }
         Ok(())
     }
 
-    /// Whether Redis still holds every script (a restart or SCRIPT FLUSH empties
-    /// the cache; EVALSHA then falls back to loading, but readiness reports it).
+    /// Whether Redis still holds every script of the registry
+    /// ([`scripts::ALL`]; a restart or SCRIPT FLUSH empties the cache; EVALSHA
+    /// then falls back to loading, but readiness reports it). One `SCRIPT
+    /// EXISTS` with every SHA; on a cluster the client asks every primary and
+    /// answers true only where all of them hold the script.
     pub async fn scripts_loaded(&self) -> Result<bool, RedisError> {
-        let hashes: Vec<String> = [&self.reserve, &self.load_sku, &self.finish]
-            .iter()
-            .map(|s| s.get_hash().to_string())
-            .collect();
+        let hashes = scripts::all_shas();
         let found: Vec<bool> = self
             .run(|mut c| async move {
                 redis::cmd("SCRIPT")

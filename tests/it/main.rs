@@ -33,6 +33,7 @@ mod pipeline;
 mod reconcile;
 mod redis_links;
 mod reserve;
+mod scripts;
 mod security;
 mod soldout;
 mod stuck;

@@ -18,7 +18,6 @@ mod quiet;
 pub mod refill;
 pub mod resplit;
 pub mod route;
-mod scripts;
 pub mod setup;
 pub mod tags;
 pub mod transfer;

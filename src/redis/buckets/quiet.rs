@@ -26,16 +26,9 @@
 //! restock brings stock back after it (the refill's second test, once the
 //! flag is set, covers a release racing the drain).
 
-use std::sync::LazyLock;
-
-use deadpool_redis::redis::Script;
-
 use super::transfer::count_round_trip;
 use super::Layout;
-use crate::redis::{RedisError, RedisStore};
-
-static PROBE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/stock_probe.lua")));
+use crate::redis::{scripts, RedisError, RedisStore};
 
 /// What the double read found, for the bucket that asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +92,7 @@ impl RedisStore {
     /// `None`: the bucket's hash says another layout.
     async fn probe(&self, layout: &Layout, bucket: u16) -> Result<Option<Probe>, RedisError> {
         let tag = layout.tag(bucket);
-        let mut invocation = PROBE.prepare_invoke();
+        let mut invocation = scripts::STOCK_PROBE.prepare_invoke();
         invocation
             .key(self.keys.sku_at(tag))
             .key(self.keys.transfers_out_at(tag))

@@ -274,7 +274,7 @@ impl RedisStore {
         bucket: u16,
         drained: bool,
     ) -> Result<i64, RedisError> {
-        let mut invocation = super::scripts::DRAIN.prepare_invoke();
+        let mut invocation = crate::redis::scripts::DRAIN.prepare_invoke();
         invocation
             .key(self.keys.sku_at(layout.tag(bucket)))
             .arg(if drained { "1" } else { "0" })

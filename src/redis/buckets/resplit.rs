@@ -58,7 +58,7 @@ impl RedisStore {
             }
             self.reclaim(old, None).await?;
         }
-        let mut invocation = super::scripts::RESPLIT.prepare_invoke();
+        let mut invocation = crate::redis::scripts::RESPLIT.prepare_invoke();
         invocation
             .key(self.keys.sku(new.sku()))
             .arg(new.n())

@@ -90,7 +90,7 @@ impl RedisStore {
     ) -> Result<(), RedisError> {
         for bucket in layout.buckets().skip(1) {
             let tag = layout.tag(bucket);
-            let mut invocation = super::scripts::BUCKET_INIT.prepare_invoke();
+            let mut invocation = crate::redis::scripts::BUCKET_INIT.prepare_invoke();
             invocation
                 .key(self.keys.sku_at(tag))
                 .key(self.keys.transfers_out_at(tag))

@@ -12,17 +12,10 @@
 //! between the steps leaves a pending entry, which the reconciler finishes
 //! (`ops/rebalance.rs`): credit (a no-op if it was done) then settle.
 
-use std::sync::LazyLock;
-
-use deadpool_redis::redis::{self, Script};
+use deadpool_redis::redis;
 
 use super::Layout;
-use crate::redis::{RedisError, RedisStore};
-
-static DEBIT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/transfer_debit.lua")));
-static CREDIT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/transfer_credit.lua")));
+use crate::redis::{scripts, RedisError, RedisStore};
 
 /// How long a slot remembers the ids credited to it (7 days, refreshed by
 /// every credit): far longer than a pending transfer waits for the
@@ -111,7 +104,7 @@ impl RedisStore {
     ) -> Result<Transferred, RedisError> {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let tag = layout.tag(from.bucket());
-        let mut debit = DEBIT.prepare_invoke();
+        let mut debit = scripts::TRANSFER_DEBIT.prepare_invoke();
         debit
             .key(self.keys.sku_at(tag))
             .key(self.keys.transfers_out_at(tag))
@@ -154,7 +147,7 @@ impl RedisStore {
         units: i64,
     ) -> Result<Credited, RedisError> {
         let tag = layout.tag(to.bucket());
-        let mut credit = CREDIT.prepare_invoke();
+        let mut credit = scripts::TRANSFER_CREDIT.prepare_invoke();
         credit
             .key(self.keys.sku_at(tag))
             .key(self.keys.transfers_in_at(tag))
