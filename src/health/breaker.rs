@@ -26,6 +26,10 @@ pub struct Breaker {
     open: AtomicBool,
     /// When it opened (unix ms), 0 while closed.
     opened_at_ms: AtomicU64,
+    /// Probes that failed since start: how many times a held delivery would
+    /// have been retried (and counted) had it been requeued instead. Tests
+    /// wait on it rather than on a span of time.
+    failed_probes: AtomicU64,
 }
 
 impl Breaker {
@@ -35,11 +39,17 @@ impl Breaker {
             dependency,
             open: AtomicBool::new(false),
             opened_at_ms: AtomicU64::new(0),
+            failed_probes: AtomicU64::new(0),
         }
     }
 
     pub fn is_open(&self) -> bool {
         self.open.load(Ordering::SeqCst)
+    }
+
+    /// Probes of [`Self::wait_until_healthy`] that failed, since start.
+    pub fn failed_probes(&self) -> u64 {
+        self.failed_probes.load(Ordering::SeqCst)
     }
 
     /// Opens the breaker (idempotent); logs the first failure only.
@@ -87,6 +97,7 @@ impl Breaker {
             if probe().await.is_ok() {
                 return true;
             }
+            self.failed_probes.fetch_add(1, Ordering::SeqCst);
             pause = (pause * 2).min(PROBE_PAUSE_MAX);
         }
     }
@@ -116,6 +127,7 @@ mod tests {
             .await;
         assert!(healthy);
         assert_eq!(calls, 3);
+        assert_eq!(breaker.failed_probes(), 2);
         cancel.cancel();
         let healthy = breaker
             .wait_until_healthy(&cancel, || async { Err::<(), _>("down") })

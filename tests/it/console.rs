@@ -15,6 +15,11 @@ use webdriver::{Browser, Engine};
 
 /// How long the page may take to show a change (it polls once a second).
 const SEEN_WITHIN: Duration = Duration::from_secs(15);
+/// Page polls (one a second) the busy traffic spans: a rate line of several
+/// points for the screenshot.
+const TRAFFIC_POLLS: u64 = 4;
+/// Reservations sent before each of those polls (20 in all, as before).
+const RESERVES_PER_POLL: u64 = 5;
 
 fn with_admin_listener() -> TestOptions {
     TestOptions {
@@ -193,17 +198,22 @@ async fn operator_watches_a_sale(engine: Engine) {
     browser
         .wait_text("#sku-1-redis", SEEN_WITHIN, |t| t == "3")
         .await;
-    // A few seconds of traffic on the other SKUs, for the rate chart.
-    for i in 0..20u64 {
-        let sku = 2 + i % 2;
-        let status = app
-            .reserve(sku, &format!("busy-{i}"), 100 + i, 1 + (i % 2) as u32)
-            .await
-            .status();
-        assert_eq!(status, 201);
-        // About time itself: traffic spread over seconds, so the page's rate
-        // chart (one point a second) has something to draw.
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    // Traffic on the other SKUs spread over several of the page's polls, so
+    // its rate chart (one point a poll) has a line to draw: each round waits
+    // for the page's next poll (its "updated" stamp changes).
+    for round in 0..TRAFFIC_POLLS {
+        let stamp = browser.text("#status").await;
+        for i in round * RESERVES_PER_POLL..(round + 1) * RESERVES_PER_POLL {
+            let sku = 2 + i % 2;
+            let status = app
+                .reserve(sku, &format!("busy-{i}"), 100 + i, 1 + (i % 2) as u32)
+                .await
+                .status();
+            assert_eq!(status, 201);
+        }
+        browser
+            .wait_text("#status", SEEN_WITHIN, |t| stamp.as_deref() != Some(t))
+            .await;
     }
     assert_eq!(app.reserve(1, "last", 2, 3).await.status(), 201);
     assert_eq!(app.reserve(1, "late", 3, 1).await.status(), 409);

@@ -15,6 +15,17 @@ use stockd::roles::closer::Closer;
 
 use crate::helpers::{TestApp, TestOptions};
 
+/// Stamps are whole milliseconds; a few more than one absorb the rounding.
+const CLOCK_ROUNDING: Duration = Duration::from_millis(5);
+
+/// About time itself: no event marks a reservation's TTL running out, so the
+/// test waits out the rest of it — from the reserve's answer, so the time the
+/// test spent since counts — plus the ms clock's rounding. Any shorter, and
+/// the closer would find reservations still live: not the race under test.
+async fn wait_past(expires_by: Instant) {
+    tokio::time::sleep_until((expires_by + CLOCK_ROUNDING).into()).await;
+}
+
 fn ttl(secs: u64, closer: bool) -> TestOptions {
     TestOptions {
         ttl_secs: secs,
@@ -201,9 +212,9 @@ async fn duplicate_expiries_and_cancels_release_exactly_once() {
     let app = TestApp::with(ttl(1, false)).await;
     app.create_sku(1, 4, 4).await;
     assert_eq!(app.reserve(1, "d", 7, 2).await.status(), 201);
+    let expires_by = Instant::now() + Duration::from_secs(1);
     app.wait_ledger_rows(1).await;
-    // About time itself: the 1 s reservation TTL must run out before expiring.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    wait_past(expires_by).await;
     let msg = Deduction {
         request_id: RequestId::parse("d").unwrap(),
         sku_id: TestApp::sku(1),
@@ -245,9 +256,10 @@ async fn pay_and_expiry_racing_have_exactly_one_winner_each() {
             201
         );
     }
+    // The last reservation answered: every expiry lies before this instant.
+    let expires_by = Instant::now() + Duration::from_secs(1);
     app.wait_ledger_rows(N).await;
-    // About time itself: the 1 s reservation TTL must run out before expiring.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    wait_past(expires_by).await;
     let closer = Closer::from_resources(&app.res);
     let races = (0..N).map(|i| {
         let app = &app;

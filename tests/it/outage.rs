@@ -47,15 +47,30 @@ async fn a_mysql_outage_dead_letters_nothing_and_every_201_reaches_mysql() {
         let response = app.reserve(1, &format!("o{i}"), 100 + i, 1).await;
         assert_eq!(response.status(), 201, "Redis and the broker are up");
     }
-    // Far longer than max_retries x retry_delay: the old path dead-lettered here.
     app.eventually("the breaker opened", Duration::from_secs(10), || async {
         app.res.mysql_breaker.is_open()
     })
     .await;
-    // About time itself: nothing may be dead-lettered during a span far longer
-    // than the old path's max_retries x retry_delay; only a span can show that.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let opened = Instant::now();
     let topology = app.res.publisher.topology().clone();
+    // The old path dead-lettered a deduction after max_retries + 1 failed
+    // attempts, retry_delay apart. Wait until the consumer held its batch
+    // through as many failed MySQL probes and longer than that span — or
+    // until something reached the DLQ, which the assertion below reports.
+    let amqp = &app.res.settings.amqp;
+    let old_path_attempts = u64::from(amqp.max_retries) + 1;
+    let old_path_span = Duration::from_millis(amqp.retry_delay_ms) * amqp.max_retries;
+    app.eventually(
+        "the consumer held through the old path's attempts",
+        Duration::from_secs(20),
+        || async {
+            app.queue_depth(&topology.deduct_dlq).await > 0
+                || (app.res.mysql_breaker.is_open()
+                    && app.res.mysql_breaker.failed_probes() >= old_path_attempts
+                    && opened.elapsed() > old_path_span)
+        },
+    )
+    .await;
     assert_eq!(
         app.queue_depth(&topology.deduct_dlq).await,
         0,
@@ -217,13 +232,30 @@ async fn a_mysql_outage_across_expiry_dead_letters_no_expiry() {
     assert_eq!(app.reserve(1, "e1", 7, 1).await.status(), 201);
     assert_eq!(app.reserve(1, "e2", 8, 1).await.status(), 201);
     app.wait_ledger_rows(2).await;
+    let probes_before = app.res.mysql_breaker.failed_probes();
     proxy.set(Mode::Down);
-    // The delay queue releases both expiries into the closer while MySQL is
-    // down; with the old requeue loop five redeliveries dead-lettered them.
-    // About time itself: the 2 s TTL releases both expiries into the closer,
-    // and the span is longer than the old requeue loop took to dead-letter.
-    tokio::time::sleep(Duration::from_secs(8)).await;
     let topology = app.res.publisher.topology().clone();
+    // The delay queue releases both expiries into the closer while MySQL is
+    // down; the old requeue loop dead-lettered each after delivery_limit + 1
+    // failed deliveries. Wait until neither waits in a queue (the closer holds
+    // both) and the closer held through as many failed attempts (its first
+    // try + delivery_limit probes) — or until one reached the expiry DLQ,
+    // which the assertion below reports.
+    let old_path_probes = u64::from(app.res.settings.amqp.delivery_limit);
+    app.eventually(
+        "both expiries held by the closer through delivery_limit failed probes",
+        Duration::from_secs(30),
+        || async {
+            if app.queue_depth(&topology.expiry_dlq).await > 0 {
+                return true;
+            }
+            app.queue_depth(&topology.expiry_delay_queue).await == 0
+                && app.queue_depth(&topology.expiry_queue).await == 0
+                && app.res.mysql_breaker.is_open()
+                && app.res.mysql_breaker.failed_probes() - probes_before >= old_path_probes
+        },
+    )
+    .await;
     assert_eq!(
         app.queue_depth(&topology.expiry_dlq).await,
         0,

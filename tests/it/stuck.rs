@@ -2,7 +2,7 @@
 //! reservations Redis took that MySQL still lacks past
 //! `reconcile.stuck_after_ms`, are reported with their units and where they sit.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use stockd::ops::reconcile::{Reconciler, Verdict};
 
@@ -51,6 +51,8 @@ async fn a_dead_lettered_deduction_makes_its_sku_stuck() {
 #[tokio::test]
 async fn an_in_flight_reservation_older_than_the_bound_is_stuck() {
     const STUCK_AFTER_MS: u64 = 1_500;
+    /// Stamps are whole milliseconds; a few more than one absorb the rounding.
+    const CLOCK_ROUNDING: Duration = Duration::from_millis(5);
     let mut app = TestApp::spawn().await;
     let mut settings = app.res.settings.reconcile.clone();
     settings.stuck_after_ms = STUCK_AFTER_MS;
@@ -58,6 +60,8 @@ async fn an_in_flight_reservation_older_than_the_bound_is_stuck() {
         .with_dead_letters(app.res.publisher.clone());
     app.create_sku(1, 10, 5).await;
     app.reserve_and_lose_the_message(1, "lost", 9, 2).await;
+    // The reservation was stamped (`created_ms`) before this instant.
+    let reserved_by = Instant::now();
     let young = reconciler.run_once(&[], false).await.unwrap();
     assert_eq!(
         young.skus[0].verdict,
@@ -66,8 +70,12 @@ async fn an_in_flight_reservation_older_than_the_bound_is_stuck() {
         young.skus[0]
     );
     assert_eq!(young.skus[0].stuck_units, 0);
-    // About time itself: the reservation must age past `stuck_after_ms`.
-    tokio::time::sleep(Duration::from_millis(STUCK_AFTER_MS + 500)).await;
+    // About time itself: no event marks the reservation ageing past
+    // `stuck_after_ms`, so wait out the rest of that span — from when it was
+    // stamped, not from now — plus the ms clock's rounding (the check is
+    // strictly older). Still STUCK-less here would fail the assertion below.
+    let aged_by = reserved_by + Duration::from_millis(STUCK_AFTER_MS) + CLOCK_ROUNDING;
+    tokio::time::sleep_until(aged_by.into()).await;
     let old = reconciler.run_once(&[], false).await.unwrap();
     let line = &old.skus[0];
     assert_eq!(

@@ -3,8 +3,6 @@
 //! running — and restarted on its data. Quorum queues keep every confirmed
 //! message; the outbox relay republishes what was not confirmed.
 
-use std::time::Duration;
-
 use super::{plan, Scenario};
 use crate::load::LoadReport;
 
@@ -53,7 +51,6 @@ async fn s04_broker_kill9_with_and_without_backlog_loses_nothing() {
     let under_load = load.finish().await;
     sc.expect_sane_answers(&backlog);
     sc.expect_sane_answers(&under_load);
-    tokio::time::sleep(Duration::from_millis(500)).await;
     sc.finish(&LoadReport::merge(&[&backlog, &under_load]))
         .await;
 }

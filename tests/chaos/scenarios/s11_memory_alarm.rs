@@ -63,11 +63,13 @@ async fn s11_broker_memory_alarm_fills_outbox_to_its_bound_then_drains() {
         max_seen <= OUTBOX_MAX,
         format!("outbox never above redis.outbox_max_len: max seen {max_seen} <= {OUTBOX_MAX}"),
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
     sc.finish(&report).await;
 }
 
-/// Samples XLEN of the outbox every 100 ms, keeping the maximum.
+/// How often the outbox's XLEN is sampled: the sampler's period, not a wait.
+const XLEN_SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// Samples XLEN of the outbox every [`XLEN_SAMPLE_EVERY`], keeping the maximum.
 async fn sample_xlen(url: String, key: String, max: Arc<AtomicU64>) {
     use deadpool_redis::redis;
     let client = redis::Client::open(url).unwrap();
@@ -82,6 +84,6 @@ async fn sample_xlen(url: String, key: String, max: Arc<AtomicU64>) {
         {
             max.fetch_max(n, Ordering::SeqCst);
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(XLEN_SAMPLE_EVERY).await;
     }
 }

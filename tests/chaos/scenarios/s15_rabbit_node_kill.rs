@@ -8,7 +8,6 @@
 //! node is restarted before the drain, so the audit sees every member.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use super::{metrics, plan, Scenario, DRAIN_LIMIT};
 use crate::servers::rabbit_cluster::{QueueView, NODES};
@@ -190,7 +189,6 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
         oversold == 0,
         format!("nothing oversold ({oversold} units)"),
     );
-    tokio::time::sleep(Duration::from_millis(200)).await;
     sc.finish(&report).await;
 }
 
