@@ -24,7 +24,7 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
         (1, "c", 2, 1),
         (2, "d", 1, 1),
     ] {
-        assert_eq!(app.reserve(sku, rid, user, count).await.status(), 201);
+        app.reserve_ok(sku, rid, user, count).await;
     }
     app.wait_ledger_rows(4).await;
     assert_eq!(app.confirm(1, "a").await.0, 200);
@@ -62,7 +62,7 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
 async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
     let app = TestApp::spawn().await;
     app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "x", 1, 2).await.status(), 201);
+    app.reserve_ok(1, "x", 1, 2).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
     app.redis_incr_available(1, 3).await;
@@ -92,7 +92,7 @@ async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
 async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
     let app = TestApp::spawn().await;
     app.create_sku(1, 10, 1).await;
-    assert_eq!(app.reserve(1, "first", 7, 1).await.status(), 201);
+    app.reserve_ok(1, "first", 7, 1).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
     // A second live unit for buyer 7, as if both stores had admitted it.
@@ -146,8 +146,8 @@ async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
 async fn a_lost_reservation_record_fails_ledger_in_redis() {
     let app = TestApp::spawn().await;
     app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "kept", 1, 1).await.status(), 201);
-    assert_eq!(app.reserve(1, "lost", 2, 2).await.status(), 201);
+    app.reserve_ok(1, "kept", 1, 1).await;
+    app.reserve_ok(1, "lost", 2, 2).await;
     app.wait_ledger_rows(2).await;
     app.wait_drained(1).await;
     let rid = stockd::domain::RequestId::parse("lost").unwrap();

@@ -12,7 +12,6 @@ mod owned;
 mod ports;
 #[path = "../support/proxy.rs"]
 mod proxy;
-mod support;
 
 mod audit;
 mod bad_input;

@@ -76,7 +76,7 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
         ("d", 4, 3),
         ("e", 5, 2),
     ] {
-        assert_eq!(app.reserve(1, rid, user, count).await.status(), 201);
+        app.reserve_ok(1, rid, user, count).await;
     }
     app.wait_ledger_rows(5).await;
     assert_eq!(app.confirm(1, "c").await.0, 200);
@@ -165,7 +165,7 @@ async fn a_confirm_mysql_lost_is_reapplied_instead_of_an_expiry_or_a_cancel() {
         ("cancelled", 3),
         ("paid-late", 4),
     ] {
-        assert_eq!(app.reserve(1, rid, user, 1).await.status(), 201);
+        app.reserve_ok(1, rid, user, 1).await;
     }
     app.wait_ledger_rows(4).await;
     // A cancel MySQL lost: a payment arriving now is told it was released.
@@ -229,7 +229,5 @@ async fn a_confirm_mysql_lost_is_reapplied_instead_of_an_expiry_or_a_cancel() {
     }
     assert_eq!(app.mysql_available(1).await, Some(7));
     assert_eq!(app.redis_available(1).await, Some(7));
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }

@@ -103,10 +103,7 @@ async fn six_consumer_crashes_holding_the_prefetch_dead_letter_nothing() {
     }
     let topology = app.res.publisher.topology().clone();
     for _crash in 0..6 {
-        let conn = crate::helpers::broker(&app.res.settings, "crashing-consumer")
-            .await
-            .unwrap();
-        let ch = conn.create_channel().await.unwrap();
+        let (conn, ch) = app.broker_channel("crashing-consumer").await;
         ch.basic_qos(1000, BasicQosOptions::default())
             .await
             .unwrap();
@@ -158,10 +155,7 @@ async fn a_poison_message_is_dead_lettered_with_its_reason() {
         app.queue_depth(&topology.deduct_dlq).await == 1
     })
     .await;
-    let conn = crate::helpers::broker(&app.res.settings, "dlq-reader")
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
+    let (conn, ch) = app.broker_channel("dlq-reader").await;
     let got = ch
         .basic_get(
             topology.deduct_dlq.as_str().into(),
@@ -190,18 +184,14 @@ async fn confirm_and_cancel_answer_503_within_the_query_timeout_when_mysql_is_fr
     let proxy = FaultProxy::start("127.0.0.1:3306").await;
     let app = TestApp::with(mysql_via(&proxy, true)).await;
     app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "f1", 7, 1).await.status(), 201);
-    assert_eq!(app.reserve(1, "f2", 7, 1).await.status(), 201);
+    app.reserve_ok(1, "f1", 7, 1).await;
+    app.reserve_ok(1, "f2", 7, 1).await;
     app.wait_ledger_rows(2).await;
     proxy.set(Mode::Frozen);
     for (path, rid) in [("confirm", "f1"), ("cancel", "f2")] {
         let started = Instant::now();
-        let response = app
-            .client
-            .post(format!("{}/v1/skus/1/reservations/{rid}/{path}", app.base))
-            .send()
-            .await
-            .unwrap();
+        let url = app.url(&format!("/v1/skus/1/reservations/{rid}/{path}"));
+        let response = app.client.post(url).send().await.unwrap();
         let took = started.elapsed();
         assert_eq!(response.status(), 503, "{path}");
         assert!(response.headers().contains_key("retry-after"));
@@ -229,8 +219,8 @@ async fn a_mysql_outage_across_expiry_dead_letters_no_expiry() {
     opts.ttl_secs = 2;
     let app = TestApp::with(opts).await;
     app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "e1", 7, 1).await.status(), 201);
-    assert_eq!(app.reserve(1, "e2", 8, 1).await.status(), 201);
+    app.reserve_ok(1, "e1", 7, 1).await;
+    app.reserve_ok(1, "e2", 8, 1).await;
     app.wait_ledger_rows(2).await;
     let probes_before = app.res.mysql_breaker.failed_probes();
     proxy.set(Mode::Down);
@@ -305,7 +295,7 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     })
     .await;
     app.create_sku(1, 1000, 1000).await;
-    assert_eq!(app.reserve(1, "warm", 1, 1).await.status(), 201);
+    app.reserve_ok(1, "warm", 1, 1).await;
 
     redis_proxy.set(Mode::Frozen);
     let mut slowest = Duration::ZERO;
@@ -365,8 +355,7 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     )
     .await;
     // Late confirms and relay republishes (duplicates) must be consumed too.
-    app.wait_drained(1).await;
-    app.cleanup().await;
+    app.finish_drained(1).await;
 }
 
 /// Defect: during an outage every failed request logged an ERROR line. Now the
@@ -409,19 +398,7 @@ async fn failures(app: &TestApp) -> f64 {
 
 async fn failures_of(app: &TestApp, dependency: &str) -> f64 {
     let series = format!("stockd_dependency_failures_total{{dependency=\"{dependency}\"}}");
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(&series))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    app.metric_sum(&series).await
 }
 
 /// A worker role (consumer, closer) shows its MySQL breaker on its own

@@ -103,9 +103,7 @@ async fn the_relay_publishes_an_outbox_entry_that_was_never_published() {
         app.ledger_status(1, "lost").await.as_deref(),
         Some("RESERVED")
     );
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// Over-admission: Redis holds more than MySQL (lost deductions after a
@@ -171,7 +169,7 @@ async fn a_poison_message_is_dead_lettered_without_blocking_others() {
         br#"{"request_id":"a b","sku_id":1,"user_id":1,"count":1,"created_ms":1,"expires_ms":2}"#,
     )
     .await;
-    assert_eq!(app.reserve(1, "fine", 1, 1).await.status(), 201);
+    app.reserve_ok(1, "fine", 1, 1).await;
     app.wait_ledger_rows(1).await;
     let dlq = app.res.publisher.topology().deduct_dlq.clone();
     app.eventually(
@@ -180,9 +178,7 @@ async fn a_poison_message_is_dead_lettered_without_blocking_others() {
         || async { app.queue_depth(&dlq).await == 2 },
     )
     .await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// A message for a SKU MySQL does not know is rejected, not retried forever.
@@ -293,9 +289,7 @@ async fn a_dead_broker_first_in_amqp_urls_is_skipped() {
         app.ledger_status(1, "via-second").await.as_deref(),
         Some("RESERVED")
     );
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// The group commit's linger: deductions that reach it within the linger of
@@ -352,15 +346,6 @@ async fn deductions_within_the_linger_leave_as_one_broker_message() {
     cancel.cancel();
     let _ = tokio::join!(acker_task, group_task);
     // The message was only to be counted: purge it, so the queues end empty.
-    let conn = crate::helpers::broker(&app.res.settings, "purge")
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    let purged = ch
-        .queue_purge(queue.as_str().into(), Default::default())
-        .await
-        .unwrap();
-    assert_eq!(purged, 1);
-    let _ = conn.close(200, "".into()).await;
+    assert_eq!(app.purge_queue(&queue).await, 1);
     app.cleanup().await;
 }

@@ -10,19 +10,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use stockd::ops::reconcile::Verdict;
 use stockd::ops::warmup::{warmup, WarmupOutcome};
 
-use crate::helpers::{TestApp, TestOptions, ADMIN_TOKEN};
+use crate::helpers::{TestApp, TestOptions};
 
 async fn warm(app: &TestApp, sku: u64, force: bool) -> (u16, serde_json::Value) {
     let q = if force { "?force=true" } else { "" };
-    let resp = app
-        .client
-        .post(format!("{}/v1/admin/skus/{sku}/warmup{q}", app.base))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
+    app.post_json_admin(&format!("/v1/admin/skus/{sku}/warmup{q}"))
         .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap())
 }
 
 /// Warm-up loads a SKU; while reservations are in flight a second warm-up is
@@ -35,7 +28,7 @@ async fn warmup_is_refused_while_in_flight_and_a_lost_sku_waits_for_it() {
     let (status, body) = warm(&app, 1, false).await;
     assert_eq!((status, body["available"].as_i64()), (200, Some(10)));
     app.stop_consumer().await;
-    assert_eq!(app.reserve(1, "f1", 1, 2).await.status(), 201);
+    app.reserve_ok(1, "f1", 1, 2).await;
     let (status, body) = warm(&app, 1, false).await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -69,7 +62,7 @@ async fn warmup_is_refused_while_in_flight_and_a_lost_sku_waits_for_it() {
     );
     let (status, _) = warm(&app, 1, false).await;
     assert_eq!(status, 200);
-    assert_eq!(app.reserve(1, "f2", 2, 1).await.status(), 201);
+    app.reserve_ok(1, "f2", 2, 1).await;
     app.wait_ledger_rows(2).await;
     app.wait_drained(1).await;
     app.assert_conserved(1).await;
@@ -130,7 +123,7 @@ async fn lost_redis_writes_are_found_repaired_and_never_oversold() {
 async fn leaked_stock_is_repaired_after_confirmation() {
     let app = TestApp::spawn().await;
     app.create_sku(1, 20, 5).await;
-    assert_eq!(app.reserve(1, "x", 1, 2).await.status(), 201);
+    app.reserve_ok(1, "x", 1, 2).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
     app.redis_incr_available(1, -5).await;
@@ -271,8 +264,7 @@ async fn busy_pipeline_reports_no_drift(max_winners: Option<usize>) {
             "false alarm: {verdict:?} drift {drift}; all: {verdicts:?}"
         );
     }
-    app.wait_drained(1).await;
-    app.cleanup().await;
+    app.finish_drained(1).await;
 }
 
 /// The library warm-up reports a SKU MySQL does not know.

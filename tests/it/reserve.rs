@@ -43,9 +43,7 @@ async fn a_reservation_is_created_decremented_and_persisted() {
         sku,
         serde_json::json!({"sku_id":1,"available":8,"sold_out":false,"limit_per_user":2})
     );
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// The same request again is a 200 replay with the header; no second deduction
@@ -54,7 +52,7 @@ async fn a_reservation_is_created_decremented_and_persisted() {
 async fn a_replay_is_answered_from_the_stored_outcome_and_a_mismatch_is_422() {
     let app = TestApp::spawn().await;
     app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "r", 7, 1).await.status(), 201);
+    app.reserve_ok(1, "r", 7, 1).await;
     let replay = app.reserve(1, "r", 7, 1).await;
     assert_eq!(replay.status(), 200);
     assert_eq!(replay.headers().get("Idempotent-Replayed").unwrap(), "true");
@@ -77,12 +75,12 @@ async fn a_replay_is_answered_from_the_stored_outcome_and_a_mismatch_is_422() {
 async fn refusals_have_their_codes_and_write_nothing() {
     let app = TestApp::spawn().await;
     app.create_sku(1, 3, 2).await;
-    assert_eq!(app.reserve(1, "a", 1, 2).await.status(), 201);
+    app.reserve_ok(1, "a", 1, 2).await;
     let (s, c) = problem_code(app.reserve(1, "b", 1, 1).await).await;
     assert_eq!((s, c.as_str()), (409, "LIMIT_EXCEEDED"));
     let (s, c) = problem_code(app.reserve(1, "c", 2, 2).await).await;
     assert_eq!((s, c.as_str()), (409, "INSUFFICIENT_STOCK"));
-    assert_eq!(app.reserve(1, "d", 2, 1).await.status(), 201);
+    app.reserve_ok(1, "d", 2, 1).await;
     let (s, c) = problem_code(app.reserve(1, "e", 3, 1).await).await;
     assert_eq!((s, c.as_str()), (409, "SOLD_OUT"));
     let (s, c) = problem_code(app.reserve(99, "f", 3, 1).await).await;
@@ -157,16 +155,14 @@ async fn admin_needs_the_token_and_cannot_go_below_reserved() {
     let (s, c) = problem_code(resp).await;
     assert_eq!((s, c.as_str()), (401, "UNAUTHORIZED"));
     app.create_sku(1, 5, 5).await;
-    assert_eq!(app.reserve(1, "a", 1, 3).await.status(), 201);
+    app.reserve_ok(1, "a", 1, 3).await;
     let (s, _) = problem_code(app.put_sku(1, 2, 5).await).await;
     assert_eq!(s, 409);
     // Restock keeps live reservations: 5 -> 8 total, Redis 2 -> 5.
     app.create_sku(1, 8, 5).await;
     assert_eq!(app.redis_available(1).await, Some(5));
     app.wait_ledger_rows(1).await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// With `durability: redis` the answer is 201 before the broker confirm, and the
@@ -183,7 +179,5 @@ async fn redis_durability_answers_first_and_still_persists() {
         assert_eq!(app.reserve(1, &format!("r{i}"), 1, 1).await.status(), 201);
     }
     app.wait_ledger_rows(5).await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }

@@ -73,9 +73,7 @@ async fn a_sellout_on_one_node_short_circuits_the_other_and_a_cancel_reopens_it(
     }
     assert_eq!(app.reserve_at(&b_base, 1, "again", 2).await.0, 201);
     app.wait_ledger_rows(2).await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// Subscribers killed right before the sellout: nothing is ever wrongly
@@ -119,9 +117,7 @@ async fn killed_subscribers_never_cause_a_wrong_acceptance() {
     .await;
     assert!(start.elapsed() <= ttl + Duration::from_millis(500));
     app.wait_ledger_rows(3).await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// A restarted api node starts with the right flags, from the durable markers.
@@ -130,7 +126,7 @@ async fn a_restarted_node_loads_its_flags_from_the_durable_markers() {
     let mut app = TestApp::spawn().await;
     app.create_sku(1, 1, 1).await;
     app.create_sku(2, 5, 1).await;
-    assert_eq!(app.reserve(1, "only", 1, 1).await.status(), 201);
+    app.reserve_ok(1, "only", 1, 1).await;
     let (_, fresh) = app.spawn_api();
     let board = fresh.soldout.clone().unwrap();
     app.eventually(
@@ -141,6 +137,5 @@ async fn a_restarted_node_loads_its_flags_from_the_durable_markers() {
     .await;
     assert!(!board.is_flagged(TestApp::sku(2)));
     app.wait_ledger_rows(1).await;
-    app.wait_drained(1).await;
-    app.cleanup().await;
+    app.finish_drained(1).await;
 }

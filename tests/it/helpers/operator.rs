@@ -12,7 +12,7 @@ use mysql_async::prelude::Queryable;
 use stockd::domain::Deduction;
 use stockd::mq::dlq::{ATTEMPT_HEADER, REASON_HEADER};
 
-use crate::helpers::TestApp;
+use super::TestApp;
 
 /// What a `stockd` child process did.
 #[derive(Debug)]
@@ -113,10 +113,7 @@ impl TestApp {
 
     /// Removes every ready message of `queue` (a lost message); returns how many.
     pub async fn purge_queue(&self, queue: &str) -> u32 {
-        let conn = crate::helpers::broker(&self.res.settings, "purge")
-            .await
-            .unwrap();
-        let ch = conn.create_channel().await.unwrap();
+        let (conn, ch) = self.broker_channel("purge").await;
         let purged = ch
             .queue_purge(queue.into(), lapin::options::QueuePurgeOptions::default())
             .await
