@@ -15,8 +15,7 @@ async fn audit(app: &TestApp) -> AuditReport {
 /// passes and `stockd audit --json` exits 0 with the documented shape.
 #[tokio::test]
 async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 3).await;
+    let app = TestApp::spawn_with_sku(1, 10, 3).await;
     app.create_sku(2, 5, 1).await;
     for (sku, rid, user, count) in [
         (1, "a", 1, 2),
@@ -60,8 +59,7 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
 /// fails, and the CLI exits 1.
 #[tokio::test]
 async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.reserve_ok(1, "x", 1, 2).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
@@ -90,8 +88,7 @@ async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
 /// by raising total_stock): only `buyer_limit` fails, naming the buyer.
 #[tokio::test]
 async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 1).await;
+    let app = TestApp::spawn_with_sku(1, 10, 1).await;
     app.reserve_ok(1, "first", 7, 1).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
@@ -144,8 +141,7 @@ async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
 /// (a replay of that request would be admitted again).
 #[tokio::test]
 async fn a_lost_reservation_record_fails_ledger_in_redis() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.reserve_ok(1, "kept", 1, 1).await;
     app.reserve_ok(1, "lost", 2, 2).await;
     app.wait_ledger_rows(2).await;
@@ -173,8 +169,7 @@ async fn a_lost_reservation_record_fails_ledger_in_redis() {
 /// broker's reason.
 #[tokio::test]
 async fn a_dead_lettered_message_fails_dlq_empty() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.publish_raw(b"{\"not\":\"a deduction\"}").await;
     app.eventually("poison dead-lettered", Duration::from_secs(20), || async {
         app.dlq_depth().await == 1

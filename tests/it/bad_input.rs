@@ -118,8 +118,7 @@ fn malformed() -> Vec<(&'static str, String, String)> {
 /// MySQL are exactly as before.
 #[tokio::test]
 async fn malformed_reservations_are_400_and_write_nothing() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     let keys_before = {
         let mut k = app.redis_keys().await;
         k.sort();

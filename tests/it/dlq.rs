@@ -30,8 +30,7 @@ async fn wait_work_queue_empty(app: &TestApp) {
 /// the stock is still taken once.
 #[tokio::test]
 async fn a_replayed_dead_letter_is_applied_once_even_when_replayed_twice() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let mut app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.reserve_and_lose_the_message(1, "r1", 1, 2).await;
     let deduction = app.deduction_of(1, "r1").await;
     app.dead_letter(std::slice::from_ref(&deduction), "retries_exhausted", 6)
@@ -98,8 +97,7 @@ async fn a_replayed_dead_letter_is_applied_once_even_when_replayed_twice() {
 /// replays SKU 2's.
 #[tokio::test]
 async fn a_sku_filter_replays_that_sku_and_leaves_the_others_dead_lettered() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let mut app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.create_sku(2, 10, 5).await;
     app.reserve_and_lose_the_message(1, "one", 1, 1).await;
     app.reserve_and_lose_the_message(2, "two", 1, 3).await;

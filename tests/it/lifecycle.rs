@@ -37,8 +37,7 @@ fn ttl(secs: u64, closer: bool) -> TestOptions {
 /// same body; stock moved once and is never returned for a confirmed unit.
 #[tokio::test]
 async fn a_confirmed_reservation_cannot_be_cancelled() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 5, 2).await;
+    let app = TestApp::spawn_with_sku(1, 5, 2).await;
     app.reserve_ok(1, "p", 1, 2).await;
     let (s1, first) = app.confirm(1, "p").await;
     assert_eq!((s1, first["status"].as_str()), (200, Some("CONFIRMED")));
@@ -56,16 +55,14 @@ async fn a_confirmed_reservation_cannot_be_cancelled() {
         app.ledger_status(1, "p").await.as_deref(),
         Some("CONFIRMED")
     );
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// Cancel, then confirm → 409 RESERVATION_RELEASED (the order service refunds);
 /// repeats are 200; stock and quota come back exactly once, in both stores.
 #[tokio::test]
 async fn a_cancelled_reservation_cannot_be_confirmed_and_returns_stock_once() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 5, 1).await;
+    let app = TestApp::spawn_with_sku(1, 5, 1).await;
     app.reserve_ok(1, "c", 1, 1).await;
     for _ in 0..3 {
         let (s, body) = app.cancel(1, "c").await;
@@ -225,8 +222,7 @@ async fn duplicate_expiries_and_cancels_release_exactly_once() {
         app.redis_available(1).await == Some(4)
     })
     .await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// Race: confirm and expiry fired at the same moment for 200 reservations → each
@@ -300,8 +296,7 @@ async fn pay_and_expiry_racing_have_exactly_one_winner_each() {
 /// the consumer starts → RELEASED, stock back where it started, never negative.
 #[tokio::test]
 async fn a_cancel_before_the_consumer_applied_the_deduction_is_conserved() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 3, 3).await;
+    let mut app = TestApp::spawn_with_sku(1, 3, 3).await;
     app.stop_consumer().await;
     app.reserve_ok(1, "o", 1, 2).await;
     assert_eq!(app.ledger_rows().await, 0, "consumer is stopped");
@@ -314,6 +309,5 @@ async fn a_cancel_before_the_consumer_applied_the_deduction_is_conserved() {
     assert_eq!(app.ledger_rows().await, 1);
     assert_eq!(app.mysql_available(1).await, Some(3));
     assert_eq!(app.redis_available(1).await, Some(3));
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }

@@ -147,8 +147,7 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
     }
     let report = audit::run(&app.res, &[], &mut |_, _| {}).await.unwrap();
     assert!(report.ok, "{report:?}");
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// A confirm MySQL lost is not undone by the clock: past its expiry, neither
@@ -157,8 +156,7 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
 /// that it was confirmed; a cancel MySQL lost makes a late payment 409.
 #[tokio::test]
 async fn a_confirm_mysql_lost_is_reapplied_instead_of_an_expiry_or_a_cancel() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     for (rid, user) in [
         ("by-queue", 1),
         ("by-sweep", 2),

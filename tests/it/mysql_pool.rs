@@ -53,8 +53,7 @@ async fn concurrent_bursts_reuse_the_pools_connections() {
 /// held until `wait_timeout` (chaos s20 saw every confirm of the SKU time out).
 #[tokio::test]
 async fn an_abandoned_write_transaction_is_rolled_back_by_the_server() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     let mut settings = app.res.settings.mysql.clone();
     settings.query_timeout_ms = 400;
     let expected = stockd::db::pool::idle_write_transaction_timeout_secs(400);

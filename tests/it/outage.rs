@@ -82,8 +82,7 @@ async fn a_mysql_outage_dead_letters_nothing_and_every_201_reaches_mysql() {
     assert!(!app.res.mysql_breaker.is_open(), "the breaker closed again");
     assert_eq!(app.queue_depth(&topology.deduct_dlq).await, 0);
     assert_eq!(app.queue_depth(&topology.deduct_retry_queue).await, 0);
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// Defect: a consumer crash loop let `x-delivery-limit` dead-letter valid
@@ -140,8 +139,7 @@ async fn six_consumer_crashes_holding_the_prefetch_dead_letter_nothing() {
     app.wait_ledger_rows(30).await;
     app.wait_drained(1).await;
     assert_eq!(app.queue_depth(&topology.deduct_dlq).await, 0);
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// A poison message is dead-lettered by the consumer itself, with the reason

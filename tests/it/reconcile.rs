@@ -23,8 +23,7 @@ async fn warm(app: &TestApp, sku: u64, force: bool) -> (u16, serde_json::Value) 
 /// (never oversold) until warm-up runs.
 #[tokio::test]
 async fn warmup_is_refused_while_in_flight_and_a_lost_sku_waits_for_it() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let mut app = TestApp::spawn_with_sku(1, 10, 5).await;
     let (status, body) = warm(&app, 1, false).await;
     assert_eq!((status, body["available"].as_i64()), (200, Some(10)));
     app.stop_consumer().await;
@@ -74,8 +73,7 @@ async fn warmup_is_refused_while_in_flight_and_a_lost_sku_waits_for_it() {
 /// repaired at once; over-admitted reservations end REJECTED; MySQL never < 0.
 #[tokio::test]
 async fn lost_redis_writes_are_found_repaired_and_never_oversold() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 40, 1).await;
+    let app = TestApp::spawn_with_sku(1, 40, 1).await;
     for u in 0..30u64 {
         assert_eq!(
             app.reserve(1, &format!("a{u}"), u + 1, 1).await.status(),
@@ -121,8 +119,7 @@ async fn lost_redis_writes_are_found_repaired_and_never_oversold() {
 /// second identical check.
 #[tokio::test]
 async fn leaked_stock_is_repaired_after_confirmation() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 20, 5).await;
+    let app = TestApp::spawn_with_sku(1, 20, 5).await;
     app.reserve_ok(1, "x", 1, 2).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;

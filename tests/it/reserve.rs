@@ -21,8 +21,7 @@ async fn problem_code(resp: reqwest::Response) -> (u16, String) {
 /// A reservation is 201, takes the unit in Redis and reaches MySQL (`persisted`).
 #[tokio::test]
 async fn a_reservation_is_created_decremented_and_persisted() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 2).await;
+    let app = TestApp::spawn_with_sku(1, 10, 2).await;
     let resp = app.reserve(1, "order-1", 7, 2).await;
     assert_eq!(resp.status(), 201);
     let body: Value = resp.json().await.unwrap();
@@ -50,8 +49,7 @@ async fn a_reservation_is_created_decremented_and_persisted() {
 /// anywhere. The same id with another count is 422 and changes nothing.
 #[tokio::test]
 async fn a_replay_is_answered_from_the_stored_outcome_and_a_mismatch_is_422() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.reserve_ok(1, "r", 7, 1).await;
     let replay = app.reserve(1, "r", 7, 1).await;
     assert_eq!(replay.status(), 200);
@@ -66,15 +64,13 @@ async fn a_replay_is_answered_from_the_stored_outcome_and_a_mismatch_is_422() {
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
     assert_eq!(app.ledger_rows().await, 1);
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// Limit, insufficient, sold out, unknown SKU: contract codes (docs/errors.md), and nothing written.
 #[tokio::test]
 async fn refusals_have_their_codes_and_write_nothing() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 3, 2).await;
+    let app = TestApp::spawn_with_sku(1, 3, 2).await;
     app.reserve_ok(1, "a", 1, 2).await;
     let (s, c) = problem_code(app.reserve(1, "b", 1, 1).await).await;
     assert_eq!((s, c.as_str()), (409, "LIMIT_EXCEEDED"));
@@ -110,8 +106,7 @@ async fn refusals_have_their_codes_and_write_nothing() {
 /// Retry-After: never read as 0 and never as unlimited.
 #[tokio::test]
 async fn a_sku_missing_from_redis_is_unavailable_not_zero_or_unlimited() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 5, 1).await;
+    let app = TestApp::spawn_with_sku(1, 5, 1).await;
     let mut conn = app.redis_conn().await;
     let key = app.res.redis.keys().sku(TestApp::sku(1));
     let _: () = deadpool_redis::redis::cmd("DEL")

@@ -166,8 +166,7 @@ async fn with_admin_bind_the_public_listener_hides_the_admin_routes() {
 /// Ids are canonical decimals: `0980001` and `+1` are 400, never SKU 980001 / 1.
 #[tokio::test]
 async fn non_canonical_ids_are_400() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 1).await;
+    let app = TestApp::spawn_with_sku(1, 10, 1).await;
     for path in ["/v1/skus/01", "/v1/skus/0980001", "/v1/skus/+1"] {
         let (status, body) = app.get_json(path).await;
         assert_eq!(status, 400, "{path}: {body}");

@@ -80,8 +80,7 @@ async fn a_sellout_on_one_node_short_circuits_the_other_and_a_cancel_reopens_it(
 /// accepted, and B's flag is right again within the TTL.
 #[tokio::test]
 async fn killed_subscribers_never_cause_a_wrong_acceptance() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 3, 1).await;
+    let mut app = TestApp::spawn_with_sku(1, 3, 1).await;
     let (b_base, b) = app.spawn_api();
     let b_board = b.soldout.clone().unwrap();
     app.wait_subscribers(2).await; // A and B subscribed
@@ -123,8 +122,7 @@ async fn killed_subscribers_never_cause_a_wrong_acceptance() {
 /// A restarted api node starts with the right flags, from the durable markers.
 #[tokio::test]
 async fn a_restarted_node_loads_its_flags_from_the_durable_markers() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 1, 1).await;
+    let mut app = TestApp::spawn_with_sku(1, 1, 1).await;
     app.create_sku(2, 5, 1).await;
     app.reserve_ok(1, "only", 1, 1).await;
     let (_, fresh) = app.spawn_api();

@@ -7,8 +7,7 @@ use crate::helpers::TestApp;
 /// lists its checks.
 #[tokio::test]
 async fn health_metrics_and_request_ids_are_served() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 5, 5).await;
+    let app = TestApp::spawn_with_sku(1, 5, 5).await;
     let resp = app
         .client
         .post(app.url("/v1/skus/1/reservations"))

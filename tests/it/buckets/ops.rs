@@ -108,8 +108,7 @@ async fn a_transfer_abandoned_after_its_debit_is_finished_by_the_reconciler() {
 /// once a buyer holds a reservation, the count is locked.
 #[tokio::test]
 async fn a_sku_without_buyers_is_resplit_and_keeps_its_stock() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 50, 2).await;
+    let app = TestApp::spawn_with_sku(1, 50, 2).await;
     let body = json!({"total_stock": 50, "limit_per_user": 2, "buckets": 3});
     let (status, body) = app.put_sku_json(1, &body).await;
     assert_eq!(status, 200, "{body}");

@@ -141,6 +141,14 @@ impl TestApp {
         Self::with(TestOptions::default()).await
     }
 
+    /// [`Self::spawn`], then SKU `sku` created with `total` units and
+    /// `limit` per buyer: the start of most tests.
+    pub async fn spawn_with_sku(sku: u64, total: i64, limit: i64) -> Self {
+        let app = Self::spawn().await;
+        app.create_sku(sku, total, limit).await;
+        app
+    }
+
     pub async fn with(opts: TestOptions) -> Self {
         init_test_logging();
         let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);

@@ -104,12 +104,18 @@ impl TestApp {
         self.cleanup().await;
     }
 
+    /// The end of a test that drained already: the §10 invariants hold for
+    /// `sku` ([`Self::assert_conserved`]), then everything removed.
+    pub async fn finish_conserved(self, sku: u64) {
+        self.assert_conserved(sku).await;
+        self.cleanup().await;
+    }
+
     /// The usual end of a test of one SKU: the pipeline drained, the §10
     /// invariants hold ([`Self::assert_conserved`]), everything removed.
     pub async fn finish_drained_and_conserved(self, sku: u64) {
         self.wait_drained(sku).await;
-        self.assert_conserved(sku).await;
-        self.cleanup().await;
+        self.finish_conserved(sku).await;
     }
 
     /// Waits until `n` subscribers listen on this test's sold-out channel.
