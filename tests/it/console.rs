@@ -150,6 +150,36 @@ async fn operator_watches_a_sale(engine: Engine) {
     let browser = Browser::start(&tools, 1280, 1300, &out.join(format!("{name}-driver.log"))).await;
     browser.goto(&format!("{admin}/console")).await;
 
+    sign_in_after_a_wrong_token(&browser).await;
+    sell_sku_one_out_among_busy_traffic(&app, &browser).await;
+    warm_up_and_reconcile_from_the_page(&app, &browser).await;
+
+    let png = browser.screenshot().await;
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    std::fs::write(out.join(format!("{name}.png")), &png).unwrap();
+    if engine == Engine::Chromium {
+        if let Ok(path) = std::env::var("STOCKD_CONSOLE_SCREENSHOT") {
+            std::fs::write(path, &png).unwrap();
+        }
+    }
+    check_sku_one_at_phone_width(&browser, &out, name).await;
+    app.cleanup().await;
+}
+
+/// Waits until the page shows SKU 1 with `redis` units in Redis and the
+/// status badge `badge`.
+async fn wait_sku_one(browser: &Browser, redis: &str, badge: &str) {
+    browser
+        .wait_text("#sku-1-redis", SEEN_WITHIN, |t| t == redis)
+        .await;
+    browser
+        .wait_text("#sku-1-badge", SEEN_WITHIN, |t| t == badge)
+        .await;
+}
+
+/// A wrong token is refused and shows no data; the admin token shows SKU 1
+/// on sale with its 5 units.
+async fn sign_in_after_a_wrong_token(browser: &Browser) {
     browser.type_into("#token", "not-the-token").await;
     browser.click("#signin button[type=submit]").await;
     browser
@@ -165,13 +195,12 @@ async fn operator_watches_a_sale(engine: Engine) {
 
     browser.type_into("#token", ADMIN_TOKEN).await;
     browser.click("#signin button[type=submit]").await;
-    browser
-        .wait_text("#sku-1-redis", SEEN_WITHIN, |t| t == "5")
-        .await;
-    browser
-        .wait_text("#sku-1-badge", SEEN_WITHIN, |t| t == "On sale")
-        .await;
+    wait_sku_one(browser, "5", "On sale").await;
+}
 
+/// SKU 1's stock falls as buyers reserve, with traffic on SKUs 2 and 3 in
+/// between, until the page shows it sold out.
+async fn sell_sku_one_out_among_busy_traffic(app: &TestApp, browser: &Browser) {
     app.reserve_ok(1, "first", 1, 2).await;
     browser
         .wait_text("#sku-1-redis", SEEN_WITHIN, |t| t == "3")
@@ -195,13 +224,12 @@ async fn operator_watches_a_sale(engine: Engine) {
     }
     app.reserve_ok(1, "last", 2, 3).await;
     assert_eq!(app.reserve(1, "late", 3, 1).await.status(), 409);
-    browser
-        .wait_text("#sku-1-redis", SEEN_WITHIN, |t| t == "0")
-        .await;
-    browser
-        .wait_text("#sku-1-badge", SEEN_WITHIN, |t| t == "Sold out")
-        .await;
+    wait_sku_one(browser, "0", "Sold out").await;
+}
 
+/// Once drained, a warm-up of SKU 1 and a reconcile check through the
+/// page's confirmations: both done, every SKU OK, the broker up.
+async fn warm_up_and_reconcile_from_the_page(app: &TestApp, browser: &Browser) {
     app.wait_drained(1).await;
     browser.click("#sku-1-warmup").await;
     browser.click("#confirm-ok").await;
@@ -229,16 +257,12 @@ async fn operator_watches_a_sale(engine: Engine) {
     browser
         .wait_text("#health", SEEN_WITHIN, |t| t.contains("Broker up"))
         .await;
+}
 
-    let png = browser.screenshot().await;
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-    std::fs::write(out.join(format!("{name}.png")), &png).unwrap();
-    if engine == Engine::Chromium {
-        if let Ok(path) = std::env::var("STOCKD_CONSOLE_SCREENSHOT") {
-            std::fs::write(path, &png).unwrap();
-        }
-    }
-
+/// At 390×844 the page does not scroll sideways and SKU 1's id, stock in
+/// both stores and badge are on screen and readable; saves
+/// `<name>-phone.png` first.
+async fn check_sku_one_at_phone_width(browser: &Browser, out: &std::path::Path, name: &str) {
     browser.resize(390, 844).await;
     // The SKU list at the top of the screen, as an operator would scroll to it.
     browser
@@ -270,7 +294,6 @@ async fn operator_watches_a_sale(engine: Engine) {
             "{name}: {cell} is too small to read at phone width: {phone}"
         );
     }
-    app.cleanup().await;
 }
 
 /// At phone width: the page's and the viewport's widths, and for SKU 1's id,

@@ -92,30 +92,7 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
     // "e" lost with its release: no row, and no unit either way.
     lose_deduction(&app, 1, "e", 0).await;
 
-    let first = app.reconcile(false).await;
-    let line = &first.skus[0];
-    assert_eq!(
-        line.lost_reservations, 0,
-        "one look only suspects: {line:?}"
-    );
-    assert!(first.second_look_wanted(false));
-    let second = app.reconcile(false).await;
-    let line = &second.skus[0];
-    assert_eq!(
-        (line.verdict, line.lost_reservations, line.lost_units),
-        (Verdict::MysqlBehind, 5, 3),
-        "{line:?}"
-    );
-    assert!(!second.healthy());
-    let run = app
-        .stockd(
-            &["reconcile", "--once", "--json"],
-            &[("STOCKD__RECONCILE__LOST_AFTER_MS", "0")],
-        )
-        .await;
-    assert_eq!(run.code, 1, "{run:?}");
-    assert_eq!(run.json()["skus"][0]["verdict"], "MYSQL_BEHIND", "{run:?}");
-    assert_eq!(run.json()["skus"][0]["lost_units"], 3, "{run:?}");
+    found_mysql_behind_on_the_second_look(&app).await;
 
     let repaired = app.reconcile(true).await;
     let line = &repaired.skus[0];
@@ -148,6 +125,36 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
     let report = audit::run(&app.res, &[], &mut |_, _| {}).await.unwrap();
     assert!(report.ok, "{report:?}");
     app.finish_conserved(1).await;
+}
+
+/// The work lost above (5 reservations, 3 units): the first look only
+/// suspects it, the second and `stockd reconcile --once` (exit 1) report
+/// MYSQL_BEHIND with its count and units.
+async fn found_mysql_behind_on_the_second_look(app: &TestApp) {
+    let first = app.reconcile(false).await;
+    let line = &first.skus[0];
+    assert_eq!(
+        line.lost_reservations, 0,
+        "one look only suspects: {line:?}"
+    );
+    assert!(first.second_look_wanted(false));
+    let second = app.reconcile(false).await;
+    let line = &second.skus[0];
+    assert_eq!(
+        (line.verdict, line.lost_reservations, line.lost_units),
+        (Verdict::MysqlBehind, 5, 3),
+        "{line:?}"
+    );
+    assert!(!second.healthy());
+    let run = app
+        .stockd(
+            &["reconcile", "--once", "--json"],
+            &[("STOCKD__RECONCILE__LOST_AFTER_MS", "0")],
+        )
+        .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.json()["skus"][0]["verdict"], "MYSQL_BEHIND", "{run:?}");
+    assert_eq!(run.json()["skus"][0]["lost_units"], 3, "{run:?}");
 }
 
 /// A confirm MySQL lost is not undone by the clock: past its expiry, neither

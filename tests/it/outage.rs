@@ -275,13 +275,7 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     let (rp, ap) = (redis_proxy.port, amqp_proxy.port);
     let app = TestApp::with(TestOptions {
         tweak: Some(Arc::new(move |s| {
-            crate::helpers::standalone_redis(s);
-            s.redis.url = s
-                .redis
-                .url
-                .replace("127.0.0.1:6379", &format!("127.0.0.1:{rp}"));
-            s.redis.command_timeout_ms = 300;
-            s.redis.connect_timeout_ms = 300;
+            redis_through_proxy(s, rp, 300);
             s.amqp.urls.clear();
             s.amqp.url = s
                 .amqp
@@ -296,14 +290,8 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     app.reserve_ok(1, "warm", 1, 1).await;
 
     redis_proxy.set(Mode::Frozen);
-    let mut slowest = Duration::ZERO;
-    for i in 0..10 {
-        let started = Instant::now();
-        let response = app.reserve(1, &format!("r{i}"), 1, 1).await;
-        slowest = slowest.max(started.elapsed());
-        assert_eq!(response.status(), 503);
-    }
     // bound: 300 + 300 ms; margin for a busy test machine
+    let slowest = slowest_of_ten_reserves(&app, "r", 503).await;
     assert!(
         slowest < Duration::from_millis(1500),
         "slowest 503 took {slowest:?}"
@@ -319,14 +307,8 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     .await;
     amqp_proxy.set(Mode::Frozen);
     let amqp_failures = failures_of(&app, "amqp").await;
-    let mut slowest = Duration::ZERO;
-    for i in 0..10 {
-        let started = Instant::now();
-        let response = app.reserve(1, &format!("b{i}"), 1, 1).await;
-        slowest = slowest.max(started.elapsed());
-        assert_eq!(response.status(), 202, "reserved; the hand-off is late");
-        accepted.push(format!("b{i}"));
-    }
+    let slowest = slowest_of_ten_reserves(&app, "b", 202).await;
+    accepted.extend((0..10).map(|i| format!("b{i}")));
     // bound: Redis call + 500 ms publish timeout; margin for a busy machine
     assert!(
         slowest < Duration::from_millis(1500),
@@ -356,6 +338,31 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     app.finish_drained(1).await;
 }
 
+/// Ten reserves of buyer 1 (ids `{prefix}0`..`{prefix}9`), each answered
+/// `status`; the slowest answer's time.
+async fn slowest_of_ten_reserves(app: &TestApp, prefix: &str, status: u16) -> Duration {
+    let mut slowest = Duration::ZERO;
+    for i in 0..10 {
+        let started = Instant::now();
+        let response = app.reserve(1, &format!("{prefix}{i}"), 1, 1).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(response.status(), status, "{prefix}{i}");
+    }
+    slowest
+}
+
+/// Points `s` at one standalone Redis through the proxy on `port`, with
+/// connect and command timeouts of `timeout_ms` each.
+fn redis_through_proxy(s: &mut stockd::config::Settings, port: u16, timeout_ms: u64) {
+    crate::helpers::standalone_redis(s);
+    s.redis.url = s
+        .redis
+        .url
+        .replace("127.0.0.1:6379", &format!("127.0.0.1:{port}"));
+    s.redis.command_timeout_ms = timeout_ms;
+    s.redis.connect_timeout_ms = timeout_ms;
+}
+
 /// Defect: during an outage every failed request logged an ERROR line. Now the
 /// outage log records the outage once and counts requests in a metric.
 #[tokio::test]
@@ -363,15 +370,7 @@ async fn an_outage_is_logged_once_and_counted_per_request() {
     let proxy = FaultProxy::start("127.0.0.1:6379").await;
     let port = proxy.port;
     let app = TestApp::with(TestOptions {
-        tweak: Some(Arc::new(move |s| {
-            crate::helpers::standalone_redis(s);
-            s.redis.url = s
-                .redis
-                .url
-                .replace("127.0.0.1:6379", &format!("127.0.0.1:{port}"));
-            s.redis.command_timeout_ms = 200;
-            s.redis.connect_timeout_ms = 200;
-        })),
+        tweak: Some(Arc::new(move |s| redis_through_proxy(s, port, 200))),
         ..TestOptions::default()
     })
     .await;

@@ -19,6 +19,7 @@ mod wait;
 
 pub use http::send_for_json;
 pub use metrics::series_of;
+pub use operator::success_and_output;
 pub use private_redis::PrivateRedis;
 pub use purge::{broker, purge, standalone_redis, test_settings, undrained};
 pub use wait::{poll_until, poll_until_steady};

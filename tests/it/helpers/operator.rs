@@ -29,6 +29,17 @@ impl CliRun {
     }
 }
 
+/// Whether a finished child process succeeded, and its stdout then stderr
+/// as one text (what a failing assertion shows).
+pub fn success_and_output(out: &std::process::Output) -> (bool, String) {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 impl TestApp {
     /// `STOCKD__…` variables that point a `stockd` process at this test's
     /// database, key prefix and queue names.
