@@ -26,7 +26,10 @@ async fn burst(db: &stockd::db::Db, n: usize) -> BTreeSet<u64> {
 }
 
 /// Returned connections reach the pool's idle list through its recycler task;
-/// give it time to run before the next burst asks for them.
+/// give it time to run before the next burst asks for them. No condition to
+/// poll: `Db` keeps its pool (and the pool's idle count) to itself, and the
+/// recycler's hand-over tells the server nothing (no reset, no transaction).
+/// 100 ms is far more than the task needs and no longer than a poll period.
 async fn let_the_recycler_run() {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }

@@ -1,6 +1,7 @@
 //! Warm-up and reconciliation: drift between Redis, MySQL and the ledger is
 //! found, alerted once, and repaired (contract §8, §10).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use stockd::ops::reconcile::Verdict;
 use stockd::ops::warmup::{warmup, WarmupOutcome};
 
-use crate::helpers::{TestApp, TestOptions};
+use crate::helpers::{poll_until, TestApp, TestOptions};
 
 async fn warm(app: &TestApp, sku: u64, force: bool) -> (u16, serde_json::Value) {
     let q = if force { "?force=true" } else { "" };
@@ -217,6 +218,8 @@ async fn busy_pipeline_reports_no_drift(max_winners: Option<usize>) {
     .await;
     app.create_sku(1, 1_000_000, 1_000).await;
     let deadline = Instant::now() + Duration::from_secs(20);
+    // Load rounds finished so far: the checks below pace themselves on it.
+    let rounds_done = AtomicU64::new(0);
     let load = async {
         let mut n: u64 = 0;
         while Instant::now() < deadline {
@@ -239,14 +242,22 @@ async fn busy_pipeline_reports_no_drift(max_winners: Option<usize>) {
             });
             futures_util::future::join_all(batch).await;
             n += 1;
+            rounds_done.store(n, Ordering::SeqCst);
         }
         n
     };
     let checks = async {
         let mut verdicts = Vec::new();
+        let mut seen = 0;
         while Instant::now() < deadline {
-            // About time itself: one check a second, as the reconciler runs.
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            // One check after each round of the load that landed since the
+            // last check: every check looks at a pipeline in motion.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let next_round = || async { rounds_done.load(Ordering::SeqCst) > seen };
+            if !poll_until(left, next_round).await {
+                break;
+            }
+            seen = rounds_done.load(Ordering::SeqCst);
             let report = app.reconcile(false).await;
             verdicts.push((report.skus[0].verdict, report.skus[0].drift));
         }
