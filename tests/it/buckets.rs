@@ -81,14 +81,7 @@ async fn a_skewed_crowd_sells_exactly_the_stock_cancels_reopen_and_all_reconcile
     let mut findings = Findings::default();
     let app = TestApp::spawn().await;
     create(&app, SKU, TOTAL_STOCK, LIMIT, BUCKETS).await;
-    let buyers = load::pick_buyers(SALE_BUYERS_FROM, BUCKETS, &BUYERS_PER_BUCKET);
-    let plan = load::skewed_plan(
-        &mut Rng::new(PLAN_SEED),
-        &buyers,
-        HOT,
-        REQUESTS,
-        EARLY_REQUESTS,
-    );
+    let plan = the_issues_plan();
     let meter = LEASING_METER.lock().await;
     let trips_before = round_trips(&app).await;
     let started = Instant::now();
@@ -197,16 +190,17 @@ fn round_trips_since(
     after.iter().map(since).collect()
 }
 
+/// The issue's sale: `REQUESTS` requests of the `BUYERS_PER_BUCKET` buyers,
+/// skewed to `HOT`, the cold ones within the first `EARLY_REQUESTS`.
+fn the_issues_plan() -> Vec<load::Req> {
+    let buyers = load::pick_buyers(SALE_BUYERS_FROM, BUCKETS, &BUYERS_PER_BUCKET);
+    let mut rng = Rng::new(PLAN_SEED);
+    load::skewed_plan(&mut rng, &buyers, HOT, REQUESTS, EARLY_REQUESTS)
+}
+
 #[test]
 fn the_plan_is_skewed_and_sized_as_the_issue_says() {
-    let buyers = load::pick_buyers(SALE_BUYERS_FROM, BUCKETS, &BUYERS_PER_BUCKET);
-    let plan = load::skewed_plan(
-        &mut Rng::new(PLAN_SEED),
-        &buyers,
-        HOT,
-        REQUESTS,
-        EARLY_REQUESTS,
-    );
+    let plan = the_issues_plan();
     assert_eq!(plan.len(), REQUESTS);
     let mut users: HashMap<u64, usize> = HashMap::new();
     for req in &plan {
