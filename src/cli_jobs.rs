@@ -179,7 +179,7 @@ pub async fn audit(res: &Resources, skus: &[u64], json: bool) -> ExitCode {
             }
         }
     };
-    let report = match crate::ops::audit::run(res, &ids, &mut progress).await {
+    let report = match crate::ops::invariants::run(res, &ids, &mut progress).await {
         Ok(report) => report,
         Err(err) => {
             eprintln!("stockd audit: a store could not be read: {err}");

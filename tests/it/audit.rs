@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use stockd::ops::audit::{self, AuditReport};
+use stockd::ops::invariants::{self as audit, InvariantReport as AuditReport};
 
 use crate::helpers::TestApp;
 

@@ -17,7 +17,7 @@ use deadpool_redis::redis::FromRedisValue;
 use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
 
-use stockd::ops::audit;
+use stockd::ops::invariants as audit;
 use stockd::ops::reconcile::{SkuReport, Verdict};
 use stockd::redis::buckets::bucket_of;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
 
-use stockd::ops::audit;
+use stockd::ops::invariants as audit;
 use stockd::ops::lifecycle::{self, Transition, TransitionOutcome};
 use stockd::ops::reconcile::Verdict;
 use stockd::roles::closer::Closer;
