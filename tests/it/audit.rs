@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use stockd::ops::audit::{self, AuditReport};
+use stockd::ops::invariants::{self, InvariantReport};
 
 use crate::helpers::TestApp;
 
-async fn audit(app: &TestApp) -> AuditReport {
-    audit::run(&app.res, &[], &mut |_, _| {}).await.unwrap()
+async fn audit(app: &TestApp) -> InvariantReport {
+    invariants::run(&app.res, &[], &mut |_, _| {}).await.unwrap()
 }
 
 /// Two buyers reserve, one confirms, one cancels; once drained every check
@@ -33,7 +33,7 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
     let report = audit(&app).await;
     assert!(report.ok, "{}", report.table());
     let names: Vec<&str> = report.checks.iter().map(|c| c.check.as_str()).collect();
-    assert_eq!(names, audit::CHECKS);
+    assert_eq!(names, invariants::CHECKS);
     let run = app.stockd(&["audit", "--json"], &[]).await;
     assert_eq!(run.code, 0, "{run:?}");
     let json = run.json();
@@ -41,7 +41,7 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
     assert!(json["checked_at"].as_str().unwrap().ends_with('Z'));
     assert_eq!(
         json["checks"].as_array().unwrap().len(),
-        audit::CHECKS.len()
+        invariants::CHECKS.len()
     );
     for check in json["checks"].as_array().unwrap() {
         assert_eq!(
@@ -65,8 +65,8 @@ async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
     app.wait_drained(1).await;
     app.redis_incr_available(1, 3).await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [audit::STORES_AGREE], "{}", report.table());
-    let check = report.check(audit::STORES_AGREE).unwrap();
+    assert_eq!(report.failed(), [invariants::STORES_AGREE], "{}", report.table());
+    let check = report.check(invariants::STORES_AGREE).unwrap();
     assert_eq!(check.violations, 1);
     assert!(check.details[0].contains("Redis available 11 != MySQL available_stock 8"));
     let run = app.stockd(&["audit", "--json"], &[]).await;
@@ -80,7 +80,7 @@ async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
         .filter(|c| c["ok"] == false)
         .map(|c| c["check"].as_str().unwrap())
         .collect();
-    assert_eq!(failed, [audit::STORES_AGREE]);
+    assert_eq!(failed, [invariants::STORES_AGREE]);
     app.cleanup().await;
 }
 
@@ -127,8 +127,8 @@ async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
     let user = keys.user(sku, stockd::domain::UserId::new(7).unwrap());
     app.redis_cmd(&["HINCRBY", &user, "n", "1"]).await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [audit::BUYER_LIMIT], "{}", report.table());
-    let check = report.check(audit::BUYER_LIMIT).unwrap();
+    assert_eq!(report.failed(), [invariants::BUYER_LIMIT], "{}", report.table());
+    let check = report.check(invariants::BUYER_LIMIT).unwrap();
     assert_eq!(check.violations, 1);
     assert_eq!(
         check.details,
@@ -152,11 +152,11 @@ async fn a_lost_reservation_record_fails_ledger_in_redis() {
     let report = audit(&app).await;
     assert_eq!(
         report.failed(),
-        [audit::LEDGER_IN_REDIS],
+        [invariants::LEDGER_IN_REDIS],
         "{}",
         report.table()
     );
-    let check = report.check(audit::LEDGER_IN_REDIS).unwrap();
+    let check = report.check(invariants::LEDGER_IN_REDIS).unwrap();
     assert_eq!(check.violations, 1);
     assert!(
         check.details[0].contains("request lost user 2 count 2 (RESERVED): no Redis record"),
@@ -176,8 +176,8 @@ async fn a_dead_lettered_message_fails_dlq_empty() {
     })
     .await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [audit::DLQ_EMPTY], "{}", report.table());
-    let check = report.check(audit::DLQ_EMPTY).unwrap();
+    assert_eq!(report.failed(), [invariants::DLQ_EMPTY], "{}", report.table());
+    let check = report.check(invariants::DLQ_EMPTY).unwrap();
     assert_eq!(check.violations, 1);
     assert!(check.details[0].contains("poison message"), "{check:?}");
     // The consumer dead-lettered it itself, with the reason in `x-stockd-reason`.
@@ -185,7 +185,7 @@ async fn a_dead_lettered_message_fails_dlq_empty() {
     // Browsing returned it: still there for the operator.
     assert_eq!(app.dlq_depth().await, 1);
     // A SKU-filtered audit does not count a message that belongs to no SKU.
-    let scoped = audit::run(&app.res, &[TestApp::sku(1)], &mut |_, _| {})
+    let scoped = invariants::run(&app.res, &[TestApp::sku(1)], &mut |_, _| {})
         .await
         .unwrap();
     assert!(scoped.ok, "{}", scoped.table());

@@ -14,7 +14,7 @@ mod split;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use stockd::ops::audit;
+use stockd::ops::invariants;
 use stockd::redis::buckets::bucket_of;
 
 use crate::helpers::{series_of, TestApp};
@@ -137,7 +137,7 @@ async fn a_skewed_crowd_sells_exactly_the_stock_cancels_reopen_and_all_reconcile
         (Some(0), 0, 0),
         "{line:?}"
     );
-    let report = audit::run(&app.res, &[TestApp::sku(SKU)], &mut |_, _| {})
+    let report = invariants::run(&app.res, &[TestApp::sku(SKU)], &mut |_, _| {})
         .await
         .unwrap();
     assert!(report.ok, "audit after the sale:\n{}", report.table());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
 
-use stockd::ops::audit;
+use stockd::ops::invariants;
 use stockd::ops::lifecycle::{self, Transition, TransitionOutcome};
 use stockd::ops::reconcile::Verdict;
 use stockd::roles::closer::Closer;
@@ -122,7 +122,7 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
         let after = app.reconcile(false).await;
         assert_eq!(after.skus[0].verdict, Verdict::Ok, "{:?}", after.skus[0]);
     }
-    let report = audit::run(&app.res, &[], &mut |_, _| {}).await.unwrap();
+    let report = invariants::run(&app.res, &[], &mut |_, _| {}).await.unwrap();
     assert!(report.ok, "{report:?}");
     app.finish_conserved(1).await;
 }

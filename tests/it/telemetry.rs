@@ -34,7 +34,7 @@ async fn health_metrics_and_request_ids_are_served() {
     let (_, terse) = app.get_json("/readyz").await;
     assert!(terse.get("checks").is_none());
 
-    stockd::telemetry::gauges::refresh(&app.res).await;
+    stockd::roles::gauges::refresh(&app.res).await;
     let text = app.metrics_text().await;
     for series in [
         "stockd_http_requests_total{route=\"/v1/skus/{sku_id}/reservations\",status=\"201\"}",
