@@ -105,7 +105,7 @@ impl Stack {
             net.as_ref()
                 .map_or(Place::loopback(), |n| n.place_or_root(host))
         };
-        let dir = TempDir::new(name);
+        let dir = TempDir::new(&format!("chaos-{name}"));
         let root = dir.path.clone();
         println!("[{name}] starting private servers under {}", root.display());
         let redis_start = async {

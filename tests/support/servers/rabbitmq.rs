@@ -2,6 +2,7 @@
 //! involved), node name, AMQP and distribution ports, Erlang cookie (HOME),
 //! mnesia and logs under the scenario dir, no plugins (no management listener).
 //! kill -9 and restart on the same mnesia dir; SIGSTOP freeze; memory alarm.
+//! Or TLS-only on loopback (`tests/it/tls.rs`, [`Rabbit::start_tls`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,8 +12,9 @@ use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 
 use super::process::{free_port, log_tail, OwnedProcess};
-use super::wait_ready;
-use crate::net::Place;
+use super::tls::ServerTls;
+use super::{port_open, wait_ready};
+use crate::place::Place;
 
 /// A fresh node boots in 5–15 s on a busy 2-core machine; a restart replays
 /// quorum queue logs.
@@ -28,6 +30,8 @@ pub struct Rabbit {
     pub port: u16,
     /// Address of the AMQP listener (epmd and distribution stay on loopback).
     pub ip: std::net::Ipv4Addr,
+    /// TLS-only listener: `amqps://`, readiness is the open port.
+    tls_only: bool,
     dist_port: u16,
     epmd_port: u16,
     dir: PathBuf,
@@ -42,18 +46,50 @@ impl Rabbit {
     /// epmd and rabbitmqctl stay there).
     pub async fn start_at(root: &Path, place: &Place) -> Self {
         assert!(place.ns.is_none(), "RabbitMQ runs in the root namespace");
-        let ip = place.ip;
+        let port = free_port();
+        let conf = listener_conf(place.ip, port);
+        Self::start_conf(root, place.ip, port, conf, false).await
+    }
+
+    /// A loopback node whose only listener is TLS, showing `tls`'s
+    /// certificate; clients must show one too.
+    pub async fn start_tls(root: &Path, tls: &ServerTls) -> Self {
+        let port = free_port();
+        let conf = format!(
+            "listeners.tcp = none\n\
+             listeners.ssl.default = 127.0.0.1:{port}\n\
+             ssl_options.cacertfile = {}\n\
+             ssl_options.certfile = {}\n\
+             ssl_options.keyfile = {}\n\
+             ssl_options.verify = verify_peer\n\
+             ssl_options.fail_if_no_peer_cert = true\n",
+            tls.ca.display(),
+            tls.cert.display(),
+            tls.key.display()
+        );
+        Self::start_conf(root, std::net::Ipv4Addr::LOCALHOST, port, conf, true).await
+    }
+
+    /// Writes the node's files (`conf` as its rabbitmq.conf), starts its
+    /// epmd and the node, and waits until its listener on `ip:port` answers.
+    async fn start_conf(
+        root: &Path,
+        ip: std::net::Ipv4Addr,
+        port: u16,
+        conf: String,
+        tls_only: bool,
+    ) -> Self {
         let dir = root.join("rabbitmq");
         std::fs::create_dir_all(&dir).unwrap();
-        let port = free_port();
         std::fs::write(dir.join("enabled_plugins"), "[].\n").unwrap();
         std::fs::write(dir.join("rabbitmq-env.conf"), "").unwrap();
-        std::fs::write(dir.join("rabbitmq.conf"), listener_conf(ip, port)).unwrap();
+        std::fs::write(dir.join("rabbitmq.conf"), conf).unwrap();
         let (epmd_port, epmd) = start_epmd(&root.join("logs/epmd.log"));
         let mut rabbit = Self {
             node: format!("chaos{port}@localhost"),
             port,
             ip,
+            tls_only,
             dist_port: free_port(),
             epmd_port,
             dir,
@@ -66,7 +102,8 @@ impl Rabbit {
     }
 
     pub fn url(&self) -> String {
-        format!("amqp://guest:guest@{}:{}/%2f", self.ip, self.port)
+        let scheme = if self.tls_only { "amqps" } else { "amqp" };
+        format!("{scheme}://guest:guest@{}:{}/%2f", self.ip, self.port)
     }
 
     async fn spawn(&mut self) {
@@ -91,14 +128,20 @@ impl Rabbit {
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
         let url = self.url();
+        let (ip, port, tls_only) = (self.ip, self.port, self.tls_only);
         let log = self.log.clone();
-        wait_ready(
-            &name,
-            START_LIMIT,
-            || amqp_handshake(url.clone()),
-            || log_tail(&log, 40),
-        )
-        .await;
+        // A TLS-only listener would need the client's certificate to talk AMQP.
+        let ready = || {
+            let url = url.clone();
+            async move {
+                if tls_only {
+                    port_open(ip, port).await
+                } else {
+                    amqp_handshake(url).await
+                }
+            }
+        };
+        wait_ready(&name, START_LIMIT, ready, || log_tail(&log, 40)).await;
         println!(
             "  rabbitmq {} :{} up in {} ms",
             self.node,
