@@ -31,6 +31,7 @@ mod cluster;
 mod metrics;
 mod mysql_failover;
 mod partition;
+mod partition_run;
 mod reconcile;
 
 use std::time::{Duration, Instant};
@@ -187,6 +188,15 @@ impl Scenario {
             n == 0,
             format!("no 5xx other than 503 and no unanswered request ({n}: {bad:?})"),
         );
+    }
+
+    /// Starts the api, consumer and closer and creates every SKU of `skus`
+    /// with `total` units, `limit` per buyer: how most scenarios open.
+    pub async fn open_skus(&mut self, skus: &[u64], total: i64, limit: i64) {
+        self.stack.start_roles(&["api", "consumer", "closer"]).await;
+        for sku in skus {
+            self.stack.create_sku(*sku, total, limit).await;
+        }
     }
 
     /// Starts a load plan on the stack's api with a fork of the scenario rng.

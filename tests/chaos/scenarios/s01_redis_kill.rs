@@ -8,11 +8,8 @@ use super::{plan, Scenario};
 #[ignore = "chaos suite: make chaos"]
 async fn s01_redis_kill9_and_aof_restart_lose_nothing() {
     let mut sc = Scenario::begin("s01", "Redis kill -9 and restart with AOF under load", &[]).await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [11, 12];
-    for sku in skus {
-        sc.stack.create_sku(sku, 600, 2).await;
-    }
+    sc.open_skus(&skus, 600, 2).await;
     let load = sc.load(plan("s01", &skus, 400, 1500, 100));
     sc.pause(4_000, 2_000).await;
     sc.note("inject: kill -9 redis-server");

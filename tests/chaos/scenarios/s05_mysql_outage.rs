@@ -13,11 +13,8 @@ const OUTAGE_MS: u64 = 20_000;
 #[ignore = "chaos suite: make chaos"]
 async fn s05_mysql_down_20s_under_load_reaches_mysql_without_dead_letters() {
     let mut sc = Scenario::begin("s05", "MySQL kill -9 for 20 s under load", &[]).await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [51, 52];
-    for sku in skus {
-        sc.stack.create_sku(sku, 1_000, 2).await;
-    }
+    sc.open_skus(&skus, 1_000, 2).await;
     let load = sc.load(plan("s05", &skus, 700, 2_400, 80));
     sc.pause(3_000, 2_000).await;
     sc.note("inject: kill -9 mariadbd");

@@ -10,11 +10,8 @@ use crate::stores;
 #[ignore = "chaos suite: make chaos"]
 async fn s06_api_kill9_under_load_leaves_nothing_unpublished() {
     let mut sc = Scenario::begin("s06", "api kill -9 under load", &[]).await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [61, 62];
-    for sku in skus {
-        sc.stack.create_sku(sku, 700, 2).await;
-    }
+    sc.open_skus(&skus, 700, 2).await;
     let load = sc.load(plan("s06", &skus, 450, 1_800, 100));
     for round in 1..=2 {
         sc.pause(3_000, 2_000).await;

@@ -13,11 +13,8 @@ const HEADROOM: u64 = 16 * 1024;
 #[ignore = "chaos suite: make chaos"]
 async fn s12_redis_maxmemory_refuses_reserves_whole() {
     let mut sc = Scenario::begin("s12", "Redis maxmemory reached under load", &[]).await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [121, 122];
-    for sku in skus {
-        sc.stack.create_sku(sku, 800, 2).await;
-    }
+    sc.open_skus(&skus, 800, 2).await;
     let load = sc.load(plan("s12", &skus, 600, 1_500, 100));
     sc.pause(3_000, 1_000).await;
     let used = sc.stack.redis().used_memory().await;

@@ -110,20 +110,7 @@ impl Rabbit {
         let d = self.dir.clone();
         let mut cmd = Command::new(format!("{RABBIT_BIN}/rabbitmq-server"));
         self.ctl_handle().env(&mut cmd);
-        cmd.env("RABBITMQ_NODE_PORT", self.port.to_string())
-            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
-            .env("RABBITMQ_MNESIA_BASE", d.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", d.join("log"))
-            .env("RABBITMQ_PID_FILE", d.join("rabbitmq.pid"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", d.join("enabled_plugins"))
-            .env("RABBITMQ_CONFIG_FILE", d.join("rabbitmq.conf"))
-            .env(
-                "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
-                "-kernel inet_dist_use_interface {127,0,0,1}",
-            )
-            // exec the VM in place of the script: our child *is* beam.smp, so
-            // kill -9 and wait() leave no orphaned VM behind.
-            .env("RUNNING_UNDER_SYSTEMD", "true");
+        node_env(&mut cmd, &d, self.port, self.dist_port);
         let name = format!("rabbitmq {} :{}", self.node, self.port);
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
@@ -212,6 +199,26 @@ impl Rabbit {
     pub async fn ready(&self, queue: &str) -> Option<u32> {
         passive_count(&self.url(), queue).await
     }
+}
+
+/// The environment of a node whose files are in `dir`: its AMQP and
+/// distribution ports, mnesia, logs, pid file, plugins and config, and
+/// distribution on loopback only. One node or each node of a cluster.
+pub(super) fn node_env(cmd: &mut Command, dir: &Path, port: u16, dist_port: u16) {
+    cmd.env("RABBITMQ_NODE_PORT", port.to_string())
+        .env("RABBITMQ_DIST_PORT", dist_port.to_string())
+        .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
+        .env("RABBITMQ_LOG_BASE", dir.join("log"))
+        .env("RABBITMQ_PID_FILE", dir.join("rabbitmq.pid"))
+        .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
+        .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq.conf"))
+        .env(
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
+            "-kernel inet_dist_use_interface {127,0,0,1}",
+        )
+        // exec the VM in place of the script: our child *is* beam.smp, so
+        // kill -9 and wait() leave no orphaned VM behind.
+        .env("RUNNING_UNDER_SYSTEMD", "true");
 }
 
 /// rabbitmq.conf: the AMQP listener; off loopback, `guest` may log in from
