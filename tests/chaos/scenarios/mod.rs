@@ -199,6 +199,15 @@ impl Scenario {
         }
     }
 
+    /// Notes "inject: `what`", takes the load's clock (the fault's start,
+    /// returned) and injects `fault` into the stack.
+    pub fn inject(&mut self, load: &Load, what: &str, fault: impl FnOnce(&mut Stack)) -> u64 {
+        self.note(&format!("inject: {what}"));
+        let at_ms = load.elapsed_ms();
+        fault(&mut self.stack);
+        at_ms
+    }
+
     /// Starts a load plan on the stack's api with a fork of the scenario rng.
     pub fn load(&mut self, plan: LoadPlan) -> Load {
         let mut rng = self.rng.fork();
@@ -350,6 +359,25 @@ impl Scenario {
         self.note(&format!("NOT {what} within {limit:?}"));
         false
     }
+}
+
+/// [`Scenario::open_skus`] with `(total, limit)`, then the usual load
+/// ([`plan`], tagged with the scenario's name) of `(buyers, requests, rate)`
+/// over `skus`, and a pause of `lead` = `(base, jitter)` ms before the fault
+/// (`(0, 0)`: none, the scenario paces itself).
+pub async fn open_load(
+    sc: &mut Scenario,
+    skus: &[u64],
+    (total, limit): (i64, i64),
+    (buyers, requests, rate): (u64, usize, u32),
+    lead: (u64, u64),
+) -> Load {
+    sc.open_skus(skus, total, limit).await;
+    let load = sc.load(plan(&sc.name.clone(), skus, buyers, requests, rate));
+    if lead != (0, 0) {
+        sc.pause(lead.0, lead.1).await;
+    }
+    load
 }
 
 /// The usual load: `requests` reservations at `rate` per second over `skus`,

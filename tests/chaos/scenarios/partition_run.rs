@@ -66,7 +66,11 @@ pub async fn play(sc: &mut Scenario, plan: LoadPlan, steps: &[Step]) -> Phases {
 
 /// A reserve bound over the fault: within `bound_ms` + [`MARGIN_MS`], one
 /// of `statuses`, `expected` seen (when given).
-pub fn reserve_bound(bound_ms: u64, statuses: &'static [u16], expected: Option<u16>) -> Bound {
+pub fn reserve_bound(
+    bound_ms: u64,
+    statuses: &'static [u16],
+    expected: Option<u16>,
+) -> Bound<'static> {
     Bound {
         op: Op::Reserve,
         bound_ms: bound_ms + MARGIN_MS,

@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use super::partition::{self, count};
-use super::{metrics, partition_run, Scenario};
+use super::{metrics, partition_run};
 use crate::load::Op;
 use crate::net::Link;
 use crate::servers::broker::Broker;

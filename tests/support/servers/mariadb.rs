@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
-use super::process::{free_port, log_tail, OwnedProcess};
+use super::process::{free_port, OwnedProcess};
 use super::tls::ServerTls;
-use super::{port_open, wait_ready};
+use super::wait_up;
 use crate::place::Place;
 
 /// install-db takes ~3 s on an idle machine; crash recovery well under 10 s.
@@ -168,19 +168,10 @@ impl Mariadb {
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
         let url = self.url("mysql");
-        let (ip, port, tls_only) = (self.place.ip, self.port, self.tls_only);
-        let log = self.log.clone();
-        let ready = || {
-            let url = url.clone();
-            async move {
-                if tls_only {
-                    port_open(ip, port).await
-                } else {
-                    select_one(url).await
-                }
-            }
-        };
-        wait_ready(&name, START_LIMIT, ready, || log_tail(&log, 30)).await;
+        // The plain `SELECT 1` probe is refused by a TLS-only server.
+        let tls_port = self.tls_only.then_some((self.place.ip, self.port));
+        let probe = || select_one(url.clone());
+        wait_up(&name, START_LIMIT, tls_port, probe, (&self.log, 30)).await;
         println!(
             "  mariadbd :{} up in {} ms",
             self.port,

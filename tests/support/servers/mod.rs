@@ -52,6 +52,29 @@ pub async fn wait_ready<F, Fut>(
     }
 }
 
+/// [`wait_ready`] on `probe` (the protocol's own handshake) or, for a
+/// TLS-only server (`tls_port`), on its port being open; the context is the
+/// last `tail` lines of `log`.
+pub async fn wait_up<F, Fut>(
+    what: &str,
+    limit: Duration,
+    tls_port: Option<(std::net::Ipv4Addr, u16)>,
+    probe: F,
+    (log, tail): (&Path, usize),
+) where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let probe = &probe;
+    let ready = move || async move {
+        match tls_port {
+            Some((ip, port)) => port_open(ip, port).await,
+            None => probe().await,
+        }
+    };
+    wait_ready(what, limit, ready, || process::log_tail(log, tail)).await;
+}
+
 /// Whether something accepts TCP connections on `ip:port`: the readiness of
 /// a TLS-only server, whose protocol handshake the plain probes cannot do.
 pub async fn port_open(ip: std::net::Ipv4Addr, port: u16) -> bool {

@@ -15,17 +15,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::process::{free_port, log_tail, OwnedProcess};
-use super::rabbitmq::{amqp_handshake, node_env};
+use super::rabbitmq::{amqp_handshake, node_env, CTL_TIMEOUT_SECS, RABBIT_BIN};
 use super::wait_ready;
 
 /// Nodes of the cluster.
 pub const NODES: usize = 3;
 /// Three fresh nodes booting at once on a busy 2-core machine: 10–20 s each.
 const START_LIMIT: Duration = Duration::from_secs(150);
-/// rabbitmqctl calls are Erlang VMs of their own: slow, but bounded.
-const CTL_TIMEOUT_SECS: u32 = 60;
-/// Bin dir of the broker scripts (the /usr/sbin wrappers `su` to rabbitmq).
-const RABBIT_BIN: &str = "/usr/lib/rabbitmq/bin";
 
 /// One member: its ports and dirs, and the VM while it runs.
 pub struct RabbitNode {

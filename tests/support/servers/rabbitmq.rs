@@ -11,19 +11,19 @@ use std::time::{Duration, Instant};
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 
-use super::process::{free_port, log_tail, OwnedProcess};
+use super::process::{free_port, OwnedProcess};
 use super::tls::ServerTls;
-use super::{port_open, wait_ready};
+use super::wait_up;
 use crate::place::Place;
 
 /// A fresh node boots in 5–15 s on a busy 2-core machine; a restart replays
 /// quorum queue logs.
 const START_LIMIT: Duration = Duration::from_secs(120);
 /// rabbitmqctl calls are Erlang VMs of their own: slow, but bounded.
-const CTL_TIMEOUT_SECS: u32 = 60;
+pub(super) const CTL_TIMEOUT_SECS: u32 = 60;
 /// Bin dir of the broker scripts: the /usr/sbin wrappers `su` to the rabbitmq
 /// user, which loses our environment and cannot write our dirs.
-const RABBIT_BIN: &str = "/usr/lib/rabbitmq/bin";
+pub(super) const RABBIT_BIN: &str = "/usr/lib/rabbitmq/bin";
 
 pub struct Rabbit {
     pub node: String,
@@ -115,20 +115,10 @@ impl Rabbit {
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
         let url = self.url();
-        let (ip, port, tls_only) = (self.ip, self.port, self.tls_only);
-        let log = self.log.clone();
         // A TLS-only listener would need the client's certificate to talk AMQP.
-        let ready = || {
-            let url = url.clone();
-            async move {
-                if tls_only {
-                    port_open(ip, port).await
-                } else {
-                    amqp_handshake(url).await
-                }
-            }
-        };
-        wait_ready(&name, START_LIMIT, ready, || log_tail(&log, 40)).await;
+        let tls_port = self.tls_only.then_some((self.ip, self.port));
+        let probe = || amqp_handshake(url.clone());
+        wait_up(&name, START_LIMIT, tls_port, probe, (&self.log, 40)).await;
         println!(
             "  rabbitmq {} :{} up in {} ms",
             self.node,

@@ -11,7 +11,7 @@ use deadpool_redis::redis;
 
 use super::process::{free_port, OwnedProcess};
 use super::tls::ServerTls;
-use super::{port_open, wait_ready};
+use super::wait_up;
 use crate::place::Place;
 
 /// A fresh or AOF-replaying redis-server answers PING well within this.
@@ -118,26 +118,11 @@ impl Redis {
         let name = format!("redis-server :{}", self.port);
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
-        let (url, ip, port) = (self.url(), self.place.ip, self.port);
-        let tls = self.tls.is_some();
-        let log = self.log.clone();
-        wait_ready(
-            &name,
-            START_LIMIT,
-            // A TLS-only server would need a TLS client to PING.
-            || {
-                let url = url.clone();
-                async move {
-                    if tls {
-                        port_open(ip, port).await
-                    } else {
-                        ping(url).await
-                    }
-                }
-            },
-            || super::process::log_tail(&log, 30),
-        )
-        .await;
+        let url = self.url();
+        // A TLS-only server would need a TLS client to PING.
+        let tls_port = self.tls.as_ref().map(|_| (self.place.ip, self.port));
+        let probe = || ping(url.clone());
+        wait_up(&name, START_LIMIT, tls_port, probe, (&self.log, 30)).await;
         println!(
             "  redis-server :{} up in {} ms (appendonly {appendonly})",
             self.port,
