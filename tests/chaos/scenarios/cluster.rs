@@ -1,6 +1,6 @@
-//! What the Redis Cluster scenarios (s13, s14, s16) share: how they start,
-//! where a SKU lives, a MySQL `available_stock` sampler, and the one counts
-//! line each prints.
+//! What the Redis Cluster scenarios (s13, s14, s16) share: how they start
+//! (and open their SKUs), where a SKU lives, a MySQL `available_stock`
+//! sampler, and the repair and counts behind the one counts line each prints.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -1,6 +1,9 @@
 //! The fault scenarios, one test each (all `#[ignore]`: `make chaos` runs
 //! them), and what every scenario shares: its seed and clock, the stack, the
-//! expectations it collects, and the closing drain + audit.
+//! usual opening (roles, SKUs, load) and the noted injection of its fault,
+//! the expectations it collects, and the closing drain + audit. Steps that
+//! only some scenarios share live beside them: `cluster`, `mysql_failover`,
+//! `partition` and `partition_run`, `bounds`, `metrics`, `reconcile`.
 
 mod s01_redis_kill;
 mod s02_redis_empty;

@@ -1,9 +1,10 @@
 //! What the MySQL failover scenarios share (s17: the loss and its repair,
-//! s17b: semi-sync avoids it): the load, the kill with the GTID positions
-//! around it, the promotion and re-point, the wait until nothing is left to
-//! apply, and the count of what MySQL lost — acknowledged reservations the
+//! s17b: semi-sync avoids it): the start and the load, the failover (the
+//! replica's lag, the kill with the GTID positions around it, the promotion
+//! and re-point, hasty or careful), the wait until nothing is left to apply, and the count of what MySQL lost — acknowledged reservations the
 //! new primary's ledger lacks, confirms and cancels answered 200 it does not
-//! hold — plus the order service's retry of those decisions.
+//! hold — plus the order service's retry of those decisions and the final
+//! `stockd reconcile --once` verdicts.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
