@@ -1,10 +1,9 @@
 //! TLS to every dependency (config `redis.tls`, `amqp.tls`, `mysql.tls`),
 //! proven end to end against private TLS-only servers on free loopback ports
-//! with a PKI generated at test time (`certs`, `servers`). A test whose
+//! with a PKI generated at test time (`certs`; servers: tests/support/servers). A test whose
 //! server cannot run here prints `SKIPPED: <why>` and returns.
 
 mod certs;
-mod servers;
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -18,8 +17,13 @@ use stockd::ops::reconcile::Reconciler;
 use stockd::resources::Resources;
 
 use crate::helpers::{poll_until, success_and_output, test_settings, TestOptions, ADMIN_TOKEN};
+use crate::servers;
+use crate::servers::mariadb::Mariadb;
+use crate::servers::process::TempDir;
+use crate::servers::rabbitmq::Rabbit;
+use crate::servers::redis::Redis;
+use crate::servers::tls::ServerTls;
 use certs::Pki;
-use servers::{TempDir, TlsMariadb, TlsRabbit, TlsRedis};
 
 /// A reservation takes milliseconds to reach the ledger; a busy CI machine
 /// gets far more.
@@ -28,6 +32,15 @@ const LEDGER_WAIT: Duration = Duration::from_secs(30);
 /// Says why the test cannot run, visibly, and lets it return.
 fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
+}
+
+/// What the private servers show and trust of `pki`.
+fn server_side(pki: &Pki) -> ServerTls {
+    ServerTls {
+        ca: pki.ca.clone(),
+        cert: pki.server_cert.clone(),
+        key: pki.server_key.clone(),
+    }
 }
 
 /// Client settings of `pki` for one dependency (CA + client certificate).
@@ -105,12 +118,13 @@ async fn a_reservation_travels_through_tls_redis_rabbitmq_and_mysql() {
     if let Some(why) = servers::missing(&needed) {
         return skip(&why);
     }
-    let dir = TempDir::new("roundtrip");
+    let dir = TempDir::new("tls-roundtrip");
     let pki = Pki::generate(&dir.path.join("pki"), "stockd test CA");
+    let tls = server_side(&pki);
     let (redis, mysql, rabbit) = tokio::join!(
-        TlsRedis::start(&dir.path, &pki),
-        TlsMariadb::start(&dir.path, &pki),
-        TlsRabbit::start(&dir.path, &pki),
+        Redis::start_tls(&dir.path, &tls),
+        Mariadb::start_tls(&dir.path, &tls),
+        Rabbit::start_tls(&dir.path, &tls),
     );
     let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let settings = tls_settings(&id, &pki, redis.port, mysql.port, rabbit.port);
@@ -244,10 +258,10 @@ async fn redis_tls_trusts_only_the_configured_ca_and_shows_the_client_certificat
     if let Some(why) = servers::missing(&["redis-server"]) {
         return skip(&why);
     }
-    let dir = TempDir::new("redis");
+    let dir = TempDir::new("tls-redis");
     let pki = Pki::generate(&dir.path.join("pki"), "stockd test CA");
     let other = Pki::generate(&dir.path.join("other"), "some other CA");
-    let redis = TlsRedis::start(&dir.path, &pki).await;
+    let redis = Redis::start_tls(&dir.path, &server_side(&pki)).await;
     let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut s = test_settings(&id, &TestOptions::default());
     crate::helpers::standalone_redis(&mut s);
