@@ -15,6 +15,7 @@ mod proxy;
 mod support;
 
 mod audit;
+mod auth;
 mod bad_input;
 mod bench_layers;
 mod buckets;

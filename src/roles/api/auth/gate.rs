@@ -36,7 +36,12 @@ enum Verdict {
         client: Option<Arc<str>>,
         lifecycle: bool,
     },
-    Refuse(ApiError),
+    /// Answer this error; `client` names a known client that was refused
+    /// (403, 429) for the metrics.
+    Refuse {
+        error: ApiError,
+        client: Option<Arc<str>>,
+    },
 }
 
 /// `wrap_fn` middleware body.
@@ -48,8 +53,11 @@ where
     S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = Error>,
 {
     match verdict(&req) {
-        Verdict::Refuse(refused) => {
-            let response = req.into_response(refused.error_response());
+        Verdict::Refuse { error, client } => {
+            if let Some(name) = client {
+                req.extensions_mut().insert(ClientName(name));
+            }
+            let response = req.into_response(error.error_response());
             Either::Left(std::future::ready(Ok(response)))
         }
         Verdict::Pass { client, lifecycle } => {
@@ -98,7 +106,10 @@ fn verdict(req: &ServiceRequest) -> Verdict {
     }
     if let Err(wait) = gate.limiter.check(known.index, Instant::now()) {
         let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-        return Verdict::Refuse(ApiError::rate_limited("client", wait_ms));
+        return Verdict::Refuse {
+            error: ApiError::rate_limited("client", wait_ms),
+            client: Some(known.name),
+        };
     }
     Verdict::Pass {
         client: Some(known.name),
@@ -116,10 +127,16 @@ fn refuse(req: &ServiceRequest, reason: Refusal, scoped: Option<(&str, Scope)>) 
         method: req.method(),
         path: req.path(),
     });
-    Verdict::Refuse(match scoped {
-        Some((_, scope)) => ApiError::Forbidden(scope.as_str()),
-        None => ApiError::Unauthenticated,
-    })
+    match scoped {
+        Some((name, scope)) => Verdict::Refuse {
+            error: ApiError::Forbidden(scope.as_str()),
+            client: Some(Arc::from(name)),
+        },
+        None => Verdict::Refuse {
+            error: ApiError::Unauthenticated,
+            client: None,
+        },
+    }
 }
 
 fn client_ip(req: &ServiceRequest) -> String {

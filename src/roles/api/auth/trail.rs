@@ -66,3 +66,67 @@ pub fn lifecycle(client: &str, client_ip: &str, path: &str, status: u16) {
         client.ip = %client_ip, http.path = %path, http.status = status,
         "reservation lifecycle call");
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Collects what the subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_lifecycle_call_and_a_burst_of_refusals_leave_named_audit_events() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        lifecycle(
+            "orders",
+            "198.51.100.7",
+            "/v1/skus/1/reservations/a/confirm",
+            200,
+        );
+        for _ in 0..50 {
+            refused(&Refused {
+                reason: Refusal::Scope,
+                client: Some("reader"),
+                client_ip: "198.51.100.8",
+                method: &Method::POST,
+                path: "/v1/skus/1/reservations/a/cancel",
+            });
+        }
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let events: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|e: &serde_json::Value| e["target"] == "audit")
+            .collect();
+        let call = &events[0]["fields"];
+        assert_eq!(call["event"], "reservation.lifecycle");
+        assert_eq!(call["client"], "orders");
+        assert_eq!(call["http.status"], 200);
+        let refusals: Vec<_> = events
+            .iter()
+            .filter(|e| e["fields"]["event"] == "client.auth_refused")
+            .collect();
+        assert_eq!(refusals.len(), 1, "at most one line a second: {log}");
+        assert_eq!(refusals[0]["fields"]["client"], "reader");
+        assert_eq!(refusals[0]["fields"]["reason"], "scope");
+    }
+}
