@@ -300,3 +300,45 @@ fn production_refuses_an_open_api_or_no_client_naming_the_key() {
     let (ok, stderr) = check(&[("STOCKD__AUTH__CLIENTS", &clients)]);
     assert!(ok, "{stderr}");
 }
+
+/// The bench's HTTP phases against an auth-required target (`stockd bench
+/// --target … --token …`): with the client token every reservation is
+/// admitted and the phase checks clean over HTTP; without it they are refused
+/// and the phase reports failures.
+#[tokio::test]
+async fn the_bench_drives_an_auth_required_target_with_its_client_token() {
+    use stockd::bench::drive::load::Plan;
+    use stockd::bench::phases::reserve::reserve;
+    use stockd::bench::stack::check::Target;
+
+    const BENCH_TOKEN: &str = "tok-bench-5e21";
+    let app = TestApp::with(closed(|s| {
+        let scopes = vec![Scope::Reserve, Scope::Read, Scope::Lifecycle];
+        s.auth.clients.push(client("bench", BENCH_TOKEN, scopes));
+    }))
+    .await;
+    let addr = app.base.trim_start_matches("http://").parse().unwrap();
+    let plan = || Plan {
+        requests: 50,
+        max_duration: Duration::from_secs(20),
+        rate_per_sec: None,
+    };
+    for (sku, client_token) in [(11, Some(BENCH_TOKEN)), (12, None)] {
+        let target = Target {
+            addr,
+            admin_token: ADMIN_TOKEN,
+            client_token,
+            stores: None,
+        };
+        let checked = reserve(&target, "reserve", "reserve".into(), sku, plan(), 4)
+            .await
+            .unwrap();
+        let refused = checked.violations.iter().any(|v| v.contains("401"));
+        match client_token {
+            Some(_) => assert!(checked.violations.is_empty(), "{:?}", checked.violations),
+            None => assert!(refused, "{:?}", checked.violations),
+        }
+        app.wait_drained(sku).await;
+    }
+    app.cleanup().await;
+}
