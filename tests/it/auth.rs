@@ -305,6 +305,7 @@ fn production_refuses_an_open_api_or_no_client_naming_the_key() {
 /// --target … --token …`): with the client token every reservation is
 /// admitted and the phase checks clean over HTTP; without it they are refused
 /// and the phase reports failures.
+#[cfg(feature = "bench")]
 #[tokio::test]
 async fn the_bench_drives_an_auth_required_target_with_its_client_token() {
     use stockd::bench::drive::load::Plan;

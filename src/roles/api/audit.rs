@@ -40,6 +40,12 @@ pub struct Throttle {
     logged_at_ms: AtomicU64,
 }
 
+impl Default for Throttle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Throttle {
     pub const fn new() -> Self {
         Self {
