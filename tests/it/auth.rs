@@ -343,3 +343,60 @@ async fn the_bench_drives_an_auth_required_target_with_its_client_token() {
     }
     app.cleanup().await;
 }
+
+/// `config/local.yaml` (`make run`, the README walk-through) leaves the API
+/// open: a `stockd --role api` child with it says so in one WARN line, and a
+/// reservation, its read-back and its confirm need no token.
+#[tokio::test]
+async fn the_local_config_is_open_and_says_so_at_start_up() {
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 10, 2).await;
+    let port = crate::ports::free_port();
+    let log = std::env::temp_dir().join(format!("stockd-auth-{}.log", app.id));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_stockd"));
+    cmd.args(["--role", "api"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.envs(app.cli_env())
+        .env("STOCKD_ENV", "local")
+        .env("STOCKD__HTTP__BIND", format!("127.0.0.1:{port}"))
+        .env("STOCKD__LOGGING__FORMAT", "json");
+    let mut api = crate::owned::OwnedProcess::spawn("stockd --role api", cmd, &log);
+    let base = format!("http://127.0.0.1:{port}");
+    let readyz = format!("{base}/readyz");
+    app.eventually(
+        "the child api is ready",
+        Duration::from_secs(30),
+        || async { matches!(app.client.get(&readyz).send().await, Ok(r) if r.status() == 200) },
+    )
+    .await;
+    let warned: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("auth.required is false"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", api.log_tail());
+    assert!(warned[0].contains("WARN"), "{}", warned[0]);
+    let reserve = app
+        .client
+        .post(format!("{base}/v1/skus/1/reservations"))
+        .json(&json!({"request_id": "order-1001", "user_id": 42, "count": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reserve.status(), 201);
+    let read = app
+        .client
+        .get(format!("{base}/v1/skus/1/reservations/order-1001"));
+    assert_eq!(read.send().await.unwrap().status(), 200);
+    let confirm = app
+        .client
+        .post(format!("{base}/v1/skus/1/reservations/order-1001/confirm"))
+        .send()
+        .await;
+    assert_eq!(confirm.unwrap().status(), 200);
+    api.terminate();
+    let _ = std::fs::remove_file(&log);
+    app.wait_drained(1).await;
+    app.cleanup().await;
+}
