@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
+
 /// Most concurrent requesters a phase may use: far above a realistic front
 /// tier per node, and the bench must stay a bounded guest on a shared machine.
 const CONCURRENCY_MAX: usize = 1_024;
@@ -27,6 +29,20 @@ pub struct BenchArgs {
     /// Admin token of the `--target` stockd (default: `admin.token` from config).
     #[arg(long, env = "STOCKD_BENCH_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// Client token of the `--target` stockd when it requires one
+    /// (`auth.required`): a client with scopes reserve, read and lifecycle.
+    #[arg(
+        long,
+        env = "STOCKD_BENCH_TOKEN",
+        hide_env_values = true,
+        requires = "target",
+        conflicts_with = "token_file"
+    )]
+    pub token: Option<String>,
+    /// The same token read from a file (a mounted secret); surrounding
+    /// whitespace is ignored.
+    #[arg(long, value_name = "PATH", requires = "target")]
+    pub token_file: Option<PathBuf>,
     /// Pid of the `--target` stockd, for its CPU time and peak RSS.
     #[arg(long, value_name = "PID", requires = "target")]
     pub target_pid: Option<u32>,
@@ -66,6 +82,22 @@ pub enum Only {
 }
 
 impl BenchArgs {
+    /// The client token of `--token` or `--token-file`, if either is given.
+    pub fn client_token(&self) -> anyhow::Result<Option<String>> {
+        if let Some(path) = &self.token_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--token-file {}", path.display()))?;
+            let token = text.trim();
+            anyhow::ensure!(
+                !token.is_empty(),
+                "--token-file {} is empty",
+                path.display()
+            );
+            return Ok(Some(token.to_string()));
+        }
+        Ok(self.token.clone())
+    }
+
     pub fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(
             (1..=CONCURRENCY_MAX).contains(&self.concurrency),

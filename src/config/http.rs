@@ -1,5 +1,5 @@
 //! The api role's front door: where it listens (`http`), who may use the admin
-//! routes (`admin`) and how fast one buyer or one address may knock (`limits`).
+//! routes (`admin`) and how fast one buyer, one address or one client may knock (`limits`).
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
@@ -74,6 +74,11 @@ pub struct LimitSettings {
     pub per_ip_rps: f64,
     /// Requests one client IP may make at once.
     pub per_ip_burst: u32,
+    /// Requests one authenticated client (`auth.clients`) may make per second
+    /// to the public routes, per api process.
+    pub per_client_rps: f64,
+    /// Requests one authenticated client may make at once.
+    pub per_client_burst: u32,
 }
 
 impl LimitSettings {
@@ -87,6 +92,11 @@ impl LimitSettings {
                 "limits.per_user_burst",
             ),
             (self.per_ip_rps, self.per_ip_burst, "limits.per_ip_burst"),
+            (
+                self.per_client_rps,
+                self.per_client_burst,
+                "limits.per_client_burst",
+            ),
         ];
         for (rate, burst, key) in pairs {
             if !(rate >= 0.0 && rate.is_finite()) {

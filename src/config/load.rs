@@ -110,9 +110,12 @@ fn apply_env_override(tree: &mut Value, path: &str, raw: &str) -> anyhow::Result
         .as_mapping_mut()
         .with_context(|| format!("{ENV_PREFIX}{path}: parent is not a section"))?;
     let key = Value::String(keys[keys.len() - 1].clone());
-    // A list-valued key takes a comma-separated string (contract §9).
+    // A list-valued key takes a comma-separated string or a YAML flow list
+    // (contract §9).
     let value = match map.get(&key) {
-        Some(Value::Sequence(_)) => list_value(raw),
+        Some(Value::Sequence(_)) => {
+            list_value(raw).with_context(|| format!("{ENV_PREFIX}{path}: not a YAML flow list"))?
+        }
         _ => scalar_value(raw),
     };
     map.insert(key, value);
@@ -128,9 +131,16 @@ fn scalar_value(raw: &str) -> Value {
     }
 }
 
-/// `a, b,,c` as the list `[a, b, c]`, numbers and booleans typed.
-fn list_value(raw: &str) -> Value {
-    Value::Sequence(
+/// `a, b,,c` as the list `[a, b, c]`, numbers and booleans typed; a value
+/// starting with `[` is a YAML flow list (`[{name: a, scopes: [read]}]`), the
+/// only way to give a list of mappings.
+fn list_value(raw: &str) -> anyhow::Result<Value> {
+    if raw.trim_start().starts_with('[') {
+        let value: Value = serde_yaml::from_str(raw)?;
+        anyhow::ensure!(value.is_sequence(), "not a list");
+        return Ok(value);
+    }
+    Ok(Value::Sequence(
         raw.split(',')
             .map(str::trim)
             .filter(|item| !item.is_empty())
@@ -139,7 +149,7 @@ fn list_value(raw: &str) -> Value {
                 _ => Value::String(item.into()),
             })
             .collect(),
-    )
+    ))
 }
 
 #[cfg(test)]
@@ -162,8 +172,25 @@ mod tests {
 
     #[test]
     fn production_has_no_admin_token_by_default() {
-        let s = Settings::load_with_vars(&repo_config(), "production", &[]).unwrap();
+        let vars = vec![(
+            "STOCKD__AUTH__CLIENTS".to_string(),
+            format!(
+                "[{{name: a, token_sha256: \"{}\", scopes: [read]}}]",
+                "0".repeat(64)
+            ),
+        )];
+        let s = Settings::load_with_vars(&repo_config(), "production", &vars).unwrap();
         assert!(s.admin.token.is_none());
+        assert!(s.auth.required);
+    }
+
+    #[test]
+    fn production_refuses_an_open_api_or_no_client_naming_the_key() {
+        let err = Settings::load_with_vars(&repo_config(), "production", &[]).unwrap_err();
+        assert!(err.to_string().contains("`auth.clients`"), "{err}");
+        let vars = vec![("STOCKD__AUTH__REQUIRED".to_string(), "false".to_string())];
+        let err = Settings::load_with_vars(&repo_config(), "production", &vars).unwrap_err();
+        assert!(err.to_string().contains("`auth.required`"), "{err}");
     }
 
     #[test]
@@ -199,6 +226,33 @@ mod tests {
         )];
         let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
         assert_eq!(s.redis.key_prefix, "shop1:");
+    }
+
+    #[test]
+    fn a_list_of_clients_comes_from_the_environment_as_yaml() {
+        let hash = "ab".repeat(32);
+        let clients = format!(
+            "[{{name: orders, token_sha256: \"{hash}\", scopes: [reserve, read, lifecycle]}}]"
+        );
+        let vars = vec![
+            ("STOCKD__AUTH__CLIENTS".to_string(), clients),
+            (
+                "STOCKD__HTTP__TRUSTED_PROXIES".to_string(),
+                "[10.0.0.0/8, 192.168.0.0/16]".to_string(),
+            ),
+        ];
+        let s = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap();
+        assert_eq!(s.auth.clients.len(), 1);
+        assert_eq!(s.auth.clients[0].name, "orders");
+        assert_eq!(s.auth.clients[0].token_sha256.as_deref(), Some(&*hash));
+        assert_eq!(s.auth.clients[0].scopes.len(), 3);
+        assert_eq!(s.http.trusted_proxies.len(), 2);
+        let vars = vec![(
+            "STOCKD__AUTH__CLIENTS".to_string(),
+            "[{name: orders, scopes: [pay]}]".to_string(),
+        )];
+        let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
+        assert!(err.to_string().contains("auth.clients"), "{err}");
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! - `load.rs`: the layers, environment overrides, deserializing once with
 //!   `deny_unknown_fields` (a typo in any layer is named by its dotted key);
 //! - one file per section or group of sections, each with the `validate` of
-//!   its own keys: `http.rs` (http, admin, limits), `mysql.rs`, `redis.rs`,
-//!   `amqp.rs`, `pipeline.rs` (reservation, relay, consumer, closer, soldout),
+//!   its own keys: `http.rs` (http, admin, limits), `auth.rs` (clients and
+//!   their scopes), `mysql.rs`, `redis.rs`, `amqp.rs`, `pipeline.rs`
+//!   (reservation, relay, consumer, closer, soldout),
 //!   `reconcile.rs`, `telemetry.rs` (metrics, logging); `tls_files.rs` is the
 //!   `tls` subsection they share;
 //! - `production.rs`: what only `STOCKD_ENV=production` refuses;
@@ -18,6 +19,7 @@
 //! reverse.
 
 mod amqp;
+mod auth;
 mod check;
 mod cidr;
 mod http;
@@ -32,6 +34,7 @@ mod telemetry;
 mod tls_files;
 
 pub use self::amqp::AmqpSettings;
+pub use self::auth::{AuthSettings, ClientSettings, Scope, TOKEN_SHA256_HEX_LEN};
 pub use self::cidr::Cidr;
 pub use self::http::{AdminSettings, HttpSettings, LimitSettings};
 pub use self::load::{config_dir, env_name};
@@ -53,6 +56,7 @@ use serde::{Deserialize, Serialize};
 pub struct Settings {
     pub http: HttpSettings,
     pub admin: AdminSettings,
+    pub auth: AuthSettings,
     pub mysql: MysqlSettings,
     pub redis: RedisSettings,
     pub amqp: AmqpSettings,
@@ -74,6 +78,7 @@ impl Settings {
         self.mysql.validate()?;
         self.http.validate()?;
         self.admin.validate()?;
+        self.auth.validate()?;
         self.limits.validate()?;
         self.redis.validate()?;
         self.amqp.validate()?;

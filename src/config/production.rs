@@ -3,7 +3,9 @@
 //!
 //! - an admin token shorter than [`ADMIN_TOKEN_LEN_MIN`] characters, or one of
 //!   the tokens this repository ships in its example configs (anyone can read
-//!   them); no token at all is allowed — the admin routes then answer 401.
+//!   them); no token at all is allowed — the admin routes then answer 401;
+//! - `auth.required: false` (anyone reaching the public listener could confirm
+//!   or cancel any reservation) and an empty `auth.clients` (nobody could call).
 //!
 //! (A dependency URL that does not parse is refused in every environment, by
 //! its section's `validate`.)
@@ -38,6 +40,23 @@ pub fn check(settings: &Settings) -> anyhow::Result<()> {
                  repository's configs; set a secret of your own"
             );
         }
+    }
+    check_auth(settings)
+}
+
+/// The public API is closed, and someone can open it.
+fn check_auth(settings: &Settings) -> anyhow::Result<()> {
+    if !settings.auth.required {
+        bail!(
+            "invalid configuration key `auth.required`: production needs true (every public \
+             call names its client; docs/operations.md, \"Client tokens\")"
+        );
+    }
+    if settings.auth.clients.is_empty() {
+        bail!(
+            "invalid configuration key `auth.clients`: production needs at least one client \
+             (STOCKD__AUTH__CLIENTS; docs/operations.md, \"Client tokens\")"
+        );
     }
     Ok(())
 }

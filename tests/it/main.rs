@@ -25,6 +25,7 @@ mod proxy;
 mod servers;
 
 mod audit;
+mod auth;
 mod bad_input;
 mod bench_layers;
 mod buckets;

@@ -1,7 +1,8 @@
 //! `GET /openapi.json` describes every route of contract §6, and the running api
 //! keeps to it: schemathesis (pinned by `scripts/test-tools.sh`) fuzzes a live
 //! TestApp on loopback and must find no 5xx and no response that breaks the
-//! document (status, content type, body schema).
+//! document (status, content type, body schema). It runs with `auth.required`
+//! and a client token holding every scope, as production would be called.
 //!
 //! Knobs (environment), all optional:
 //! - `STOCKD_FUZZ_EXAMPLES`: test cases per operation and phase (default 30;
@@ -16,9 +17,29 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::helpers::{TestApp, ADMIN_TOKEN};
+use crate::helpers::{TestApp, TestOptions};
 
 const DEFAULT_EXAMPLES: u32 = 30;
+
+/// The fuzzing client's bearer token: every scope, admin routes included.
+const FUZZ_TOKEN: &str = "tok-schemathesis-all-scopes";
+
+/// Auth required, one client with every scope.
+fn closed_with_fuzz_client() -> TestOptions {
+    use stockd::config::{ClientSettings, Scope};
+    TestOptions {
+        tweak: Some(std::sync::Arc::new(|s| {
+            s.auth.required = true;
+            s.auth.clients = vec![ClientSettings {
+                name: "schemathesis".into(),
+                token_sha256: Some(stockd::roles::api::auth::sha256_hex(FUZZ_TOKEN.as_bytes())),
+                cert_subject: None,
+                scopes: vec![Scope::Reserve, Scope::Read, Scope::Lifecycle, Scope::Admin],
+            }];
+        })),
+        ..TestOptions::default()
+    }
+}
 
 /// The checks of issue 7: no 5xx; status, content type and body as documented.
 const CHECKS: &str =
@@ -51,6 +72,8 @@ async fn the_served_document_is_the_generated_one_with_every_problem_code() {
         "RESERVATION_RELEASED",
         "RESERVATION_CONFIRMED",
         "UNAUTHORIZED",
+        "UNAUTHENTICATED",
+        "FORBIDDEN",
     ] {
         assert!(text.contains(&format!("\"{code}\"")), "code {code} missing");
     }
@@ -58,10 +81,12 @@ async fn the_served_document_is_the_generated_one_with_every_problem_code() {
         doc["components"]["responses"]["Unavailable"]["content"]["application/problem+json"]
             .is_object()
     );
-    assert_eq!(
-        doc["components"]["securitySchemes"]["admin_token"]["scheme"],
-        "bearer"
-    );
+    for scheme in ["admin_token", "client_token"] {
+        assert_eq!(
+            doc["components"]["securitySchemes"][scheme]["scheme"],
+            "bearer"
+        );
+    }
     app.cleanup().await;
 }
 
@@ -160,7 +185,7 @@ fn examples() -> u32 {
 #[tokio::test]
 async fn schemathesis_finds_no_server_error_or_schema_violation() {
     let st = tokio::task::spawn_blocking(schemathesis).await.unwrap();
-    let app = TestApp::spawn().await;
+    let app = TestApp::with(closed_with_fuzz_client()).await;
     // SKU 1 is the `example` and the lower bound of `sku_id`, so generated
     // requests hit an existing SKU as well as unknown ones.
     app.create_sku(1, 1_000_000, 1_000_000).await;
@@ -201,7 +226,7 @@ fn run_schemathesis(st: &Path, schema_url: &str, examples: u32) -> std::process:
         .args(["--max-examples", &examples.to_string()])
         .args(["--request-timeout", "10"])
         .args(["--workers", "2"])
-        .args(["--header", &format!("Authorization: Bearer {ADMIN_TOKEN}")])
+        .args(["--header", &format!("Authorization: Bearer {FUZZ_TOKEN}")])
         .args(["--no-color", "--output-truncate", "false"])
         .env("NO_COLOR", "1")
         .output()

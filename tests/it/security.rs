@@ -191,7 +191,15 @@ async fn production_refuses_a_weak_admin_token_naming_the_key() {
         assert!(!err.contains(weak), "the token is never printed: {err}");
     }
     let strong = "0123456789abcdef0123456789abcdef".to_string();
-    let vars = [("STOCKD__ADMIN__TOKEN".to_string(), strong)];
+    // Production also needs a client (tests/it/auth.rs).
+    let client = format!(
+        "[{{name: a, token_sha256: \"{}\", scopes: [read]}}]",
+        "0".repeat(64)
+    );
+    let vars = [
+        ("STOCKD__ADMIN__TOKEN".to_string(), strong),
+        ("STOCKD__AUTH__CLIENTS".to_string(), client),
+    ];
     assert!(stockd::config::Settings::load_with_vars(&dir, "production", &vars).is_ok());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_stockd"))
         .args(["config", "check"])

@@ -37,7 +37,7 @@ async fn health_metrics_and_request_ids_are_served() {
     stockd::roles::gauges::refresh(&app.res).await;
     let text = app.metrics_text().await;
     for series in [
-        "stockd_http_requests_total{route=\"/v1/skus/{sku_id}/reservations\",status=\"201\"}",
+        "stockd_http_requests_total{route=\"/v1/skus/{sku_id}/reservations\",status=\"201\",client=\"anonymous\"}",
         "stockd_reservations_total{result=\"reserved\"}",
         "stockd_publish_total{outcome=\"ack\"}",
         "stockd_reserve_duration_seconds_bucket",

@@ -17,6 +17,9 @@ pub struct Api {
     addr: SocketAddr,
     conn: HttpConn,
     auth: String,
+    /// The `Authorization` line of the public calls: a client token when the
+    /// target requires one (`auth.required`), else empty.
+    client_auth: String,
 }
 
 impl Api {
@@ -25,7 +28,15 @@ impl Api {
             addr,
             conn: HttpConn::new(addr),
             auth: format!("Authorization: Bearer {admin_token}\r\n"),
+            client_auth: String::new(),
         }
+    }
+
+    /// Sends `token` (a client with scopes reserve, read, lifecycle) on the
+    /// public calls.
+    pub fn with_client_token(mut self, token: Option<&str>) -> Self {
+        self.client_auth = client_auth(token);
+        self
     }
 
     /// `PUT /v1/admin/skus/{sku}`: creates or restocks the SKU.
@@ -71,7 +82,10 @@ impl Api {
     /// a split SKU).
     pub async fn sku_view(&mut self, sku: u64) -> anyhow::Result<serde_json::Value> {
         let path = format!("/v1/skus/{sku}");
-        let resp = self.conn.request("GET", &path, "", b"").await?;
+        let resp = self
+            .conn
+            .request("GET", &path, &self.client_auth, b"")
+            .await?;
         ensure_status(&resp, 200, &path)?;
         serde_json::from_slice(&resp.body).with_context(|| format!("GET {path}: body"))
     }
@@ -79,7 +93,10 @@ impl Api {
     /// `GET /v1/skus/{sku}/reservations/{rid}` → whether it is in MySQL yet.
     pub async fn persisted(&mut self, sku: u64, request_id: &str) -> anyhow::Result<bool> {
         let path = format!("/v1/skus/{sku}/reservations/{request_id}");
-        let resp = self.conn.request("GET", &path, "", b"").await?;
+        let resp = self
+            .conn
+            .request("GET", &path, &self.client_auth, b"")
+            .await?;
         ensure_status(&resp, 200, &path)?;
         let value: serde_json::Value = serde_json::from_slice(&resp.body)?;
         Ok(value["persisted"].as_bool() == Some(true))
@@ -104,10 +121,15 @@ impl Api {
     /// One reservation outside any measurement (e.g. to sell a SKU out); its
     /// request id is `<tag>0`.
     pub async fn reserve_one(&self, sku: u64, tag: &str, user: u64) -> Outcome {
-        Reserver::new(self.addr, sku, tag, UserOf::Fixed(user))
-            .call(0)
-            .await
+        let mut reserver = Reserver::new(self.addr, sku, tag, UserOf::Fixed(user));
+        reserver.auth = self.client_auth.clone();
+        reserver.call(0).await
     }
+}
+
+/// The `Authorization` header line of a client token; empty without one.
+fn client_auth(token: Option<&str>) -> String {
+    token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"))
 }
 
 fn ensure_status(resp: &Response, want: u16, what: &str) -> anyhow::Result<()> {
@@ -144,6 +166,8 @@ pub struct Reserver {
     path: String,
     tag: String,
     users: UserOf,
+    /// The `Authorization` line (a client token), or empty.
+    auth: String,
     /// Where admitted request ids go with their answer time (persist lag).
     admitted: Option<mpsc::UnboundedSender<(String, Instant)>>,
 }
@@ -155,8 +179,15 @@ impl Reserver {
             path: format!("/v1/skus/{sku}/reservations"),
             tag: tag.to_string(),
             users,
+            auth: String::new(),
             admitted: None,
         }
+    }
+
+    /// Sends `token` (a client with scope reserve) on every reservation.
+    pub fn with_client_token(mut self, token: Option<&str>) -> Self {
+        self.auth = client_auth(token);
+        self
     }
 
     pub fn reporting_to(mut self, tx: mpsc::UnboundedSender<(String, Instant)>) -> Self {
@@ -177,7 +208,7 @@ impl Requester for Reserver {
         let body = format!(r#"{{"request_id":"{rid}","user_id":{user},"count":1}}"#);
         let resp = match self
             .conn
-            .request("POST", &self.path, "", body.as_bytes())
+            .request("POST", &self.path, &self.auth, body.as_bytes())
             .await
         {
             Ok(resp) => resp,

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use super::{both, Checked};
-use crate::bench::drive::api::{Api, Reserver, UserOf, WARMUP_USERS};
+use crate::bench::drive::api::{Reserver, UserOf, WARMUP_USERS};
 use crate::bench::drive::load::{drive, Plan};
 use crate::bench::measure::stats::{per_sec, Tally};
 use crate::bench::results::HotSku;
@@ -118,7 +118,7 @@ pub async fn run(target: &Target<'_>, setup: &Setup) -> anyhow::Result<Checked> 
 
 fn workers(t: &Target<'_>, s: &Setup, sku: u64, tag: &str, users: UserOf) -> Vec<Reserver> {
     (0..s.concurrency)
-        .map(|_| Reserver::new(t.addr, sku, tag, users))
+        .map(|_| t.reserver(sku, tag, users))
         .collect()
 }
 
@@ -129,7 +129,8 @@ async fn variant(
     buckets: u16,
     sku: u64,
 ) -> anyhow::Result<Checked> {
-    let view = Api::new(t.addr, t.admin_token)
+    let view = t
+        .api()
         .put_split_sku(sku, STOCK, LIMIT_PER_USER, buckets)
         .await?;
     anyhow::ensure!(
@@ -192,7 +193,7 @@ fn refusals(key: &str, tally: &Tally) -> Option<String> {
 /// (the pipeline has drained, so no lease is in flight). A fresh connection:
 /// the one that created the SKU idled through the run and may be closed.
 async fn bucket_view(t: &Target<'_>, sku: u64, buckets: u16, want: i64) -> Vec<String> {
-    let mut api = Api::new(t.addr, t.admin_token);
+    let mut api = t.api();
     let view = match api.sku_view(sku).await {
         Ok(view) => view,
         Err(err) => return vec![format!("GET /v1/skus/{sku}: {err:#}")],

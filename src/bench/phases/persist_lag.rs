@@ -48,10 +48,11 @@ pub enum Probe<'a> {
 }
 
 impl Probe<'_> {
-    pub fn http(addr: std::net::SocketAddr, admin_token: &str) -> Self {
+    /// Probes over HTTP; `client_token` for a target with `auth.required`.
+    pub fn http(addr: std::net::SocketAddr, admin_token: &str, client_token: Option<&str>) -> Self {
         Probe::Http(
             (0..HTTP_PROBE_CONNECTIONS)
-                .map(|_| Api::new(addr, admin_token))
+                .map(|_| Api::new(addr, admin_token).with_client_token(client_token))
                 .collect(),
         )
     }
@@ -69,12 +70,14 @@ pub async fn run(
 ) -> anyhow::Result<Checked> {
     let requests = ((rate_per_sec * duration.as_secs_f64()).ceil() as u64).clamp(1, REQUESTS_MAX);
     let total = i64::try_from(requests)?;
-    Api::new(target.addr, target.admin_token)
-        .put_sku(sku, total, 1)
-        .await?;
+    target.api().put_sku(sku, total, 1).await?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let workers: Vec<Reserver> = (0..concurrency)
-        .map(|_| Reserver::new(target.addr, sku, "l", UserOf::Unique).reporting_to(tx.clone()))
+        .map(|_| {
+            target
+                .reserver(sku, "l", UserOf::Unique)
+                .reporting_to(tx.clone())
+        })
         .collect();
     drop(tx);
     let plan = Plan {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::{both, Checked};
-use crate::bench::drive::api::{Api, Reserver, UserOf, WARMUP_USERS};
+use crate::bench::drive::api::{Reserver, UserOf, WARMUP_USERS};
 use crate::bench::drive::load::{drive, Plan, Run};
 use crate::bench::measure::stats::Kind;
 use crate::bench::results::PhaseResult;
@@ -39,7 +39,7 @@ fn workers_of(
     users: UserOf,
 ) -> Vec<Reserver> {
     (0..concurrency)
-        .map(|_| Reserver::new(target.addr, sku, tag, users))
+        .map(|_| target.reserver(sku, tag, users))
         .collect()
 }
 
@@ -70,9 +70,7 @@ pub async fn reserve(
     concurrency: usize,
 ) -> anyhow::Result<Checked> {
     let total = i64::try_from(WARMUP_REQUESTS + plan.requests)?;
-    Api::new(target.addr, target.admin_token)
-        .put_sku(sku, total, 1)
-        .await?;
+    target.api().put_sku(sku, total, 1).await?;
     let warm = warm_up(target, sku, concurrency).await;
     let before = BatchCounters::read(target.addr).await;
     let run = drive(key, plan, workers(target, sku, "r", concurrency)).await;
@@ -98,7 +96,7 @@ pub async fn sold_out(
     concurrency: usize,
 ) -> anyhow::Result<Checked> {
     let api = {
-        let mut api = Api::new(target.addr, target.admin_token);
+        let mut api = target.api();
         api.put_sku(sku, 1, 1).await?;
         api
     };

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 
-use crate::bench::drive::api::Api;
+use crate::bench::drive::api::{Api, Reserver, UserOf};
 use crate::bench::measure::stats::Tally;
 use crate::db::{ledger, sku, Db};
 use crate::domain::SkuId;
@@ -27,6 +27,9 @@ const DRAIN_POLL: Duration = Duration::from_millis(20);
 pub struct Target<'a> {
     pub addr: SocketAddr,
     pub admin_token: &'a str,
+    /// Client token of the public calls (`--token`); `None` for a target with
+    /// `auth.required` false (every child stockd).
+    pub client_token: Option<&'a str>,
     /// Direct access to the stores (a child stockd in the bench namespace);
     /// `None` with `--target`, where only HTTP is visible.
     pub stores: Option<&'a Stores>,
@@ -38,8 +41,19 @@ impl<'a> Target<'a> {
         Self {
             addr,
             admin_token,
+            client_token: None,
             stores: Some(stores),
         }
+    }
+
+    /// Admin and read calls against the target, with its tokens.
+    pub fn api(&self) -> Api {
+        Api::new(self.addr, self.admin_token).with_client_token(self.client_token)
+    }
+
+    /// A reservation worker against the target, with its client token.
+    pub fn reserver(&self, sku: u64, tag: &str, users: UserOf) -> Reserver {
+        Reserver::new(self.addr, sku, tag, users).with_client_token(self.client_token)
     }
 }
 
@@ -54,7 +68,7 @@ pub async fn after_phase(target: &Target<'_>, expect: Expect, tally: &Tally) -> 
     let mut bad = answers(expect, tally);
     bad.extend(match target.stores {
         Some(stores) => stores_after_drain(&stores.db, &stores.redis, expect).await,
-        None => over_http(&mut Api::new(target.addr, target.admin_token), expect).await,
+        None => over_http(&mut target.api(), expect).await,
     });
     bad
 }

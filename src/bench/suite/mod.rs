@@ -363,10 +363,12 @@ async fn target(
     url: &str,
     out: &mut Collected,
 ) -> anyhow::Result<bool> {
-    let (addr, token) = target_access(args, ns, url).await?;
+    let (addr, token, client_token) = target_access(args, ns, url).await?;
+    let client_token = client_token.as_deref();
     let target = Target {
         addr,
         admin_token: &token,
+        client_token,
         stores: None,
     };
     note(&format!(
@@ -374,7 +376,15 @@ async fn target(
         sku_base(args) + 1
     ));
     let keys = (key::RESERVE_TARGET, key::HALF_LOAD, key::PERSIST_LAG);
-    let ok = http_phases(args, &target, Probe::http(addr, &token), keys, true, out).await?;
+    let ok = http_phases(
+        args,
+        &target,
+        Probe::http(addr, &token, client_token),
+        keys,
+        true,
+        out,
+    )
+    .await?;
     if let Some(pid) = args.target_pid {
         out.memory.push(Memory {
             process: format!("stockd --target {url}"),
@@ -385,12 +395,13 @@ async fn target(
     Ok(ok)
 }
 
-/// `--target`'s loopback address and admin token.
+/// `--target`'s loopback address, admin token and client token (`--token`,
+/// `--token-file`; none for a target with `auth.required` false).
 async fn target_access(
     args: &BenchArgs,
     ns: &Namespace,
     url: &str,
-) -> anyhow::Result<(SocketAddr, String)> {
+) -> anyhow::Result<(SocketAddr, String, Option<String>)> {
     let addr = crate::bench::drive::http_client::loopback_addr(url).await?;
     let token = args
         .admin_token
@@ -399,5 +410,5 @@ async fn target_access(
         .ok_or_else(|| {
             anyhow::anyhow!("--target needs --admin-token (or admin.token in config)")
         })?;
-    Ok((addr, token))
+    Ok((addr, token, args.client_token()?))
 }

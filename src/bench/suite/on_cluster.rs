@@ -56,10 +56,11 @@ pub(super) async fn run(
     match &args.target {
         None => in_child(args, ns, out, setup).await,
         Some(url) => {
-            let (addr, token) = target_access(args, ns, url).await?;
+            let (addr, token, client_token) = target_access(args, ns, url).await?;
             let target = Target {
                 addr,
                 admin_token: &token,
+                client_token: client_token.as_deref(),
                 stores: None,
             };
             let checked = phases::hot_sku::run(&target, &setup).await?;

@@ -9,6 +9,10 @@
 //!   [`REFUSED_LOG_EVERY_MS`] with the number of refusals since the last line,
 //!   so a password-spraying bot cannot flood the log.
 //!
+//! The public API's own events (confirm and cancel with the client's name,
+//! refused client logins) are written by its gate (`auth/trail.rs`), which
+//! knows the client; they share [`Throttle`] and the target.
+//!
 //! It is a middleware, so a new admin route is audited without remembering to.
 
 use std::future::Future;
@@ -25,8 +29,47 @@ use crate::clock::unix_ms;
 /// Least time between two log lines about refused admin logins.
 pub const REFUSED_LOG_EVERY_MS: u64 = 1000;
 
-static REFUSED_SINCE_LOG: AtomicU64 = AtomicU64::new(0);
-static REFUSED_LOGGED_AT_MS: AtomicU64 = AtomicU64::new(0);
+/// Refused admin logins since the last line about them.
+static ADMIN_REFUSALS: Throttle = Throttle::new();
+
+/// At most one log line per [`REFUSED_LOG_EVERY_MS`] about a kind of event,
+/// carrying how many happened since the last line (refused logins: admin
+/// here, clients in `auth`).
+pub struct Throttle {
+    since_log: AtomicU64,
+    logged_at_ms: AtomicU64,
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Throttle {
+    pub const fn new() -> Self {
+        Self {
+            since_log: AtomicU64::new(0),
+            logged_at_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one event; `Some(events since the last line)` when a line is due.
+    pub fn tick(&self) -> Option<u64> {
+        let pending = self.since_log.fetch_add(1, Ordering::SeqCst) + 1;
+        let now = unix_ms();
+        let last = self.logged_at_ms.load(Ordering::SeqCst);
+        if now.saturating_sub(last) < REFUSED_LOG_EVERY_MS
+            || self
+                .logged_at_ms
+                .compare_exchange(last, now, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+        {
+            return None;
+        }
+        Some(self.since_log.swap(0, Ordering::SeqCst).max(pending.min(1)))
+    }
+}
 
 /// A stable, non-reversible name for a token (FNV-1a 64 of it): tells tokens
 /// apart in the trail without ever writing one down.
@@ -108,19 +151,9 @@ impl Seen {
 
 fn refused(method: &Method, path: &str, client: &str, presented: bool) {
     metrics::counter!("stockd_admin_auth_refused_total").increment(1);
-    let pending = REFUSED_SINCE_LOG.fetch_add(1, Ordering::SeqCst) + 1;
-    let now = unix_ms();
-    let last = REFUSED_LOGGED_AT_MS.load(Ordering::SeqCst);
-    if now.saturating_sub(last) < REFUSED_LOG_EVERY_MS
-        || REFUSED_LOGGED_AT_MS
-            .compare_exchange(last, now, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-    {
+    let Some(refusals) = ADMIN_REFUSALS.tick() else {
         return;
-    }
-    let refusals = REFUSED_SINCE_LOG
-        .swap(0, Ordering::SeqCst)
-        .max(pending.min(1));
+    };
     tracing::warn!(target: "audit", event = "admin.auth_refused", client.ip = %client,
         http.method = %method, http.path = %path, token_presented = presented,
         refusals, "admin authentication refused");

@@ -2,7 +2,9 @@
 //! sane, a fresh UUID otherwise) on a tracing span around the handler and on the
 //! response; request count and latency per route pattern and status. The metric
 //! label is the matched pattern (`/v1/skus/{sku_id}/reservations`), never the raw
-//! path, so the number of series stays bounded whatever clients send.
+//! path, so the number of series stays bounded whatever clients send; the
+//! `client` label is the configured name of the authenticated client
+//! (`auth.clients`), `anonymous` without one — bounded by the config too.
 
 use std::future::Future;
 use std::time::Instant;
@@ -10,8 +12,10 @@ use std::time::Instant;
 use actix_web::body::BoxBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::Error;
+use actix_web::{Error, HttpMessage};
 use tracing::Instrument;
+
+use super::auth::{ClientName, ANONYMOUS};
 
 /// Longest client-supplied request id kept; longer ones are replaced.
 const REQUEST_ID_MAX_LEN: usize = 64;
@@ -48,15 +52,24 @@ where
         let mut response = call.await?;
         let route = response.request().match_pattern().unwrap_or_else(|| "unmatched".to_string());
         let status = response.status().as_u16();
+        let client = client_label(&response);
         let elapsed = started.elapsed();
         tracing::debug!(http.route = %route, http.status = status, duration_ms = elapsed.as_millis() as u64, "http.request: done");
-        metrics::counter!("stockd_http_requests_total", "route" => route.clone(), "status" => status.to_string())
+        metrics::counter!("stockd_http_requests_total", "route" => route.clone(), "status" => status.to_string(), "client" => client.clone())
             .increment(1);
-        metrics::histogram!("stockd_http_request_duration_seconds", "route" => route).record(elapsed.as_secs_f64());
+        metrics::histogram!("stockd_http_request_duration_seconds", "route" => route, "client" => client).record(elapsed.as_secs_f64());
         if let Ok(value) = HeaderValue::from_str(&id) {
             response.headers_mut().insert(HeaderName::from_static(X_REQUEST_ID), value);
         }
         Ok(response)
     }
     .instrument(span)
+}
+
+/// The authenticated client's name (set by the auth gate), else `anonymous`.
+fn client_label(response: &ServiceResponse<BoxBody>) -> metrics::SharedString {
+    match response.request().extensions().get::<ClientName>() {
+        Some(ClientName(name)) => metrics::SharedString::from(name.to_string()),
+        None => metrics::SharedString::const_str(ANONYMOUS),
+    }
 }

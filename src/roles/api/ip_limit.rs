@@ -7,6 +7,9 @@
 //! if every tracked IP is still active, the oldest half is forgotten — those
 //! IPs start again with a full bucket, which errs towards admitting. Buckets
 //! are sharded so concurrent requests rarely share a lock.
+//!
+//! The bucket table is generic over its key: the per-client limit
+//! (`limits.per_client_*`, `auth/`) is the same limiter keyed by client.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -25,13 +28,17 @@ struct Bucket {
     at: Instant,
 }
 
-pub struct IpLimiter {
+/// Token buckets keyed by `K` (a client IP, a configured client).
+pub struct RateLimiter<K> {
     per_second: f64,
     burst: f64,
-    shards: Vec<Mutex<HashMap<IpAddr, Bucket>>>,
+    shards: Vec<Mutex<HashMap<K, Bucket>>>,
 }
 
-impl IpLimiter {
+/// The per-IP limit.
+pub type IpLimiter = RateLimiter<IpAddr>;
+
+impl<K: Hash + Eq + Copy> RateLimiter<K> {
     /// `per_second` 0 turns the limit off.
     pub fn new(per_second: f64, burst: u32) -> Self {
         Self {
@@ -45,16 +52,16 @@ impl IpLimiter {
         self.per_second > 0.0
     }
 
-    /// Spends one token of `ip`; `Err(wait)` when none is left.
-    pub fn check(&self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
+    /// Spends one token of `key`; `Err(wait)` when none is left.
+    pub fn check(&self, key: K, now: Instant) -> Result<(), Duration> {
         if !self.is_on() {
             return Ok(());
         }
-        let mut shard = self.shards[shard_of(ip)].lock().expect("lock poisoned");
-        if shard.len() >= TRACKED_IPS_MAX / SHARDS && !shard.contains_key(&ip) {
+        let mut shard = self.shards[shard_of(key)].lock().expect("lock poisoned");
+        if shard.len() >= TRACKED_IPS_MAX / SHARDS && !shard.contains_key(&key) {
             self.forget_some(&mut shard, now);
         }
-        let bucket = shard.entry(ip).or_insert(Bucket {
+        let bucket = shard.entry(key).or_insert(Bucket {
             tokens: self.burst,
             at: now,
         });
@@ -71,7 +78,7 @@ impl IpLimiter {
         }
     }
 
-    fn forget_some(&self, shard: &mut HashMap<IpAddr, Bucket>, now: Instant) {
+    fn forget_some(&self, shard: &mut HashMap<K, Bucket>, now: Instant) {
         let full_after = self.burst / self.per_second;
         shard.retain(|_, b| now.saturating_duration_since(b.at).as_secs_f64() < full_after);
         if shard.len() >= TRACKED_IPS_MAX / SHARDS {
@@ -91,9 +98,9 @@ impl IpLimiter {
     }
 }
 
-fn shard_of(ip: IpAddr) -> usize {
+fn shard_of<K: Hash>(key: K) -> usize {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    ip.hash(&mut hasher);
+    key.hash(&mut hasher);
     (hasher.finish() as usize) % SHARDS
 }
 

@@ -2,6 +2,7 @@
 //! the in-process integration tests, so tests exercise exactly what ships.
 
 pub mod audit;
+pub mod auth;
 pub mod client_ip;
 pub mod http_metrics;
 pub mod ip_guard;
@@ -42,6 +43,8 @@ pub struct ApiState {
     pub ip_limiter: ip_limit::IpLimiter,
     /// Who may tell us the client's address (`http.trusted_proxies`).
     pub trusted: client_ip::TrustedProxies,
+    /// Who may call the public routes (`auth.*`, `limits.per_client_*`).
+    pub auth: auth::Gate,
     /// The operator console's overview, gathered at most about once a second.
     pub console: crate::ops::overview::OverviewCache,
 }
@@ -131,6 +134,7 @@ pub fn start(
     let limits = &res.settings.limits;
     let ip_limiter = ip_limit::IpLimiter::new(limits.per_ip_rps, limits.per_ip_burst);
     let trusted = client_ip::TrustedProxies::new(&res.settings.http.trusted_proxies);
+    let auth = auth::Gate::from_settings(&res.settings);
     let admin_bind = res.settings.admin.bind.clone();
     let state = web::Data::new(ApiState {
         res,
@@ -141,6 +145,7 @@ pub fn start(
         metrics: crate::telemetry::metrics_handle(),
         ip_limiter,
         trusted,
+        auth,
         console: Default::default(),
     });
     let (public_set, admin_listener) = match &admin_bind {
@@ -190,6 +195,7 @@ fn serve(
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()
+            .wrap_fn(auth::guard)
             .wrap_fn(ip_guard::guard)
             .wrap_fn(audit::record)
             .wrap_fn(http_metrics::record)

@@ -16,6 +16,12 @@ pub enum ApiError {
     InvalidRequest(String),
     #[error("authorization required")]
     Unauthorized,
+    /// A public route without a known client (`auth.required`).
+    #[error("authentication required: send Authorization: Bearer <client token>")]
+    Unauthenticated,
+    /// A known client without the route's scope (carried).
+    #[error("this client lacks scope `{0}`")]
+    Forbidden(&'static str),
     #[error("SKU {0} not found")]
     SkuNotFound(u64),
     #[error("reservation not found")]
@@ -57,6 +63,8 @@ impl ApiError {
         match self {
             Self::InvalidRequest(_) => "INVALID_REQUEST",
             Self::Unauthorized => "UNAUTHORIZED",
+            Self::Unauthenticated => "UNAUTHENTICATED",
+            Self::Forbidden(_) => "FORBIDDEN",
             Self::SkuNotFound(_) => "SKU_NOT_FOUND",
             Self::ReservationNotFound => "RESERVATION_NOT_FOUND",
             Self::SoldOut => "SOLD_OUT",
@@ -88,7 +96,8 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::SkuNotFound(_) | Self::ReservationNotFound | Self::RouteNotFound => {
                 StatusCode::NOT_FOUND
             }
@@ -174,6 +183,8 @@ mod tests {
             (ApiError::ReservationReleased, 409, "RESERVATION_RELEASED"),
             (ApiError::ReservationConfirmed, 409, "RESERVATION_CONFIRMED"),
             (ApiError::Unauthorized, 401, "UNAUTHORIZED"),
+            (ApiError::Unauthenticated, 401, "UNAUTHENTICATED"),
+            (ApiError::Forbidden("read"), 403, "FORBIDDEN"),
             (
                 ApiError::RateLimited {
                     retry_after_secs: 1,

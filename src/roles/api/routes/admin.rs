@@ -1,5 +1,6 @@
 //! Admin routes. Each needs `Authorization: Bearer <admin.token>`, compared in
-//! constant time; with no token configured every admin call is 401.
+//! constant time, or the token of a client with scope `admin`; with neither
+//! configured every admin call is 401.
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -36,8 +37,12 @@ impl actix_web::FromRequest for Admin {
     }
 }
 
-/// Refuses the request unless it carries the admin bearer token.
+/// Refuses the request unless it carries the admin bearer token or the token
+/// of a client with scope `admin` (`auth.clients`).
 pub fn require_admin(req: &HttpRequest, state: &ApiState) -> Result<(), ApiError> {
+    if state.auth.admits_admin(req) {
+        return Ok(());
+    }
     let Some(expected) = state.res.settings.admin.token.as_deref() else {
         return Err(ApiError::Unauthorized);
     };
@@ -65,7 +70,7 @@ pub fn require_admin(req: &HttpRequest, state: &ApiState) -> Result<(), ApiError
     operation_id = "put_sku",
     params(SkuPath),
     request_body(content = SkuBody, content_type = "application/json"),
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("client_token" = ["admin"])),
     responses(
         (status = 200, description = "Stored in MySQL and loaded into Redis", body = AdminSkuView),
         (status = 400, response = InvalidRequest),
@@ -135,7 +140,7 @@ fn observe_failed(err: ObserveError) -> ApiError {
     tag = "admin",
     operation_id = "warmup_sku",
     params(SkuPath, WarmupQuery),
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("client_token" = ["admin"])),
     responses(
         (status = 200, description = "Loaded into Redis", body = WarmupView),
         (status = 400, response = InvalidRequest),
@@ -192,7 +197,7 @@ pub async fn warmup(
     path = "/v1/admin/reconcile",
     tag = "admin",
     operation_id = "reconcile_now",
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("client_token" = ["admin"])),
     responses(
         (status = 200, description = "The report, one line per SKU", body = ReconcileReport),
         (status = 401, response = Unauthorized),
@@ -220,7 +225,7 @@ pub async fn reconcile_now(
     path = "/v1/admin/reconcile",
     tag = "admin",
     operation_id = "last_reconcile",
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("client_token" = ["admin"])),
     responses(
         (status = 200, description = "The report, one line per SKU", body = ReconcileReport),
         (status = 401, response = Unauthorized),

@@ -61,7 +61,7 @@ pub async fn style() -> HttpResponse {
     path = "/v1/admin/overview",
     tag = "admin",
     operation_id = "overview",
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("client_token" = ["admin"])),
     responses(
         (status = 200, description = "The overview", body = Overview),
         (status = 401, response = Unauthorized),

@@ -18,6 +18,10 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// Name of the admin bearer-token security scheme.
 pub const ADMIN_SECURITY: &str = "admin_token";
 
+/// Name of the client bearer-token security scheme (`auth.clients`); each
+/// public route's requirement lists the scope it needs.
+pub const CLIENT_SECURITY: &str = "client_token";
+
 // ---- path parameters --------------------------------------------------------
 
 /// `{sku_id}` of the SKU routes.
@@ -105,6 +109,13 @@ problems! {
     InvalidRequest = 400 ["INVALID_REQUEST"];
     /// Missing or wrong `Authorization: Bearer <admin token>`.
     Unauthorized = 401 ["UNAUTHORIZED"];
+    /// `auth.required` is true and the call names no known client: no
+    /// `Authorization: Bearer <client token>`, or a token no client has.
+    /// Nothing was read or written.
+    Unauthenticated = 401 ["UNAUTHENTICATED"];
+    /// The client is known but lacks the route's scope (`detail` names it).
+    /// Nothing was read or written.
+    Forbidden = 403 ["FORBIDDEN"];
     /// No SKU with this id.
     SkuNotFound = 404 ["SKU_NOT_FOUND"];
     /// No reservation with this `request_id` for this SKU.
@@ -135,9 +146,9 @@ problems! {
     /// A dependency (Redis, MySQL, RabbitMQ) is unavailable, the outbox is
     /// full, or the SKU is not loaded into Redis yet. Retry after `Retry-After`.
     Unavailable = 503 ["UNAVAILABLE"];
-    /// Too many requests from this buyer (`limits.per_user_*`, reserve only) or
-    /// this client IP (`limits.per_ip_*`). Nothing was written; retry after
-    /// `Retry-After` seconds.
+    /// Too many requests from this buyer (`limits.per_user_*`, reserve only),
+    /// this client IP (`limits.per_ip_*`) or this client (`limits.per_client_*`).
+    /// Nothing was written; retry after `Retry-After` seconds.
     RateLimited = 429 ["RATE_LIMITED"];
 }
 
@@ -198,7 +209,7 @@ pub fn problem_response(kind: &ProblemKind) -> RefOr<Response> {
                 .enum_values(Some(["Bearer"]));
             response = response.header(
                 "WWW-Authenticate",
-                header("The admin routes take a bearer token", schema.into()),
+                header("The route takes a bearer token", schema.into()),
             );
         }
         405 => {

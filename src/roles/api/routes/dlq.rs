@@ -61,7 +61,7 @@ pub struct ReplayView {
     tag = "admin",
     operation_id = "list_dlq",
     params(DlqQuery),
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("client_token" = ["admin"])),
     responses(
         (status = 200, description = "What the dead-letter queue holds", body = DlqListing),
         (status = 400, response = InvalidRequest),
@@ -93,7 +93,7 @@ pub async fn list(
     tag = "admin",
     operation_id = "replay_dlq",
     params(DlqQuery),
-    security(("admin_token" = [])),
+    security(("admin_token" = []), ("client_token" = ["admin"])),
     responses(
         (status = 200, description = "How many deductions were replayed", body = ReplayView),
         (status = 400, response = InvalidRequest),

@@ -11,8 +11,8 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::contract::{
-    CancelConflict, ConfirmConflict, InvalidRequest, RateLimited, ReservationNotFound,
-    ReservationPath, Unavailable,
+    CancelConflict, ConfirmConflict, Forbidden, InvalidRequest, RateLimited, ReservationNotFound,
+    ReservationPath, Unauthenticated, Unavailable,
 };
 use super::{request_from, sku_from};
 use crate::domain::ReservationStatus;
@@ -22,15 +22,21 @@ use crate::roles::api::views::ReservationView;
 use crate::roles::api::ApiState;
 
 /// Confirm a reservation (the order was paid). Repeats answer 200 again.
+///
+/// Needs a client token with scope `lifecycle` when `auth.required` is true
+/// (contract §6, "Who may call").
 #[utoipa::path(
     post,
     path = "/v1/skus/{sku_id}/reservations/{request_id}/confirm",
     tag = "reservations",
     operation_id = "confirm_reservation",
     params(ReservationPath),
+    security(("client_token" = ["lifecycle"])),
     responses(
         (status = 200, description = "Confirmed (status `CONFIRMED`); the unit is sold", body = ReservationView),
         (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
         (status = 404, response = ReservationNotFound),
         (status = 409, response = ConfirmConflict),
         (status = 429, response = RateLimited),
@@ -45,15 +51,21 @@ pub async fn confirm(
 }
 
 /// Cancel a reservation: its units go back on sale. Repeats answer 200 again.
+///
+/// Needs a client token with scope `lifecycle` when `auth.required` is true
+/// (contract §6, "Who may call").
 #[utoipa::path(
     post,
     path = "/v1/skus/{sku_id}/reservations/{request_id}/cancel",
     tag = "reservations",
     operation_id = "cancel_reservation",
     params(ReservationPath),
+    security(("client_token" = ["lifecycle"])),
     responses(
         (status = 200, description = "Released (status `RELEASED`); the units are back on sale", body = ReservationView),
         (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
         (status = 404, response = ReservationNotFound),
         (status = 409, response = CancelConflict),
         (status = 429, response = RateLimited),

@@ -14,7 +14,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::contract::{
     problem_response, problem_schema, Liveness, Readiness, ReconcileReport, SkuReconcileLine,
-    StuckWhere, Verdict, ADMIN_SECURITY, PROBLEMS,
+    StuckWhere, Verdict, ADMIN_SECURITY, CLIENT_SECURITY, PROBLEMS,
 };
 use super::{admin, console, dlq, health, lifecycle, reservations, skus};
 
@@ -25,7 +25,11 @@ use super::{admin, console, dlq, health, lifecycle, reservations, skus};
         description = "Flash-sale inventory: reserve, confirm and cancel units of a SKU.\n\n\
             Every error is an RFC 9457 `application/problem+json` body whose stable `code` \
             a client switches on (never on `detail`). Unknown routes answer 404 `NOT_FOUND`; \
-            a method a route does not serve answers 405 `METHOD_NOT_ALLOWED` with `Allow`."
+            a method a route does not serve answers 405 `METHOD_NOT_ALLOWED` with `Allow`.\n\n\
+            With `auth.required` (production) every route but the probes, `/metrics` and this \
+            document needs `Authorization: Bearer <client token>` of a client with the scope \
+            its `security` requirement names: 401 `UNAUTHENTICATED` without a known client, \
+            403 `FORBIDDEN` without the scope, both before anything is read or written."
     ),
     paths(
         reservations::reserve,
@@ -112,6 +116,16 @@ impl Modify for ProblemsAndSecurity {
             ))
             .build();
         components.add_security_scheme(ADMIN_SECURITY, SecurityScheme::Http(bearer));
+        let client = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some(
+                "`Authorization: Bearer <client token>` of a client in `auth.clients` (the \
+                 config holds the token's SHA-256); the requirement lists the scope the route \
+                 needs: `reserve`, `read`, `lifecycle` or `admin`. Enforced when `auth.required` \
+                 is true",
+            ))
+            .build();
+        components.add_security_scheme(CLIENT_SECURITY, SecurityScheme::Http(client));
     }
 }
 
@@ -123,6 +137,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::roles::api::auth::SCOPED_ROUTES;
     use crate::roles::api::problem::ApiError;
     use crate::roles::api::routes::contract::*;
 
@@ -135,6 +150,8 @@ mod tests {
         vec![
             ApiError::InvalidRequest("x".into()),
             ApiError::Unauthorized,
+            ApiError::Unauthenticated,
+            ApiError::Forbidden("read"),
             ApiError::SkuNotFound(1),
             ApiError::ReservationNotFound,
             ApiError::SoldOut,
@@ -203,7 +220,23 @@ mod tests {
                 admin,
                 "{method} {path}"
             );
-            assert_eq!(op["security"].is_array(), admin, "{method} {path}");
+            if admin {
+                assert_eq!(op["security"][1][CLIENT_SECURITY][0], "admin", "{path}");
+            }
+            let scoped = SCOPED_ROUTES
+                .iter()
+                .find(|(m, p, _)| *p == path && m.eq_ignore_ascii_case(method));
+            match scoped {
+                Some((_, _, scope)) => {
+                    let requirement = &op["security"][0][CLIENT_SECURITY];
+                    assert_eq!(requirement[0], scope.as_str(), "{method} {path}");
+                    let description = op["description"].as_str().unwrap_or_default();
+                    assert!(description.contains(scope.as_str()), "{method} {path}");
+                    assert!(op["responses"]["401"].is_object(), "{method} {path}");
+                    assert!(op["responses"]["403"].is_object(), "{method} {path}");
+                }
+                None => assert_eq!(op["security"].is_array(), admin, "{method} {path}"),
+            }
         }
         assert_eq!(described, expected.len());
     }

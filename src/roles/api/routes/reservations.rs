@@ -8,8 +8,8 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::contract::{
-    IdempotencyMismatch, InvalidRequest, RateLimited, ReservationNotFound, ReservationPath,
-    ReserveConflict, SkuNotFound, SkuPath, Unavailable,
+    Forbidden, IdempotencyMismatch, InvalidRequest, RateLimited, ReservationNotFound,
+    ReservationPath, ReserveConflict, SkuNotFound, SkuPath, Unauthenticated, Unavailable,
 };
 use super::sku_from;
 use crate::config::Durability;
@@ -26,12 +26,16 @@ use crate::roles::api::ApiState;
 /// Idempotent on `request_id`: an identical retry replays the first answer
 /// (200 with `Idempotent-Replayed: true`); the same id with another user or
 /// count is 422.
+///
+/// Needs a client token with scope `reserve` when `auth.required` is true
+/// (contract §6, "Who may call").
 #[utoipa::path(
     post,
     path = "/v1/skus/{sku_id}/reservations",
     tag = "reservations",
     operation_id = "reserve",
     params(SkuPath),
+    security(("client_token" = ["reserve"])),
     request_body(content = ReserveBody, content_type = "application/json"),
     responses(
         (status = 201, description = "Reserved, and the hand-off to the ledger is confirmed by the broker",
@@ -44,6 +48,8 @@ use crate::roles::api::ApiState;
          body = ReservationView,
          headers(("Idempotent-Replayed" = String, description = "Always `true`"))),
         (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
         (status = 404, response = SkuNotFound),
         (status = 409, response = ReserveConflict),
         (status = 422, response = IdempotencyMismatch),
@@ -217,16 +223,22 @@ pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
 }
 
 /// Look up a reservation.
+///
+/// Needs a client token with scope `read` when `auth.required` is true
+/// (contract §6, "Who may call").
 #[utoipa::path(
     get,
     path = "/v1/skus/{sku_id}/reservations/{request_id}",
     tag = "reservations",
     operation_id = "get_reservation",
     params(ReservationPath),
+    security(("client_token" = ["read"])),
     responses(
         (status = 200, description = "The reservation; `persisted` tells whether it is in MySQL yet",
          body = ReservationView),
         (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
         (status = 404, response = ReservationNotFound),
         (status = 429, response = RateLimited),
         (status = 503, response = Unavailable),

@@ -2,7 +2,9 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::contract::{InvalidRequest, RateLimited, SkuNotFound, SkuPath, Unavailable};
+use super::contract::{
+    Forbidden, InvalidRequest, RateLimited, SkuNotFound, SkuPath, Unauthenticated, Unavailable,
+};
 use super::reservations::not_loaded;
 use super::sku_from;
 use crate::roles::api::problem::ApiError;
@@ -10,15 +12,21 @@ use crate::roles::api::views::{SkuView, SplitView};
 use crate::roles::api::ApiState;
 
 /// The stock of a SKU as buyers see it (served from Redis).
+///
+/// Needs a client token with scope `read` when `auth.required` is true
+/// (contract §6, "Who may call").
 #[utoipa::path(
     get,
     path = "/v1/skus/{sku_id}",
     tag = "skus",
     operation_id = "get_sku",
     params(SkuPath),
+    security(("client_token" = ["read"])),
     responses(
         (status = 200, description = "The SKU", body = SkuView),
         (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
         (status = 404, response = SkuNotFound),
         (status = 429, response = RateLimited),
         (status = 503, response = Unavailable),

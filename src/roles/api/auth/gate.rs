@@ -1,0 +1,146 @@
+//! The gate: a middleware in front of every route that decides, from the
+//! headers and the matched pattern alone, whether the call may go on — before
+//! any extractor reads the body and before any store is asked.
+//!
+//! With `auth.required` true: no client → 401 `UNAUTHENTICATED` (with
+//! `WWW-Authenticate: Bearer`), a client without the route's scope → 403
+//! `FORBIDDEN`. With it false, a call without a known client passes as
+//! `anonymous` and scopes are not enforced (the API is open anyway). A known
+//! client is then held to `limits.per_client_*` (429 `RATE_LIMITED`) and named
+//! in the request's extensions ([`ClientName`]) for the metrics; confirm and
+//! cancel go to the audit trail with the client's name.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix_web::body::BoxBody;
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use actix_web::{web, Error, HttpMessage, ResponseError};
+use futures_util::future::Either;
+
+use super::trail::{self, Refusal, Refused};
+use super::{access, Access, Caller, ClientName};
+use crate::config::Scope;
+use crate::roles::api::problem::ApiError;
+use crate::roles::api::ApiState;
+
+/// How the audit trail names a call without a known client.
+pub const ANONYMOUS: &str = "anonymous";
+
+/// The gate's answer for one request.
+enum Verdict {
+    /// Go on, as this client (`None`: anonymous); `lifecycle` when the call is
+    /// a confirm or cancel the trail records.
+    Pass {
+        client: Option<Arc<str>>,
+        lifecycle: bool,
+    },
+    /// Answer this error; `client` names a known client that was refused
+    /// (403, 429) for the metrics.
+    Refuse {
+        error: ApiError,
+        client: Option<Arc<str>>,
+    },
+}
+
+/// `wrap_fn` middleware body.
+pub fn guard<S>(
+    req: ServiceRequest,
+    srv: &S,
+) -> impl Future<Output = Result<ServiceResponse<BoxBody>, Error>>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = Error>,
+{
+    match verdict(&req) {
+        Verdict::Refuse { error, client } => {
+            if let Some(name) = client {
+                req.extensions_mut().insert(ClientName(name));
+            }
+            let response = req.into_response(error.error_response());
+            Either::Left(std::future::ready(Ok(response)))
+        }
+        Verdict::Pass { client, lifecycle } => {
+            if let Some(name) = &client {
+                req.extensions_mut().insert(ClientName(name.clone()));
+            }
+            let trail = lifecycle.then(|| (client, client_ip(&req), req.path().to_string()));
+            let call = srv.call(req);
+            Either::Right(async move {
+                let response = call.await?;
+                if let Some((client, ip, path)) = trail {
+                    let name = client.as_deref().unwrap_or(ANONYMOUS);
+                    trail::lifecycle(name, &ip, &path, response.status().as_u16());
+                }
+                Ok(response)
+            })
+        }
+    }
+}
+
+fn verdict(req: &ServiceRequest) -> Verdict {
+    let pass_anonymous = |lifecycle| Verdict::Pass {
+        client: None,
+        lifecycle,
+    };
+    let Some(state) = req.app_data::<web::Data<ApiState>>() else {
+        return pass_anonymous(false);
+    };
+    let pattern = req.match_pattern();
+    let needs = access(req.method(), req.path(), pattern.as_deref());
+    if matches!(needs, Access::Open | Access::Admin) {
+        return pass_anonymous(false);
+    }
+    let lifecycle = needs == Access::Client(Scope::Lifecycle);
+    let gate = &state.auth;
+    let known = match gate.identify(req.request()) {
+        Caller::Client(known) => known,
+        _ if !gate.required => return pass_anonymous(lifecycle),
+        Caller::Anonymous => return refuse(req, Refusal::Missing, None),
+        Caller::Unknown => return refuse(req, Refusal::Unknown, None),
+    };
+    if let Access::Client(scope) = needs {
+        if gate.required && !known.may(scope) {
+            return refuse(req, Refusal::Scope, Some((&known.name, scope)));
+        }
+    }
+    if let Err(wait) = gate.limiter.check(known.index, Instant::now()) {
+        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        return Verdict::Refuse {
+            error: ApiError::rate_limited("client", wait_ms),
+            client: Some(known.name),
+        };
+    }
+    Verdict::Pass {
+        client: Some(known.name),
+        lifecycle,
+    }
+}
+
+/// Records the refusal in the trail and answers 401 (or 403 for `scoped`: the
+/// known client and the scope it lacks).
+fn refuse(req: &ServiceRequest, reason: Refusal, scoped: Option<(&str, Scope)>) -> Verdict {
+    trail::refused(&Refused {
+        reason,
+        client: scoped.map(|(name, _)| name),
+        client_ip: &client_ip(req),
+        method: req.method(),
+        path: req.path(),
+    });
+    match scoped {
+        Some((name, scope)) => Verdict::Refuse {
+            error: ApiError::Forbidden(scope.as_str()),
+            client: Some(Arc::from(name)),
+        },
+        None => Verdict::Refuse {
+            error: ApiError::Unauthenticated,
+            client: None,
+        },
+    }
+}
+
+fn client_ip(req: &ServiceRequest) -> String {
+    req.app_data::<web::Data<ApiState>>()
+        .and_then(|state| state.trusted.client_ip(req.request()))
+        .map_or_else(|| "unknown".to_string(), |ip| ip.to_string())
+}
