@@ -3,8 +3,8 @@
 //! with a PKI generated at test time (`certs`, `servers`). A test whose
 //! server cannot run here prints `SKIPPED: <why>` and returns.
 
-mod certs;
-mod servers;
+pub(crate) mod certs;
+pub(crate) mod servers;
 
 use std::time::Duration;
 

@@ -68,13 +68,13 @@ pub fn remember_peer_subject(conn: &dyn Any, data: &mut Extensions) {
     };
     let (_, session) = stream.get_ref();
     let leaf = session.peer_certificates().and_then(|chain| chain.first());
-    if let Some(cn) = leaf.and_then(|cert| common_name(cert.as_ref())) {
+    if let Some(cn) = leaf.and_then(|cert| subject_common_name(cert.as_ref())) {
         data.insert(PeerCertSubject(cn));
     }
 }
 
 /// The first CN of the subject of a DER certificate.
-fn common_name(der: &[u8]) -> Option<String> {
+pub fn subject_common_name(der: &[u8]) -> Option<String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let cn = cert.subject().iter_common_name().next()?;
     cn.as_str().ok().map(str::to_string)
@@ -98,6 +98,6 @@ mod tests {
 
     #[test]
     fn a_certificate_without_der_names_nobody() {
-        assert_eq!(common_name(b"not a certificate"), None);
+        assert_eq!(subject_common_name(b"not a certificate"), None);
     }
 }
