@@ -238,3 +238,33 @@ async fn wait_for_log(api: &ApiChild, text: &str) {
         tokio::time::sleep(POLL).await;
     }
 }
+
+/// The bench's own HTTP/1.1 client drives an `https://` target
+/// (`stockd bench --target https://… --ca-file`): two requests on one kept
+/// TLS connection, trusting only the registered CA.
+#[cfg(feature = "bench")]
+#[tokio::test]
+async fn the_bench_client_drives_a_tls_listener() {
+    use stockd::bench::drive::{http_client::HttpConn, tls_target};
+    if let Some(why) = missing_tools() {
+        return eprintln!("SKIPPED: {why}");
+    }
+    let dir = TempDir::new("bench");
+    let pki = Pki::generate(&dir.path.join("pki"), "stockd bench CA");
+    let app = TestApp::spawn().await;
+    let api = ApiChild::start(&app, &dir.path, &tls_env(&pki, false), &[]).await;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], api.port));
+    let mut plain = HttpConn::new(addr);
+    assert!(
+        plain.request("GET", "/livez", "", b"").await.is_err(),
+        "plain HTTP got an answer"
+    );
+    tls_target::register(addr, "localhost", &pki.ca).unwrap();
+    let mut conn = HttpConn::new(addr);
+    for _ in 0..2 {
+        let answer = conn.request("GET", "/livez", "", b"").await.unwrap();
+        assert_eq!(answer.status, 200);
+    }
+    drop(api);
+    app.cleanup().await;
+}
