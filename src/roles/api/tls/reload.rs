@@ -5,7 +5,7 @@
 //! before and logs an ERROR naming the key, so a half-written file never
 //! takes the listeners down.
 //!
-//! Only an api role with `http.tls` listens for SIGHUP; without it SIGHUP
+//! Only a role serving the API with `http.tls` listens for SIGHUP; without it SIGHUP
 //! keeps its default meaning. SIGINT/SIGTERM stay with `shutdown.rs`.
 
 use std::sync::Arc;
