@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -201,7 +201,7 @@ impl KeptConnection {
 }
 
 /// The DER of the first certificate in the PEM file `path`.
-pub fn first_certificate(path: &PathBuf) -> Vec<u8> {
+pub fn first_certificate(path: &Path) -> Vec<u8> {
     let cert = CertificateDer::pem_file_iter(path).unwrap().next().unwrap();
     cert.unwrap().as_ref().to_vec()
 }

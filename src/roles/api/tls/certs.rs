@@ -3,7 +3,7 @@
 //! for the client verifier at every mutual-TLS handshake, so a reload reaches
 //! new connections at once while open ones keep the session they negotiated.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use anyhow::Context;
@@ -109,7 +109,7 @@ fn read_certified_key(
 }
 
 fn read_client_verifier(
-    ca: &PathBuf,
+    ca: &Path,
     provider: &Arc<CryptoProvider>,
 ) -> anyhow::Result<Arc<dyn ClientCertVerifier>> {
     let mut roots = rustls::RootCertStore::empty();
