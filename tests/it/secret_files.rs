@@ -8,7 +8,7 @@ use serde_json::json;
 
 use std::time::Duration;
 
-use crate::helpers::{TestApp, ADMIN_TOKEN};
+use crate::helpers::{TestApp, TestOptions, ADMIN_TOKEN};
 use crate::listener_tls::child::ApiChild;
 use crate::tls::servers::TempDir;
 
@@ -75,7 +75,12 @@ fn secret_files(app: &TestApp, dir: &std::path::Path) -> Vec<(String, String)> {
 #[tokio::test]
 async fn every_dependency_and_the_admin_token_work_from_files() {
     let dir = TempDir::new("secrets");
-    let app = TestApp::spawn().await;
+    // A consumer takes the reservation's deduction, so the queues end drained.
+    let app = TestApp::with(TestOptions {
+        consumer: true,
+        ..TestOptions::default()
+    })
+    .await;
     let env = secret_files(&app, &dir.path);
     let api = ApiChild::start(&app, &dir.path, &env, &FROM_FILES).await;
     let http = reqwest::Client::new();
