@@ -30,59 +30,21 @@ pub async fn warmup(
     all: bool,
     force: bool,
 ) -> anyhow::Result<ExitCode> {
-    let ids: Vec<SkuId> = if all {
-        crate::db::sku::all_ids(&res.db).await?
-    } else {
-        skus.iter()
-            .map(|&raw| SkuId::new(raw).map_err(|e| anyhow::anyhow!("--sku {raw}: {e}")))
-            .collect::<anyhow::Result<_>>()?
-    };
-    let tty = std::io::stderr().is_terminal();
+    let ids = warmup_ids(res, skus, all).await?;
+    let bar = std::io::stderr().is_terminal() && ids.len() > 1;
     let mut failed = 0;
     for (done, sku) in ids.iter().enumerate() {
-        let outcome = warm(
-            &res.db,
-            &res.redis,
-            &res.publisher,
-            *sku,
-            force,
-            res.settings.reconcile.max_winners,
-        )
-        .await;
-        let line = match outcome {
-            Ok(WarmupOutcome::Warmed { available, .. }) => {
-                format!("sku {sku}: warmed, available {available}")
-            }
-            Ok(WarmupOutcome::Refused(reason)) => {
-                failed += 1;
-                format!("sku {sku}: REFUSED: {reason} (use --force to override)")
-            }
-            Ok(WarmupOutcome::NotFound) => {
-                failed += 1;
-                format!("sku {sku}: NOT FOUND in MySQL")
-            }
-            Err(err) => {
-                failed += 1;
-                format!("sku {sku}: ERROR: {err}")
-            }
-        };
-        if tty && ids.len() > 1 {
-            let filled = (done + 1) * BAR_WIDTH / ids.len();
-            eprint!(
-                "\r[{}{}] {}/{} ",
-                "#".repeat(filled),
-                " ".repeat(BAR_WIDTH - filled),
-                done + 1,
-                ids.len()
-            );
-            if !line.contains("warmed") {
-                eprintln!("\n{line}");
-            }
+        let (line, warmed) = warm_one(res, *sku, force).await;
+        if !warmed {
+            failed += 1;
+        }
+        if bar {
+            show_progress(done + 1, ids.len(), &line);
         } else {
             println!("warmup: {line}");
         }
     }
-    if tty && ids.len() > 1 {
+    if bar {
         eprintln!();
     }
     println!(
@@ -96,6 +58,57 @@ pub async fn warmup(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The SKUs `stockd warmup` was asked for: every SKU in MySQL with `--all`,
+/// else each `--sku`.
+async fn warmup_ids(res: &Resources, skus: &[u64], all: bool) -> anyhow::Result<Vec<SkuId>> {
+    if all {
+        return Ok(crate::db::sku::all_ids(&res.db).await?);
+    }
+    skus.iter()
+        .map(|&raw| SkuId::new(raw).map_err(|e| anyhow::anyhow!("--sku {raw}: {e}")))
+        .collect()
+}
+
+/// Warms one SKU: the line that reports it, and whether it was warmed.
+async fn warm_one(res: &Resources, sku: SkuId, force: bool) -> (String, bool) {
+    let outcome = warm(
+        &res.db,
+        &res.redis,
+        &res.publisher,
+        sku,
+        force,
+        res.settings.reconcile.max_winners,
+    )
+    .await;
+    match outcome {
+        Ok(WarmupOutcome::Warmed { available, .. }) => {
+            (format!("sku {sku}: warmed, available {available}"), true)
+        }
+        Ok(WarmupOutcome::Refused(reason)) => (
+            format!("sku {sku}: REFUSED: {reason} (use --force to override)"),
+            false,
+        ),
+        Ok(WarmupOutcome::NotFound) => (format!("sku {sku}: NOT FOUND in MySQL"), false),
+        Err(err) => (format!("sku {sku}: ERROR: {err}"), false),
+    }
+}
+
+/// The terminal progress bar after `done` of `total` SKUs, with `line` below
+/// it unless the SKU was simply warmed.
+fn show_progress(done: usize, total: usize, line: &str) {
+    let filled = done * BAR_WIDTH / total;
+    eprint!(
+        "\r[{}{}] {}/{} ",
+        "#".repeat(filled),
+        " ".repeat(BAR_WIDTH - filled),
+        done,
+        total
+    );
+    if !line.contains("warmed") {
+        eprintln!("\n{line}");
+    }
 }
 
 /// `stockd reconcile`: with `--once` exit 0 when healthy, 1 otherwise; without,
@@ -179,7 +192,7 @@ pub async fn audit(res: &Resources, skus: &[u64], json: bool) -> ExitCode {
             }
         }
     };
-    let report = match crate::ops::audit::run(res, &ids, &mut progress).await {
+    let report = match crate::ops::invariants::run(res, &ids, &mut progress).await {
         Ok(report) => report,
         Err(err) => {
             eprintln!("stockd audit: a store could not be read: {err}");

@@ -18,9 +18,11 @@
 //! - [`soldout`]: local sold-out flags kept in step through Redis Pub/Sub.
 //! - [`alert`]: the reconciler's webhook alerts.
 //! - [`ops`]: operations spanning stores: SKU create/restock, the lifecycle,
-//!   the closer's sweep, reconcile (`MYSQL_BEHIND`, `STUCK`, drift), audit,
-//!   warm-up, dead-letter list/replay, the console's overview.
-//! - [`roles`]: what `--role` runs: api, consumer, closer, reconciler, all.
+//!   the closer's sweep, reconcile (`MYSQL_BEHIND`, `STUCK`, drift), the
+//!   invariant check behind `stockd audit` (`invariants`), warm-up, dead-letter
+//!   list/replay, the console's overview.
+//! - [`roles`]: what `--role` runs: api, consumer, closer, reconciler, all; and
+//!   the polled gauges every role runs (`roles::gauges`).
 //! - `bench` (cargo feature `bench`, on by default, off in production builds):
 //!   the load generator behind `stockd bench`.
 //! - [`clock`]: epoch milliseconds and their RFC 3339 form.

@@ -1,8 +1,8 @@
 //! Stage 3: MySQL/MariaDB. The pool, migrations, and one file per aggregate.
 
-pub mod audit;
 pub mod codes;
 pub mod console;
+pub mod invariants;
 pub mod ledger;
 pub mod migrate;
 pub mod pool;

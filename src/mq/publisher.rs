@@ -66,6 +66,15 @@ impl PublishError {
     }
 }
 
+/// What a passive declare tells of one queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueState {
+    /// Messages ready for delivery (not the unacked ones).
+    pub messages: u32,
+    /// Consumers attached to the queue.
+    pub consumers: u32,
+}
+
 struct Link {
     conn: Connection,
     channels: Vec<Channel>,
@@ -239,9 +248,14 @@ impl Publisher {
         Ok(link.conn.create_channel().await?)
     }
 
-    /// Messages ready in `queue` (passive declare on a throw-away channel, so a
-    /// missing queue cannot close a publishing channel).
+    /// Messages ready in `queue` (see [`Publisher::queue_state`]).
     pub async fn queue_depth(&self, queue: &str) -> Result<u32, MqError> {
+        Ok(self.queue_state(queue).await?.messages)
+    }
+
+    /// Messages ready in `queue` and its consumers: a passive declare on a
+    /// throw-away channel, so a missing queue cannot close a publishing channel.
+    pub async fn queue_state(&self, queue: &str) -> Result<QueueState, MqError> {
         let link = self.current_link().await?;
         let ch = link.conn.create_channel().await?;
         let options = lapin::options::QueueDeclareOptions {
@@ -252,7 +266,11 @@ impl Publisher {
             .queue_declare(queue.into(), options, FieldTable::default())
             .await;
         let _ = ch.close(200, "".into()).await;
-        Ok(declared?.message_count())
+        let declared = declared?;
+        Ok(QueueState {
+            messages: declared.message_count(),
+            consumers: declared.consumer_count(),
+        })
     }
 
     /// Closes the connection (shutdown).

@@ -1,8 +1,8 @@
 //! Operations that span stores (MySQL decides, Redis mirrors). Each is callable
 //! from an HTTP handler, a CLI subcommand or a background role alike.
 
-pub mod audit;
 pub mod dlq;
+pub mod invariants;
 pub mod lifecycle;
 pub mod observe;
 pub mod overview;

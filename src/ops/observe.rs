@@ -14,10 +14,12 @@
 //! readings (see [`estimated_in_flight`]). A real loss of deductions keeps both
 //! readings high; a release in the window lifts only the later one.
 
+use std::collections::HashMap;
+
 use crate::db::ledger::snapshot::{ledger_statuses, snapshot_opts};
 use crate::db::{ledger, sku, Db, DbError};
 use crate::domain::{ReservationStatus, SkuId};
-use crate::redis::{RedisError, RedisSnapshot, RedisStore};
+use crate::redis::{RedisError, RedisSnapshot, RedisStore, WinnerRecord};
 
 #[derive(Debug, Clone)]
 pub struct Observation {
@@ -148,55 +150,18 @@ async fn observe_unbounded(
         .await?
         .len() as i64;
     let snapshot = redis.snapshot(sku_id, max_winners).await?;
-    let mut missing_in_redis = 0;
-    let mut in_flight = 0;
-    let mut unapplied = 0;
-    let mut unapplied_records = Vec::new();
-    let mut decided_in_redis_only = Vec::new();
-    let mut exact = true;
-    match snapshot.as_ref().and_then(|s| s.winners.as_ref()) {
+    let explained = match snapshot.as_ref().and_then(|s| s.winners.as_ref()) {
         Some(winners) => {
             let ids: Vec<&str> = winners.iter().map(|w| w.request_id.as_str()).collect();
             let statuses = ledger_statuses(&mut tx, sku_id, &ids).await?;
             let since_ms = recent_since_ms(redis).await?;
             let live = ledger::live_ids_since(&mut tx, sku_id, since_ms, max_winners + 1).await?;
-            missing_in_redis = count_missing(&live, winners, max_winners);
-            for w in winners {
-                let mysql = statuses.get(&w.request_id).copied();
-                let c = contribution(mysql, w.status, w.count);
-                in_flight += c;
-                match (mysql, w.status) {
-                    (None, Some(status)) if c > 0 => {
-                        unapplied += c;
-                        unapplied_records.push(Unapplied {
-                            request_id: w.request_id.clone(),
-                            count: w.count,
-                            created_ms: w.created_ms,
-                            status,
-                        });
-                    }
-                    (
-                        Some(ReservationStatus::Reserved),
-                        Some(status @ (ReservationStatus::Confirmed | ReservationStatus::Released)),
-                    )
-                    | (None, Some(status @ ReservationStatus::Released)) => decided_in_redis_only
-                        .push(RedisDecided {
-                            request_id: w.request_id.clone(),
-                            status,
-                        }),
-                    _ => {}
-                }
-            }
+            let mut explained = pair_winners(winners, &statuses);
+            explained.missing_in_redis = count_missing(&live, winners, max_winners);
+            explained
         }
-        None => {
-            // Estimate: whatever separates the stores, if Redis is below.
-            exact = false;
-            if let Some(s) = &snapshot {
-                in_flight = estimated_in_flight(row.available_stock, available_before, s.available);
-                unapplied = in_flight.max(0);
-            }
-        }
-    }
+        None => estimate(row.available_stock, available_before, snapshot.as_ref()),
+    };
     tx.commit().await.map_err(DbError::from)?;
     Ok(Observation {
         sku_id,
@@ -204,14 +169,87 @@ async fn observe_unbounded(
         mysql_available: row.available_stock,
         ledger_units,
         redis: snapshot,
-        in_flight,
-        unapplied,
-        unapplied_records,
-        exact,
-        missing_in_redis,
+        in_flight: explained.in_flight,
+        unapplied: explained.unapplied,
+        unapplied_records: explained.unapplied_records,
+        exact: explained.exact,
+        missing_in_redis: explained.missing_in_redis,
         buyers_over_limit,
-        decided_in_redis_only,
+        decided_in_redis_only: explained.decided_in_redis_only,
     })
+}
+
+/// What in-flight work explains of the gap between the stores (the fields of
+/// [`Observation`] of the same names).
+struct Explained {
+    in_flight: i64,
+    unapplied: i64,
+    unapplied_records: Vec<Unapplied>,
+    exact: bool,
+    missing_in_redis: i64,
+    decided_in_redis_only: Vec<RedisDecided>,
+}
+
+/// The exact figures: each Redis winner paired with its ledger status
+/// (`missing_in_redis` is left 0 for the caller).
+fn pair_winners(
+    winners: &[WinnerRecord],
+    statuses: &HashMap<String, ReservationStatus>,
+) -> Explained {
+    use ReservationStatus::{Confirmed, Released, Reserved};
+    let mut explained = Explained {
+        in_flight: 0,
+        unapplied: 0,
+        unapplied_records: Vec::new(),
+        exact: true,
+        missing_in_redis: 0,
+        decided_in_redis_only: Vec::new(),
+    };
+    for w in winners {
+        let mysql = statuses.get(&w.request_id).copied();
+        let c = contribution(mysql, w.status, w.count);
+        explained.in_flight += c;
+        match (mysql, w.status) {
+            (None, Some(status)) if c > 0 => {
+                explained.unapplied += c;
+                explained.unapplied_records.push(Unapplied {
+                    request_id: w.request_id.clone(),
+                    count: w.count,
+                    created_ms: w.created_ms,
+                    status,
+                });
+            }
+            (Some(Reserved), Some(status @ (Confirmed | Released)))
+            | (None, Some(status @ Released)) => {
+                explained.decided_in_redis_only.push(RedisDecided {
+                    request_id: w.request_id.clone(),
+                    status,
+                })
+            }
+            _ => {}
+        }
+    }
+    explained
+}
+
+/// The estimate when the winners cannot be listed: whatever separates the
+/// stores, if Redis is below (nothing when the SKU is not loaded in Redis).
+fn estimate(
+    mysql_available: i64,
+    available_before: Option<i64>,
+    snapshot: Option<&RedisSnapshot>,
+) -> Explained {
+    let in_flight = snapshot.map_or(0, |s| {
+        estimated_in_flight(mysql_available, available_before, s.available)
+    });
+    Explained {
+        in_flight,
+        unapplied: in_flight.max(0),
+        unapplied_records: Vec::new(),
+        exact: false,
+        missing_in_redis: 0,
+        decided_in_redis_only: Vec::new(),
+    }
 }
 
 /// In-flight units when the winners cannot be listed: whatever separates
@@ -237,7 +275,7 @@ async fn recent_since_ms(redis: &RedisStore) -> Result<u64, ObserveError> {
 /// Of `live` (ledger rows recent enough that Redis must still hold their
 /// record), those whose record Redis does not have (0 when there are too many
 /// to list).
-fn count_missing(live: &[String], winners: &[crate::redis::WinnerRecord], max_rows: usize) -> i64 {
+fn count_missing(live: &[String], winners: &[WinnerRecord], max_rows: usize) -> i64 {
     if live.len() > max_rows {
         return 0;
     }

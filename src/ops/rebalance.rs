@@ -13,8 +13,8 @@
 //! refill reclaims in-line (`redis/buckets/refill.rs`).
 
 use crate::domain::SkuId;
-use crate::redis::buckets::transfer::CREDIT_HORIZON_SECS;
-use crate::redis::buckets::Holder;
+use crate::redis::buckets::transfer::{Credited, CREDIT_HORIZON_SECS};
+use crate::redis::buckets::{Holder, Layout};
 use crate::redis::{RedisError, RedisStore};
 
 /// A pending transfer older than this is taken as abandoned.
@@ -30,6 +30,8 @@ pub struct Rebalanced {
     pub reclaimed: i64,
 }
 
+/// One pass over split SKU `sku`: finishes its abandoned transfers, then puts
+/// its stock back within reach (module doc). An unsplit SKU is left alone.
 pub async fn rebalance(
     redis: &RedisStore,
     sku: SkuId,
@@ -40,8 +42,30 @@ pub async fn rebalance(
     if !layout.is_split() {
         return Ok(done);
     }
+    done.finished = finish_abandoned(redis, &layout, now_secs).await?;
+    let Some(reached) = put_within_reach(redis, &layout).await? else {
+        return Ok(done);
+    };
+    done.undrained = reached.undrained;
+    done.reclaimed = reached.reclaimed;
+    if done != Rebalanced::default() {
+        tracing::info!(sku.id = %sku, finished = done.finished, undrained = done.undrained,
+            reclaimed = done.reclaimed, "rebalance: split SKU's stock put back within reach");
+    }
+    Ok(done)
+}
+
+/// Credits (a no-op when done) then settles every transfer pending longer than
+/// [`ABANDONED_AFTER_SECS`]; returns how many were finished.
+async fn finish_abandoned(
+    redis: &RedisStore,
+    layout: &Layout,
+    now_secs: u64,
+) -> Result<usize, RedisError> {
+    let sku = layout.sku();
+    let mut finished = 0;
     for bucket in layout.buckets() {
-        for pending in redis.pending_transfers(&layout, bucket).await? {
+        for pending in redis.pending_transfers(layout, bucket).await? {
             let age = now_secs.saturating_sub(pending.at_secs);
             if age < ABANDONED_AFTER_SECS {
                 continue;
@@ -52,16 +76,15 @@ pub async fn rebalance(
                     "rebalance: transfer pending for days; not finished automatically (docs/operations.md)");
                 continue;
             }
-            use crate::redis::buckets::transfer::Credited;
             match redis
-                .credit(&layout, pending.dest, &pending.id, pending.units)
+                .credit(layout, pending.dest, &pending.id, pending.units)
                 .await?
             {
                 Credited::Applied | Credited::Already => {
                     redis
-                        .settle(&layout, Holder::Bucket(bucket), &pending.id)
+                        .settle(layout, Holder::Bucket(bucket), &pending.id)
                         .await?;
-                    done.finished += 1;
+                    finished += 1;
                 }
                 Credited::Missing => {
                     tracing::warn!(sku.id = %sku, transfer = %pending.id, "rebalance: destination bucket missing; transfer left pending");
@@ -69,11 +92,22 @@ pub async fn rebalance(
             }
         }
     }
-    let Some(stock) = redis.split_stock(&layout).await? else {
-        return Ok(done);
+    Ok(finished)
+}
+
+/// Undrains the drained buckets, after reclaiming every bucket's stock to the
+/// pool when the pool is empty and some bucket still holds stock. `None` when
+/// there is nothing to do (no drained bucket, a transfer in flight, or nothing
+/// stranded); `finished` of the answer is 0.
+async fn put_within_reach(
+    redis: &RedisStore,
+    layout: &Layout,
+) -> Result<Option<Rebalanced>, RedisError> {
+    let Some(stock) = redis.split_stock(layout).await? else {
+        return Ok(None);
     };
     if stock.in_transfer {
-        return Ok(done);
+        return Ok(None);
     }
     let drained: Vec<u16> = stock
         .buckets
@@ -82,22 +116,19 @@ pub async fn rebalance(
         .map(|b| b.bucket)
         .collect();
     if drained.is_empty() {
-        return Ok(done);
+        return Ok(None);
     }
+    let mut reached = Rebalanced::default();
     if stock.pool <= 0 {
         let stranded = stock.buckets.iter().any(|b| b.available > 0);
         if !stranded {
-            return Ok(done);
+            return Ok(None);
         }
-        done.reclaimed = redis.reclaim(&layout, None).await?;
+        reached.reclaimed = redis.reclaim(layout, None).await?;
     }
     for bucket in drained {
-        redis.set_drained(&layout, bucket, false).await?;
-        done.undrained += 1;
+        redis.set_drained(layout, bucket, false).await?;
+        reached.undrained += 1;
     }
-    if done != Rebalanced::default() {
-        tracing::info!(sku.id = %sku, finished = done.finished, undrained = done.undrained,
-            reclaimed = done.reclaimed, "rebalance: split SKU's stock put back within reach");
-    }
-    Ok(done)
+    Ok(Some(reached))
 }

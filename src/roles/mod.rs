@@ -1,8 +1,10 @@
-//! The roles one `stockd` binary can run (`--role`), and how `all` combines them.
+//! The roles one `stockd` binary can run (`--role`), how `all` combines them,
+//! and the polled gauges every role runs beside its work (`gauges`).
 
 pub mod api;
 pub mod closer;
 pub mod consumer;
+pub mod gauges;
 pub mod reconciler;
 
 use std::net::TcpListener;
@@ -61,7 +63,7 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
             cancel.clone(),
         )?);
     }
-    workers.push(tokio::spawn(crate::telemetry::gauges::run_until_stopped(
+    workers.push(tokio::spawn(gauges::run_until_stopped(
         res.clone(),
         cancel.clone(),
     )));

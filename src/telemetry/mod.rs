@@ -1,8 +1,7 @@
 //! Logs (tracing) and metrics (Prometheus exporter), set up once per process,
-//! with the process-wide telemetry tasks every role runs: polled gauges and the
-//! metrics listener of roles without the HTTP API.
+//! and the metrics listener of roles without the HTTP API. Process plumbing:
+//! it reads no store (the polled gauges are `roles::gauges`).
 
-pub mod gauges;
 pub mod metrics_listener;
 
 use std::sync::OnceLock;

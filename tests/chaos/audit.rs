@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::stack::Stack;
-use crate::stores::{self, LIVE};
+use crate::stores::{self, LedgerRow, SkuRow, LIVE};
 
 /// Slack on top of ttl + closer grace + sweep period before an unreleased
 /// expired reservation counts as a violation (process scheduling on 2 cores).
@@ -124,21 +124,42 @@ pub async fn cli_audit(stack: &Stack) -> Option<Audit> {
 pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u64, u32)>) -> Audit {
     let skus = stores::sku_rows(stack).await;
     let ledger = stores::ledger(stack).await;
-    let keys = stores::by_key(&ledger);
-    let mut checks = Vec::new();
+    let buyer_units = live_units_by_buyer(&ledger);
+    let mut checks = mysql_checks(&skus, &ledger, &buyer_units);
+    checks.extend(redis_checks(stack, &skus).await);
+    checks.extend(record_checks(stack, &ledger, &skus).await);
+    checks.push(counter_check(stack, &ledger, &buyer_units).await);
+    checks.push(outbox_check(stack, &skus).await);
+    checks.extend(queue_checks(stack).await);
+    checks.push(expiry_check(stack, &ledger).await);
+    checks.extend(ledger_checks(&ledger, accepted));
+    Audit::from_checks("harness", checks)
+}
 
+/// Live units per (sku, buyer) in the ledger.
+fn live_units_by_buyer(ledger: &[LedgerRow]) -> BTreeMap<(u64, u64), i64> {
+    let mut buyer_units: BTreeMap<(u64, u64), i64> = BTreeMap::new();
+    for row in ledger.iter().filter(|r| r.live()) {
+        *buyer_units.entry((row.sku, row.user)).or_default() += row.count;
+    }
+    buyer_units
+}
+
+/// MySQL alone: stock never negative, conserved (total - available = live
+/// units), no buyer over the SKU's limit.
+fn mysql_checks(
+    skus: &[SkuRow],
+    ledger: &[LedgerRow],
+    buyer_units: &BTreeMap<(u64, u64), i64>,
+) -> Vec<Check> {
     let negative = skus
         .iter()
         .filter(|s| s.available < 0)
         .map(|s| format!("sku {} available {}", s.sku, s.available))
         .collect();
-    checks.push(check("mysql_non_negative", negative));
-
     let mut live_units: BTreeMap<u64, i64> = BTreeMap::new();
-    let mut buyer_units: BTreeMap<(u64, u64), i64> = BTreeMap::new();
     for row in ledger.iter().filter(|r| r.live()) {
         *live_units.entry(row.sku).or_default() += row.count;
-        *buyer_units.entry((row.sku, row.user)).or_default() += row.count;
     }
     let conservation = skus
         .iter()
@@ -152,8 +173,6 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
             })
         })
         .collect();
-    checks.push(check("mysql_conservation", conservation));
-
     let limits: BTreeMap<u64, i64> = skus.iter().map(|s| (s.sku, s.limit)).collect();
     let over = buyer_units
         .iter()
@@ -165,11 +184,18 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
             )
         })
         .collect();
-    checks.push(check("buyer_limit", over));
+    vec![
+        check("mysql_non_negative", negative),
+        check("mysql_conservation", conservation),
+        check("buyer_limit", over),
+    ]
+}
 
+/// Every SKU loaded in Redis, with the available count MySQL has.
+async fn redis_checks(stack: &Stack, skus: &[SkuRow]) -> Vec<Check> {
     let mut not_loaded = Vec::new();
     let mut disagree = Vec::new();
-    for s in &skus {
+    for s in skus {
         match stores::redis_available(stack, s.sku).await {
             None => not_loaded.push(format!("sku {} not in Redis", s.sku)),
             Some(r) if r != s.available => {
@@ -178,11 +204,18 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
             Some(_) => {}
         }
     }
-    checks.push(check("redis_loaded", not_loaded));
-    checks.push(check("stores_agree", disagree));
+    vec![
+        check("redis_loaded", not_loaded),
+        check("stores_agree", disagree),
+    ]
+}
 
-    checks.extend(record_checks(stack, &ledger, &skus).await);
-
+/// Redis's per-buyer counters equal the buyer's live units in MySQL.
+async fn counter_check(
+    stack: &Stack,
+    ledger: &[LedgerRow],
+    buyer_units: &BTreeMap<(u64, u64), i64>,
+) -> Check {
     let buyers: Vec<(u64, u64)> = ledger
         .iter()
         .map(|r| (r.sku, r.user))
@@ -202,18 +235,23 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
             })
         })
         .collect();
-    checks.push(check("redis_buyer_counters", wrong_counters));
+    check("redis_buyer_counters", wrong_counters)
+}
 
+/// No SKU's outbox holds an entry.
+async fn outbox_check(stack: &Stack, skus: &[SkuRow]) -> Check {
     let mut outbox = Vec::new();
-    for s in &skus {
+    for s in skus {
         let n = stores::outbox_len(stack, s.sku).await;
         if n > 0 {
             outbox.push(format!("sku {}: {n} outbox entries", s.sku));
         }
     }
-    checks.push(check("outbox_empty", outbox));
-    checks.extend(queue_checks(stack).await);
+    check("outbox_empty", outbox)
+}
 
+/// No reservation left RESERVED past its expiry plus the closer's bound.
+async fn expiry_check(stack: &Stack, ledger: &[LedgerRow]) -> Check {
     let now = stores::redis_now_ms(stack).await;
     let closer = &stack.settings.closer;
     let bound = closer.grace_ms + closer.sweep_interval_ms + EXPIRY_SLACK_MS;
@@ -229,22 +267,29 @@ pub async fn harness_audit(stack: &Stack, accepted: &BTreeMap<(u64, String), (u6
             )
         })
         .collect();
-    checks.push(check("expired_released", unreleased));
+    check("expired_released", unreleased)
+}
 
+/// Every accepted reservation in the ledger (the REJECTED ones printed),
+/// and no Redis mirror still pending.
+fn ledger_checks(
+    ledger: &[LedgerRow],
+    accepted: &BTreeMap<(u64, String), (u64, u32)>,
+) -> Vec<Check> {
+    let keys = stores::by_key(ledger);
     let missing = accepted
         .keys()
         .filter(|k| !keys.contains_key(*k))
         .map(|(sku, rid)| format!("sku {sku} {rid} answered 201/202 but not in the ledger"))
         .collect();
-    checks.push(check("accepted_in_ledger", missing));
-    print_rejected(&ledger, accepted);
+    let accepted_in_ledger = check("accepted_in_ledger", missing);
+    print_rejected(ledger, accepted);
     let pending = ledger
         .iter()
         .filter(|r| r.redis_pending)
         .map(|r| format!("sku {} {} {}", r.sku, r.rid, r.status))
         .collect();
-    checks.push(check("mirrors_settled", pending));
-    Audit::from_checks("harness", checks)
+    vec![accepted_in_ledger, check("mirrors_settled", pending)]
 }
 
 /// Accepted reservations MySQL refused (REJECTED: over-admitted after a Redis

@@ -23,12 +23,18 @@ mod load;
 mod net;
 #[path = "../support/process.rs"]
 mod owned;
+#[path = "../support/place.rs"]
+mod place;
 #[path = "../support/ports.rs"]
 mod ports;
 #[path = "../support/proxy.rs"]
 mod proxy;
 mod scenarios;
 mod seed;
+// The private servers, shared with tests/it: their TLS-only starters are
+// that binary's (the TLS test), dead code here.
+#[allow(dead_code)]
+#[path = "../support/servers/mod.rs"]
 mod servers;
 mod stack;
 mod stockd;

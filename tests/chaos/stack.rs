@@ -105,72 +105,17 @@ impl Stack {
             net.as_ref()
                 .map_or(Place::loopback(), |n| n.place_or_root(host))
         };
-        let dir = TempDir::new(name);
+        let dir = TempDir::new(&format!("chaos-{name}"));
         let root = dir.path.clone();
         println!("[{name}] starting private servers under {}", root.display());
-        let redis_start = async {
-            match setup {
-                RedisSetup::Standalone => {
-                    (Some(Redis::start_at(&root, place("redis")).await), None)
-                }
-                RedisSetup::Cluster => {
-                    let places = (0..crate::servers::redis_cluster::NODES)
-                        .map(|i| place(&format!("redis{i}")))
-                        .collect();
-                    (None, Some(RedisCluster::start_at(&root, places).await))
-                }
-            }
-        };
-        let broker = async {
-            if rabbit_cluster {
-                Broker::Cluster(RabbitCluster::start(&root).await)
-            } else {
-                Broker::Single(Rabbit::start_at(&root, &place("broker")).await)
-            }
-        };
-        let mysql_start = start_mysql(&root, mysql, place("mysql"));
-        let ((redis, cluster), mysql, rabbit) = tokio::join!(redis_start, mysql_start, broker);
+        let servers = Servers::start(&root, setup, rabbit_cluster, mysql, &place).await;
         let api_port = free_port();
-        let mut env = StockdEnv::default();
-        let config_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
-        env.set("STOCKD_CONFIG_DIR", config_dir.display());
-        env.set("STOCKD_ENV", "test");
-        env.set("STOCKD__MYSQL__URL", mysql.url(DB_NAME));
-        match (&redis, &cluster) {
-            (Some(redis), _) => env.set("STOCKD__REDIS__URL", redis.url()),
-            (None, Some(cluster)) => {
-                env.set("STOCKD__REDIS__MODE", "cluster");
-                env.set("STOCKD__REDIS__URL", cluster.nodes[0].url());
-                env.set("STOCKD__REDIS__URLS", cluster.urls());
-            }
-            (None, None) => unreachable!("a stack has a Redis"),
-        }
-        env.set("STOCKD__AMQP__URL", rabbit.url());
-        if let Some(urls) = rabbit.urls() {
-            env.set("STOCKD__AMQP__URLS", urls);
-        }
         let api_ip = place("api").ip;
-        env.set("STOCKD__HTTP__BIND", format!("{api_ip}:{api_port}"));
-        env.set(
-            "STOCKD__METRICS__BIND",
-            format!("127.0.0.1:{}", free_port()),
-        );
-        env.set("STOCKD__ADMIN__TOKEN", ADMIN_TOKEN);
-        env.set("STOCKD__LOGGING__LEVEL", "info");
-        for (k, v) in extra {
-            env.set(k, v);
-        }
-        let vars: Vec<(String, String)> = env
-            .vars
-            .iter()
-            .filter(|(k, _)| k.starts_with("STOCKD__"))
-            .cloned()
-            .collect();
-        let settings = Settings::load_with_vars(&config_dir, "test", &vars)
-            .unwrap_or_else(|e| panic!("[{name}] settings {vars:?}: {e:#}"));
+        let env = servers.stockd_env(&format!("{api_ip}:{api_port}"), extra);
+        let settings = load_settings(name, &env);
         let topology = Topology::new(&settings.amqp, settings.reservation.ttl_secs);
         let keys = Keys::new(&settings.redis.key_prefix);
-        let harness_store = cluster.as_ref().map(|_| {
+        let harness_store = servers.cluster.as_ref().map(|_| {
             RedisStore::new(&settings.redis, settings.reservation.ttl_secs)
                 .unwrap_or_else(|e| panic!("[{name}] harness cluster client: {e}"))
         });
@@ -178,10 +123,10 @@ impl Stack {
             name: name.to_string(),
             roles: BTreeMap::new(),
             harness_store,
-            redis,
-            cluster,
-            mysql,
-            rabbit,
+            redis: servers.redis,
+            cluster: servers.cluster,
+            mysql: servers.mysql,
+            rabbit: servers.rabbit,
             env,
             settings,
             topology,
@@ -406,4 +351,101 @@ async fn start_mysql(root: &Path, setup: MysqlSetup, place: Place) -> Mysql {
         MysqlSetup::Single => Mysql::Single(Box::new(Mariadb::start_at(root, place).await)),
         MysqlSetup::PrimaryReplica => Mysql::Pair(Box::new(MysqlPair::start(root).await)),
     }
+}
+
+/// A stack's private servers, before any stockd process runs.
+struct Servers {
+    redis: Option<Redis>,
+    cluster: Option<RedisCluster>,
+    mysql: Mysql,
+    rabbit: Broker,
+}
+
+impl Servers {
+    /// Starts Redis (or its cluster), MySQL (or its pair) and RabbitMQ (or
+    /// its cluster) in parallel under `root`, each in its host's `place`.
+    async fn start(
+        root: &Path,
+        setup: RedisSetup,
+        rabbit_cluster: bool,
+        mysql: MysqlSetup,
+        place: impl Fn(&str) -> Place,
+    ) -> Self {
+        let redis_start = async {
+            match setup {
+                RedisSetup::Standalone => (Some(Redis::start_at(root, place("redis")).await), None),
+                RedisSetup::Cluster => {
+                    let places = (0..crate::servers::redis_cluster::NODES)
+                        .map(|i| place(&format!("redis{i}")))
+                        .collect();
+                    (None, Some(RedisCluster::start_at(root, places).await))
+                }
+            }
+        };
+        let broker = async {
+            if rabbit_cluster {
+                Broker::Cluster(RabbitCluster::start(root).await)
+            } else {
+                Broker::Single(Rabbit::start_at(root, &place("broker")).await)
+            }
+        };
+        let mysql_start = start_mysql(root, mysql, place("mysql"));
+        let ((redis, cluster), mysql, rabbit) = tokio::join!(redis_start, mysql_start, broker);
+        Self {
+            redis,
+            cluster,
+            mysql,
+            rabbit,
+        }
+    }
+
+    /// The environment of every stockd process: these servers' URLs, the
+    /// api's `http_bind`, a metrics port, the admin token, then `extra`.
+    fn stockd_env(&self, http_bind: &str, extra: &[(&str, String)]) -> StockdEnv {
+        let mut env = StockdEnv::default();
+        env.set("STOCKD_CONFIG_DIR", config_dir().display());
+        env.set("STOCKD_ENV", "test");
+        env.set("STOCKD__MYSQL__URL", self.mysql.url(DB_NAME));
+        match (&self.redis, &self.cluster) {
+            (Some(redis), _) => env.set("STOCKD__REDIS__URL", redis.url()),
+            (None, Some(cluster)) => {
+                env.set("STOCKD__REDIS__MODE", "cluster");
+                env.set("STOCKD__REDIS__URL", cluster.nodes[0].url());
+                env.set("STOCKD__REDIS__URLS", cluster.urls());
+            }
+            (None, None) => unreachable!("a stack has a Redis"),
+        }
+        env.set("STOCKD__AMQP__URL", self.rabbit.url());
+        if let Some(urls) = self.rabbit.urls() {
+            env.set("STOCKD__AMQP__URLS", urls);
+        }
+        env.set("STOCKD__HTTP__BIND", http_bind);
+        env.set(
+            "STOCKD__METRICS__BIND",
+            format!("127.0.0.1:{}", free_port()),
+        );
+        env.set("STOCKD__ADMIN__TOKEN", ADMIN_TOKEN);
+        env.set("STOCKD__LOGGING__LEVEL", "info");
+        for (k, v) in extra {
+            env.set(k, v);
+        }
+        env
+    }
+}
+
+/// The repository's config dir, what every stockd process reads.
+fn config_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config")
+}
+
+/// The settings of `env`'s `STOCKD__…` variables, as stockd loads them.
+fn load_settings(name: &str, env: &StockdEnv) -> Settings {
+    let vars: Vec<(String, String)> = env
+        .vars
+        .iter()
+        .filter(|(k, _)| k.starts_with("STOCKD__"))
+        .cloned()
+        .collect();
+    Settings::load_with_vars(&config_dir(), "test", &vars)
+        .unwrap_or_else(|e| panic!("[{name}] settings {vars:?}: {e:#}"))
 }

@@ -3,20 +3,21 @@
 
 use std::time::Duration;
 
-use stockd::ops::audit::{self, AuditReport};
+use stockd::ops::invariants::{self, InvariantReport};
 
 use crate::helpers::TestApp;
 
-async fn audit(app: &TestApp) -> AuditReport {
-    audit::run(&app.res, &[], &mut |_, _| {}).await.unwrap()
+async fn audit(app: &TestApp) -> InvariantReport {
+    invariants::run(&app.res, &[], &mut |_, _| {})
+        .await
+        .unwrap()
 }
 
 /// Two buyers reserve, one confirms, one cancels; once drained every check
 /// passes and `stockd audit --json` exits 0 with the documented shape.
 #[tokio::test]
 async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 3).await;
+    let app = TestApp::spawn_with_sku(1, 10, 3).await;
     app.create_sku(2, 5, 1).await;
     for (sku, rid, user, count) in [
         (1, "a", 1, 2),
@@ -24,7 +25,7 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
         (1, "c", 2, 1),
         (2, "d", 1, 1),
     ] {
-        assert_eq!(app.reserve(sku, rid, user, count).await.status(), 201);
+        app.reserve_ok(sku, rid, user, count).await;
     }
     app.wait_ledger_rows(4).await;
     assert_eq!(app.confirm(1, "a").await.0, 200);
@@ -34,7 +35,7 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
     let report = audit(&app).await;
     assert!(report.ok, "{}", report.table());
     let names: Vec<&str> = report.checks.iter().map(|c| c.check.as_str()).collect();
-    assert_eq!(names, audit::CHECKS);
+    assert_eq!(names, invariants::CHECKS);
     let run = app.stockd(&["audit", "--json"], &[]).await;
     assert_eq!(run.code, 0, "{run:?}");
     let json = run.json();
@@ -42,7 +43,7 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
     assert!(json["checked_at"].as_str().unwrap().ends_with('Z'));
     assert_eq!(
         json["checks"].as_array().unwrap().len(),
-        audit::CHECKS.len()
+        invariants::CHECKS.len()
     );
     for check in json["checks"].as_array().unwrap() {
         assert_eq!(
@@ -60,15 +61,19 @@ async fn an_audit_after_normal_reservations_and_a_drain_is_clean() {
 /// fails, and the CLI exits 1.
 #[tokio::test]
 async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "x", 1, 2).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
+    app.reserve_ok(1, "x", 1, 2).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
     app.redis_incr_available(1, 3).await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [audit::STORES_AGREE], "{}", report.table());
-    let check = report.check(audit::STORES_AGREE).unwrap();
+    assert_eq!(
+        report.failed(),
+        [invariants::STORES_AGREE],
+        "{}",
+        report.table()
+    );
+    let check = report.check(invariants::STORES_AGREE).unwrap();
     assert_eq!(check.violations, 1);
     assert!(check.details[0].contains("Redis available 11 != MySQL available_stock 8"));
     let run = app.stockd(&["audit", "--json"], &[]).await;
@@ -82,7 +87,7 @@ async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
         .filter(|c| c["ok"] == false)
         .map(|c| c["check"].as_str().unwrap())
         .collect();
-    assert_eq!(failed, [audit::STORES_AGREE]);
+    assert_eq!(failed, [invariants::STORES_AGREE]);
     app.cleanup().await;
 }
 
@@ -90,9 +95,8 @@ async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
 /// by raising total_stock): only `buyer_limit` fails, naming the buyer.
 #[tokio::test]
 async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 1).await;
-    assert_eq!(app.reserve(1, "first", 7, 1).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 10, 1).await;
+    app.reserve_ok(1, "first", 7, 1).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
     // A second live unit for buyer 7, as if both stores had admitted it.
@@ -130,8 +134,13 @@ async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
     let user = keys.user(sku, stockd::domain::UserId::new(7).unwrap());
     app.redis_cmd(&["HINCRBY", &user, "n", "1"]).await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [audit::BUYER_LIMIT], "{}", report.table());
-    let check = report.check(audit::BUYER_LIMIT).unwrap();
+    assert_eq!(
+        report.failed(),
+        [invariants::BUYER_LIMIT],
+        "{}",
+        report.table()
+    );
+    let check = report.check(invariants::BUYER_LIMIT).unwrap();
     assert_eq!(check.violations, 1);
     assert_eq!(
         check.details,
@@ -144,10 +153,9 @@ async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
 /// (a replay of that request would be admitted again).
 #[tokio::test]
 async fn a_lost_reservation_record_fails_ledger_in_redis() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "kept", 1, 1).await.status(), 201);
-    assert_eq!(app.reserve(1, "lost", 2, 2).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
+    app.reserve_ok(1, "kept", 1, 1).await;
+    app.reserve_ok(1, "lost", 2, 2).await;
     app.wait_ledger_rows(2).await;
     app.wait_drained(1).await;
     let rid = stockd::domain::RequestId::parse("lost").unwrap();
@@ -156,11 +164,11 @@ async fn a_lost_reservation_record_fails_ledger_in_redis() {
     let report = audit(&app).await;
     assert_eq!(
         report.failed(),
-        [audit::LEDGER_IN_REDIS],
+        [invariants::LEDGER_IN_REDIS],
         "{}",
         report.table()
     );
-    let check = report.check(audit::LEDGER_IN_REDIS).unwrap();
+    let check = report.check(invariants::LEDGER_IN_REDIS).unwrap();
     assert_eq!(check.violations, 1);
     assert!(
         check.details[0].contains("request lost user 2 count 2 (RESERVED): no Redis record"),
@@ -173,16 +181,20 @@ async fn a_lost_reservation_record_fails_ledger_in_redis() {
 /// broker's reason.
 #[tokio::test]
 async fn a_dead_lettered_message_fails_dlq_empty() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.publish_raw(b"{\"not\":\"a deduction\"}").await;
     app.eventually("poison dead-lettered", Duration::from_secs(20), || async {
         app.dlq_depth().await == 1
     })
     .await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [audit::DLQ_EMPTY], "{}", report.table());
-    let check = report.check(audit::DLQ_EMPTY).unwrap();
+    assert_eq!(
+        report.failed(),
+        [invariants::DLQ_EMPTY],
+        "{}",
+        report.table()
+    );
+    let check = report.check(invariants::DLQ_EMPTY).unwrap();
     assert_eq!(check.violations, 1);
     assert!(check.details[0].contains("poison message"), "{check:?}");
     // The consumer dead-lettered it itself, with the reason in `x-stockd-reason`.
@@ -190,7 +202,7 @@ async fn a_dead_lettered_message_fails_dlq_empty() {
     // Browsing returned it: still there for the operator.
     assert_eq!(app.dlq_depth().await, 1);
     // A SKU-filtered audit does not count a message that belongs to no SKU.
-    let scoped = audit::run(&app.res, &[TestApp::sku(1)], &mut |_, _| {})
+    let scoped = invariants::run(&app.res, &[TestApp::sku(1)], &mut |_, _| {})
         .await
         .unwrap();
     assert!(scoped.ok, "{}", scoped.table());

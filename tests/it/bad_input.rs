@@ -4,12 +4,14 @@ use serde_json::Value;
 
 use crate::helpers::TestApp;
 
+/// A reservation body with these raw JSON values.
+fn body(rid: &str, user: &str, count: &str) -> String {
+    format!(r#"{{"request_id":{rid},"user_id":{user},"count":{count}}}"#)
+}
+
 /// (label, path suffix after /v1/skus/, raw body)
 fn malformed() -> Vec<(&'static str, String, String)> {
     let ok_path = "1/reservations".to_string();
-    let body = |rid: &str, user: &str, count: &str| {
-        format!(r#"{{"request_id":{rid},"user_id":{user},"count":{count}}}"#)
-    };
     vec![
         ("not json", ok_path.clone(), "{nope".into()),
         ("empty body", ok_path.clone(), "".into()),
@@ -86,40 +88,36 @@ fn malformed() -> Vec<(&'static str, String, String)> {
                 "x".repeat(10_000)
             ),
         ),
-        (
-            "sku zero",
-            "0/reservations".into(),
-            body(r#""a""#, "1", "1"),
-        ),
-        (
-            "sku negative",
-            "-1/reservations".into(),
-            body(r#""a""#, "1", "1"),
-        ),
-        (
-            "sku not a number",
-            "abc/reservations".into(),
-            body(r#""a""#, "1", "1"),
-        ),
-        (
-            "sku with brace",
-            "%7B1%7D/reservations".into(),
-            body(r#""a""#, "1", "1"),
-        ),
-        (
-            "sku too big",
-            "9223372036854775808/reservations".into(),
-            body(r#""a""#, "1", "1"),
-        ),
     ]
+    .into_iter()
+    .chain(bad_sku_ids())
+    .collect()
+}
+
+/// A good body on the path of a SKU id that is no id.
+fn bad_sku_ids() -> impl Iterator<Item = (&'static str, String, String)> {
+    [
+        ("sku zero", "0"),
+        ("sku negative", "-1"),
+        ("sku not a number", "abc"),
+        ("sku with brace", "%7B1%7D"),
+        ("sku too big", "9223372036854775808"),
+    ]
+    .into_iter()
+    .map(|(label, id)| {
+        (
+            label,
+            format!("{id}/reservations"),
+            body(r#""a""#, "1", "1"),
+        )
+    })
 }
 
 /// Every malformed reservation is 400 INVALID_REQUEST problem+json, and Redis and
 /// MySQL are exactly as before.
 #[tokio::test]
 async fn malformed_reservations_are_400_and_write_nothing() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     let keys_before = {
         let mut k = app.redis_keys().await;
         k.sort();

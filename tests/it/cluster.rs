@@ -34,8 +34,7 @@ async fn restock(app: &TestApp, op: &str, delta: i64, total: i64) -> Vec<String>
 /// of the same restock (same operation marker) must not add its units again.
 #[tokio::test]
 async fn a_restock_script_run_twice_applies_its_delta_once() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     let first = restock(&app, "op-resent", 5, 15).await;
     let resent = restock(&app, "op-resent", 5, 15).await;
     assert_eq!(first, vec!["OK".to_string(), "15".to_string()]);

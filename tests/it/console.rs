@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{TestApp, TestOptions, ADMIN_TOKEN};
+use crate::helpers::{send_for_json, TestApp, TestOptions, ADMIN_TOKEN};
 use webdriver::{Browser, Engine};
 
 /// How long the page may take to show a change (it polls once a second).
@@ -29,28 +29,16 @@ fn with_admin_listener() -> TestOptions {
 }
 
 async fn overview(app: &TestApp, base: &str, token: &str) -> (u16, Value) {
-    let resp = app
-        .client
-        .get(format!("{base}/v1/admin/overview"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
+    let url = format!("{base}/v1/admin/overview");
+    send_for_json(app.client.get(url).bearer_auth(token)).await
 }
 
 /// Creates a SKU through the admin listener.
 async fn create_sku(app: &TestApp, sku: u64, total: i64, limit: i64) {
-    let resp = app
-        .client
-        .put(format!("{}/v1/admin/skus/{sku}", app.admin_base().unwrap()))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"total_stock": total, "limit_per_user": limit}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+    let body = json!({"total_stock": total, "limit_per_user": limit});
+    let admin = app.admin_base().unwrap();
+    let (status, answer) = app.put_sku_json_at(&admin, sku, &body).await;
+    assert_eq!(status, 200, "{answer}");
 }
 
 /// The overview needs the admin token, lives on the admin listener only, and
@@ -61,7 +49,7 @@ async fn the_overview_needs_the_token_and_shows_both_stores() {
     let admin = app.admin_base().unwrap();
     create_sku(&app, 7, 10, 5).await;
     for (rid, user, count) in [("a", 1, 2), ("b", 2, 1)] {
-        assert_eq!(app.reserve(7, rid, user, count).await.status(), 201);
+        app.reserve_ok(7, rid, user, count).await;
     }
     assert_eq!(app.cancel(7, "b").await.0, 200);
     app.wait_drained(7).await;
@@ -71,12 +59,7 @@ async fn the_overview_needs_the_token_and_shows_both_stores() {
     assert_eq!(body["code"], "UNAUTHORIZED");
     let (status, _) = overview(&app, &app.base, ADMIN_TOKEN).await;
     assert_eq!(status, 404, "the public listener hides the overview");
-    let public_page = app
-        .client
-        .get(format!("{}/console", app.base))
-        .send()
-        .await
-        .unwrap();
+    let public_page = app.get("/console").await;
     assert_eq!(
         public_page.status(),
         404,
@@ -115,12 +98,7 @@ async fn the_overview_needs_the_token_and_shows_both_stores() {
         .iter()
         .any(|n| n["name"] == o["node"]));
 
-    let page = app
-        .client
-        .get(format!("{admin}/console"))
-        .send()
-        .await
-        .unwrap();
+    let page = app.get_url(&format!("{admin}/console")).await;
     assert_eq!(page.status(), 200);
     let csp = page.headers()["content-security-policy"]
         .to_str()
@@ -172,6 +150,36 @@ async fn operator_watches_a_sale(engine: Engine) {
     let browser = Browser::start(&tools, 1280, 1300, &out.join(format!("{name}-driver.log"))).await;
     browser.goto(&format!("{admin}/console")).await;
 
+    sign_in_after_a_wrong_token(&browser).await;
+    sell_sku_one_out_among_busy_traffic(&app, &browser).await;
+    warm_up_and_reconcile_from_the_page(&app, &browser).await;
+
+    let png = browser.screenshot().await;
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    std::fs::write(out.join(format!("{name}.png")), &png).unwrap();
+    if engine == Engine::Chromium {
+        if let Ok(path) = std::env::var("STOCKD_CONSOLE_SCREENSHOT") {
+            std::fs::write(path, &png).unwrap();
+        }
+    }
+    check_sku_one_at_phone_width(&browser, &out, name).await;
+    app.cleanup().await;
+}
+
+/// Waits until the page shows SKU 1 with `redis` units in Redis and the
+/// status badge `badge`.
+async fn wait_sku_one(browser: &Browser, redis: &str, badge: &str) {
+    browser
+        .wait_text("#sku-1-redis", SEEN_WITHIN, |t| t == redis)
+        .await;
+    browser
+        .wait_text("#sku-1-badge", SEEN_WITHIN, |t| t == badge)
+        .await;
+}
+
+/// A wrong token is refused and shows no data; the admin token shows SKU 1
+/// on sale with its 5 units.
+async fn sign_in_after_a_wrong_token(browser: &Browser) {
     browser.type_into("#token", "not-the-token").await;
     browser.click("#signin button[type=submit]").await;
     browser
@@ -187,14 +195,13 @@ async fn operator_watches_a_sale(engine: Engine) {
 
     browser.type_into("#token", ADMIN_TOKEN).await;
     browser.click("#signin button[type=submit]").await;
-    browser
-        .wait_text("#sku-1-redis", SEEN_WITHIN, |t| t == "5")
-        .await;
-    browser
-        .wait_text("#sku-1-badge", SEEN_WITHIN, |t| t == "On sale")
-        .await;
+    wait_sku_one(browser, "5", "On sale").await;
+}
 
-    assert_eq!(app.reserve(1, "first", 1, 2).await.status(), 201);
+/// SKU 1's stock falls as buyers reserve, with traffic on SKUs 2 and 3 in
+/// between, until the page shows it sold out.
+async fn sell_sku_one_out_among_busy_traffic(app: &TestApp, browser: &Browser) {
+    app.reserve_ok(1, "first", 1, 2).await;
     browser
         .wait_text("#sku-1-redis", SEEN_WITHIN, |t| t == "3")
         .await;
@@ -215,15 +222,14 @@ async fn operator_watches_a_sale(engine: Engine) {
             .wait_text("#status", SEEN_WITHIN, |t| stamp.as_deref() != Some(t))
             .await;
     }
-    assert_eq!(app.reserve(1, "last", 2, 3).await.status(), 201);
+    app.reserve_ok(1, "last", 2, 3).await;
     assert_eq!(app.reserve(1, "late", 3, 1).await.status(), 409);
-    browser
-        .wait_text("#sku-1-redis", SEEN_WITHIN, |t| t == "0")
-        .await;
-    browser
-        .wait_text("#sku-1-badge", SEEN_WITHIN, |t| t == "Sold out")
-        .await;
+    wait_sku_one(browser, "0", "Sold out").await;
+}
 
+/// Once drained, a warm-up of SKU 1 and a reconcile check through the
+/// page's confirmations: both done, every SKU OK, the broker up.
+async fn warm_up_and_reconcile_from_the_page(app: &TestApp, browser: &Browser) {
     app.wait_drained(1).await;
     browser.click("#sku-1-warmup").await;
     browser.click("#confirm-ok").await;
@@ -251,16 +257,12 @@ async fn operator_watches_a_sale(engine: Engine) {
     browser
         .wait_text("#health", SEEN_WITHIN, |t| t.contains("Broker up"))
         .await;
+}
 
-    let png = browser.screenshot().await;
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-    std::fs::write(out.join(format!("{name}.png")), &png).unwrap();
-    if engine == Engine::Chromium {
-        if let Ok(path) = std::env::var("STOCKD_CONSOLE_SCREENSHOT") {
-            std::fs::write(path, &png).unwrap();
-        }
-    }
-
+/// At 390×844 the page does not scroll sideways and SKU 1's id, stock in
+/// both stores and badge are on screen and readable; saves
+/// `<name>-phone.png` first.
+async fn check_sku_one_at_phone_width(browser: &Browser, out: &std::path::Path, name: &str) {
     browser.resize(390, 844).await;
     // The SKU list at the top of the screen, as an operator would scroll to it.
     browser
@@ -292,7 +294,6 @@ async fn operator_watches_a_sale(engine: Engine) {
             "{name}: {cell} is too small to read at phone width: {phone}"
         );
     }
-    app.cleanup().await;
 }
 
 /// At phone width: the page's and the viewport's widths, and for SKU 1's id,

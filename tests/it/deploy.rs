@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+use crate::helpers::success_and_output;
+
 fn run(script: &str) -> (bool, String) {
     let root = env!("CARGO_MANIFEST_DIR");
     let tools = Command::new("bash")
@@ -19,12 +21,7 @@ fn run(script: &str) -> (bool, String) {
         .arg(format!("{root}/{script}"))
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    success_and_output(&out)
 }
 
 /// `systemd-analyze verify` accepts every unit (any warning fails).

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use stockd::ops::dlq::{self, DlqFilter, DlqKind};
 
-use crate::helpers::{TestApp, ADMIN_TOKEN};
+use crate::helpers::TestApp;
 
 fn filter(sku: Option<u64>) -> DlqFilter {
     DlqFilter {
@@ -30,8 +30,7 @@ async fn wait_work_queue_empty(app: &TestApp) {
 /// the stock is still taken once.
 #[tokio::test]
 async fn a_replayed_dead_letter_is_applied_once_even_when_replayed_twice() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let mut app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.reserve_and_lose_the_message(1, "r1", 1, 2).await;
     let deduction = app.deduction_of(1, "r1").await;
     app.dead_letter(std::slice::from_ref(&deduction), "retries_exhausted", 6)
@@ -58,15 +57,8 @@ async fn a_replayed_dead_letter_is_applied_once_even_when_replayed_twice() {
     assert_eq!(dead.message_id.as_deref(), Some("r1"));
     assert_eq!(app.dlq_depth().await, 1, "listing returns what it read");
     // The admin route shows the same.
-    let resp = app
-        .client
-        .get(format!("{}/v1/admin/dlq?queue=deduct&sku=1", app.base))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let body: serde_json::Value = resp.json().await.unwrap();
+    let (status, body) = app.get_json_admin("/v1/admin/dlq?queue=deduct&sku=1").await;
+    assert_eq!(status, 200);
     assert_eq!(body["deductions"][0]["request_id"], "r1");
     assert_eq!(body["deductions"][0]["reason"], "retries_exhausted");
 
@@ -87,24 +79,17 @@ async fn a_replayed_dead_letter_is_applied_once_even_when_replayed_twice() {
     // The same dead letter again: a duplicate, replayed through the admin route.
     app.dead_letter(std::slice::from_ref(&deduction), "retries_exhausted", 6)
         .await;
-    let resp = app
-        .client
-        .post(format!("{}/v1/admin/dlq/replay?queue=deduct", app.base))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let body: serde_json::Value = resp.json().await.unwrap();
+    let (status, body) = app
+        .post_json_admin("/v1/admin/dlq/replay?queue=deduct")
+        .await;
+    assert_eq!(status, 200);
     assert_eq!(body, serde_json::json!({"replayed": 1}));
     wait_work_queue_empty(&app).await;
     assert_eq!(app.dlq_depth().await, 0);
     assert_eq!(app.ledger_rows().await, 1);
     assert_eq!(app.ledger_by_status(1).await.get("RESERVED"), Some(&(1, 2)));
     assert_eq!(app.mysql_available(1).await, Some(8), "stock taken once");
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// One dead letter carrying deductions of two SKUs: `--sku 1` replays only
@@ -112,8 +97,7 @@ async fn a_replayed_dead_letter_is_applied_once_even_when_replayed_twice() {
 /// replays SKU 2's.
 #[tokio::test]
 async fn a_sku_filter_replays_that_sku_and_leaves_the_others_dead_lettered() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let mut app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.create_sku(2, 10, 5).await;
     app.reserve_and_lose_the_message(1, "one", 1, 1).await;
     app.reserve_and_lose_the_message(2, "two", 1, 3).await;
@@ -199,31 +183,13 @@ async fn dropping_needs_yes_and_lists_show_poison_with_the_consumers_reason() {
 #[tokio::test]
 async fn the_dlq_routes_need_the_token_and_a_valid_filter() {
     let app = TestApp::spawn().await;
-    let url = |q: &str| format!("{}/v1/admin/dlq{q}", app.base);
-    let anonymous = app.client.get(url("")).send().await.unwrap();
-    assert_eq!(anonymous.status(), 401);
+    assert_eq!(app.get("/v1/admin/dlq").await.status(), 401);
     for bad in ["?sku=0", "?queue=other", "?sku=x", "?nope=1"] {
-        let resp = app
-            .client
-            .get(url(bad))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .unwrap();
+        let resp = app.get_admin(&format!("/v1/admin/dlq{bad}")).await;
         assert_eq!(resp.status(), 400, "{bad}");
         assert_eq!(resp.headers()["content-type"], "application/problem+json");
     }
-    let replay = app
-        .client
-        .post(format!("{}/v1/admin/dlq/replay", app.base))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(replay.status(), 200);
-    assert_eq!(
-        replay.json::<serde_json::Value>().await.unwrap()["replayed"],
-        0
-    );
+    let (status, replay) = app.post_json_admin("/v1/admin/dlq/replay").await;
+    assert_eq!((status, &replay["replayed"]), (200, &serde_json::json!(0)));
     app.cleanup().await;
 }

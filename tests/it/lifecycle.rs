@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use lapin::options::QueuePurgeOptions;
 use mysql_async::prelude::Queryable;
 
 use stockd::domain::Deduction;
@@ -38,9 +37,8 @@ fn ttl(secs: u64, closer: bool) -> TestOptions {
 /// same body; stock moved once and is never returned for a confirmed unit.
 #[tokio::test]
 async fn a_confirmed_reservation_cannot_be_cancelled() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 5, 2).await;
-    assert_eq!(app.reserve(1, "p", 1, 2).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 5, 2).await;
+    app.reserve_ok(1, "p", 1, 2).await;
     let (s1, first) = app.confirm(1, "p").await;
     assert_eq!((s1, first["status"].as_str()), (200, Some("CONFIRMED")));
     let (s2, again) = app.confirm(1, "p").await;
@@ -57,17 +55,15 @@ async fn a_confirmed_reservation_cannot_be_cancelled() {
         app.ledger_status(1, "p").await.as_deref(),
         Some("CONFIRMED")
     );
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// Cancel, then confirm → 409 RESERVATION_RELEASED (the order service refunds);
 /// repeats are 200; stock and quota come back exactly once, in both stores.
 #[tokio::test]
 async fn a_cancelled_reservation_cannot_be_confirmed_and_returns_stock_once() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 5, 1).await;
-    assert_eq!(app.reserve(1, "c", 1, 1).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 5, 1).await;
+    app.reserve_ok(1, "c", 1, 1).await;
     for _ in 0..3 {
         let (s, body) = app.cancel(1, "c").await;
         assert_eq!((s, body["status"].as_str()), (200, Some("RELEASED")));
@@ -81,13 +77,11 @@ async fn a_cancelled_reservation_cannot_be_confirmed_and_returns_stock_once() {
     assert_eq!(app.mysql_available(1).await, Some(5));
     assert_eq!(app.redis_available(1).await, Some(5));
     // Quota returned: the same user (limit 1) may reserve again.
-    assert_eq!(app.reserve(1, "c2", 1, 1).await.status(), 201);
+    app.reserve_ok(1, "c2", 1, 1).await;
     let (s, _) = app.cancel(1, "nope").await;
     assert_eq!(s, 404);
     app.wait_ledger_rows(2).await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// Expiry through the delay queue: with a 2 s TTL the closer releases the unpaid
@@ -97,7 +91,7 @@ async fn an_unpaid_reservation_expires_through_the_delay_queue() {
     let app = TestApp::with(ttl(2, true)).await;
     app.create_sku(1, 3, 1).await;
     let started = Instant::now();
-    assert_eq!(app.reserve(1, "e", 1, 1).await.status(), 201);
+    app.reserve_ok(1, "e", 1, 1).await;
     app.eventually("expired", Duration::from_secs(15), || async {
         app.ledger_status(1, "e").await.as_deref() == Some("RELEASED")
     })
@@ -140,15 +134,8 @@ async fn the_sweep_releases_what_the_delay_queue_lost() {
     }
     let started = Instant::now();
     app.wait_ledger_rows(5).await;
-    let conn = crate::helpers::broker(&app.res.settings, "purge")
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
     let delay = app.res.publisher.topology().expiry_delay_queue.clone();
-    ch.queue_purge(delay.as_str().into(), QueuePurgeOptions::default())
-        .await
-        .unwrap();
-    let _ = conn.close(200, "".into()).await;
+    app.purge_queue(&delay).await;
     let settings = &app.res.settings;
     let bound = Duration::from_millis(
         settings.reservation.ttl_secs * 1000
@@ -164,9 +151,7 @@ async fn the_sweep_releases_what_the_delay_queue_lost() {
         app.redis_available(1).await == Some(10)
     })
     .await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// The closer's sweep step is one bounded batch per SKU: with
@@ -201,9 +186,7 @@ async fn one_sweep_step_releases_one_batch_and_says_when_to_go_again() {
     assert_eq!(steps, [(2, true), (2, true), (1, false)]);
     assert_eq!(app.ledger_by_status(1).await.get("RELEASED"), Some(&(5, 5)));
     assert_eq!(app.redis_available(1).await, Some(10));
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// Duplicate expiry messages and repeated cancels release once.
@@ -211,7 +194,7 @@ async fn one_sweep_step_releases_one_batch_and_says_when_to_go_again() {
 async fn duplicate_expiries_and_cancels_release_exactly_once() {
     let app = TestApp::with(ttl(1, false)).await;
     app.create_sku(1, 4, 4).await;
-    assert_eq!(app.reserve(1, "d", 7, 2).await.status(), 201);
+    app.reserve_ok(1, "d", 7, 2).await;
     let expires_by = Instant::now() + Duration::from_secs(1);
     app.wait_ledger_rows(1).await;
     wait_past(expires_by).await;
@@ -239,8 +222,7 @@ async fn duplicate_expiries_and_cancels_release_exactly_once() {
         app.redis_available(1).await == Some(4)
     })
     .await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// Race: confirm and expiry fired at the same moment for 200 reservations → each
@@ -307,19 +289,16 @@ async fn pay_and_expiry_racing_have_exactly_one_winner_each() {
         app.redis_available(1).await == Some(N as i64 - confirmed)
     })
     .await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// Out of order: the consumer is stopped, the buyer reserves and cancels, then
 /// the consumer starts → RELEASED, stock back where it started, never negative.
 #[tokio::test]
 async fn a_cancel_before_the_consumer_applied_the_deduction_is_conserved() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 3, 3).await;
+    let mut app = TestApp::spawn_with_sku(1, 3, 3).await;
     app.stop_consumer().await;
-    assert_eq!(app.reserve(1, "o", 1, 2).await.status(), 201);
+    app.reserve_ok(1, "o", 1, 2).await;
     assert_eq!(app.ledger_rows().await, 0, "consumer is stopped");
     let (s, body) = app.cancel(1, "o").await;
     assert_eq!((s, body["status"].as_str()), (200, Some("RELEASED")));
@@ -330,6 +309,5 @@ async fn a_cancel_before_the_consumer_applied_the_deduction_is_conserved() {
     assert_eq!(app.ledger_rows().await, 1);
     assert_eq!(app.mysql_available(1).await, Some(3));
     assert_eq!(app.redis_available(1).await, Some(3));
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }

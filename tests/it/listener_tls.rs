@@ -9,8 +9,8 @@ pub(crate) mod child;
 use std::time::{Duration, Instant};
 
 use crate::helpers::TestApp;
+use crate::servers::process::TempDir;
 use crate::tls::certs::{self, Pki};
-use crate::tls::servers::TempDir;
 use child::{curl_status, first_certificate, s_client, ApiChild, KeptConnection};
 
 /// A SIGHUP reload takes microseconds; a busy machine schedules the child late.

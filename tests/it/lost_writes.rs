@@ -51,21 +51,14 @@ async fn empty_redis(app: &TestApp) {
 /// the limit got another unit and retries of accepted ids were not replays.
 #[tokio::test]
 async fn after_redis_restarts_empty_warmup_keeps_limits_and_replays() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 1).await;
-    assert_eq!(app.reserve(1, "a42", 42, 1).await.status(), 201);
-    assert_eq!(app.reserve(1, "a43", 43, 1).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 10, 1).await;
+    app.reserve_ok(1, "a42", 42, 1).await;
+    app.reserve_ok(1, "a43", 43, 1).await;
     assert_eq!(app.cancel(1, "a43").await.0, 200);
     app.wait_drained(1).await;
     empty_redis(&app).await;
     assert_eq!(app.reserve(1, "x", 1, 1).await.status(), 503, "not loaded");
-    let warmed = app
-        .client
-        .post(format!("{}/v1/admin/skus/1/warmup", app.base))
-        .bearer_auth(crate::helpers::ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let warmed = app.post_admin("/v1/admin/skus/1/warmup").await;
     assert_eq!(warmed.status(), 200, "{:?}", warmed.text().await);
     let response = app.reserve(1, "b42", 42, 1).await;
     assert_eq!(response.status(), 409, "user 42 holds their one unit");
@@ -99,16 +92,15 @@ async fn after_redis_restarts_empty_warmup_keeps_limits_and_replays() {
 /// record and rebuilds it.
 #[tokio::test]
 async fn a_buyer_never_exceeds_the_limit_in_mysql_after_redis_lost_a_write() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 1).await;
-    assert_eq!(app.reserve(1, "a", 7, 1).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 10, 1).await;
+    app.reserve_ok(1, "a", 7, 1).await;
     app.wait_ledger_rows(1).await;
     forget(&app, 1, "a", 7, 1).await;
     let report = app.reconcile(false).await;
     assert_eq!(report.skus[0].verdict.as_str(), "REDIS_AHEAD", "{report:?}");
     assert_eq!(report.skus[0].missing_in_redis, 1);
     // Redis, not knowing `a`, admits `b`; MySQL refuses it.
-    assert_eq!(app.reserve(1, "b", 7, 1).await.status(), 201);
+    app.reserve_ok(1, "b", 7, 1).await;
     app.eventually("b rejected in MySQL", Duration::from_secs(20), || async {
         app.ledger_status(1, "b").await.as_deref() == Some("REJECTED")
     })
@@ -137,17 +129,15 @@ async fn a_buyer_never_exceeds_the_limit_in_mysql_after_redis_lost_a_write() {
         409,
         "and the limit holds in Redis"
     );
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// The snapshot-restore case, repair first: after the repair a new request of
 /// the buyer is refused by Redis and a retry of `a` is a replay.
 #[tokio::test]
 async fn after_the_repair_a_lost_reservation_replays_and_the_limit_holds() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 1).await;
-    assert_eq!(app.reserve(1, "a", 7, 1).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 10, 1).await;
+    app.reserve_ok(1, "a", 7, 1).await;
     app.wait_drained(1).await;
     forget(&app, 1, "a", 7, 1).await;
     let report = app.reconcile(true).await;
@@ -160,8 +150,7 @@ async fn after_the_repair_a_lost_reservation_replays_and_the_limit_holds() {
     app.wait_drained(1).await;
     let report = app.reconcile(false).await;
     assert_eq!(report.skus[0].verdict.as_str(), "OK", "{report:?}");
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// The other order: a retry of `a` reaches Redis before any repair. Redis
@@ -171,7 +160,7 @@ async fn after_the_repair_a_lost_reservation_replays_and_the_limit_holds() {
 async fn a_retry_readmitted_before_the_repair_is_held_once() {
     let app = TestApp::with(TestOptions::default()).await;
     app.create_sku(1, 10, 1).await;
-    assert_eq!(app.reserve(1, "a", 7, 1).await.status(), 201);
+    app.reserve_ok(1, "a", 7, 1).await;
     app.wait_drained(1).await;
     forget(&app, 1, "a", 7, 1).await;
     let retry = app.reserve(1, "a", 7, 1).await;
@@ -186,8 +175,7 @@ async fn a_retry_readmitted_before_the_repair_is_held_once() {
     let report = app.reconcile(false).await;
     assert!(report.healthy(), "{report:?}");
     assert_eq!(app.reserve(1, "b", 7, 1).await.status(), 409);
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// A confirm mirrored while Redis had lost the record leaves a tombstone
@@ -195,9 +183,8 @@ async fn a_retry_readmitted_before_the_repair_is_held_once() {
 /// so the buyer's limit still holds (found by chaos s02).
 #[tokio::test]
 async fn a_confirm_during_the_loss_does_not_hide_the_unit_from_warmup() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 1).await;
-    assert_eq!(app.reserve(1, "a", 7, 1).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 10, 1).await;
+    app.reserve_ok(1, "a", 7, 1).await;
     app.wait_drained(1).await;
     empty_redis(&app).await;
     assert_eq!(
@@ -205,13 +192,7 @@ async fn a_confirm_during_the_loss_does_not_hide_the_unit_from_warmup() {
         200,
         "MySQL decides; Redis gets a tombstone"
     );
-    let warmed = app
-        .client
-        .post(format!("{}/v1/admin/skus/1/warmup", app.base))
-        .bearer_auth(crate::helpers::ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let warmed = app.post_admin("/v1/admin/skus/1/warmup").await;
     assert_eq!(warmed.status(), 200);
     let response = app.reserve(1, "b", 7, 1).await;
     assert_eq!(response.status(), 409, "buyer 7 holds the confirmed unit");
@@ -223,7 +204,5 @@ async fn a_confirm_during_the_loss_does_not_hide_the_unit_from_warmup() {
         body["expires_at"], "1970-01-01T00:00:00.000Z",
         "real times restored"
     );
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }

@@ -8,11 +8,21 @@
 mod helpers;
 #[path = "../support/process.rs"]
 mod owned;
+// Where a server runs: the chaos suite's network namespaces are dead code
+// here, every tests/it server is on loopback.
+#[allow(dead_code)]
+#[path = "../support/place.rs"]
+mod place;
 #[path = "../support/ports.rs"]
 mod ports;
 #[path = "../support/proxy.rs"]
 mod proxy;
-mod support;
+// The private servers, shared with tests/chaos: tests/it starts the TLS trio
+// and the private Redis; the fault half (kill -9, freeze, clusters, replicas)
+// is the chaos suite's, dead code here.
+#[allow(dead_code)]
+#[path = "../support/servers/mod.rs"]
+mod servers;
 
 mod audit;
 mod bad_input;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use mysql_async::prelude::Queryable;
 
-use stockd::ops::audit;
+use stockd::ops::invariants;
 use stockd::ops::lifecycle::{self, Transition, TransitionOutcome};
 use stockd::ops::reconcile::Verdict;
 use stockd::roles::closer::Closer;
@@ -76,7 +76,7 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
         ("d", 4, 3),
         ("e", 5, 2),
     ] {
-        assert_eq!(app.reserve(1, rid, user, count).await.status(), 201);
+        app.reserve_ok(1, rid, user, count).await;
     }
     app.wait_ledger_rows(5).await;
     assert_eq!(app.confirm(1, "c").await.0, 200);
@@ -92,30 +92,7 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
     // "e" lost with its release: no row, and no unit either way.
     lose_deduction(&app, 1, "e", 0).await;
 
-    let first = app.reconcile(false).await;
-    let line = &first.skus[0];
-    assert_eq!(
-        line.lost_reservations, 0,
-        "one look only suspects: {line:?}"
-    );
-    assert!(first.second_look_wanted(false));
-    let second = app.reconcile(false).await;
-    let line = &second.skus[0];
-    assert_eq!(
-        (line.verdict, line.lost_reservations, line.lost_units),
-        (Verdict::MysqlBehind, 5, 3),
-        "{line:?}"
-    );
-    assert!(!second.healthy());
-    let run = app
-        .stockd(
-            &["reconcile", "--once", "--json"],
-            &[("STOCKD__RECONCILE__LOST_AFTER_MS", "0")],
-        )
-        .await;
-    assert_eq!(run.code, 1, "{run:?}");
-    assert_eq!(run.json()["skus"][0]["verdict"], "MYSQL_BEHIND", "{run:?}");
-    assert_eq!(run.json()["skus"][0]["lost_units"], 3, "{run:?}");
+    found_mysql_behind_on_the_second_look(&app).await;
 
     let repaired = app.reconcile(true).await;
     let line = &repaired.skus[0];
@@ -145,10 +122,41 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
         let after = app.reconcile(false).await;
         assert_eq!(after.skus[0].verdict, Verdict::Ok, "{:?}", after.skus[0]);
     }
-    let report = audit::run(&app.res, &[], &mut |_, _| {}).await.unwrap();
+    let report = invariants::run(&app.res, &[], &mut |_, _| {})
+        .await
+        .unwrap();
     assert!(report.ok, "{report:?}");
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
+}
+
+/// The work lost above (5 reservations, 3 units): the first look only
+/// suspects it, the second and `stockd reconcile --once` (exit 1) report
+/// MYSQL_BEHIND with its count and units.
+async fn found_mysql_behind_on_the_second_look(app: &TestApp) {
+    let first = app.reconcile(false).await;
+    let line = &first.skus[0];
+    assert_eq!(
+        line.lost_reservations, 0,
+        "one look only suspects: {line:?}"
+    );
+    assert!(first.second_look_wanted(false));
+    let second = app.reconcile(false).await;
+    let line = &second.skus[0];
+    assert_eq!(
+        (line.verdict, line.lost_reservations, line.lost_units),
+        (Verdict::MysqlBehind, 5, 3),
+        "{line:?}"
+    );
+    assert!(!second.healthy());
+    let run = app
+        .stockd(
+            &["reconcile", "--once", "--json"],
+            &[("STOCKD__RECONCILE__LOST_AFTER_MS", "0")],
+        )
+        .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.json()["skus"][0]["verdict"], "MYSQL_BEHIND", "{run:?}");
+    assert_eq!(run.json()["skus"][0]["lost_units"], 3, "{run:?}");
 }
 
 /// A confirm MySQL lost is not undone by the clock: past its expiry, neither
@@ -157,15 +165,14 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
 /// that it was confirmed; a cancel MySQL lost makes a late payment 409.
 #[tokio::test]
 async fn a_confirm_mysql_lost_is_reapplied_instead_of_an_expiry_or_a_cancel() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     for (rid, user) in [
         ("by-queue", 1),
         ("by-sweep", 2),
         ("cancelled", 3),
         ("paid-late", 4),
     ] {
-        assert_eq!(app.reserve(1, rid, user, 1).await.status(), 201);
+        app.reserve_ok(1, rid, user, 1).await;
     }
     app.wait_ledger_rows(4).await;
     // A cancel MySQL lost: a payment arriving now is told it was released.
@@ -229,7 +236,5 @@ async fn a_confirm_mysql_lost_is_reapplied_instead_of_an_expiry_or_a_cancel() {
     }
     assert_eq!(app.mysql_available(1).await, Some(7));
     assert_eq!(app.redis_available(1).await, Some(7));
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }

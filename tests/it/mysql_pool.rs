@@ -26,7 +26,10 @@ async fn burst(db: &stockd::db::Db, n: usize) -> BTreeSet<u64> {
 }
 
 /// Returned connections reach the pool's idle list through its recycler task;
-/// give it time to run before the next burst asks for them.
+/// give it time to run before the next burst asks for them. No condition to
+/// poll: `Db` keeps its pool (and the pool's idle count) to itself, and the
+/// recycler's hand-over tells the server nothing (no reset, no transaction).
+/// 100 ms is far more than the task needs and no longer than a poll period.
 async fn let_the_recycler_run() {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
@@ -53,8 +56,7 @@ async fn concurrent_bursts_reuse_the_pools_connections() {
 /// held until `wait_timeout` (chaos s20 saw every confirm of the SKU time out).
 #[tokio::test]
 async fn an_abandoned_write_transaction_is_rolled_back_by_the_server() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     let mut settings = app.res.settings.mysql.clone();
     settings.query_timeout_ms = 400;
     let expected = stockd::db::pool::idle_write_transaction_timeout_secs(400);

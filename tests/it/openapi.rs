@@ -27,12 +27,7 @@ const CHECKS: &str =
 #[tokio::test]
 async fn the_served_document_is_the_generated_one_with_every_problem_code() {
     let app = TestApp::spawn().await;
-    let resp = app
-        .client
-        .get(format!("{}/openapi.json", app.base))
-        .send()
-        .await
-        .unwrap();
+    let resp = app.get("/openapi.json").await;
     assert_eq!(resp.status(), 200);
     let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
     assert_eq!(ct, "application/json");

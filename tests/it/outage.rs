@@ -82,8 +82,7 @@ async fn a_mysql_outage_dead_letters_nothing_and_every_201_reaches_mysql() {
     assert!(!app.res.mysql_breaker.is_open(), "the breaker closed again");
     assert_eq!(app.queue_depth(&topology.deduct_dlq).await, 0);
     assert_eq!(app.queue_depth(&topology.deduct_retry_queue).await, 0);
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// Defect: a consumer crash loop let `x-delivery-limit` dead-letter valid
@@ -103,10 +102,7 @@ async fn six_consumer_crashes_holding_the_prefetch_dead_letter_nothing() {
     }
     let topology = app.res.publisher.topology().clone();
     for _crash in 0..6 {
-        let conn = crate::helpers::broker(&app.res.settings, "crashing-consumer")
-            .await
-            .unwrap();
-        let ch = conn.create_channel().await.unwrap();
+        let (conn, ch) = app.broker_channel("crashing-consumer").await;
         ch.basic_qos(1000, BasicQosOptions::default())
             .await
             .unwrap();
@@ -143,8 +139,7 @@ async fn six_consumer_crashes_holding_the_prefetch_dead_letter_nothing() {
     app.wait_ledger_rows(30).await;
     app.wait_drained(1).await;
     assert_eq!(app.queue_depth(&topology.deduct_dlq).await, 0);
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// A poison message is dead-lettered by the consumer itself, with the reason
@@ -158,10 +153,7 @@ async fn a_poison_message_is_dead_lettered_with_its_reason() {
         app.queue_depth(&topology.deduct_dlq).await == 1
     })
     .await;
-    let conn = crate::helpers::broker(&app.res.settings, "dlq-reader")
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
+    let (conn, ch) = app.broker_channel("dlq-reader").await;
     let got = ch
         .basic_get(
             topology.deduct_dlq.as_str().into(),
@@ -190,18 +182,14 @@ async fn confirm_and_cancel_answer_503_within_the_query_timeout_when_mysql_is_fr
     let proxy = FaultProxy::start("127.0.0.1:3306").await;
     let app = TestApp::with(mysql_via(&proxy, true)).await;
     app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "f1", 7, 1).await.status(), 201);
-    assert_eq!(app.reserve(1, "f2", 7, 1).await.status(), 201);
+    app.reserve_ok(1, "f1", 7, 1).await;
+    app.reserve_ok(1, "f2", 7, 1).await;
     app.wait_ledger_rows(2).await;
     proxy.set(Mode::Frozen);
     for (path, rid) in [("confirm", "f1"), ("cancel", "f2")] {
         let started = Instant::now();
-        let response = app
-            .client
-            .post(format!("{}/v1/skus/1/reservations/{rid}/{path}", app.base))
-            .send()
-            .await
-            .unwrap();
+        let url = app.url(&format!("/v1/skus/1/reservations/{rid}/{path}"));
+        let response = app.client.post(url).send().await.unwrap();
         let took = started.elapsed();
         assert_eq!(response.status(), 503, "{path}");
         assert!(response.headers().contains_key("retry-after"));
@@ -229,8 +217,8 @@ async fn a_mysql_outage_across_expiry_dead_letters_no_expiry() {
     opts.ttl_secs = 2;
     let app = TestApp::with(opts).await;
     app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "e1", 7, 1).await.status(), 201);
-    assert_eq!(app.reserve(1, "e2", 8, 1).await.status(), 201);
+    app.reserve_ok(1, "e1", 7, 1).await;
+    app.reserve_ok(1, "e2", 8, 1).await;
     app.wait_ledger_rows(2).await;
     let probes_before = app.res.mysql_breaker.failed_probes();
     proxy.set(Mode::Down);
@@ -287,13 +275,7 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     let (rp, ap) = (redis_proxy.port, amqp_proxy.port);
     let app = TestApp::with(TestOptions {
         tweak: Some(Arc::new(move |s| {
-            crate::helpers::standalone_redis(s);
-            s.redis.url = s
-                .redis
-                .url
-                .replace("127.0.0.1:6379", &format!("127.0.0.1:{rp}"));
-            s.redis.command_timeout_ms = 300;
-            s.redis.connect_timeout_ms = 300;
+            redis_through_proxy(s, rp, 300);
             s.amqp.urls.clear();
             s.amqp.url = s
                 .amqp
@@ -305,17 +287,11 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     })
     .await;
     app.create_sku(1, 1000, 1000).await;
-    assert_eq!(app.reserve(1, "warm", 1, 1).await.status(), 201);
+    app.reserve_ok(1, "warm", 1, 1).await;
 
     redis_proxy.set(Mode::Frozen);
-    let mut slowest = Duration::ZERO;
-    for i in 0..10 {
-        let started = Instant::now();
-        let response = app.reserve(1, &format!("r{i}"), 1, 1).await;
-        slowest = slowest.max(started.elapsed());
-        assert_eq!(response.status(), 503);
-    }
     // bound: 300 + 300 ms; margin for a busy test machine
+    let slowest = slowest_of_ten_reserves(&app, "r", 503).await;
     assert!(
         slowest < Duration::from_millis(1500),
         "slowest 503 took {slowest:?}"
@@ -331,14 +307,8 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     .await;
     amqp_proxy.set(Mode::Frozen);
     let amqp_failures = failures_of(&app, "amqp").await;
-    let mut slowest = Duration::ZERO;
-    for i in 0..10 {
-        let started = Instant::now();
-        let response = app.reserve(1, &format!("b{i}"), 1, 1).await;
-        slowest = slowest.max(started.elapsed());
-        assert_eq!(response.status(), 202, "reserved; the hand-off is late");
-        accepted.push(format!("b{i}"));
-    }
+    let slowest = slowest_of_ten_reserves(&app, "b", 202).await;
+    accepted.extend((0..10).map(|i| format!("b{i}")));
     // bound: Redis call + 500 ms publish timeout; margin for a busy machine
     assert!(
         slowest < Duration::from_millis(1500),
@@ -365,8 +335,32 @@ async fn every_answer_comes_within_the_documented_bound_when_redis_or_the_broker
     )
     .await;
     // Late confirms and relay republishes (duplicates) must be consumed too.
-    app.wait_drained(1).await;
-    app.cleanup().await;
+    app.finish_drained(1).await;
+}
+
+/// Ten reserves of buyer 1 (ids `{prefix}0`..`{prefix}9`), each answered
+/// `status`; the slowest answer's time.
+async fn slowest_of_ten_reserves(app: &TestApp, prefix: &str, status: u16) -> Duration {
+    let mut slowest = Duration::ZERO;
+    for i in 0..10 {
+        let started = Instant::now();
+        let response = app.reserve(1, &format!("{prefix}{i}"), 1, 1).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(response.status(), status, "{prefix}{i}");
+    }
+    slowest
+}
+
+/// Points `s` at one standalone Redis through the proxy on `port`, with
+/// connect and command timeouts of `timeout_ms` each.
+fn redis_through_proxy(s: &mut stockd::config::Settings, port: u16, timeout_ms: u64) {
+    crate::helpers::standalone_redis(s);
+    s.redis.url = s
+        .redis
+        .url
+        .replace("127.0.0.1:6379", &format!("127.0.0.1:{port}"));
+    s.redis.command_timeout_ms = timeout_ms;
+    s.redis.connect_timeout_ms = timeout_ms;
 }
 
 /// Defect: during an outage every failed request logged an ERROR line. Now the
@@ -376,15 +370,7 @@ async fn an_outage_is_logged_once_and_counted_per_request() {
     let proxy = FaultProxy::start("127.0.0.1:6379").await;
     let port = proxy.port;
     let app = TestApp::with(TestOptions {
-        tweak: Some(Arc::new(move |s| {
-            crate::helpers::standalone_redis(s);
-            s.redis.url = s
-                .redis
-                .url
-                .replace("127.0.0.1:6379", &format!("127.0.0.1:{port}"));
-            s.redis.command_timeout_ms = 200;
-            s.redis.connect_timeout_ms = 200;
-        })),
+        tweak: Some(Arc::new(move |s| redis_through_proxy(s, port, 200))),
         ..TestOptions::default()
     })
     .await;
@@ -409,19 +395,7 @@ async fn failures(app: &TestApp) -> f64 {
 
 async fn failures_of(app: &TestApp, dependency: &str) -> f64 {
     let series = format!("stockd_dependency_failures_total{{dependency=\"{dependency}\"}}");
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(&series))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    app.metric_sum(&series).await
 }
 
 /// A worker role (consumer, closer) shows its MySQL breaker on its own

@@ -50,8 +50,7 @@ async fn the_consumer_step_applies_a_batch_of_deductions_once() {
 /// The same deduction delivered twice (and in one batch twice) is applied once.
 #[tokio::test]
 async fn a_duplicate_delivery_is_applied_once() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     let resp = app.reserve(1, "dup", 1, 2).await;
     assert_eq!(resp.status(), 201);
     app.wait_ledger_rows(1).await;
@@ -74,16 +73,14 @@ async fn a_duplicate_delivery_is_applied_once() {
     app.wait_drained(1).await;
     assert_eq!(app.ledger_rows().await, 1);
     assert_eq!(app.mysql_available(1).await, Some(8));
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// Crash window: the script wrote the outbox entry but the api never published
 /// it. The relay finds the idle entry and publishes it; it reaches MySQL.
 #[tokio::test]
 async fn the_relay_publishes_an_outbox_entry_that_was_never_published() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     // The "crash": run the script, then drop the outcome on the floor.
     let outcome = app
         .res
@@ -103,17 +100,14 @@ async fn the_relay_publishes_an_outbox_entry_that_was_never_published() {
         app.ledger_status(1, "lost").await.as_deref(),
         Some("RESERVED")
     );
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// Over-admission: Redis holds more than MySQL (lost deductions after a
 /// failover). The rows that do not fit become REJECTED; MySQL never goes below 0.
 #[tokio::test]
 async fn rows_that_do_not_fit_mysql_are_rejected_and_stock_never_negative() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 5, 1).await;
+    let app = TestApp::spawn_with_sku(1, 5, 1).await;
     // Redis "forgot" 3 deductions: it believes 8 are available.
     let mut conn = app.redis_conn().await;
     let key = app.res.redis.keys().sku(TestApp::sku(1));
@@ -164,14 +158,13 @@ async fn rows_that_do_not_fit_mysql_are_rejected_and_stock_never_negative() {
 /// A poison message goes to the dead-letter queue and does not block others.
 #[tokio::test]
 async fn a_poison_message_is_dead_lettered_without_blocking_others() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.publish_raw(b"{not a deduction").await;
     app.publish_raw(
         br#"{"request_id":"a b","sku_id":1,"user_id":1,"count":1,"created_ms":1,"expires_ms":2}"#,
     )
     .await;
-    assert_eq!(app.reserve(1, "fine", 1, 1).await.status(), 201);
+    app.reserve_ok(1, "fine", 1, 1).await;
     app.wait_ledger_rows(1).await;
     let dlq = app.res.publisher.topology().deduct_dlq.clone();
     app.eventually(
@@ -180,9 +173,7 @@ async fn a_poison_message_is_dead_lettered_without_blocking_others() {
         || async { app.queue_depth(&dlq).await == 2 },
     )
     .await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// A message for a SKU MySQL does not know is rejected, not retried forever.
@@ -261,8 +252,7 @@ async fn no_oversell_under_two_thousand_concurrent_requests() {
         .unwrap();
     assert_eq!(max_per_user, Some(1));
     drop(db);
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// `amqp.urls`: a broker that refuses connections comes first in the list; the
@@ -293,9 +283,7 @@ async fn a_dead_broker_first_in_amqp_urls_is_skipped() {
         app.ledger_status(1, "via-second").await.as_deref(),
         Some("RESERVED")
     );
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// The group commit's linger: deductions that reach it within the linger of
@@ -352,15 +340,6 @@ async fn deductions_within_the_linger_leave_as_one_broker_message() {
     cancel.cancel();
     let _ = tokio::join!(acker_task, group_task);
     // The message was only to be counted: purge it, so the queues end empty.
-    let conn = crate::helpers::broker(&app.res.settings, "purge")
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    let purged = ch
-        .queue_purge(queue.as_str().into(), Default::default())
-        .await
-        .unwrap();
-    assert_eq!(purged, 1);
-    let _ = conn.close(200, "".into()).await;
+    assert_eq!(app.purge_queue(&queue).await, 1);
     app.cleanup().await;
 }

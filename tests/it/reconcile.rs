@@ -1,6 +1,7 @@
 //! Warm-up and reconciliation: drift between Redis, MySQL and the ledger is
 //! found, alerted once, and repaired (contract §8, §10).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,19 +11,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use stockd::ops::reconcile::Verdict;
 use stockd::ops::warmup::{warmup, WarmupOutcome};
 
-use crate::helpers::{TestApp, TestOptions, ADMIN_TOKEN};
+use crate::helpers::{poll_until, TestApp, TestOptions};
 
 async fn warm(app: &TestApp, sku: u64, force: bool) -> (u16, serde_json::Value) {
     let q = if force { "?force=true" } else { "" };
-    let resp = app
-        .client
-        .post(format!("{}/v1/admin/skus/{sku}/warmup{q}", app.base))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
+    app.post_json_admin(&format!("/v1/admin/skus/{sku}/warmup{q}"))
         .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap())
 }
 
 /// Warm-up loads a SKU; while reservations are in flight a second warm-up is
@@ -30,12 +24,11 @@ async fn warm(app: &TestApp, sku: u64, force: bool) -> (u16, serde_json::Value) 
 /// (never oversold) until warm-up runs.
 #[tokio::test]
 async fn warmup_is_refused_while_in_flight_and_a_lost_sku_waits_for_it() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let mut app = TestApp::spawn_with_sku(1, 10, 5).await;
     let (status, body) = warm(&app, 1, false).await;
     assert_eq!((status, body["available"].as_i64()), (200, Some(10)));
     app.stop_consumer().await;
-    assert_eq!(app.reserve(1, "f1", 1, 2).await.status(), 201);
+    app.reserve_ok(1, "f1", 1, 2).await;
     let (status, body) = warm(&app, 1, false).await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -69,7 +62,7 @@ async fn warmup_is_refused_while_in_flight_and_a_lost_sku_waits_for_it() {
     );
     let (status, _) = warm(&app, 1, false).await;
     assert_eq!(status, 200);
-    assert_eq!(app.reserve(1, "f2", 2, 1).await.status(), 201);
+    app.reserve_ok(1, "f2", 2, 1).await;
     app.wait_ledger_rows(2).await;
     app.wait_drained(1).await;
     app.assert_conserved(1).await;
@@ -81,8 +74,7 @@ async fn warmup_is_refused_while_in_flight_and_a_lost_sku_waits_for_it() {
 /// repaired at once; over-admitted reservations end REJECTED; MySQL never < 0.
 #[tokio::test]
 async fn lost_redis_writes_are_found_repaired_and_never_oversold() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 40, 1).await;
+    let app = TestApp::spawn_with_sku(1, 40, 1).await;
     for u in 0..30u64 {
         assert_eq!(
             app.reserve(1, &format!("a{u}"), u + 1, 1).await.status(),
@@ -128,9 +120,8 @@ async fn lost_redis_writes_are_found_repaired_and_never_oversold() {
 /// second identical check.
 #[tokio::test]
 async fn leaked_stock_is_repaired_after_confirmation() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 20, 5).await;
-    assert_eq!(app.reserve(1, "x", 1, 2).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 20, 5).await;
+    app.reserve_ok(1, "x", 1, 2).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
     app.redis_incr_available(1, -5).await;
@@ -227,6 +218,8 @@ async fn busy_pipeline_reports_no_drift(max_winners: Option<usize>) {
     .await;
     app.create_sku(1, 1_000_000, 1_000).await;
     let deadline = Instant::now() + Duration::from_secs(20);
+    // Load rounds finished so far: the checks below pace themselves on it.
+    let rounds_done = AtomicU64::new(0);
     let load = async {
         let mut n: u64 = 0;
         while Instant::now() < deadline {
@@ -249,14 +242,22 @@ async fn busy_pipeline_reports_no_drift(max_winners: Option<usize>) {
             });
             futures_util::future::join_all(batch).await;
             n += 1;
+            rounds_done.store(n, Ordering::SeqCst);
         }
         n
     };
     let checks = async {
         let mut verdicts = Vec::new();
+        let mut seen = 0;
         while Instant::now() < deadline {
-            // About time itself: one check a second, as the reconciler runs.
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            // One check after each round of the load that landed since the
+            // last check: every check looks at a pipeline in motion.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let next_round = || async { rounds_done.load(Ordering::SeqCst) > seen };
+            if !poll_until(left, next_round).await {
+                break;
+            }
+            seen = rounds_done.load(Ordering::SeqCst);
             let report = app.reconcile(false).await;
             verdicts.push((report.skus[0].verdict, report.skus[0].drift));
         }
@@ -271,8 +272,7 @@ async fn busy_pipeline_reports_no_drift(max_winners: Option<usize>) {
             "false alarm: {verdict:?} drift {drift}; all: {verdicts:?}"
         );
     }
-    app.wait_drained(1).await;
-    app.cleanup().await;
+    app.finish_drained(1).await;
 }
 
 /// The library warm-up reports a SKU MySQL does not know.

@@ -21,8 +21,7 @@ async fn problem_code(resp: reqwest::Response) -> (u16, String) {
 /// A reservation is 201, takes the unit in Redis and reaches MySQL (`persisted`).
 #[tokio::test]
 async fn a_reservation_is_created_decremented_and_persisted() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 2).await;
+    let app = TestApp::spawn_with_sku(1, 10, 2).await;
     let resp = app.reserve(1, "order-1", 7, 2).await;
     assert_eq!(resp.status(), 201);
     let body: Value = resp.json().await.unwrap();
@@ -43,18 +42,15 @@ async fn a_reservation_is_created_decremented_and_persisted() {
         sku,
         serde_json::json!({"sku_id":1,"available":8,"sold_out":false,"limit_per_user":2})
     );
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// The same request again is a 200 replay with the header; no second deduction
 /// anywhere. The same id with another count is 422 and changes nothing.
 #[tokio::test]
 async fn a_replay_is_answered_from_the_stored_outcome_and_a_mismatch_is_422() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
-    assert_eq!(app.reserve(1, "r", 7, 1).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
+    app.reserve_ok(1, "r", 7, 1).await;
     let replay = app.reserve(1, "r", 7, 1).await;
     assert_eq!(replay.status(), 200);
     assert_eq!(replay.headers().get("Idempotent-Replayed").unwrap(), "true");
@@ -68,21 +64,19 @@ async fn a_replay_is_answered_from_the_stored_outcome_and_a_mismatch_is_422() {
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
     assert_eq!(app.ledger_rows().await, 1);
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_conserved(1).await;
 }
 
 /// Limit, insufficient, sold out, unknown SKU: contract codes (docs/errors.md), and nothing written.
 #[tokio::test]
 async fn refusals_have_their_codes_and_write_nothing() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 3, 2).await;
-    assert_eq!(app.reserve(1, "a", 1, 2).await.status(), 201);
+    let app = TestApp::spawn_with_sku(1, 3, 2).await;
+    app.reserve_ok(1, "a", 1, 2).await;
     let (s, c) = problem_code(app.reserve(1, "b", 1, 1).await).await;
     assert_eq!((s, c.as_str()), (409, "LIMIT_EXCEEDED"));
     let (s, c) = problem_code(app.reserve(1, "c", 2, 2).await).await;
     assert_eq!((s, c.as_str()), (409, "INSUFFICIENT_STOCK"));
-    assert_eq!(app.reserve(1, "d", 2, 1).await.status(), 201);
+    app.reserve_ok(1, "d", 2, 1).await;
     let (s, c) = problem_code(app.reserve(1, "e", 3, 1).await).await;
     assert_eq!((s, c.as_str()), (409, "SOLD_OUT"));
     let (s, c) = problem_code(app.reserve(99, "f", 3, 1).await).await;
@@ -112,8 +106,7 @@ async fn refusals_have_their_codes_and_write_nothing() {
 /// Retry-After: never read as 0 and never as unlimited.
 #[tokio::test]
 async fn a_sku_missing_from_redis_is_unavailable_not_zero_or_unlimited() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 5, 1).await;
+    let app = TestApp::spawn_with_sku(1, 5, 1).await;
     let mut conn = app.redis_conn().await;
     let key = app.res.redis.keys().sku(TestApp::sku(1));
     let _: () = deadpool_redis::redis::cmd("DEL")
@@ -157,16 +150,14 @@ async fn admin_needs_the_token_and_cannot_go_below_reserved() {
     let (s, c) = problem_code(resp).await;
     assert_eq!((s, c.as_str()), (401, "UNAUTHORIZED"));
     app.create_sku(1, 5, 5).await;
-    assert_eq!(app.reserve(1, "a", 1, 3).await.status(), 201);
+    app.reserve_ok(1, "a", 1, 3).await;
     let (s, _) = problem_code(app.put_sku(1, 2, 5).await).await;
     assert_eq!(s, 409);
     // Restock keeps live reservations: 5 -> 8 total, Redis 2 -> 5.
     app.create_sku(1, 8, 5).await;
     assert_eq!(app.redis_available(1).await, Some(5));
     app.wait_ledger_rows(1).await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// With `durability: redis` the answer is 201 before the broker confirm, and the
@@ -183,7 +174,5 @@ async fn redis_durability_answers_first_and_still_persists() {
         assert_eq!(app.reserve(1, &format!("r{i}"), 1, 1).await.status(), 201);
     }
     app.wait_ledger_rows(5).await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::helpers::{TestApp, TestOptions, ADMIN_TOKEN};
 use crate::listener_tls::child::ApiChild;
-use crate::tls::servers::TempDir;
+use crate::servers::process::TempDir;
 
 /// A started stockd answers /readyz within a second; a busy machine takes longer.
 const READY_LIMIT: Duration = Duration::from_secs(30);

@@ -78,7 +78,7 @@ async fn a_buyer_hammering_two_api_nodes_gets_429_beyond_the_bucket_and_writes_n
         assert_eq!(status, 404, "{rid} left a reservation behind");
     }
     // Another buyer is not affected.
-    assert_eq!(app.reserve(1, "other", 8, 1).await.status(), 201);
+    app.reserve_ok(1, "other", 8, 1).await;
     // A replay of an admitted id is never limited into a wrong answer.
     let replay = app.reserve(1, &admitted[0], 7, 1).await;
     assert_eq!(
@@ -154,32 +154,19 @@ async fn with_admin_bind_the_public_listener_hides_the_admin_routes() {
     let body: serde_json::Value = public.json().await.unwrap();
     assert_eq!(body["code"], "NOT_FOUND");
     assert_eq!(put(admin.clone()).await.status(), 200);
-    let metrics_public = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(metrics_public.status(), 404);
-    let metrics_admin = app
-        .client
-        .get(format!("{admin}/metrics"))
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(app.get("/metrics").await.status(), 404);
+    let metrics_admin = app.get_url(&format!("{admin}/metrics")).await;
     assert_eq!(metrics_admin.status(), 200);
     // The buyer-facing routes stay public.
-    assert_eq!(app.reserve(1, "r1", 1, 1).await.status(), 201);
+    app.reserve_ok(1, "r1", 1, 1).await;
     // The deduction must reach MySQL before cleanup checks the queue drained.
-    app.wait_drained(1).await;
-    app.cleanup().await;
+    app.finish_drained(1).await;
 }
 
 /// Ids are canonical decimals: `0980001` and `+1` are 400, never SKU 980001 / 1.
 #[tokio::test]
 async fn non_canonical_ids_are_400() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 10, 1).await;
+    let app = TestApp::spawn_with_sku(1, 10, 1).await;
     for path in ["/v1/skus/01", "/v1/skus/0980001", "/v1/skus/+1"] {
         let (status, body) = app.get_json(path).await;
         assert_eq!(status, 400, "{path}: {body}");

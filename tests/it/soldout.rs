@@ -73,17 +73,14 @@ async fn a_sellout_on_one_node_short_circuits_the_other_and_a_cancel_reopens_it(
     }
     assert_eq!(app.reserve_at(&b_base, 1, "again", 2).await.0, 201);
     app.wait_ledger_rows(2).await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// Subscribers killed right before the sellout: nothing is ever wrongly
 /// accepted, and B's flag is right again within the TTL.
 #[tokio::test]
 async fn killed_subscribers_never_cause_a_wrong_acceptance() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 3, 1).await;
+    let mut app = TestApp::spawn_with_sku(1, 3, 1).await;
     let (b_base, b) = app.spawn_api();
     let b_board = b.soldout.clone().unwrap();
     app.wait_subscribers(2).await; // A and B subscribed
@@ -119,18 +116,15 @@ async fn killed_subscribers_never_cause_a_wrong_acceptance() {
     .await;
     assert!(start.elapsed() <= ttl + Duration::from_millis(500));
     app.wait_ledger_rows(3).await;
-    app.wait_drained(1).await;
-    app.assert_conserved(1).await;
-    app.cleanup().await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// A restarted api node starts with the right flags, from the durable markers.
 #[tokio::test]
 async fn a_restarted_node_loads_its_flags_from_the_durable_markers() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 1, 1).await;
+    let mut app = TestApp::spawn_with_sku(1, 1, 1).await;
     app.create_sku(2, 5, 1).await;
-    assert_eq!(app.reserve(1, "only", 1, 1).await.status(), 201);
+    app.reserve_ok(1, "only", 1, 1).await;
     let (_, fresh) = app.spawn_api();
     let board = fresh.soldout.clone().unwrap();
     app.eventually(
@@ -141,6 +135,5 @@ async fn a_restarted_node_loads_its_flags_from_the_durable_markers() {
     .await;
     assert!(!board.is_flagged(TestApp::sku(2)));
     app.wait_ledger_rows(1).await;
-    app.wait_drained(1).await;
-    app.cleanup().await;
+    app.finish_drained(1).await;
 }

@@ -12,8 +12,7 @@ use crate::helpers::TestApp;
 /// `stockd reconcile --once` exits 1, and a replay brings it back to OK.
 #[tokio::test]
 async fn a_dead_lettered_deduction_makes_its_sku_stuck() {
-    let mut app = TestApp::spawn().await;
-    app.create_sku(1, 10, 5).await;
+    let mut app = TestApp::spawn_with_sku(1, 10, 5).await;
     app.create_sku(2, 10, 5).await;
     app.reserve_and_lose_the_message(1, "d1", 4, 3).await;
     let deduction = app.deduction_of(1, "d1").await;

@@ -7,11 +7,10 @@ use crate::helpers::TestApp;
 /// lists its checks.
 #[tokio::test]
 async fn health_metrics_and_request_ids_are_served() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 5, 5).await;
+    let app = TestApp::spawn_with_sku(1, 5, 5).await;
     let resp = app
         .client
-        .post(format!("{}/v1/skus/1/reservations", app.base))
+        .post(app.url("/v1/skus/1/reservations"))
         .header("x-request-id", "trace-abc-1")
         .json(&serde_json::json!({"request_id": "m1", "user_id": 1, "count": 1}))
         .send()
@@ -19,12 +18,7 @@ async fn health_metrics_and_request_ids_are_served() {
         .unwrap();
     assert_eq!(resp.status(), 201);
     assert_eq!(resp.headers().get("x-request-id").unwrap(), "trace-abc-1");
-    let resp = app
-        .client
-        .get(format!("{}/livez", app.base))
-        .send()
-        .await
-        .unwrap();
+    let resp = app.get("/livez").await;
     let generated = resp
         .headers()
         .get("x-request-id")
@@ -40,16 +34,8 @@ async fn health_metrics_and_request_ids_are_served() {
     let (_, terse) = app.get_json("/readyz").await;
     assert!(terse.get("checks").is_none());
 
-    stockd::telemetry::gauges::refresh(&app.res).await;
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    stockd::roles::gauges::refresh(&app.res).await;
+    let text = app.metrics_text().await;
     for series in [
         "stockd_http_requests_total{route=\"/v1/skus/{sku_id}/reservations\",status=\"201\"}",
         "stockd_reservations_total{result=\"reserved\"}",
@@ -65,6 +51,5 @@ async fn health_metrics_and_request_ids_are_served() {
         assert!(text.contains(series), "missing {series}");
     }
     app.wait_ledger_rows(1).await;
-    app.wait_drained(1).await;
-    app.cleanup().await;
+    app.finish_drained(1).await;
 }

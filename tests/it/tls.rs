@@ -1,11 +1,11 @@
 //! TLS to every dependency (config `redis.tls`, `amqp.tls`, `mysql.tls`),
 //! proven end to end against private TLS-only servers on free loopback ports
-//! with a PKI generated at test time (`certs`, `servers`). A test whose
+//! with a PKI generated at test time (`certs`; servers: tests/support/servers). A test whose
 //! server cannot run here prints `SKIPPED: <why>` and returns.
 
 pub(crate) mod certs;
-pub(crate) mod servers;
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
@@ -16,9 +16,14 @@ use stockd::config::{MysqlTls, Settings, TlsFiles};
 use stockd::ops::reconcile::Reconciler;
 use stockd::resources::Resources;
 
-use crate::helpers::{test_settings, TestOptions, ADMIN_TOKEN};
+use crate::helpers::{poll_until, success_and_output, test_settings, TestOptions, ADMIN_TOKEN};
+use crate::servers;
+use crate::servers::mariadb::Mariadb;
+use crate::servers::process::TempDir;
+use crate::servers::rabbitmq::Rabbit;
+use crate::servers::redis::Redis;
+use crate::servers::tls::ServerTls;
 use certs::Pki;
-use servers::{TempDir, TlsMariadb, TlsRabbit, TlsRedis};
 
 /// A reservation takes milliseconds to reach the ledger; a busy CI machine
 /// gets far more.
@@ -27,6 +32,15 @@ const LEDGER_WAIT: Duration = Duration::from_secs(30);
 /// Says why the test cannot run, visibly, and lets it return.
 fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
+}
+
+/// What the private servers show and trust of `pki`.
+fn server_side(pki: &Pki) -> ServerTls {
+    ServerTls {
+        ca: pki.ca.clone(),
+        cert: pki.server_cert.clone(),
+        key: pki.server_key.clone(),
+    }
 }
 
 /// Client settings of `pki` for one dependency (CA + client certificate).
@@ -104,12 +118,13 @@ async fn a_reservation_travels_through_tls_redis_rabbitmq_and_mysql() {
     if let Some(why) = servers::missing(&needed) {
         return skip(&why);
     }
-    let dir = TempDir::new("roundtrip");
+    let dir = TempDir::new("tls-roundtrip");
     let pki = Pki::generate(&dir.path.join("pki"), "stockd test CA");
+    let tls = server_side(&pki);
     let (redis, mysql, rabbit) = tokio::join!(
-        TlsRedis::start(&dir.path, &pki),
-        TlsMariadb::start(&dir.path, &pki),
-        TlsRabbit::start(&dir.path, &pki),
+        Redis::start_tls(&dir.path, &tls),
+        Mariadb::start_tls(&dir.path, &tls),
+        Rabbit::start_tls(&dir.path, &tls),
     );
     let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let settings = tls_settings(&id, &pki, redis.port, mysql.port, rabbit.port);
@@ -120,14 +135,7 @@ async fn a_reservation_travels_through_tls_redis_rabbitmq_and_mysql() {
     let res = Resources::connect(settings, &id)
         .await
         .expect("Resources::connect over TLS");
-    let mut conn = res.db.conn().await.unwrap();
-    let cipher: Option<(String, String)> = conn
-        .query_first("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
-        .await
-        .unwrap();
-    let cipher = cipher.map(|(_, c)| c).unwrap_or_default();
-    assert!(!cipher.is_empty(), "the MySQL session is not encrypted");
-    drop(conn);
+    assert_mysql_session_encrypted(&res).await;
 
     let cancel = CancellationToken::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -137,8 +145,30 @@ async fn a_reservation_travels_through_tls_redis_rabbitmq_and_mysql() {
     let consumer = stockd::roles::consumer::Consumer::from_resources(&res);
     let consumer = tokio::spawn(consumer.run_until_stopped(cancel.clone()));
 
+    reserve_one_to_the_ledger(&res, &format!("http://{}", api.addr)).await;
+    assert_plain_connections_refused(&res, rabbit.port).await;
+
+    cancel.cancel();
+    api.stopped().await;
+    consumer.await.unwrap();
+    res.close().await;
+}
+
+/// The MySQL session of stockd's pool is encrypted (it has a cipher).
+async fn assert_mysql_session_encrypted(res: &Resources) {
+    let mut conn = res.db.conn().await.unwrap();
+    let cipher: Option<(String, String)> = conn
+        .query_first("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        .await
+        .unwrap();
+    let cipher = cipher.map(|(_, c)| c).unwrap_or_default();
+    assert!(!cipher.is_empty(), "the MySQL session is not encrypted");
+}
+
+/// Through the api at `base`: SKU 1 created, one unit reserved (Redis shows
+/// 4 left), and its RESERVED row reaches the ledger.
+async fn reserve_one_to_the_ledger(res: &Resources, base: &str) {
     let http = reqwest::Client::new();
-    let base = format!("http://{}", api.addr);
     let created = http
         .put(format!("{base}/v1/admin/skus/1"))
         .bearer_auth(ADMIN_TOKEN)
@@ -156,8 +186,11 @@ async fn a_reservation_travels_through_tls_redis_rabbitmq_and_mysql() {
     assert_eq!(reserved.status(), 201, "{}", reserved.text().await.unwrap());
     let sku = stockd::domain::SkuId::new(1).unwrap();
     assert_eq!(res.redis.sku(sku).await.unwrap().unwrap().available, 4);
-    wait_for_ledger_row(&res, "tls-1").await;
+    wait_for_ledger_row(res, "tls-1").await;
+}
 
+/// Plain (no TLS) MySQL and AMQP connections to the TLS-only servers fail.
+async fn assert_plain_connections_refused(res: &Resources, amqp_port: u16) {
     let plain = stockd::db::Db::new(&stockd::config::MysqlSettings {
         tls: MysqlTls::default(),
         url: format!("{}?prefer_socket=false", res.settings.mysql.url),
@@ -168,22 +201,17 @@ async fn a_reservation_travels_through_tls_redis_rabbitmq_and_mysql() {
         plain.ping().await.is_err(),
         "a plain MySQL connection was accepted"
     );
-    let plain_amqp = format!("amqp://guest:guest@127.0.0.1:{}/%2f", rabbit.port);
+    let plain_amqp = format!("amqp://guest:guest@127.0.0.1:{amqp_port}/%2f");
     assert!(
         stockd::mq::connect(&plain_amqp, "plain").await.is_err(),
         "a plain AMQP connection was accepted"
     );
-
-    cancel.cancel();
-    api.stopped().await;
-    consumer.await.unwrap();
-    res.close().await;
 }
 
 /// Polls the ledger (through stockd's TLS pool) for `request_id`.
 async fn wait_for_ledger_row(res: &Resources, request_id: &str) {
-    let start = std::time::Instant::now();
-    loop {
+    let last = RefCell::new(None);
+    let reserved = poll_until(LEDGER_WAIT, || async {
         let mut conn = res.db.conn().await.unwrap();
         let status: Option<String> = conn
             .exec_first(
@@ -192,16 +220,16 @@ async fn wait_for_ledger_row(res: &Resources, request_id: &str) {
             )
             .await
             .unwrap();
-        if status.as_deref() == Some("RESERVED") {
-            return;
-        }
-        assert!(
-            start.elapsed() < LEDGER_WAIT,
-            "no RESERVED ledger row for {request_id} after {LEDGER_WAIT:?} (status {status:?})"
-        );
-        // Poll period of the wait above (bounded by LEDGER_WAIT), not a fixed wait.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        let done = status.as_deref() == Some("RESERVED");
+        *last.borrow_mut() = status;
+        done
+    })
+    .await;
+    let status = last.into_inner();
+    assert!(
+        reserved,
+        "no RESERVED ledger row for {request_id} after {LEDGER_WAIT:?} (status {status:?})"
+    );
 }
 
 /// Runs the `stockd` binary with `env`; (success, stdout + stderr).
@@ -214,12 +242,7 @@ async fn stockd_cli(args: &[&str], env: &[(String, String)]) -> (bool, String) {
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    success_and_output(&out)
 }
 
 /// TLS is verified, not just switched on: against a TLS-only redis-server
@@ -235,10 +258,10 @@ async fn redis_tls_trusts_only_the_configured_ca_and_shows_the_client_certificat
     if let Some(why) = servers::missing(&["redis-server"]) {
         return skip(&why);
     }
-    let dir = TempDir::new("redis");
+    let dir = TempDir::new("tls-redis");
     let pki = Pki::generate(&dir.path.join("pki"), "stockd test CA");
     let other = Pki::generate(&dir.path.join("other"), "some other CA");
-    let redis = TlsRedis::start(&dir.path, &pki).await;
+    let redis = Redis::start_tls(&dir.path, &server_side(&pki)).await;
     let id = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let mut s = test_settings(&id, &TestOptions::default());
     crate::helpers::standalone_redis(&mut s);

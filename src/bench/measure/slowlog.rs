@@ -19,6 +19,9 @@ use crate::redis::RedisStore;
 const SLOWLOG_READ_MAX: usize = 128;
 /// Where the Lua scripts live in the source tree.
 const LUA_DIR: &str = "src/redis/lua";
+/// A stockd key's hash tag opens with this (`<p>{<sku>}:...`): the first
+/// argument holding one is the key the entry is labelled with.
+const HASH_TAG_OPEN: char = '{';
 
 /// Slow commands on keys under `prefix` between `from_s` and `to_s` (Unix
 /// seconds), from every primary's SLOWLOG.
@@ -59,37 +62,52 @@ fn parse(entry: &Value, names: &HashMap<String, String>) -> Option<(u64, Stall, 
     let Value::Array(fields) = entry else {
         return None;
     };
-    let int = |v: &Value| match v {
-        Value::Int(n) => u64::try_from(*n).ok(),
-        _ => None,
-    };
-    let at = int(fields.get(1)?)?;
-    let micros = int(fields.get(2)?)?;
+    let at = non_negative(fields.get(1)?)?;
+    let micros = non_negative(fields.get(2)?)?;
     let Value::Array(raw_args) = fields.get(3)? else {
         return None;
     };
-    let args: Vec<String> = raw_args
+    let args = text_args(raw_args);
+    let stall = Stall {
+        command: label(&args, names)?,
+        blocked_ms: micros as f64 / 1000.0,
+    };
+    Some((at, stall, args))
+}
+
+/// An integer field that is not negative.
+fn non_negative(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+/// The command and its arguments as text (binary ones lossily).
+fn text_args(raw_args: &[Value]) -> Vec<String> {
+    raw_args
         .iter()
         .filter_map(|a| match a {
             Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
             Value::SimpleString(s) => Some(s.clone()),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// The command as the report names it: upper case, an EVALSHA by its
+/// script's file name, then its first key with a hash tag (`None`: no command).
+fn label(args: &[String], names: &HashMap<String, String>) -> Option<String> {
     let mut command = args.first()?.to_ascii_uppercase();
     if command == "EVALSHA" {
         let sha = args.get(1).cloned().unwrap_or_default();
         let name = names.get(&sha).cloned().unwrap_or(sha);
         command = format!("EVALSHA {name}");
     }
-    if let Some(key) = args.iter().skip(1).find(|a| a.contains('{')) {
+    if let Some(key) = args.iter().skip(1).find(|a| a.contains(HASH_TAG_OPEN)) {
         command = format!("{command} {key}");
     }
-    let stall = Stall {
-        command,
-        blocked_ms: micros as f64 / 1000.0,
-    };
-    Some((at, stall, args))
+    Some(command)
 }
 
 /// SHA1 → file name of every script in the source tree (empty without it).

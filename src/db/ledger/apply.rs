@@ -17,8 +17,9 @@ use mysql_async::Transaction;
 
 use super::insert::{insert_rows, NewRow};
 use super::{reason, tx_opts, BatchReport, Readmission, INSERT_CHUNK_ROWS};
+use crate::db::sku::{self, SkuRow};
 use crate::db::sql_text::SqlText;
-use crate::db::{sku, Db, DbError};
+use crate::db::{Db, DbError};
 use crate::domain::admission::{admit, Claim, Refusal};
 use crate::domain::{Deduction, ReservationStatus, SkuId, UserId};
 
@@ -75,26 +76,7 @@ pub async fn apply_sku(
 ) -> Result<(), DbError> {
     let row = sku::lock(tx, sku_id).await?;
     let existing = existing_rows(tx, sku_id, &msgs).await?;
-    let mut fresh = Vec::with_capacity(msgs.len());
-    for msg in msgs {
-        match existing.get(msg.request_id.as_str()) {
-            None => fresh.push(msg),
-            Some(&(created_ms, expires_ms, owner)) => {
-                report.duplicates += 1;
-                if owner != msg.user_id.get() {
-                    if let Ok(owner) = UserId::new(owner) {
-                        report.foreign.push((msg.clone(), owner));
-                    }
-                } else if created_ms != msg.created_ms {
-                    report.readmitted.push(Readmission {
-                        msg: msg.clone(),
-                        row_created_ms: created_ms,
-                        row_expires_ms: expires_ms,
-                    });
-                }
-            }
-        }
-    }
+    let fresh = skip_known(msgs, &existing, report);
     if fresh.is_empty() {
         return Ok(());
     }
@@ -109,6 +91,55 @@ pub async fn apply_sku(
         return insert_rows(tx, &rows).await;
     };
     let held = buyers_live_units(tx, sku_id, &fresh).await?;
+    let (rows, taken) = fit(fresh, &row, &held, report);
+    if taken > 0 {
+        let took = sku::take(tx, sku_id, taken).await?;
+        assert!(
+            took,
+            "the SKU row is locked and the fit was computed under the lock"
+        );
+    }
+    insert_rows(tx, &rows).await
+}
+
+/// `msgs` without those the ledger already holds (`existing`), each counted
+/// as a duplicate — and noted when another buyer owns the row (`foreign`) or
+/// Redis admitted it again after losing its record (`readmitted`).
+fn skip_known<'a>(
+    msgs: Vec<&'a Deduction>,
+    existing: &HashMap<String, (u64, u64, u64)>,
+    report: &mut BatchReport,
+) -> Vec<&'a Deduction> {
+    let mut fresh = Vec::with_capacity(msgs.len());
+    for msg in msgs {
+        let Some(&(created_ms, expires_ms, owner)) = existing.get(msg.request_id.as_str()) else {
+            fresh.push(msg);
+            continue;
+        };
+        report.duplicates += 1;
+        if owner != msg.user_id.get() {
+            if let Ok(owner) = UserId::new(owner) {
+                report.foreign.push((msg.clone(), owner));
+            }
+        } else if created_ms != msg.created_ms {
+            report.readmitted.push(Readmission {
+                msg: msg.clone(),
+                row_created_ms: created_ms,
+                row_expires_ms: expires_ms,
+            });
+        }
+    }
+    fresh
+}
+
+/// The admission rule over the locked SKU `row`: one ledger row per deduction
+/// (`RESERVED`, or `REJECTED` with the reason) and the units to take.
+fn fit<'a>(
+    fresh: Vec<&'a Deduction>,
+    row: &SkuRow,
+    held: &HashMap<u64, i64>,
+    report: &mut BatchReport,
+) -> (Vec<NewRow<'a>>, i64) {
     let claims: Vec<Claim> = (fresh.iter())
         .map(|m| Claim {
             user_id: m.user_id.get(),
@@ -116,7 +147,7 @@ pub async fn apply_sku(
         })
         .collect();
     let limit = i64::from(row.limit_per_user);
-    let admitted = admit(&claims, row.available_stock, limit, &held);
+    let admitted = admit(&claims, row.available_stock, limit, held);
     let mut rows = Vec::with_capacity(fresh.len());
     for (msg, answer) in fresh.into_iter().zip(admitted.answers) {
         match answer.map(reason_of) {
@@ -130,14 +161,7 @@ pub async fn apply_sku(
             }
         }
     }
-    if admitted.taken > 0 {
-        let took = sku::take(tx, sku_id, admitted.taken).await?;
-        assert!(
-            took,
-            "the SKU row is locked and the fit was computed under the lock"
-        );
-    }
-    insert_rows(tx, &rows).await
+    (rows, admitted.taken)
 }
 
 /// Ledger rows of `msgs` already present: request id → (reserved_at_ms, expires_at_ms).

@@ -1,6 +1,6 @@
 //! Read-only ledger lookups shared by the reconciler's observation and the
-//! audit: the snapshot both read in, and the ledger status of a set of request
-//! ids as the in-flight arithmetic counts it.
+//! invariant check (`stockd audit`): the snapshot both read in, and the ledger
+//! status of a set of request ids as the in-flight arithmetic counts it.
 
 use std::collections::HashMap;
 

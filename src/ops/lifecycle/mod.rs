@@ -25,8 +25,7 @@
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, settle, LedgerRow};
 use crate::db::{sku, Db, DbError};
-use crate::domain::Deduction;
-use crate::domain::{RequestId, ReservationStatus, SkuId};
+use crate::domain::{Deduction, RequestId, Reservation, ReservationStatus, SkuId};
 use crate::redis::{FinishOutcome, RedisError, RedisStore};
 
 mod recovered;
@@ -141,6 +140,39 @@ async fn decide_with_retries(
     }
 }
 
+/// What Redis holds of a reservation the ledger lacks (see [`locate_in_redis`]).
+enum OnlyInRedis {
+    /// Reserved or confirmed: the deduction to apply first.
+    Live(Deduction),
+    /// Released: MySQL lost both the deduction and the release.
+    Released(Reservation),
+    /// Redis does not know it either.
+    Nowhere,
+}
+
+/// Looks in Redis for a reservation the ledger has no row of.
+async fn locate_in_redis(
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+) -> Result<OnlyInRedis, LifecycleError> {
+    Ok(match redis.reservation(sku_id, request_id).await? {
+        // A CONFIRMED record whose row MySQL lost is applied like a
+        // reserved one, then confirmed (see the module doc).
+        Some(r)
+            if matches!(
+                r.status,
+                ReservationStatus::Reserved | ReservationStatus::Confirmed
+            ) =>
+        {
+            OnlyInRedis::Live(Deduction::from(&r))
+        }
+        Some(r) if r.status == ReservationStatus::Released => OnlyInRedis::Released(r),
+        _ => OnlyInRedis::Nowhere,
+    })
+}
+
+/// One attempt at the decision: one transaction under the ledger lock protocol.
 async fn decide(
     db: &Db,
     redis: &RedisStore,
@@ -153,24 +185,14 @@ async fn decide(
     let known = ledger::find(&mut conn, sku_id, request_id).await?;
     let pending_apply = match known {
         Some(_) => None,
-        None => match redis.reservation(sku_id, request_id).await? {
-            // A CONFIRMED record whose row MySQL lost is applied like a
-            // reserved one, then confirmed (see the module doc).
-            Some(r)
-                if matches!(
-                    r.status,
-                    ReservationStatus::Reserved | ReservationStatus::Confirmed
-                ) =>
-            {
-                Some(Deduction::from(&r))
-            }
-            // Released, and MySQL lost both the deduction and the release.
-            Some(r) if r.status == ReservationStatus::Released => {
+        None => match locate_in_redis(redis, sku_id, request_id).await? {
+            OnlyInRedis::Live(deduction) => Some(deduction),
+            OnlyInRedis::Released(record) => {
                 drop(conn);
-                let row = recovered::record_release(db, &r, transition, now_ms).await?;
+                let row = recovered::record_release(db, &record, transition, now_ms).await?;
                 return Ok(recovered::outcome_of_release(row, transition));
             }
-            _ => return Ok(TransitionOutcome::NotFound),
+            OnlyInRedis::Nowhere => return Ok(TransitionOutcome::NotFound),
         },
     };
     let mut tx = conn
@@ -191,8 +213,31 @@ async fn decide(
     let Some(row) = row else {
         return Ok(TransitionOutcome::NotFound);
     };
+    if let Some(outcome) = settled_already(&row, transition, now_ms) {
+        // Commit, not roll back: a deduction applied above must stay.
+        tx.commit().await.map_err(DbError::from)?;
+        return Ok(outcome);
+    }
     let target = transition.target();
-    let early = if row.status == target {
+    settle::finish_locked(&mut tx, &row, target, transition.reason(), now_ms).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    let row = LedgerRow {
+        status: target,
+        reason: transition.reason().map(str::to_string),
+        redis_pending: true,
+        ..row
+    };
+    Ok(TransitionOutcome::Done { row, changed: true })
+}
+
+/// The answer when the locked `row` leaves `transition` nothing to change: a
+/// repeat, another final state, or an expiry before its time. `None`: go on.
+fn settled_already(
+    row: &LedgerRow,
+    transition: Transition,
+    now_ms: u64,
+) -> Option<TransitionOutcome> {
+    if row.status == transition.target() {
         Some(TransitionOutcome::Done {
             row: row.clone(),
             changed: false,
@@ -203,21 +248,7 @@ async fn decide(
         Some(TransitionOutcome::NotYetExpired)
     } else {
         None
-    };
-    if let Some(outcome) = early {
-        // Commit, not roll back: a deduction applied above must stay.
-        tx.commit().await.map_err(DbError::from)?;
-        return Ok(outcome);
     }
-    settle::finish_locked(&mut tx, &row, target, transition.reason(), now_ms).await?;
-    tx.commit().await.map_err(DbError::from)?;
-    let row = LedgerRow {
-        status: target,
-        reason: transition.reason().map(str::to_string),
-        redis_pending: true,
-        ..row
-    };
-    Ok(TransitionOutcome::Done { row, changed: true })
 }
 
 /// Mirrors a decided row to Redis and clears its pending flag. A failure is

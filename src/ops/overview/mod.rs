@@ -344,18 +344,8 @@ async fn queues(res: &Resources) -> Option<QueueNumbers> {
     })
 }
 
-/// `(messages ready, consumers)` of one queue, on a throw-away channel so a
-/// missing queue cannot close a publishing channel.
+/// `(messages ready, consumers)` of one queue.
 async fn queue(res: &Resources, name: &str) -> Option<(u64, u64)> {
-    let ch = res.publisher.open_channel().await.ok()?;
-    let options = lapin::options::QueueDeclareOptions {
-        passive: true,
-        ..Default::default()
-    };
-    let declared = ch
-        .queue_declare(name.into(), options, lapin::types::FieldTable::default())
-        .await;
-    let _ = ch.close(200, "".into()).await;
-    let q = declared.ok()?;
-    Some((u64::from(q.message_count()), u64::from(q.consumer_count())))
+    let state = res.publisher.queue_state(name).await.ok()?;
+    Some((u64::from(state.messages), u64::from(state.consumers)))
 }

@@ -11,11 +11,10 @@
 //! (every scenario before s18), the root namespace on the root-side veth
 //! address (a server the partitioned hosts must reach), or a host namespace.
 
-mod place;
 mod rules;
 mod selftest;
 mod topology;
 
-pub use place::Place;
+pub use crate::place::Place;
 pub use rules::Link;
 pub use topology::Net;

@@ -57,7 +57,7 @@ fn ping_from(from: &Place, ip: std::net::Ipv4Addr, port: u16) -> bool {
 async fn net_cut_drops_packets_instead_of_refusing_and_heal_restores() {
     let net = Net::new("selftest", &["a", "b"]);
     let (a, b) = (net.host("a").clone(), net.host("b").clone());
-    let dir = crate::servers::process::TempDir::new("net-selftest");
+    let dir = crate::servers::process::TempDir::new("chaos-net-selftest");
     let mut cmd = b.command("redis-server");
     cmd.args(["--port", &PORT.to_string(), "--bind", &b.ip.to_string()])
         .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])

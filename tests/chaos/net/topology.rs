@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::place::{NsHandle, Place};
 use super::rules::{self, Link};
+use crate::place::{NsHandle, Place};
 
 /// Second octet of every partition subnet: 10.231.0.0/16 is private and not
 /// routed on the machines this suite runs on (checked per /24 at start).

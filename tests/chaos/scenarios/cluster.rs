@@ -1,6 +1,6 @@
-//! What the Redis Cluster scenarios (s13, s14, s16) share: how they start,
-//! where a SKU lives, a MySQL `available_stock` sampler, and the one counts
-//! line each prints.
+//! What the Redis Cluster scenarios (s13, s14, s16) share: how they start
+//! (and open their SKUs), where a SKU lives, a MySQL `available_stock`
+//! sampler, and the repair and counts behind the one counts line each prints.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 
+use super::reconcile::Repair;
 use super::Scenario;
 use crate::load::{Answer, Op};
 use crate::stack::{RedisSetup, Stack, DB_NAME};
@@ -28,6 +29,23 @@ pub fn settings() -> Vec<(&'static str, String)> {
 /// Starts a cluster scenario: a private 6-node Redis Cluster and [`settings`].
 pub async fn begin(name: &str, title: &str) -> Scenario {
     Scenario::begin_on(name, title, &settings(), RedisSetup::Cluster).await
+}
+
+/// Every role running, each of `skus` created with 600 units, 2 per buyer,
+/// and where they live printed.
+pub async fn open(sc: &mut Scenario, skus: &[u64]) {
+    sc.open_skus(skus, 600, 2).await;
+    print_placement(sc, skus).await;
+}
+
+/// Queues empty, then `stockd reconcile --once --repair`: its report, the
+/// REJECTED ledger rows by SKU and the units oversold, for the counts line.
+pub async fn repair_and_count(sc: &Scenario) -> (Repair, BTreeMap<String, usize>, i64) {
+    sc.wait_queues_empty(Duration::from_secs(60)).await;
+    let repair = super::reconcile::repair(sc).await;
+    let rejected = rejected(&sc.stack).await;
+    let oversold = oversold(&sc.stack).await;
+    (repair, rejected, oversold)
 }
 
 /// Slot, primary and replica (node indexes) of a SKU's keys.

@@ -44,3 +44,18 @@ pub async fn consumer_outcomes(sc: &Scenario) -> BTreeMap<String, u64> {
         })
         .collect()
 }
+
+/// The api's publish outcomes (`ack`, `nack`, `timeout`, `error`,
+/// `returned`) and the relay's republishes.
+pub async fn publish_counts(sc: &Scenario) -> (BTreeMap<String, u64>, u64) {
+    let api = scrape(sc, "api").await;
+    let publishes = ["ack", "nack", "timeout", "error", "returned"]
+        .iter()
+        .map(|o| {
+            let label = format!("outcome=\"{o}\"");
+            (o.to_string(), sum(&api, "stockd_publish_total", &label))
+        })
+        .collect();
+    let republished = sum(&api, "stockd_relay_republished_total", "");
+    (publishes, republished)
+}

@@ -1,6 +1,9 @@
 //! The fault scenarios, one test each (all `#[ignore]`: `make chaos` runs
 //! them), and what every scenario shares: its seed and clock, the stack, the
-//! expectations it collects, and the closing drain + audit.
+//! usual opening (roles, SKUs, load) and the noted injection of its fault,
+//! the expectations it collects, and the closing drain + audit. Steps that
+//! only some scenarios share live beside them: `cluster`, `mysql_failover`,
+//! `partition` and `partition_run`, `bounds`, `metrics`, `reconcile`.
 
 mod s01_redis_kill;
 mod s02_redis_empty;
@@ -31,6 +34,7 @@ mod cluster;
 mod metrics;
 mod mysql_failover;
 mod partition;
+mod partition_run;
 mod reconcile;
 
 use std::time::{Duration, Instant};
@@ -189,6 +193,24 @@ impl Scenario {
         );
     }
 
+    /// Starts the api, consumer and closer and creates every SKU of `skus`
+    /// with `total` units, `limit` per buyer: how most scenarios open.
+    pub async fn open_skus(&mut self, skus: &[u64], total: i64, limit: i64) {
+        self.stack.start_roles(&["api", "consumer", "closer"]).await;
+        for sku in skus {
+            self.stack.create_sku(*sku, total, limit).await;
+        }
+    }
+
+    /// Notes "inject: `what`", takes the load's clock (the fault's start,
+    /// returned) and injects `fault` into the stack.
+    pub fn inject(&mut self, load: &Load, what: &str, fault: impl FnOnce(&mut Stack)) -> u64 {
+        self.note(&format!("inject: {what}"));
+        let at_ms = load.elapsed_ms();
+        fault(&mut self.stack);
+        at_ms
+    }
+
     /// Starts a load plan on the stack's api with a fork of the scenario rng.
     pub fn load(&mut self, plan: LoadPlan) -> Load {
         let mut rng = self.rng.fork();
@@ -340,6 +362,25 @@ impl Scenario {
         self.note(&format!("NOT {what} within {limit:?}"));
         false
     }
+}
+
+/// [`Scenario::open_skus`] with `(total, limit)`, then the usual load
+/// ([`plan`], tagged with the scenario's name) of `(buyers, requests, rate)`
+/// over `skus`, and a pause of `lead` = `(base, jitter)` ms before the fault
+/// (`(0, 0)`: none, the scenario paces itself).
+pub async fn open_load(
+    sc: &mut Scenario,
+    skus: &[u64],
+    (total, limit): (i64, i64),
+    (buyers, requests, rate): (u64, usize, u32),
+    lead: (u64, u64),
+) -> Load {
+    sc.open_skus(skus, total, limit).await;
+    let load = sc.load(plan(&sc.name.clone(), skus, buyers, requests, rate));
+    if lead != (0, 0) {
+        sc.pause(lead.0, lead.1).await;
+    }
+    load
 }
 
 /// The usual load: `requests` reservations at `rate` per second over `skus`,

@@ -1,9 +1,10 @@
 //! What the MySQL failover scenarios share (s17: the loss and its repair,
-//! s17b: semi-sync avoids it): the load, the kill with the GTID positions
-//! around it, the promotion and re-point, the wait until nothing is left to
-//! apply, and the count of what MySQL lost — acknowledged reservations the
+//! s17b: semi-sync avoids it): the start and the load, the failover (the
+//! replica's lag, the kill with the GTID positions around it, the promotion
+//! and re-point, hasty or careful), the wait until nothing is left to apply, and the count of what MySQL lost — acknowledged reservations the
 //! new primary's ledger lacks, confirms and cancels answered 200 it does not
-//! hold — plus the order service's retry of those decisions.
+//! hold — plus the order service's retry of those decisions and the final
+//! `stockd reconcile --once` verdicts.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -272,4 +273,86 @@ pub(super) async fn repeat_decisions(sc: &mut Scenario, report: &LoadReport, f: 
             not_200.iter().take(5).collect::<Vec<_>>()
         ),
     );
+}
+
+/// The start both scenarios share: the primary + replica pair, every role,
+/// the SKUs created and replicated.
+pub(super) async fn begin(name: &str, title: &str) -> Scenario {
+    let mut sc = Scenario::begin_mysql_pair(name, title, &settings()).await;
+    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
+    for sku in SKUS {
+        sc.stack.create_sku(sku, STOCK, LIMIT_PER_USER).await;
+    }
+    sc.stack.mysql.pair().wait_caught_up().await;
+    sc
+}
+
+/// The load, running [`WARM_MS`] (+ jitter) before the failover begins.
+pub(super) async fn start_load(sc: &mut Scenario, tag: &str) -> Load {
+    let load = sc.load(super::plan(tag, &SKUS, BUYERS, REQUESTS, RATE_PER_SEC));
+    sc.pause(WARM_MS, 1_000).await;
+    load
+}
+
+/// How the replica falls behind and is promoted.
+pub(super) enum Promotion {
+    /// s17: its applier stops (it receives, applies nothing); promoted at
+    /// once after the kill, the unapplied relay log deleted.
+    Hasty,
+    /// s17b: its receiver stops (nothing more reaches it); promoted once it
+    /// has applied its relay log.
+    Careful,
+}
+
+/// Lag for [`LAG_MS`], kill -9 of the primary, promotion, re-point.
+pub(super) async fn fail_over(sc: &mut Scenario, load: &Load, how: Promotion) -> Failover {
+    match how {
+        Promotion::Hasty => {
+            sc.note("inject: STOP SLAVE SQL_THREAD on the replica (it receives, applies nothing)");
+            sc.stack.mysql.pair().stop_applier().await;
+        }
+        Promotion::Careful => {
+            sc.note("inject: STOP SLAVE IO_THREAD on the replica (it receives nothing more)");
+            sc.stack.mysql.pair().stop_receiver().await;
+        }
+    }
+    let lag_from_ms = load.elapsed_ms();
+    sc.pause(LAG_MS, 0).await;
+    let (killed_ms, at_kill) = kill_primary(sc, load).await;
+    match how {
+        Promotion::Hasty => sc.note(
+            "promote the replica at once: STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only=0",
+        ),
+        Promotion::Careful => {
+            sc.note("let the replica apply its relay log, then promote it");
+            sc.stack.mysql.pair().wait_relay_log_applied().await;
+        }
+    }
+    let switched_ms = promote_and_repoint(sc, load, killed_ms).await;
+    Failover {
+        lag_from_ms,
+        killed_ms,
+        switched_ms,
+        at_kill,
+    }
+}
+
+/// [`AFTER_SWITCH`] more load on the new primary, then the load stopped and
+/// finished, its answers sane, and nothing left to apply ([`settle`]).
+pub(super) async fn stop_load(sc: &mut Scenario, load: Load) -> LoadReport {
+    tokio::time::sleep(AFTER_SWITCH).await;
+    sc.note("stop the load");
+    load.stop_sending();
+    let report = load.finish().await;
+    sc.expect_sane_answers(&report);
+    settle(sc).await;
+    report
+}
+
+/// `stockd reconcile --once` finds every SKU OK (or in flight): `what`
+/// names the expectation.
+pub(super) async fn expect_healthy(sc: &mut Scenario, what: &str) {
+    let verdicts = super::reconcile::check(sc).await;
+    let healthy = (verdicts.skus.iter()).all(|s| s.1 == "OK" || s.1 == "IN_FLIGHT");
+    sc.expect(healthy, format!("{what} ({:?})", verdicts.skus));
 }

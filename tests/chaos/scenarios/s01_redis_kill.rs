@@ -2,22 +2,17 @@
 //! AOF (`appendfsync always`): every acknowledged write survives, so nothing
 //! may be lost or taken twice.
 
-use super::{plan, Scenario};
+use super::{open_load, Scenario};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s01_redis_kill9_and_aof_restart_lose_nothing() {
     let mut sc = Scenario::begin("s01", "Redis kill -9 and restart with AOF under load", &[]).await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
-    let skus = [11, 12];
-    for sku in skus {
-        sc.stack.create_sku(sku, 600, 2).await;
-    }
-    let load = sc.load(plan("s01", &skus, 400, 1500, 100));
-    sc.pause(4_000, 2_000).await;
-    sc.note("inject: kill -9 redis-server");
-    let down_ms = load.elapsed_ms();
-    sc.stack.redis_mut().kill9();
+    // (base, jitter) ms before the fault; buyers, requests, per second.
+    let lead = (4_000, 2_000);
+    let traffic = (400, 1500, 100);
+    let load = open_load(&mut sc, &[11, 12], (600, 2), traffic, lead).await;
+    let down_ms = sc.inject(&load, "kill -9 redis-server", |s| s.redis_mut().kill9());
     sc.pause(2_000, 1_000).await;
     sc.note("restart redis-server on its AOF");
     sc.stack.redis_mut().restart().await;

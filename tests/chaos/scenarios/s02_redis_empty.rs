@@ -15,11 +15,8 @@ use crate::stores;
 #[ignore = "chaos suite: make chaos"]
 async fn s02_redis_restarted_empty_then_warmup_keeps_limits_and_replays() {
     let mut sc = Scenario::begin("s02", "Redis restarted empty, warm-up from MySQL", &[]).await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [21, 22];
-    for sku in skus {
-        sc.stack.create_sku(sku, 400, 2).await;
-    }
+    sc.open_skus(&skus, 400, 2).await;
     let load = sc.load(plan("s02a", &skus, 250, 900, 100));
     sc.pause(4_000, 2_000).await;
     sc.note("inject: kill -9 redis-server, delete its data, start it empty");

@@ -3,7 +3,7 @@
 //! fail meanwhile. After the restart everything must reach MySQL and nothing
 //! may be dead-lettered (a dependency outage is not an attempt, contract §3).
 
-use super::{plan, Scenario};
+use super::{open_load, Scenario};
 use crate::load::Op;
 
 /// How long MySQL stays down.
@@ -13,16 +13,10 @@ const OUTAGE_MS: u64 = 20_000;
 #[ignore = "chaos suite: make chaos"]
 async fn s05_mysql_down_20s_under_load_reaches_mysql_without_dead_letters() {
     let mut sc = Scenario::begin("s05", "MySQL kill -9 for 20 s under load", &[]).await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
-    let skus = [51, 52];
-    for sku in skus {
-        sc.stack.create_sku(sku, 1_000, 2).await;
-    }
-    let load = sc.load(plan("s05", &skus, 700, 2_400, 80));
-    sc.pause(3_000, 2_000).await;
-    sc.note("inject: kill -9 mariadbd");
-    let down_ms = load.elapsed_ms();
-    sc.stack.mysql.kill9();
+    // (base, jitter) ms before the fault.
+    let lead = (3_000, 2_000);
+    let load = open_load(&mut sc, &[51, 52], (1_000, 2), (700, 2_400, 80), lead).await;
+    let down_ms = sc.inject(&load, "kill -9 mariadbd", |s| s.mysql.kill9());
     tokio::time::sleep(std::time::Duration::from_millis(OUTAGE_MS)).await;
     sc.note("restart mariadbd (crash recovery)");
     sc.stack.mysql.restart().await;

@@ -3,19 +3,15 @@
 //! published but not yet removed — are published by the relay of the
 //! restarted api; nothing accepted is lost.
 
-use super::{plan, Scenario};
+use super::{open_load, Scenario};
 use crate::stores;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s06_api_kill9_under_load_leaves_nothing_unpublished() {
     let mut sc = Scenario::begin("s06", "api kill -9 under load", &[]).await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [61, 62];
-    for sku in skus {
-        sc.stack.create_sku(sku, 700, 2).await;
-    }
-    let load = sc.load(plan("s06", &skus, 450, 1_800, 100));
+    let load = open_load(&mut sc, &skus, (700, 2), (450, 1_800, 100), (0, 0)).await;
     for round in 1..=2 {
         sc.pause(3_000, 2_000).await;
         sc.note(&format!(

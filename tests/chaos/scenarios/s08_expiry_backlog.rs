@@ -25,11 +25,8 @@ async fn s08_consumer_down_60s_with_5s_ttl_releases_each_unpaid_once() {
         &ttl,
     )
     .await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [81, 82];
-    for sku in skus {
-        sc.stack.create_sku(sku, 300, 2).await;
-    }
+    sc.open_skus(&skus, 300, 2).await;
     sc.note("inject: stop the consumer (SIGTERM) for 60 s");
     sc.stack.stop_role("consumer");
     let stopped = std::time::Instant::now();

@@ -3,7 +3,7 @@
 //! 503 and nothing is half-written. After maxmemory is lifted and the pipeline
 //! drained, the audit is clean.
 
-use super::{plan, Scenario};
+use super::{open_load, Scenario};
 use crate::load::Op;
 
 /// Headroom above the memory in use when the limit is set, bytes.
@@ -13,13 +13,9 @@ const HEADROOM: u64 = 16 * 1024;
 #[ignore = "chaos suite: make chaos"]
 async fn s12_redis_maxmemory_refuses_reserves_whole() {
     let mut sc = Scenario::begin("s12", "Redis maxmemory reached under load", &[]).await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
-    let skus = [121, 122];
-    for sku in skus {
-        sc.stack.create_sku(sku, 800, 2).await;
-    }
-    let load = sc.load(plan("s12", &skus, 600, 1_500, 100));
-    sc.pause(3_000, 1_000).await;
+    // Buyers, requests, per second.
+    let traffic = (600, 1_500, 100);
+    let load = open_load(&mut sc, &[121, 122], (800, 2), traffic, (3_000, 1_000)).await;
     let used = sc.stack.redis().used_memory().await;
     sc.note(&format!(
         "inject: CONFIG SET maxmemory {} (used {used} + {HEADROOM})",

@@ -19,7 +19,10 @@ use std::time::Duration;
 use super::cluster::{self, reserves_in, with_status, MinAvailable};
 use super::{plan, reconcile, Scenario};
 use crate::history::RedisLoss;
+use crate::load::Load;
 use crate::stores;
+
+type Key = (u64, String);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
@@ -29,8 +32,49 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
         "Redis Cluster: failover to a frozen replica loses acknowledged writes",
     )
     .await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [141, 142, 143];
+    let hot = open(&mut sc, &skus).await;
+    let min_available = MinAvailable::start(&sc.stack);
+    let mut p = plan("s14", &skus, 300, 1800, 100);
+    // Buyers come back to the hot SKU: lost counters let them past the limit.
+    p.skus = vec![hot.sku, hot.sku, skus[1], skus[2]];
+    let load = sc.load(p);
+    sc.pause(3_000, 1_000).await;
+    let window = fail_over_to_stale_replica(&mut sc, &hot, &load).await;
+    let lost = count_lost(&mut sc, hot.sku, &load, &window).await;
+
+    sc.pause(3_000, 1_000).await;
+    cluster::rejoin(&mut sc, hot.primary).await;
+    let report = load.finish().await;
+    let after = reserves_in(&report.answers, hot.sku, window.up_ms, u64::MAX);
+    let created_after = with_status(&after, 201);
+    sc.expect(
+        created_after > 0,
+        format!(
+            "sku {}: 201 again after the takeover ({created_after} of {})",
+            hot.sku,
+            after.len()
+        ),
+    );
+    sc.expect_sane_answers(&report);
+    let repaired = repair(&mut sc, &lost.ids).await;
+    judge_repair(&mut sc, hot.sku, &window, &lost, &repaired, &min_available).await;
+    drop(min_available);
+    sc.finish(&report).await;
+}
+
+/// The hot SKU and where it lives.
+struct Hot {
+    sku: u64,
+    slot: u16,
+    primary: usize,
+    replica: usize,
+}
+
+/// Every role running, the SKUs created (the first, hot one small), their
+/// placement printed.
+async fn open(sc: &mut Scenario, skus: &[u64]) -> Hot {
+    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let hot = skus[0];
     // The hot SKU sells out during the run: what the stale replica admits
     // beyond the truth must be refused by MySQL, not oversold.
@@ -38,31 +82,51 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
     for sku in &skus[1..] {
         sc.stack.create_sku(*sku, 600, 2).await;
     }
-    cluster::print_placement(&sc, &skus).await;
+    cluster::print_placement(sc, skus).await;
     let (slot, primary, replica) = cluster::placement(&sc.stack, hot).await;
-    let min_available = MinAvailable::start(&sc.stack);
-    let mut p = plan("s14", &skus, 300, 1800, 100);
-    // Buyers come back to the hot SKU: lost counters let them past the limit.
-    p.skus = vec![hot, hot, skus[1], skus[2]];
-    let load = sc.load(p);
-    sc.pause(3_000, 1_000).await;
+    Hot {
+        sku: hot,
+        slot,
+        primary,
+        replica,
+    }
+}
 
+/// When (load ms) the primary acknowledged writes its replica never got,
+/// and when the replica took over.
+struct LossWindow {
+    from_ms: u64,
+    to_ms: u64,
+    up_ms: u64,
+}
+
+impl LossWindow {
+    fn secs(&self) -> f64 {
+        (self.to_ms - self.from_ms) as f64 / 1000.0
+    }
+}
+
+/// Freeze the replica and cut its link, let the primary acknowledge for a
+/// while, kill it, thaw the replica and make it take over; declares the loss.
+async fn fail_over_to_stale_replica(sc: &mut Scenario, hot: &Hot, load: &Load) -> LossWindow {
+    let (slot, primary, replica) = (hot.slot, hot.primary, hot.replica);
     let (pport, rport) = {
         let c = sc.stack.cluster();
         (c.nodes[primary].port, c.nodes[replica].port)
     };
     sc.note(&format!(
-        "inject: SIGSTOP replica node {replica} :{rport} of slot {slot} (sku {hot}), \
-         CLIENT KILL TYPE replica on primary node {primary} :{pport}"
+        "inject: SIGSTOP replica node {replica} :{rport} of slot {slot} (sku {}), \
+         CLIENT KILL TYPE replica on primary node {primary} :{pport}",
+        hot.sku
     ));
     sc.stack.cluster_mut().freeze(replica);
     let dropped = sc.stack.cluster().drop_replica_links(primary).await;
-    let window_from = load.elapsed_ms();
+    let from_ms = load.elapsed_ms();
     sc.note(&format!(
         "{dropped} replica link(s) dropped; the primary keeps acknowledging"
     ));
     sc.pause(3_000, 1_000).await;
-    let window_to = load.elapsed_ms();
+    let to_ms = load.elapsed_ms();
     sc.note(&format!("inject: kill -9 primary node {primary} :{pport}"));
     let fault_from_ms = sc.history.now_ms();
     sc.stack.cluster_mut().kill9(primary);
@@ -70,7 +134,7 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
         "SIGCONT replica node {replica}; CLUSTER FAILOVER TAKEOVER"
     ));
     sc.stack.cluster_mut().thaw(replica);
-    takeover(&sc, replica).await;
+    takeover(sc, replica).await;
     let promoted = sc
         .stack
         .cluster()
@@ -84,72 +148,87 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
     let takeover_what = format!("failover of slot {slot} to the stale replica node {replica}");
     sc.declare_redis_loss(RedisLoss::Stale, &takeover_what, fault_from_ms);
     sc.note(&format!("cluster: {}", sc.stack.cluster().describe().await));
+    LossWindow {
+        from_ms,
+        to_ms,
+        up_ms,
+    }
+}
 
-    // Acknowledged reservations of the hot SKU sent before the kill whose
-    // record the new primary lacks: the acknowledged writes the failover lost.
-    // Read at once, before any retry in the load could write them again.
+/// The acknowledged writes the failover lost, and the window's answers.
+struct Lost {
+    ids: Vec<Key>,
+    acked_in_window: usize,
+    created_in_window: usize,
+}
+
+/// Acknowledged reservations of the hot SKU sent before the kill whose
+/// record the new primary lacks: the acknowledged writes the failover lost.
+/// Read at once, before any retry in the load could write them again.
+async fn count_lost(sc: &mut Scenario, hot: u64, load: &Load, window: &LossWindow) -> Lost {
     let so_far = load.answers_so_far();
-    let acked: Vec<(u64, String)> = so_far
+    let acked: Vec<Key> = so_far
         .iter()
-        .filter(|a| a.accepted() && a.sku == hot && a.sent_ms < window_to)
+        .filter(|a| a.accepted() && a.sku == hot && a.sent_ms < window.to_ms)
         .map(|a| (a.sku, a.rid.clone()))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
     let records = stores::record_statuses(&sc.stack, &acked).await;
-    let lost: Vec<(u64, String)> = records
+    let ids: Vec<Key> = records
         .iter()
         .filter(|(_, st)| st.is_none())
         .map(|(id, _)| id.clone())
         .collect();
-    let window = reserves_in(&so_far, hot, window_from, window_to);
+    let in_window = reserves_in(&so_far, hot, window.from_ms, window.to_ms);
     // Acknowledged = answered 201 (or 202) to a new reservation; replays
     // (200) of earlier ids are counted apart.
-    let acked_in_window = window
-        .iter()
+    let acked_in_window = (in_window.iter())
         .filter(|a| matches!(a.status, 201 | 202))
         .count();
-    let created_in_window = with_status(&window, 201);
-    let replayed_in_window = with_status(&window, 200);
+    let created_in_window = with_status(&in_window, 201);
+    let replayed_in_window = with_status(&in_window, 200);
     sc.note(&format!(
         "window {:.1} s: {acked_in_window} acknowledged on sku {hot} ({created_in_window} 201, \
          {replayed_in_window} replays answered 200); \
          {} acknowledged reservations without a Redis record after the takeover",
-        (window_to - window_from) as f64 / 1000.0,
-        lost.len()
+        window.secs(),
+        ids.len()
     ));
     sc.expect(
-        !lost.is_empty(),
+        !ids.is_empty(),
         format!(
             "the takeover lost acknowledged writes ({} of {})",
-            lost.len(),
+            ids.len(),
             acked.len()
         ),
     );
+    Lost {
+        ids,
+        acked_in_window,
+        created_in_window,
+    }
+}
 
-    sc.pause(3_000, 1_000).await;
-    cluster::rejoin(&mut sc, primary).await;
-    let report = load.finish().await;
-    let after = reserves_in(&report.answers, hot, up_ms, u64::MAX);
-    let created_after = with_status(&after, 201);
-    sc.expect(
-        created_after > 0,
-        format!(
-            "sku {hot}: 201 again after the takeover ({created_after} of {})",
-            after.len()
-        ),
-    );
-    sc.expect_sane_answers(&report);
+/// The first repair's report, and how many lost records were still missing
+/// before it.
+struct Repaired {
+    first: reconcile::Repair,
+    missing_before: usize,
+}
 
+/// Queues empty, then `stockd reconcile --once --repair` twice: the second
+/// must find every SKU healthy.
+async fn repair(sc: &mut Scenario, lost: &[Key]) -> Repaired {
     sc.wait_queues_empty(std::time::Duration::from_secs(60))
         .await;
     // Lost records a retry in the load wrote again (Redis re-did the lost
     // write) are back already; the repair rebuilds the others from MySQL.
-    let before_repair = stores::record_statuses(&sc.stack, &lost).await;
+    let before_repair = stores::record_statuses(&sc.stack, lost).await;
     let missing_before = before_repair.values().filter(|s| s.is_none()).count();
-    let first = reconcile::repair(&sc).await;
+    let first = reconcile::repair(sc).await;
     sc.pause(1_500, 0).await;
-    let second = reconcile::repair(&sc).await;
+    let second = reconcile::repair(sc).await;
     let healthy = second
         .skus
         .iter()
@@ -158,30 +237,49 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
         healthy,
         format!("after the repair every SKU is OK ({:?})", second.skus),
     );
+    Repaired {
+        first,
+        missing_before,
+    }
+}
 
-    // What became of each lost reservation.
-    let fate = cluster::fates(&sc.stack, &lost).await;
-    println!("  the {} lost reservations, by ledger status:", lost.len());
+/// What became of each lost reservation, the counts line, and the
+/// expectations on the repair's outcome.
+async fn judge_repair(
+    sc: &mut Scenario,
+    hot: u64,
+    window: &LossWindow,
+    lost: &Lost,
+    repaired: &Repaired,
+    min_available: &MinAvailable,
+) {
+    let fate = cluster::fates(&sc.stack, &lost.ids).await;
+    println!(
+        "  the {} lost reservations, by ledger status:",
+        lost.ids.len()
+    );
     for (status, ids) in &fate {
         println!("    {status}: {} — {}", ids.len(), ids.join(" "));
     }
-    let records_now = stores::record_statuses(&sc.stack, &lost).await;
+    let records_now = stores::record_statuses(&sc.stack, &lost.ids).await;
     let missing_after = records_now.values().filter(|s| s.is_none()).count();
-    let rebuilt = missing_before - missing_after;
+    let rebuilt = repaired.missing_before - missing_after;
     let rejected = cluster::rejected(&sc.stack).await;
     let rejected_total: usize = rejected.values().sum();
     let oversold = cluster::oversold(&sc.stack).await;
     let min_seen = min_available.min();
     println!(
-        "[s14] counts: acknowledged {acked_in_window} (new reservations answered 201/202 on sku {hot} \
-         in the {:.1} s window, {created_in_window} of them 201), lost by failover {}, repaired: {} — \
+        "[s14] counts: acknowledged {} (new reservations answered 201/202 on sku {hot} \
+         in the {:.1} s window, {} of them 201), lost by failover {}, repaired: {} — \
          {rebuilt} lost records rebuilt from MySQL ({} rewritten earlier by retries, {missing_after} \
          still missing), rejected {rejected_total} {rejected:?}, oversold {oversold}, \
          lowest MySQL available_stock seen {min_seen}",
-        (window_to - window_from) as f64 / 1000.0,
-        lost.len(),
-        first.summary(),
-        lost.len() - missing_before,
+        lost.acked_in_window,
+        window.secs(),
+        lost.created_in_window,
+        lost.ids.len(),
+        repaired.first.summary(),
+        lost.ids.len() - repaired.missing_before,
     );
     sc.expect(
         missing_after == 0,
@@ -197,8 +295,6 @@ async fn s14_cluster_failover_to_a_stale_replica_is_repaired_and_never_oversells
         min_seen >= 0,
         format!("MySQL available_stock never below 0 (lowest {min_seen})"),
     );
-    drop(min_available);
-    sc.finish(&report).await;
 }
 
 /// `CLUSTER FAILOVER TAKEOVER` on the thawed replica, retried while it is

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::{metrics, plan, Scenario, DRAIN_LIMIT};
+use crate::load::{Load, LoadReport};
 use crate::servers::rabbit_cluster::{QueueView, NODES};
 use crate::{drain, stores};
 
@@ -29,14 +30,33 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
         &extra,
     )
     .await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
     let skus = [151, 152];
-    for sku in skus {
-        sc.stack.create_sku(sku, 1_000, 2).await;
-    }
+    sc.open_skus(&skus, 1_000, 2).await;
+    let victim = choose_victim(&mut sc).await;
+    let load = sc.load(plan("s15", &skus, 500, 1_600, 100));
+    sc.pause(4_000, 2_000).await;
+    let outage = kill_and_restart(&mut sc, &load, &victim).await;
+    let report = load.finish().await;
+    sc.expect_sane_answers(&report);
+    let after_kill = judge_after_kill(&mut sc, &report, &outage);
+    drain_and_count(&mut sc, &report, &skus, &after_kill).await;
+    expect_roles_moved(&mut sc, victim.index);
+    sc.finish(&report).await;
+}
+
+/// The node to kill: the `deduct` queue's leader.
+struct Victim {
+    index: usize,
+    name: String,
+    deduct: String,
+    work: Vec<String>,
+}
+
+/// Every work queue has a member on each node, all online; the victim is
+/// the node leading `deduct` (node 0 if none is found).
+async fn choose_victim(sc: &mut Scenario) -> Victim {
     let deduct = sc.stack.topology.deduct_queue.clone();
     let work = stores::work_queues(&sc.stack);
-
     let layout = sc.stack.rabbit.cluster().queues().await;
     print_layout("before the kill", &layout, &work);
     let leader = layout
@@ -52,34 +72,50 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
         format!("every work queue has {NODES} members, all online ({deduct}: leader, members, online = {leader:?})"),
     );
     let cluster = sc.stack.rabbit.cluster();
-    let victim = leader
+    let index = leader
         .as_ref()
         .and_then(|(name, _, _)| cluster.index_of(name))
         .unwrap_or(0);
-    let victim_name = cluster.nodes[victim].node.clone();
+    let name = cluster.nodes[index].node.clone();
+    Victim {
+        index,
+        name,
+        deduct,
+        work,
+    }
+}
 
-    let load = sc.load(plan("s15", &skus, 500, 1_600, 100));
-    sc.pause(4_000, 2_000).await;
+/// When (load ms) the node was killed and restarted.
+struct Outage {
+    kill_ms: u64,
+    restart_ms: u64,
+}
+
+/// kill -9 of the victim; halfway through [`DOWN_MS`] a survivor leads
+/// `deduct`; at its end consumption went on; then the node is restarted.
+async fn kill_and_restart(sc: &mut Scenario, load: &Load, victim: &Victim) -> Outage {
+    let (deduct, name) = (&victim.deduct, &victim.name);
     let ledger_at_kill = stores::ledger(&sc.stack).await.len();
     let accepted_at_kill = load.accepted_count();
     let kill_ms = load.elapsed_ms();
     sc.note(&format!(
-        "inject: kill -9 rabbitmq {victim_name} (amqp.urls[{victim}], leader of {deduct}; \
-         {accepted_at_kill} accepted, {ledger_at_kill} ledger rows so far)"
+        "inject: kill -9 rabbitmq {name} (amqp.urls[{}], leader of {deduct}; \
+         {accepted_at_kill} accepted, {ledger_at_kill} ledger rows so far)",
+        victim.index
     ));
-    sc.stack.rabbit.cluster().kill9(victim);
+    sc.stack.rabbit.cluster().kill9(victim.index);
 
     // Halfway through the outage: where the queues are led now.
     sc.pause(DOWN_MS / 2, 0).await;
     let during = sc.stack.rabbit.cluster().queues().await;
-    print_layout("with the node down", &during, &work);
+    print_layout("with the node down", &during, &victim.work);
     let new_leader = during
         .iter()
-        .find(|q| q.name == deduct)
+        .find(|q| &q.name == deduct)
         .map(|q| q.leader.clone())
         .unwrap_or_default();
     sc.expect(
-        !new_leader.is_empty() && new_leader != victim_name,
+        !new_leader.is_empty() && &new_leader != name,
         format!("{deduct} has a new leader on a survivor: {new_leader:?}"),
     );
     sc.pause(DOWN_MS / 2, 1_000).await;
@@ -93,11 +129,25 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
             (restart_ms - kill_ms) as f64 / 1000.0
         ),
     );
-    sc.note(&format!("restart rabbitmq {victim_name}"));
-    sc.stack.rabbit.cluster().restart(victim).await;
-    let report = load.finish().await;
-    sc.expect_sane_answers(&report);
+    sc.note(&format!("restart rabbitmq {name}"));
+    sc.stack.rabbit.cluster().restart(victim.index).await;
+    Outage {
+        kill_ms,
+        restart_ms,
+    }
+}
 
+/// Accepted reservations sent after the kill: how many, answered 201 while
+/// the node was down (past the failover), answered 202.
+struct AfterKill {
+    accepted: usize,
+    created_while_down: usize,
+    deferred: usize,
+}
+
+/// Publishes were confirmed through the survivors while the node was down.
+fn judge_after_kill(sc: &mut Scenario, report: &LoadReport, outage: &Outage) -> AfterKill {
+    let kill_ms = outage.kill_ms;
     let after_kill: Vec<_> = report
         .answers
         .iter()
@@ -105,9 +155,11 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
         .collect();
     let created_while_down = after_kill
         .iter()
-        .filter(|a| a.status == 201 && a.sent_ms >= kill_ms + FAILOVER_MS && a.sent_ms < restart_ms)
+        .filter(|a| {
+            a.status == 201 && a.sent_ms >= kill_ms + FAILOVER_MS && a.sent_ms < outage.restart_ms
+        })
         .count();
-    let deferred_after_kill = after_kill.iter().filter(|a| a.status == 202).count();
+    let deferred = after_kill.iter().filter(|a| a.status == 202).count();
     sc.expect(
         created_while_down > 0,
         format!(
@@ -115,12 +167,22 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
              201 between kill + {FAILOVER_MS} ms and the restart"
         ),
     );
+    AfterKill {
+        accepted: after_kill.len(),
+        created_while_down,
+        deferred,
+    }
+}
 
-    // Drain first, so the counters below include the relay's republishes
-    // and the consumer's skipped duplicates; finish() drains (at once) again
-    // and audits.
+/// Drain first, so the counters below include the relay's republishes
+/// and the consumer's skipped duplicates (finish() drains, at once, again
+/// and audits); every member back online; the counts; nothing lost or
+/// oversold.
+async fn drain_and_count(sc: &mut Scenario, report: &LoadReport, skus: &[u64], k: &AfterKill) {
+    let deduct = sc.stack.topology.deduct_queue.clone();
+    let work = stores::work_queues(&sc.stack);
     let accepted = report.accepted();
-    let (drained, _) = drain::wait_drained(&sc.stack, &skus, &accepted, DRAIN_LIMIT).await;
+    let (drained, _) = drain::wait_drained(&sc.stack, skus, &accepted, DRAIN_LIMIT).await;
     let after = sc.stack.rabbit.cluster().queues().await;
     print_layout("after the restart and the drain", &after, &work);
     sc.expect(
@@ -138,19 +200,8 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
         .iter()
         .map(|r| (-r.available).max(0))
         .sum();
-    let api = metrics::scrape(&sc, "api").await;
-    let consumer = metrics::scrape(&sc, "consumer").await;
-    let publish: BTreeMap<String, u64> = ["ack", "nack", "timeout", "error", "returned"]
-        .iter()
-        .map(|o| {
-            let label = format!("outcome=\"{o}\"");
-            (
-                o.to_string(),
-                metrics::sum(&api, "stockd_publish_total", &label),
-            )
-        })
-        .collect();
-    let republished = metrics::sum(&api, "stockd_relay_republished_total", "");
+    let (publish, republished) = metrics::publish_counts(sc).await;
+    let consumer = metrics::scrape(sc, "consumer").await;
     let duplicates = metrics::sum(
         &consumer,
         "stockd_consumer_messages_total",
@@ -161,16 +212,24 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
          {} answered 202), ledger rows {}, api publishes {:?}, relay republished {}, consumer \
          duplicates skipped {}, lost {lost}, oversold {oversold}; drained {drained}",
         accepted.len(),
-        after_kill.len(),
-        created_while_down,
-        deferred_after_kill,
+        k.accepted,
+        k.created_while_down,
+        k.deferred,
         ledger.len(),
         publish,
         republished,
         duplicates,
     ));
-    // The roles connect to the first URL; only its loss makes them move.
-    let moved = moved_to_later_node(&sc);
+    sc.expect(lost == 0, format!("nothing accepted is lost ({lost})"));
+    sc.expect(
+        oversold == 0,
+        format!("nothing oversold ({oversold} units)"),
+    );
+}
+
+/// The roles connect to the first URL; only its loss makes them move.
+fn expect_roles_moved(sc: &mut Scenario, victim: usize) {
+    let moved = moved_to_later_node(sc);
     if victim == 0 {
         sc.expect(
             ["api", "consumer", "closer"]
@@ -184,12 +243,6 @@ async fn s15_rabbit_cluster_node_kill9_under_load_loses_nothing() {
              (reconnect log lines per role: {moved:?})"
         ));
     }
-    sc.expect(lost == 0, format!("nothing accepted is lost ({lost})"));
-    sc.expect(
-        oversold == 0,
-        format!("nothing oversold ({oversold} units)"),
-    );
-    sc.finish(&report).await;
 }
 
 fn print_layout(when: &str, queues: &[QueueView], work: &[String]) {

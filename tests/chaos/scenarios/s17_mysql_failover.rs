@@ -20,13 +20,12 @@ use std::collections::BTreeSet;
 
 use super::cluster::{oversold, rejected};
 use super::mysql_failover::{
-    count_loss, decided_before, kill_primary, promote_and_repoint, repeat_decisions, settings,
-    settle, still_missing_by_record, Failover, Loss, AFTER_SWITCH, BUYERS, LAG_MS, LIMIT_PER_USER,
-    RATE_PER_SEC, REQUESTS, SKUS, STOCK, WARM_MS,
+    self, count_loss, decided_before, repeat_decisions, still_missing_by_record, Failover, Loss,
+    Promotion, SKUS,
 };
 use super::reconcile::{self, Repair};
-use super::{plan, Scenario, DRAIN_LIMIT};
-use crate::load::{Load, LoadReport, Op};
+use super::{Scenario, DRAIN_LIMIT};
+use crate::load::{LoadReport, Op};
 use crate::{drain, stores};
 
 /// `reconcile.lost_after_ms` for the checks, when the binary has the key: the
@@ -36,26 +35,11 @@ const LOST_AFTER_MS: &str = "2000";
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s17_mysql_failover_to_a_lagging_replica_loses_deductions_the_repair_reapplies() {
-    let mut sc = Scenario::begin_mysql_pair(
-        "s17",
-        "MySQL primary kill -9, failover to an asynchronous replica that lagged",
-        &settings(),
-    )
-    .await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
-    for sku in SKUS {
-        sc.stack.create_sku(sku, STOCK, LIMIT_PER_USER).await;
-    }
-    sc.stack.mysql.pair().wait_caught_up().await;
-    let load = sc.load(plan("s17", &SKUS, BUYERS, REQUESTS, RATE_PER_SEC));
-    sc.pause(WARM_MS, 1_000).await;
-    let failover = fail_over(&mut sc, &load).await;
-    tokio::time::sleep(AFTER_SWITCH).await;
-    sc.note("stop the load");
-    load.stop_sending();
-    let report = load.finish().await;
-    sc.expect_sane_answers(&report);
-    settle(&sc).await;
+    let title = "MySQL primary kill -9, failover to an asynchronous replica that lagged";
+    let mut sc = mysql_failover::begin("s17", title).await;
+    let load = mysql_failover::start_load(&mut sc, "s17").await;
+    let failover = mysql_failover::fail_over(&mut sc, &load, Promotion::Hasty).await;
+    let report = mysql_failover::stop_load(&mut sc, load).await;
     let loss = count_loss(&mut sc, &report, &failover).await;
     sc.expect(
         !loss.lost.is_empty(),
@@ -70,30 +54,8 @@ async fn s17_mysql_failover_to_a_lagging_replica_loses_deductions_the_repair_rea
     sc.note(&format!("after the repair: pipeline drained {drained}"));
     print_counts(&mut sc, &report, &failover, &loss, (&before, &repaired)).await;
     repeat_decisions(&mut sc, &report, &failover).await;
-    let after = reconcile::check(&sc).await;
-    let healthy = (after.skus.iter()).all(|s| s.1 == "OK" || s.1 == "IN_FLIGHT");
-    sc.expect(
-        healthy,
-        format!("after the repair every SKU is OK ({:?})", after.skus),
-    );
+    mysql_failover::expect_healthy(&mut sc, "after the repair every SKU is OK").await;
     sc.finish(&report).await;
-}
-
-/// Lag, kill -9, promotion, re-point: the operator's failover.
-async fn fail_over(sc: &mut Scenario, load: &Load) -> Failover {
-    sc.note("inject: STOP SLAVE SQL_THREAD on the replica (it receives, applies nothing)");
-    sc.stack.mysql.pair().stop_applier().await;
-    let lag_from_ms = load.elapsed_ms();
-    sc.pause(LAG_MS, 0).await;
-    let (killed_ms, at_kill) = kill_primary(sc, load).await;
-    sc.note("promote the replica at once: STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only=0");
-    let switched_ms = promote_and_repoint(sc, load, killed_ms).await;
-    Failover {
-        lag_from_ms,
-        killed_ms,
-        switched_ms,
-        at_kill,
-    }
 }
 
 /// `stockd reconcile --once` must call every SKU with a loss `MYSQL_BEHIND`;

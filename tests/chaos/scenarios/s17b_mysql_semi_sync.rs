@@ -14,38 +14,17 @@
 //! no acknowledged reservation and no confirm/cancel answered 200 missing,
 //! `stockd reconcile --once` healthy without a repair, audit clean.
 
-use super::mysql_failover::{
-    count_loss, kill_primary, promote_and_repoint, repeat_decisions, settings, settle, Failover,
-    AFTER_SWITCH, BUYERS, LAG_MS, LIMIT_PER_USER, RATE_PER_SEC, REQUESTS, SKUS, STOCK, WARM_MS,
-};
-use super::reconcile;
-use super::{plan, Scenario};
-use crate::load::Load;
+use super::mysql_failover::{self, count_loss, repeat_decisions, Promotion};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s17b_mysql_failover_with_semi_sync_and_a_careful_promotion_loses_nothing() {
-    let mut sc = Scenario::begin_mysql_pair(
-        "s17b",
-        "MySQL primary kill -9 with semi-synchronous replication, replica cut off",
-        &settings(),
-    )
-    .await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
-    for sku in SKUS {
-        sc.stack.create_sku(sku, STOCK, LIMIT_PER_USER).await;
-    }
-    sc.stack.mysql.pair().wait_caught_up().await;
+    let title = "MySQL primary kill -9 with semi-synchronous replication, replica cut off";
+    let mut sc = mysql_failover::begin("s17b", title).await;
     sc.stack.mysql.pair().enable_semi_sync().await;
-    let load = sc.load(plan("s17b", &SKUS, BUYERS, REQUESTS, RATE_PER_SEC));
-    sc.pause(WARM_MS, 1_000).await;
-    let failover = fail_over_carefully(&mut sc, &load).await;
-    tokio::time::sleep(AFTER_SWITCH).await;
-    sc.note("stop the load");
-    load.stop_sending();
-    let report = load.finish().await;
-    sc.expect_sane_answers(&report);
-    settle(&sc).await;
+    let load = mysql_failover::start_load(&mut sc, "s17b").await;
+    let failover = mysql_failover::fail_over(&mut sc, &load, Promotion::Careful).await;
+    let report = mysql_failover::stop_load(&mut sc, load).await;
     let loss = count_loss(&mut sc, &report, &failover).await;
     println!(
         "[s17b] counts: acknowledged {}, replica cut off {:.1} s, {} transactions the primary \
@@ -67,29 +46,6 @@ async fn s17b_mysql_failover_with_semi_sync_and_a_careful_promotion_loses_nothin
         ),
     );
     repeat_decisions(&mut sc, &report, &failover).await;
-    let verdicts = reconcile::check(&sc).await;
-    let healthy = (verdicts.skus.iter()).all(|s| s.1 == "OK" || s.1 == "IN_FLIGHT");
-    sc.expect(
-        healthy,
-        format!("no repair needed: every SKU OK ({:?})", verdicts.skus),
-    );
+    mysql_failover::expect_healthy(&mut sc, "no repair needed: every SKU OK").await;
     sc.finish(&report).await;
-}
-
-/// Replica cut off, kill -9, relay log applied, promotion, re-point.
-async fn fail_over_carefully(sc: &mut Scenario, load: &Load) -> Failover {
-    sc.note("inject: STOP SLAVE IO_THREAD on the replica (it receives nothing more)");
-    sc.stack.mysql.pair().stop_receiver().await;
-    let lag_from_ms = load.elapsed_ms();
-    sc.pause(LAG_MS, 0).await;
-    let (killed_ms, at_kill) = kill_primary(sc, load).await;
-    sc.note("let the replica apply its relay log, then promote it");
-    sc.stack.mysql.pair().wait_relay_log_applied().await;
-    let switched_ms = promote_and_repoint(sc, load, killed_ms).await;
-    Failover {
-        lag_from_ms,
-        killed_ms,
-        switched_ms,
-        at_kill,
-    }
 }

@@ -14,12 +14,10 @@
 
 use std::time::Duration;
 
-use super::bounds::{self, Bound, MARGIN_MS};
-use super::partition::{self, count, Fault, Step};
-use super::{metrics, plan, Scenario};
-use crate::load::{LoadReport, Op};
+use super::partition::{self, count};
+use super::{metrics, partition_run, Scenario};
+use crate::load::Op;
 use crate::net::Link;
-use crate::stack::RedisSetup;
 
 const SKU: u64 = 181;
 /// The replies-only half, then the full cut.
@@ -29,43 +27,22 @@ const FULL_CUT: Duration = Duration::from_secs(6);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s18_partition_api_redis() {
-    let mut sc = Scenario::begin_net(
-        "s18",
-        "api <-> Redis partitioned 10 s (replies lost, then both ways) under load",
-        &partition::settings(),
-        RedisSetup::Standalone,
-        &["api", "redis"],
-    )
-    .await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
-    sc.stack.create_sku(SKU, 3_000, 3).await;
+    let title = "api <-> Redis partitioned 10 s (replies lost, then both ways) under load";
+    let mut sc = partition_run::begin("s18", title, &["api", "redis"], SKU).await;
     let redis = sc.stack.redis();
     let link = Link::to_server("api", redis.place.ip, redis.port);
-    let steps = [
-        Step {
-            links: vec![link.clone().replies_only()],
-            fault: Fault::Cut,
-            length: REPLIES_LOST,
-        },
-        Step {
-            links: vec![link],
-            fault: Fault::Cut,
-            length: FULL_CUT,
-        },
-    ];
-    let mut p = plan("s18", &[SKU], 1_500, 720, 40);
-    p.concurrency = 24;
-    let base = sc.stack.base.clone();
-    let phases = partition::under_load(&mut sc, &base, p, 3_000, &steps).await;
+    let steps = partition_run::replies_then_both(link, REPLIES_LOST, FULL_CUT);
+    let p = partition_run::load_plan("s18", SKU, 720);
+    let phases = partition_run::play(&mut sc, p, &steps).await;
     let answers = &phases.report.answers;
-    judge_bounds(&mut sc, &phases);
-    bounds::print_slowest(&sc, answers, &phases.windows());
+    // Reserves within one Redis call's bound (503 while cut); confirm and
+    // cancel within the MySQL bound plus the Redis mirror's.
+    let redis_ms = partition::redis_call_ms(&sc);
+    let reserve = partition_run::reserve_bound(redis_ms, &[200, 201, 202, 409, 503], Some(503));
+    let lifecycle_ms = partition::MYSQL_QUERY_TIMEOUT_MS + redis_ms;
+    partition_run::judge_during(&mut sc, &phases, &reserve, lifecycle_ms);
 
-    let retries = partition::retry_refused(&sc, &base, &phases.report).await;
-    let all = LoadReport::merge(&[&phases.report, &retries]);
-    partition::judge_whole_run(&mut sc, &all.answers);
-    sc.expect_sane_answers(&phases.report);
-    partition::expect_single_take(&mut sc, &all.answers);
+    let (retries, all) = partition_run::settle(&mut sc, &phases).await;
     let during = phases.during.of(answers, Op::Reserve);
     let retried: Vec<_> = retries.answers.iter().collect();
     let (in_mysql, acknowledged, oversold) = partition::settled_counts(&sc, &all).await;
@@ -105,26 +82,4 @@ fn expect_retries(sc: &mut Scenario, retried: &[&crate::load::Answer]) {
         replayed > 0,
         format!("refused reservations that had run in Redis replay on retry ({replayed})"),
     );
-}
-
-/// Reserves within one Redis call's bound (503 while cut); confirm and
-/// cancel within the MySQL bound plus the Redis mirror's.
-fn judge_bounds(sc: &mut Scenario, phases: &partition::Phases) {
-    let redis_ms = partition::redis_call_ms(sc);
-    let reserve = Bound {
-        op: Op::Reserve,
-        bound_ms: redis_ms + MARGIN_MS,
-        statuses: &[200, 201, 202, 409, 503],
-        expected: Some(503),
-    };
-    bounds::judge(sc, &phases.report.answers, &phases.during, &reserve);
-    for op in [Op::Confirm, Op::Cancel] {
-        let bound = Bound {
-            op,
-            bound_ms: partition::MYSQL_QUERY_TIMEOUT_MS + redis_ms + MARGIN_MS,
-            statuses: &[200, 409, 503],
-            expected: None,
-        };
-        partition::judge_if_any(sc, &phases.report.answers, &phases.during, &bound);
-    }
 }

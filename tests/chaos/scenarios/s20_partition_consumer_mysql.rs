@@ -19,12 +19,11 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 
-use super::bounds::{self, Bound, MARGIN_MS};
-use super::partition::{self, count, Fault, Step};
-use super::{metrics, plan, Scenario};
-use crate::load::{LoadReport, Op};
+use super::partition::{self, count};
+use super::{metrics, partition_run};
+use crate::load::Op;
 use crate::net::Link;
-use crate::stack::{RedisSetup, DB_NAME};
+use crate::stack::DB_NAME;
 
 const SKU: u64 = 201;
 const COMMITS_UNKNOWN: Duration = Duration::from_secs(4);
@@ -33,63 +32,27 @@ const FULL_CUT: Duration = Duration::from_secs(6);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s20_partition_consumer_mysql() {
-    let mut sc = Scenario::begin_net(
-        "s20",
-        "consumer <-> MySQL partitioned 10 s (commit replies lost, then both ways) under load",
-        &partition::settings(),
-        RedisSetup::Standalone,
-        &["consumer"],
-    )
-    .await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
-    sc.stack.create_sku(SKU, 3_000, 3).await;
+    let title =
+        "consumer <-> MySQL partitioned 10 s (commit replies lost, then both ways) under load";
+    let mut sc = partition_run::begin("s20", title, &["consumer"], SKU).await;
     let mysql = sc.stack.mysql.server();
     let link = Link::to_server("consumer", mysql.place.ip, mysql.port);
-    let steps = [
-        Step {
-            links: vec![link.clone().replies_only()],
-            fault: Fault::Cut,
-            length: COMMITS_UNKNOWN,
-        },
-        Step {
-            links: vec![link],
-            fault: Fault::Cut,
-            length: FULL_CUT,
-        },
-    ];
-    let mut p = plan("s20", &[SKU], 1_500, 720, 40);
-    p.concurrency = 24;
+    let steps = partition_run::replies_then_both(link, COMMITS_UNKNOWN, FULL_CUT);
+    let mut p = partition_run::load_plan("s20", SKU, 720);
     p.confirm_share = 0.15;
     p.cancel_share = 0.15;
-    let base = sc.stack.base.clone();
     let trx = OpenTransactions::start(&sc.stack);
-    let phases = partition::under_load(&mut sc, &base, p, 3_000, &steps).await;
+    let phases = partition_run::play(&mut sc, p, &steps).await;
     let trx = trx.stop();
     let answers = &phases.report.answers;
     let publish_ms = sc.stack.settings.amqp.publish_timeout_ms;
-    let reserve = Bound {
-        op: Op::Reserve,
-        bound_ms: publish_ms + partition::redis_call_ms(&sc) + MARGIN_MS,
-        statuses: &[200, 201, 202, 409],
-        expected: Some(201),
-    };
-    bounds::judge(&mut sc, answers, &phases.during, &reserve);
-    for op in [Op::Confirm, Op::Cancel] {
-        let bound = Bound {
-            op,
-            bound_ms: partition::MYSQL_QUERY_TIMEOUT_MS + partition::redis_call_ms(&sc) + MARGIN_MS,
-            statuses: &[200, 409, 503],
-            expected: None,
-        };
-        partition::judge_if_any(&mut sc, answers, &phases.during, &bound);
-    }
-    bounds::print_slowest(&sc, answers, &phases.windows());
+    let redis_ms = partition::redis_call_ms(&sc);
+    let reserve =
+        partition_run::reserve_bound(publish_ms + redis_ms, &[200, 201, 202, 409], Some(201));
+    let lifecycle_ms = partition::MYSQL_QUERY_TIMEOUT_MS + redis_ms;
+    partition_run::judge_during(&mut sc, &phases, &reserve, lifecycle_ms);
 
-    let retries = partition::retry_refused(&sc, &base, &phases.report).await;
-    let all = LoadReport::merge(&[&phases.report, &retries]);
-    partition::judge_whole_run(&mut sc, &all.answers);
-    sc.expect_sane_answers(&phases.report);
-    partition::expect_single_take(&mut sc, &all.answers);
+    let (_, all) = partition_run::settle(&mut sc, &phases).await;
     let during = phases.during.of(answers, Op::Reserve);
     let lifecycle: Vec<_> = [Op::Confirm, Op::Cancel]
         .iter()

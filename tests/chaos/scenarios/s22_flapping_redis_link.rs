@@ -8,12 +8,10 @@
 
 use std::time::Duration;
 
-use super::bounds::{self, Bound, MARGIN_MS};
 use super::partition::{self, count, Fault, Step};
-use super::{metrics, plan, Scenario};
-use crate::load::{LoadReport, Op};
+use super::{metrics, partition_run};
+use crate::load::Op;
 use crate::net::Link;
-use crate::stack::RedisSetup;
 
 const SKU: u64 = 221;
 const FLAP: Duration = Duration::from_secs(20);
@@ -23,51 +21,23 @@ const LOSS_PERCENT: u8 = 30;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "chaos suite: make chaos"]
 async fn s22_flapping_redis_link() {
-    let mut sc = Scenario::begin_net(
-        "s22",
-        "api <-> Redis link losing 30 % of its packets for 20 s under load",
-        &partition::settings(),
-        RedisSetup::Standalone,
-        &["api", "redis"],
-    )
-    .await;
-    sc.stack.start_roles(&["api", "consumer", "closer"]).await;
-    sc.stack.create_sku(SKU, 3_000, 3).await;
+    let title = "api <-> Redis link losing 30 % of its packets for 20 s under load";
+    let mut sc = partition_run::begin("s22", title, &["api", "redis"], SKU).await;
     let redis = sc.stack.redis();
     let steps = [Step {
         links: vec![Link::to_server("api", redis.place.ip, redis.port)],
         fault: Fault::Flap(LOSS_PERCENT),
         length: FLAP,
     }];
-    let mut p = plan("s22", &[SKU], 1_500, 1_000, 40);
-    p.concurrency = 24;
-    let base = sc.stack.base.clone();
-    let phases = partition::under_load(&mut sc, &base, p, 3_000, &steps).await;
+    let p = partition_run::load_plan("s22", SKU, 1_000);
+    let phases = partition_run::play(&mut sc, p, &steps).await;
     let answers = &phases.report.answers;
     let redis_ms = partition::redis_call_ms(&sc);
-    let reserve = Bound {
-        op: Op::Reserve,
-        bound_ms: redis_ms + MARGIN_MS,
-        statuses: &[200, 201, 202, 409, 503],
-        expected: None,
-    };
-    bounds::judge(&mut sc, answers, &phases.during, &reserve);
-    for op in [Op::Confirm, Op::Cancel] {
-        let bound = Bound {
-            op,
-            bound_ms: partition::MYSQL_QUERY_TIMEOUT_MS + redis_ms + MARGIN_MS,
-            statuses: &[200, 409, 503],
-            expected: None,
-        };
-        partition::judge_if_any(&mut sc, answers, &phases.during, &bound);
-    }
-    bounds::print_slowest(&sc, answers, &phases.windows());
+    let reserve = partition_run::reserve_bound(redis_ms, &[200, 201, 202, 409, 503], None);
+    let lifecycle_ms = partition::MYSQL_QUERY_TIMEOUT_MS + redis_ms;
+    partition_run::judge_during(&mut sc, &phases, &reserve, lifecycle_ms);
 
-    let retries = partition::retry_refused(&sc, &base, &phases.report).await;
-    let all = LoadReport::merge(&[&phases.report, &retries]);
-    partition::judge_whole_run(&mut sc, &all.answers);
-    sc.expect_sane_answers(&phases.report);
-    partition::expect_single_take(&mut sc, &all.answers);
+    let (retries, all) = partition_run::settle(&mut sc, &phases).await;
     let during = phases.during.of(answers, Op::Reserve);
     let retried: Vec<_> = retries.answers.iter().collect();
     let (in_mysql, acknowledged, oversold) = partition::settled_counts(&sc, &all).await;

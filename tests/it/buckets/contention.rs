@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use super::load::{self, Outcome, Req, Rng, Tally};
-use super::{assert_ledger, create, view, wait_split_drained, LEASING_METER, LIMIT};
+use super::split::{assert_ledger, create, view, wait_split_drained};
+use super::{LEASING_METER, LIMIT};
 use crate::helpers::TestApp;
 
 /// The SKU: 3 buckets, 300 units, limit 2 (`super::LIMIT`).
@@ -154,15 +155,10 @@ async fn cancels_sell_exactly_what_they_release(
     );
     let mut bought = 0;
     for k in 0..REBUY_PASSES {
-        for (b, users) in buyers.iter().enumerate() {
+        for req in load::one_per_bucket(&buyers, k, |b| format!("re{sku}-{k}-{b}")) {
             if bought == CANCELS {
                 break;
             }
-            let req = Req {
-                rid: format!("re{sku}-{k}-{b}"),
-                user: users[k],
-                bucket: b as u16,
-            };
             let a = load::reserve(app, sku, &req).await;
             match load::outcome(&a, false) {
                 Outcome::Admitted => bought += 1,
@@ -174,13 +170,9 @@ async fn cancels_sell_exactly_what_they_release(
         }
     }
     assert_eq!(bought, CANCELS, "released units bought again");
-    for (b, users) in buyers.iter().enumerate() {
-        let req = Req {
-            rid: format!("late{sku}-{b}"),
-            user: users[REBUY_PASSES],
-            bucket: b as u16,
-        };
+    for req in load::one_per_bucket(&buyers, REBUY_PASSES, |b| format!("late{sku}-{b}")) {
         let a = load::reserve(app, sku, &req).await;
+        let b = req.bucket;
         assert_eq!(
             a.code.as_deref(),
             Some("SOLD_OUT"),

@@ -74,6 +74,23 @@ pub fn pick_buyers(first: u64, n: u16, wanted: &[usize]) -> Vec<Vec<u64>> {
     picked
 }
 
+/// One request per bucket: buyer `index` of each bucket's `buyers`, with
+/// the request id `rid_of(bucket)`.
+pub fn one_per_bucket(
+    buyers: &[Vec<u64>],
+    index: usize,
+    rid_of: impl Fn(usize) -> String,
+) -> Vec<Req> {
+    let per_bucket = buyers.iter().enumerate();
+    per_bucket
+        .map(|(b, users)| Req {
+            rid: rid_of(b),
+            user: users[index],
+            bucket: b as u16,
+        })
+        .collect()
+}
+
 /// One planned reservation request (count 1).
 #[derive(Debug, Clone)]
 pub struct Req {

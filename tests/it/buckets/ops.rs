@@ -5,22 +5,13 @@
 
 use serde_json::json;
 
-use super::{create, put, put_problem, reconciled_ok, view, wait_split_drained};
+use super::load;
+use super::split::{create, finish_reconciled, view, wait_split_drained, DRAIN_WAIT};
 use crate::helpers::TestApp;
-use stockd::redis::buckets::bucket_of;
 
 /// The first `per_bucket` buyers (from `from`) of each of `n` buckets.
 fn buyers(from: u64, n: u16, per_bucket: usize) -> Vec<Vec<u64>> {
-    let mut out = vec![Vec::new(); usize::from(n)];
-    let mut user = from;
-    while out.iter().any(|b| b.len() < per_bucket) {
-        let b = usize::from(bucket_of(user, n));
-        if out[b].len() < per_bucket {
-            out[b].push(user);
-        }
-        user += 1;
-    }
-    out
+    load::pick_buyers(from, n, &vec![per_bucket; usize::from(n)])
 }
 
 /// Redis loses every key of a split SKU; the warm-up rebuilds it from MySQL:
@@ -62,8 +53,7 @@ async fn a_split_sku_lost_by_redis_is_warmed_into_its_buckets() {
             "bucket {b}: the buyer's counter came back"
         );
     }
-    reconciled_ok(&app, 1).await;
-    app.cleanup().await;
+    finish_reconciled(app, 1).await;
 }
 
 /// Two buyers of different buckets send the same request id: both are
@@ -75,21 +65,18 @@ async fn a_request_id_reused_in_another_bucket_is_rejected_and_its_unit_returned
     create(&app, 1, 10, 5, 3).await;
     let by_bucket = buyers(100, 3, 1);
     let (first, second) = (by_bucket[0][0], by_bucket[1][0]);
-    assert_eq!(app.reserve(1, "same-id", first, 1).await.status(), 201);
+    app.reserve_ok(1, "same-id", first, 1).await;
     wait_split_drained(&app, 1, 1).await;
-    assert_eq!(app.reserve(1, "same-id", second, 1).await.status(), 201);
-    app.eventually(
-        "the second buyer's unit is back",
-        super::DRAIN_WAIT,
-        || async { view(&app, 1).await.available == 9 },
-    )
+    app.reserve_ok(1, "same-id", second, 1).await;
+    app.eventually("the second buyer's unit is back", DRAIN_WAIT, || async {
+        view(&app, 1).await.available == 9
+    })
     .await;
     wait_split_drained(&app, 1, 1).await;
     let (status, body) = app.get_json("/v1/skus/1/reservations/same-id").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["user_id"], first, "MySQL's row is the first buyer's");
-    reconciled_ok(&app, 1).await;
-    app.cleanup().await;
+    finish_reconciled(app, 1).await;
 }
 
 /// A process died between a transfer's debit and its credit: the pool lost
@@ -114,34 +101,23 @@ async fn a_transfer_abandoned_after_its_debit_is_finished_by_the_reconciler() {
     assert!(report.healthy(), "{report:?}");
     let split = view(&app, 1).await;
     assert_eq!(split.available, 100, "{split:?}");
-    reconciled_ok(&app, 1).await;
-    app.cleanup().await;
+    finish_reconciled(app, 1).await;
 }
 
 /// With no buyer state, a SKU can be re-split (1 -> 3) and keeps its stock;
 /// once a buyer holds a reservation, the count is locked.
 #[tokio::test]
 async fn a_sku_without_buyers_is_resplit_and_keeps_its_stock() {
-    let app = TestApp::spawn().await;
-    app.create_sku(1, 50, 2).await;
-    let (status, body) = put(
-        &app,
-        1,
-        json!({"total_stock": 50, "limit_per_user": 2, "buckets": 3}),
-    )
-    .await;
+    let app = TestApp::spawn_with_sku(1, 50, 2).await;
+    let body = json!({"total_stock": 50, "limit_per_user": 2, "buckets": 3});
+    let (status, body) = app.put_sku_json(1, &body).await;
     assert_eq!(status, 200, "{body}");
     let split = view(&app, 1).await;
     assert_eq!((split.buckets, split.available), (3, 50), "{split:?}");
-    assert_eq!(app.reserve(1, "r1", 7, 1).await.status(), 201);
-    let (status, code) = put_problem(
-        &app,
-        1,
-        json!({"total_stock": 50, "limit_per_user": 2, "buckets": 1}),
-    )
-    .await;
+    app.reserve_ok(1, "r1", 7, 1).await;
+    let body = json!({"total_stock": 50, "limit_per_user": 2, "buckets": 1});
+    let (status, code) = app.put_sku_problem(1, &body).await;
     assert_eq!((status, code.as_str()), (409, "BUCKETS_LOCKED"));
     wait_split_drained(&app, 1, 1).await;
-    reconciled_ok(&app, 1).await;
-    app.cleanup().await;
+    finish_reconciled(app, 1).await;
 }

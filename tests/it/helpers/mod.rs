@@ -3,19 +3,26 @@
 //! consumer. `cleanup()` checks the work queue drained, then removes everything
 //! the test created. Split by concern: `http` (requests), `stores` (direct
 //! reads and writes of Redis, MySQL, RabbitMQ), `wait` (conditions and
-//! invariants), `purge` (settings and removal), `private_redis`.
+//! invariants), `purge` (settings and removal), `operator` (the `stockd`
+//! CLI, messages put into queues, failures faked), `private_redis`.
 
 #![allow(dead_code)]
 
 mod http;
+mod metrics;
+mod operator;
 pub mod private_redis;
 mod purge;
 mod stores;
 pub mod users;
 mod wait;
 
+pub use http::send_for_json;
+pub use metrics::series_of;
+pub use operator::success_and_output;
 pub use private_redis::PrivateRedis;
 pub use purge::{broker, purge, standalone_redis, test_settings, undrained};
+pub use wait::{poll_until, poll_until_steady};
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -133,6 +140,14 @@ impl Drop for TestApp {
 impl TestApp {
     pub async fn spawn() -> Self {
         Self::with(TestOptions::default()).await
+    }
+
+    /// [`Self::spawn`], then SKU `sku` created with `total` units and
+    /// `limit` per buyer: the start of most tests.
+    pub async fn spawn_with_sku(sku: u64, total: i64, limit: i64) -> Self {
+        let app = Self::spawn().await;
+        app.create_sku(sku, total, limit).await;
+        app
     }
 
     pub async fn with(opts: TestOptions) -> Self {

@@ -1,53 +1,29 @@
 //! A private redis-server for tests that read server-wide statistics.
 
-use std::time::Duration;
-
 use deadpool_redis::redis;
 
+use crate::servers::process::TempDir;
+use crate::servers::redis::{Redis, RedisOptions};
+
 /// A private redis-server for one test (its `INFO commandstats` count only that
-/// test's commands). Killed on drop.
+/// test's commands): the shared starter (tests/support/servers/redis.rs)
+/// without persistence, in a temp dir of its own. Killed on drop.
 pub struct PrivateRedis {
-    child: std::process::Child,
     pub url: String,
+    // Dropped in this order: the server, then its directory.
+    _server: Redis,
+    _dir: TempDir,
 }
 
 impl PrivateRedis {
     pub async fn start() -> Self {
-        let port = crate::ports::free_port();
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH");
-        // Owned at once, so a failed start still kills the child (Drop).
-        let server = Self {
-            child,
-            url: format!("redis://127.0.0.1:{port}"),
-        };
-        let client = redis::Client::open(server.url.as_str()).unwrap();
-        for _ in 0..100 {
-            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                if redis::cmd("PING")
-                    .query_async::<String>(&mut conn)
-                    .await
-                    .is_ok()
-                {
-                    return server;
-                }
-            }
-            // Poll period of the wait for PING above, not a fixed wait.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let dir = TempDir::new("it-redis");
+        let server = Redis::start_with(&dir.path, RedisOptions::plain()).await;
+        Self {
+            url: server.url(),
+            _server: server,
+            _dir: dir,
         }
-        panic!("private redis-server did not start on {port}");
     }
 
     /// `calls` of EVAL + EVALSHA so far.
@@ -78,11 +54,4 @@ pub async fn info(url: &str, section: &str) -> String {
         .query_async(&mut conn)
         .await
         .unwrap()
-}
-
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

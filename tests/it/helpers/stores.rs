@@ -82,6 +82,40 @@ impl TestApp {
             .unwrap_or(0)
     }
 
+    /// Ledger rows of one SKU.
+    pub async fn ledger_rows_of(&self, sku: u64) -> u64 {
+        let mut conn = self.mysql().await;
+        let sql = "SELECT COUNT(*) FROM stock_deduct_idempotent WHERE sku_id = ?";
+        conn.exec_first(sql, (sku,)).await.unwrap().unwrap_or(0)
+    }
+
+    /// MySQL's `total_stock` of a SKU (it must exist).
+    pub async fn mysql_total(&self, sku: u64) -> i64 {
+        let mut conn = self.mysql().await;
+        let sql = "SELECT total_stock FROM sku_stock WHERE sku_id = ?";
+        conn.exec_first(sql, (sku,))
+            .await
+            .unwrap()
+            .expect("sku row")
+    }
+
+    /// Entries in every outbox stream of this test (whatever SKU or bucket tag).
+    pub async fn outbox_entries(&self) -> u64 {
+        let mut conn = self.redis_conn().await;
+        let mut entries = 0;
+        for key in self.redis_keys().await {
+            if key.ends_with(":outbox") {
+                let len: u64 = redis::cmd("XLEN")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                entries += len;
+            }
+        }
+        entries
+    }
+
     /// status -> (rows, units) of one SKU's ledger.
     pub async fn ledger_by_status(&self, sku: u64) -> HashMap<String, (u64, i64)> {
         let mut conn = self.mysql().await;
@@ -123,12 +157,19 @@ impl TestApp {
         self.reconciler.run_once(&[], repair).await.unwrap()
     }
 
-    /// Messages ready in a queue (passive declare).
-    pub async fn queue_depth(&self, queue: &str) -> u32 {
-        let conn = super::purge::broker(&self.res.settings, "probe")
+    /// A connection of the test's own (named `name` on the broker) and a
+    /// channel on it; the caller closes the connection.
+    pub async fn broker_channel(&self, name: &str) -> (lapin::Connection, lapin::Channel) {
+        let conn = super::purge::broker(&self.res.settings, name)
             .await
             .unwrap();
         let ch = conn.create_channel().await.unwrap();
+        (conn, ch)
+    }
+
+    /// Messages ready in a queue (passive declare).
+    pub async fn queue_depth(&self, queue: &str) -> u32 {
+        let (conn, ch) = self.broker_channel("probe").await;
         let q = ch
             .queue_declare(
                 queue.into(),

@@ -97,6 +97,27 @@ impl TestApp {
         assert!(drained, "timed out after 30s waiting for: pipeline drained");
     }
 
+    /// The usual end of a test of one SKU: the pipeline drained, then
+    /// everything the test created removed.
+    pub async fn finish_drained(self, sku: u64) {
+        self.wait_drained(sku).await;
+        self.cleanup().await;
+    }
+
+    /// The end of a test that drained already: the §10 invariants hold for
+    /// `sku` ([`Self::assert_conserved`]), then everything removed.
+    pub async fn finish_conserved(self, sku: u64) {
+        self.assert_conserved(sku).await;
+        self.cleanup().await;
+    }
+
+    /// The usual end of a test of one SKU: the pipeline drained, the §10
+    /// invariants hold ([`Self::assert_conserved`]), everything removed.
+    pub async fn finish_drained_and_conserved(self, sku: u64) {
+        self.wait_drained(sku).await;
+        self.finish_conserved(sku).await;
+    }
+
     /// Waits until `n` subscribers listen on this test's sold-out channel.
     pub async fn wait_subscribers(&self, n: u64) {
         // A server-wide probe: the admin connection (stockd's user has no

@@ -38,27 +38,22 @@ impl Pki {
             client_key: dir.join("client.key"),
         };
         let ca_key = dir.join("ca.key");
-        run(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            path(&ca_key),
-            "-out",
-            path(&pki.ca),
-            "-days",
-            VALID_DAYS,
-            "-subj",
-            &format!("/CN={ca_name}"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ]);
+        new_key_request(
+            &["-x509"],
+            &ca_key,
+            &[
+                "-out",
+                path(&pki.ca),
+                "-days",
+                VALID_DAYS,
+                "-subj",
+                &format!("/CN={ca_name}"),
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        );
         let server_ext = "subjectAltName=DNS:localhost,IP:127.0.0.1\n\
                           basicConstraints=CA:FALSE\n\
                           keyUsage=critical,digitalSignature\n\
@@ -79,20 +74,11 @@ fn sign(dir: &Path, pki: &Pki, name: &str, cn: &str, ext: &str, ca_key: &Path) {
     let cert = dir.join(format!("{name}.pem"));
     let ext_file = dir.join(format!("{name}.ext"));
     std::fs::write(&ext_file, ext).unwrap();
-    run(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        path(&key),
-        "-out",
-        path(&csr),
-        "-subj",
-        &format!("/CN={cn}"),
-    ]);
+    new_key_request(
+        &[],
+        &key,
+        &["-out", path(&csr), "-subj", &format!("/CN={cn}")],
+    );
     run(&[
         "x509",
         "-req",
@@ -114,6 +100,17 @@ fn sign(dir: &Path, pki: &Pki, name: &str, cn: &str, ext: &str, ca_key: &Path) {
 
 fn path(p: &Path) -> &str {
     p.to_str().expect("temp paths are UTF-8")
+}
+
+/// `openssl req <lead> …` with a new unencrypted P-256 key written to
+/// `key`, then `rest` (output, subject, extensions).
+fn new_key_request(lead: &[&str], key: &Path, rest: &[&str]) {
+    let mut args = vec!["req"];
+    args.extend_from_slice(lead);
+    args.extend_from_slice(&["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]);
+    args.extend_from_slice(&["-nodes", "-keyout", path(key)]);
+    args.extend_from_slice(rest);
+    run(&args);
 }
 
 fn run(args: &[&str]) {

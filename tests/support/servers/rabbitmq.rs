@@ -2,6 +2,7 @@
 //! involved), node name, AMQP and distribution ports, Erlang cookie (HOME),
 //! mnesia and logs under the scenario dir, no plugins (no management listener).
 //! kill -9 and restart on the same mnesia dir; SIGSTOP freeze; memory alarm.
+//! Or TLS-only on loopback (`tests/it/tls.rs`, [`Rabbit::start_tls`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,24 +11,27 @@ use std::time::{Duration, Instant};
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 
-use super::process::{free_port, log_tail, OwnedProcess};
-use super::wait_ready;
-use crate::net::Place;
+use super::process::{free_port, OwnedProcess};
+use super::tls::ServerTls;
+use super::wait_up;
+use crate::place::Place;
 
 /// A fresh node boots in 5–15 s on a busy 2-core machine; a restart replays
 /// quorum queue logs.
 const START_LIMIT: Duration = Duration::from_secs(120);
 /// rabbitmqctl calls are Erlang VMs of their own: slow, but bounded.
-const CTL_TIMEOUT_SECS: u32 = 60;
+pub(super) const CTL_TIMEOUT_SECS: u32 = 60;
 /// Bin dir of the broker scripts: the /usr/sbin wrappers `su` to the rabbitmq
 /// user, which loses our environment and cannot write our dirs.
-const RABBIT_BIN: &str = "/usr/lib/rabbitmq/bin";
+pub(super) const RABBIT_BIN: &str = "/usr/lib/rabbitmq/bin";
 
 pub struct Rabbit {
     pub node: String,
     pub port: u16,
     /// Address of the AMQP listener (epmd and distribution stay on loopback).
     pub ip: std::net::Ipv4Addr,
+    /// TLS-only listener: `amqps://`, readiness is the open port.
+    tls_only: bool,
     dist_port: u16,
     epmd_port: u16,
     dir: PathBuf,
@@ -42,18 +46,50 @@ impl Rabbit {
     /// epmd and rabbitmqctl stay there).
     pub async fn start_at(root: &Path, place: &Place) -> Self {
         assert!(place.ns.is_none(), "RabbitMQ runs in the root namespace");
-        let ip = place.ip;
+        let port = free_port();
+        let conf = listener_conf(place.ip, port);
+        Self::start_conf(root, place.ip, port, conf, false).await
+    }
+
+    /// A loopback node whose only listener is TLS, showing `tls`'s
+    /// certificate; clients must show one too.
+    pub async fn start_tls(root: &Path, tls: &ServerTls) -> Self {
+        let port = free_port();
+        let conf = format!(
+            "listeners.tcp = none\n\
+             listeners.ssl.default = 127.0.0.1:{port}\n\
+             ssl_options.cacertfile = {}\n\
+             ssl_options.certfile = {}\n\
+             ssl_options.keyfile = {}\n\
+             ssl_options.verify = verify_peer\n\
+             ssl_options.fail_if_no_peer_cert = true\n",
+            tls.ca.display(),
+            tls.cert.display(),
+            tls.key.display()
+        );
+        Self::start_conf(root, std::net::Ipv4Addr::LOCALHOST, port, conf, true).await
+    }
+
+    /// Writes the node's files (`conf` as its rabbitmq.conf), starts its
+    /// epmd and the node, and waits until its listener on `ip:port` answers.
+    async fn start_conf(
+        root: &Path,
+        ip: std::net::Ipv4Addr,
+        port: u16,
+        conf: String,
+        tls_only: bool,
+    ) -> Self {
         let dir = root.join("rabbitmq");
         std::fs::create_dir_all(&dir).unwrap();
-        let port = free_port();
         std::fs::write(dir.join("enabled_plugins"), "[].\n").unwrap();
         std::fs::write(dir.join("rabbitmq-env.conf"), "").unwrap();
-        std::fs::write(dir.join("rabbitmq.conf"), listener_conf(ip, port)).unwrap();
+        std::fs::write(dir.join("rabbitmq.conf"), conf).unwrap();
         let (epmd_port, epmd) = start_epmd(&root.join("logs/epmd.log"));
         let mut rabbit = Self {
             node: format!("chaos{port}@localhost"),
             port,
             ip,
+            tls_only,
             dist_port: free_port(),
             epmd_port,
             dir,
@@ -66,39 +102,23 @@ impl Rabbit {
     }
 
     pub fn url(&self) -> String {
-        format!("amqp://guest:guest@{}:{}/%2f", self.ip, self.port)
+        let scheme = if self.tls_only { "amqps" } else { "amqp" };
+        format!("{scheme}://guest:guest@{}:{}/%2f", self.ip, self.port)
     }
 
     async fn spawn(&mut self) {
         let d = self.dir.clone();
         let mut cmd = Command::new(format!("{RABBIT_BIN}/rabbitmq-server"));
         self.ctl_handle().env(&mut cmd);
-        cmd.env("RABBITMQ_NODE_PORT", self.port.to_string())
-            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
-            .env("RABBITMQ_MNESIA_BASE", d.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", d.join("log"))
-            .env("RABBITMQ_PID_FILE", d.join("rabbitmq.pid"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", d.join("enabled_plugins"))
-            .env("RABBITMQ_CONFIG_FILE", d.join("rabbitmq.conf"))
-            .env(
-                "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
-                "-kernel inet_dist_use_interface {127,0,0,1}",
-            )
-            // exec the VM in place of the script: our child *is* beam.smp, so
-            // kill -9 and wait() leave no orphaned VM behind.
-            .env("RUNNING_UNDER_SYSTEMD", "true");
+        node_env(&mut cmd, &d, self.port, self.dist_port);
         let name = format!("rabbitmq {} :{}", self.node, self.port);
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
         let url = self.url();
-        let log = self.log.clone();
-        wait_ready(
-            &name,
-            START_LIMIT,
-            || amqp_handshake(url.clone()),
-            || log_tail(&log, 40),
-        )
-        .await;
+        // A TLS-only listener would need the client's certificate to talk AMQP.
+        let tls_port = self.tls_only.then_some((self.ip, self.port));
+        let probe = || amqp_handshake(url.clone());
+        wait_up(&name, START_LIMIT, tls_port, probe, (&self.log, 40)).await;
         println!(
             "  rabbitmq {} :{} up in {} ms",
             self.node,
@@ -169,6 +189,26 @@ impl Rabbit {
     pub async fn ready(&self, queue: &str) -> Option<u32> {
         passive_count(&self.url(), queue).await
     }
+}
+
+/// The environment of a node whose files are in `dir`: its AMQP and
+/// distribution ports, mnesia, logs, pid file, plugins and config, and
+/// distribution on loopback only. One node or each node of a cluster.
+pub(super) fn node_env(cmd: &mut Command, dir: &Path, port: u16, dist_port: u16) {
+    cmd.env("RABBITMQ_NODE_PORT", port.to_string())
+        .env("RABBITMQ_DIST_PORT", dist_port.to_string())
+        .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
+        .env("RABBITMQ_LOG_BASE", dir.join("log"))
+        .env("RABBITMQ_PID_FILE", dir.join("rabbitmq.pid"))
+        .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
+        .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq.conf"))
+        .env(
+            "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
+            "-kernel inet_dist_use_interface {127,0,0,1}",
+        )
+        // exec the VM in place of the script: our child *is* beam.smp, so
+        // kill -9 and wait() leave no orphaned VM behind.
+        .env("RUNNING_UNDER_SYSTEMD", "true");
 }
 
 /// rabbitmq.conf: the AMQP listener; off loopback, `guest` may log in from

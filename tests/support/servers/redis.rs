@@ -1,6 +1,8 @@
-//! A private redis-server: AOF with fsync on every write, so a kill -9 loses
-//! nothing it acknowledged; restart empty; restore from an older snapshot
-//! (a failover to a replica that lost acknowledged writes); freeze; maxmemory.
+//! A private redis-server. The chaos suite's ([`Redis::start_at`]) keeps an
+//! AOF with fsync on every write, so a kill -9 loses nothing it acknowledged;
+//! restart empty; restore from an older snapshot (a failover to a replica that
+//! lost acknowledged writes); freeze; maxmemory. `tests/it` starts one without
+//! persistence ([`Redis::start_with`]): plain, or TLS-only.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -8,13 +10,37 @@ use std::time::{Duration, Instant};
 use deadpool_redis::redis;
 
 use super::process::{free_port, OwnedProcess};
-use super::wait_ready;
-use crate::net::Place;
+use super::tls::ServerTls;
+use super::wait_up;
+use crate::place::Place;
 
 /// A fresh or AOF-replaying redis-server answers PING well within this.
 const START_LIMIT: Duration = Duration::from_secs(30);
 /// Any single command of the harness; a frozen server must not hang the test.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How a private redis-server runs.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// Where it runs and the address it binds.
+    pub place: Place,
+    /// AOF with `appendfsync always` (the chaos suite's kill -9 loses nothing
+    /// acknowledged); without it, no persistence at all.
+    pub durable: bool,
+    /// TLS-only: no plain port, clients must show a certificate.
+    pub tls: Option<ServerTls>,
+}
+
+impl RedisOptions {
+    /// On loopback, no persistence, plain TCP: a test's own server.
+    pub fn plain() -> Self {
+        Self {
+            place: Place::loopback(),
+            durable: false,
+            tls: None,
+        }
+    }
+}
 
 pub struct Redis {
     pub port: u16,
@@ -28,38 +54,101 @@ pub struct Redis {
     process: Option<OwnedProcess>,
     /// Restarts count, for log file names.
     starts: u32,
+    /// AOF on every (re)start but a [`Self::restore`].
+    durable: bool,
+    tls: Option<ServerTls>,
 }
 
 impl Redis {
     /// Starts redis-server in `place` (loopback, or a network namespace),
     /// bound to its address.
     pub async fn start_at(root: &Path, place: Place) -> Self {
+        let options = RedisOptions {
+            place,
+            durable: true,
+            tls: None,
+        };
+        Self::start_with(root, options).await
+    }
+
+    /// A loopback server without persistence whose only port is TLS,
+    /// showing `tls`'s certificate; clients must show one too.
+    pub async fn start_tls(root: &Path, tls: &ServerTls) -> Self {
+        let options = RedisOptions {
+            tls: Some(tls.clone()),
+            ..RedisOptions::plain()
+        };
+        Self::start_with(root, options).await
+    }
+
+    /// Starts redis-server as `options` say, its files under `root`.
+    pub async fn start_with(root: &Path, options: RedisOptions) -> Self {
         let dir = root.join("redis");
         let snapshots = root.join("redis-snapshots");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all(&snapshots).unwrap();
         let mut redis = Self {
             port: free_port(),
-            place,
+            place: options.place,
             dir,
             snapshots,
             log: root.join("logs/redis.log"),
             process: None,
             starts: 0,
+            durable: options.durable,
+            tls: options.tls,
         };
-        redis.spawn(true).await;
+        redis.spawn(redis.durable).await;
         redis
     }
 
+    /// `redis://` (`rediss://` when TLS-only) of its place and port.
     pub fn url(&self) -> String {
-        format!("redis://{}:{}", self.place.ip, self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://{}:{}", self.place.ip, self.port)
     }
 
     async fn spawn(&mut self, appendonly: bool) {
         self.starts += 1;
+        let cmd = self.command(appendonly);
+        let name = format!("redis-server :{}", self.port);
+        let started = Instant::now();
+        self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
+        let url = self.url();
+        // A TLS-only server would need a TLS client to PING.
+        let tls_port = self.tls.as_ref().map(|_| (self.place.ip, self.port));
+        let probe = || ping(url.clone());
+        wait_up(&name, START_LIMIT, tls_port, probe, (&self.log, 30)).await;
+        println!(
+            "  redis-server :{} up in {} ms (appendonly {appendonly})",
+            self.port,
+            started.elapsed().as_millis()
+        );
+    }
+
+    /// The redis-server command line: its port (or TLS port), address, data
+    /// dir and persistence.
+    fn command(&self, appendonly: bool) -> std::process::Command {
         let mut cmd = self.place.command("redis-server");
         let bind = self.place.ip.to_string();
-        cmd.args(["--port", &self.port.to_string(), "--bind", &bind])
+        let port = self.port.to_string();
+        match &self.tls {
+            None => cmd.args(["--port", &port]),
+            Some(tls) => cmd
+                .args(["--port", "0", "--tls-port", &port])
+                .arg("--tls-cert-file")
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca)
+                .args(["--tls-auth-clients", "yes"]),
+        };
+        cmd.args(["--bind", &bind])
             // Clients come from other namespaces' addresses, not loopback.
             .args(["--protected-mode", "no"])
             .arg("--dir")
@@ -70,23 +159,7 @@ impl Redis {
         } else {
             cmd.args(["--appendonly", "no"]);
         }
-        let name = format!("redis-server :{}", self.port);
-        let started = Instant::now();
-        self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
-        let url = self.url();
-        let log = self.log.clone();
-        wait_ready(
-            &name,
-            START_LIMIT,
-            || ping(url.clone()),
-            || super::process::log_tail(&log, 30),
-        )
-        .await;
-        println!(
-            "  redis-server :{} up in {} ms (appendonly {appendonly})",
-            self.port,
-            started.elapsed().as_millis()
-        );
+        cmd
     }
 
     pub fn process(&mut self) -> &mut OwnedProcess {
@@ -103,7 +176,7 @@ impl Redis {
     /// Start again on the same data dir (replays the AOF).
     pub async fn restart(&mut self) {
         assert!(self.process.is_none(), "redis-server still running");
-        self.spawn(true).await;
+        self.spawn(self.durable).await;
     }
 
     /// kill -9, delete every file of the data dir, start again: Redis lost it all.
@@ -111,7 +184,7 @@ impl Redis {
         self.kill9();
         std::fs::remove_dir_all(&self.dir).unwrap();
         std::fs::create_dir_all(&self.dir).unwrap();
-        self.spawn(true).await;
+        self.spawn(self.durable).await;
     }
 
     /// `SAVE`, then copies dump.rdb aside as snapshot `name`.

@@ -18,7 +18,7 @@ use mysql_async::prelude::Queryable;
 
 use super::mariadb::{timed, Mariadb};
 use super::wait_ready;
-use crate::net::Place;
+use crate::place::Place;
 use crate::proxy::FaultProxy;
 
 /// The replica applies a few migrations and SKU rows: seconds at most, even

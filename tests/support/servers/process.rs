@@ -1,24 +1,27 @@
-//! The chaos suite's process helpers: [`OwnedProcess`] (shared with the `it`
-//! binary, tests/support/process.rs), free ports, and temp dirs.
+//! The servers' process helpers: [`OwnedProcess`] (tests/support/process.rs),
+//! free ports, and the temp dir a test's servers keep their data in.
 
 use std::path::PathBuf;
 
 pub use crate::owned::{log_tail, OwnedProcess};
 pub use crate::ports::free_port;
 
-/// A directory removed (recursively) when dropped.
+/// A directory removed (recursively) when dropped, unless `CHAOS_KEEP_DIRS`
+/// is set (to read the servers' data and logs after a run).
 pub struct TempDir {
     pub path: PathBuf,
 }
 
 impl TempDir {
+    /// `stockd-<tag>-<pid>-<stamp>` under the system temp dir (`chaos-s01`,
+    /// `tls-roundtrip`).
     pub fn new(tag: &str) -> Self {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos();
         let path = std::env::temp_dir().join(format!(
-            "stockd-chaos-{tag}-{}-{}",
+            "stockd-{tag}-{}-{}",
             std::process::id(),
             stamp % 1_000_000_000
         ));

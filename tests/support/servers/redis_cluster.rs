@@ -18,7 +18,7 @@ use deadpool_redis::redis;
 use super::process::{free_port, log_tail, OwnedProcess};
 use super::redis::timed;
 use super::wait_ready;
-use crate::net::Place;
+use crate::place::Place;
 
 /// Nodes: 3 primaries and one replica each.
 pub const NODES: usize = 6;

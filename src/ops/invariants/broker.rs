@@ -1,13 +1,13 @@
-//! The audit's broker checks: the deduct work and retry queues are empty
+//! The invariant check's broker checks: the deduct work and retry queues are empty
 //! (passive declares), and nothing sits in a dead-letter queue (a
 //! non-destructive browse, so each dead-lettered deduction can be named).
 
-use super::{AuditError, Checks, DLQ_EMPTY, QUEUES_DRAINED};
+use super::{Checks, InvariantCheckError, DLQ_EMPTY, QUEUES_DRAINED};
 use crate::domain::SkuId;
 use crate::ops::dlq::{self, DlqFilter, DlqKind};
 use crate::resources::Resources;
 
-/// Most dead letters one audit reads per DLQ; beyond it, messages are counted
+/// Most dead letters one check reads per DLQ; beyond it, messages are counted
 /// (without a SKU filter) but not named.
 pub(super) const DLQ_BROWSE_MAX: usize = 10_000;
 
@@ -15,7 +15,7 @@ pub(super) async fn check(
     res: &Resources,
     skus: &[SkuId],
     checks: &mut Checks,
-) -> Result<(), AuditError> {
+) -> Result<(), InvariantCheckError> {
     let topology = res.publisher.topology();
     for queue in [&topology.deduct_queue, &topology.deduct_retry_queue] {
         let depth = res.publisher.queue_depth(queue).await?;

@@ -1,7 +1,8 @@
-//! `stockd audit`: a read-only check of the contract §10 invariants (contract §16 lists which) on a running
-//! deployment — after a drill, an incident, or before a sale. The reconciler
-//! answers "is Redis where it should be right now, given what is in flight?";
-//! the audit answers "was anything accepted lost, applied twice, oversold or
+//! The invariant check behind `stockd audit`: a read-only check of the
+//! contract §10 invariants (contract §16 lists which) on a running deployment —
+//! after a drill, an incident, or before a sale. The reconciler answers "is
+//! Redis where it should be right now, given what is in flight?"; the invariant
+//! check answers "was anything accepted lost, applied twice, oversold or
 //! over-limit?", row by row, and is meant to run once the pipeline drained
 //! (otherwise in-flight work shows up under `stores_agree`, `redis_in_ledger`,
 //! `outbox_empty` and `queues_drained`).
@@ -13,7 +14,7 @@
 //! [`crate::mq::dlq`]). Cross-store findings get a second look outside the
 //! snapshot, so a change that landed between the two reads is not reported.
 //!
-//! The check names and the JSON shape of [`AuditReport`] are an interface
+//! The check names and the JSON shape of [`InvariantReport`] are an interface
 //! (fault suites parse them): keep them.
 
 mod broker;
@@ -73,14 +74,14 @@ pub struct CheckResult {
 
 /// `stockd audit --json`: `{"checked_at","ok","checks":[...]}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AuditReport {
-    /// RFC 3339, when the audit started.
+pub struct InvariantReport {
+    /// RFC 3339, when the check started.
     pub checked_at: String,
     pub ok: bool,
     pub checks: Vec<CheckResult>,
 }
 
-impl AuditReport {
+impl InvariantReport {
     pub fn check(&self, name: &str) -> Option<&CheckResult> {
         self.checks.iter().find(|c| c.check == name)
     }
@@ -126,9 +127,9 @@ impl AuditReport {
     }
 }
 
-/// A store could not be read: the audit cannot judge (exit code 2).
+/// A store could not be read: the check cannot judge (`stockd audit` exits 2).
 #[derive(Debug, thiserror::Error)]
-pub enum AuditError {
+pub enum InvariantCheckError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -137,7 +138,7 @@ pub enum AuditError {
     Broker(#[from] MqError),
 }
 
-/// Violations of one check while the audit runs.
+/// Violations of one check while the invariant check runs.
 struct Check {
     name: &'static str,
     violations: u64,
@@ -179,7 +180,7 @@ impl Checks {
         self.add(check, 1, detail);
     }
 
-    fn into_report(self, checked_at: String) -> AuditReport {
+    fn into_report(self, checked_at: String) -> InvariantReport {
         let checks: Vec<CheckResult> = self
             .0
             .into_iter()
@@ -197,7 +198,7 @@ impl Checks {
                 }
             })
             .collect();
-        AuditReport {
+        InvariantReport {
             checked_at,
             ok: checks.iter().all(|c| c.ok),
             checks,
@@ -205,13 +206,13 @@ impl Checks {
     }
 }
 
-/// Audits `skus` (every SKU in MySQL when empty). `progress(done, total)` hears
+/// Checks the invariants of `skus` (every SKU in MySQL when empty). `progress(done, total)` hears
 /// about each SKU checked.
 pub async fn run(
     res: &Resources,
     skus: &[SkuId],
     progress: &mut (dyn FnMut(usize, usize) + Send),
-) -> Result<AuditReport, AuditError> {
+) -> Result<InvariantReport, InvariantCheckError> {
     let checked_at = crate::clock::rfc3339_ms(crate::clock::unix_ms());
     let now_ms = res.redis.now_ms().await?;
     let mut checks = Checks::new();

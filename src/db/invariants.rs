@@ -1,7 +1,7 @@
-//! The audit's MySQL reads (contract §10): per-SKU facts, buyers over their limit,
+//! The invariant check's MySQL reads (contract §10): per-SKU facts, buyers over their limit,
 //! expired reservations still held, and the paged ledger readers the
 //! cross-store checks walk. The SQL lives here with the other ledger queries;
-//! `ops::audit` decides what the rows mean.
+//! `ops::invariants` decides what the rows mean.
 
 use std::collections::HashMap;
 
@@ -24,7 +24,7 @@ pub struct SkuFacts {
     pub live_units: i64,
 }
 
-/// `AND <column> IN (?, ...)` for a SKU filter (nothing when auditing all).
+/// `AND <column> IN (?, ...)` for a SKU filter (nothing when checking all).
 fn sku_filter(column: &str, skus: &[SkuId]) -> (String, Vec<Value>) {
     if skus.is_empty() {
         return (String::new(), Vec::new());

@@ -1,10 +1,10 @@
-//! The audit's MySQL-only checks (invariants 1, 2, 6 and 8), run in one
+//! The invariant check's MySQL-only checks (invariants 1, 2, 6 and 8), run in one
 //! read-only consistent snapshot so they agree with each other. The queries
-//! are `db::audit`'s; this file turns their rows into check results.
+//! are `db::invariants`'s; this file turns their rows into check results.
 
-use super::{AuditError, Checks};
+use super::{Checks, InvariantCheckError};
 use super::{BUYER_LIMIT, EXPIRED_RELEASED, MYSQL_CONSERVATION, MYSQL_NON_NEGATIVE};
-use crate::db::audit::{self as reads, SkuFacts};
+use crate::db::invariants::{self as reads, SkuFacts};
 use crate::db::DbError;
 use crate::domain::SkuId;
 use crate::resources::Resources;
@@ -14,13 +14,13 @@ use crate::resources::Resources;
 /// time, and a closer restart costs a few seconds.
 pub(super) const EXPIRY_MARGIN_MS: u64 = 10_000;
 
-/// Runs the MySQL-only checks and returns the SKUs to audit across stores.
+/// Runs the MySQL-only checks and returns the SKUs to check across stores.
 pub(super) async fn global_checks(
     res: &Resources,
     skus: &[SkuId],
     now_ms: u64,
     checks: &mut Checks,
-) -> Result<Vec<SkuFacts>, AuditError> {
+) -> Result<Vec<SkuFacts>, InvariantCheckError> {
     let mut conn = res.db.conn().await?;
     let mut tx = conn
         .start_transaction(reads::snapshot_opts())

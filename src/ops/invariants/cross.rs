@@ -1,4 +1,4 @@
-//! The audit's per-SKU comparisons of Redis with MySQL (invariants 3, 4, 6, 7):
+//! The invariant check's per-SKU comparisons of Redis with MySQL (invariants 3, 4, 6, 7):
 //! the SKU hash and its `available`, every live ledger row against its Redis
 //! record, every Redis winner against the ledger, every buyer's counter, and
 //! the outbox.
@@ -12,10 +12,10 @@
 
 use std::collections::HashSet;
 
-use super::{AuditError, Checks};
+use super::{Checks, InvariantCheckError};
 use super::{LEDGER_IN_REDIS, OUTBOX_EMPTY, REDIS_BUYER_COUNTERS, REDIS_IN_LEDGER};
 use super::{REDIS_LOADED, STORES_AGREE};
-use crate::db::audit::{self as reads, BuyerUnits, LiveRow, SkuFacts};
+use crate::db::invariants::{self as reads, BuyerUnits, LiveRow, SkuFacts};
 use crate::db::ledger::snapshot::ledger_statuses;
 use crate::db::DbError;
 use crate::domain::{RequestId, SkuId, UserId};
@@ -32,7 +32,7 @@ pub(super) async fn check_sku(
     facts: &SkuFacts,
     now_ms: u64,
     checks: &mut Checks,
-) -> Result<(), AuditError> {
+) -> Result<(), InvariantCheckError> {
     let sku = facts.sku_id;
     match res.redis.sku(sku).await? {
         None => {
@@ -90,7 +90,7 @@ async fn redis_view(
     res: &Resources,
     sku: SkuId,
     ids: &[RequestId],
-) -> Result<Vec<(Option<RecordView>, bool)>, AuditError> {
+) -> Result<Vec<(Option<RecordView>, bool)>, InvariantCheckError> {
     let records = res.redis.records(sku, ids).await?;
     let members = res.redis.winners_contain(sku, ids).await?;
     Ok(records.into_iter().zip(members).collect())
@@ -104,7 +104,7 @@ async fn ledger_in_redis(
     sku: SkuId,
     retained_since_ms: u64,
     checks: &mut Checks,
-) -> Result<(), AuditError> {
+) -> Result<(), InvariantCheckError> {
     let mut conn = res.db.conn().await?;
     let mut tx = conn
         .start_transaction(reads::snapshot_opts())
@@ -143,7 +143,7 @@ async fn confirm_ledger_rows(
     sku: SkuId,
     rows: &[(&LiveRow, RequestId)],
     checks: &mut Checks,
-) -> Result<(), AuditError> {
+) -> Result<(), InvariantCheckError> {
     let ids: Vec<&str> = rows.iter().map(|(r, _)| r.request_id.as_str()).collect();
     let now = ledger_statuses(&mut res.db.conn().await?, sku, &ids).await?;
     let request_ids: Vec<RequestId> = rows.iter().map(|(_, id)| id.clone()).collect();
@@ -173,7 +173,7 @@ async fn redis_in_ledger(
     res: &Resources,
     sku: SkuId,
     checks: &mut Checks,
-) -> Result<(), AuditError> {
+) -> Result<(), InvariantCheckError> {
     let mut reported = HashSet::new();
     let mut cursor = 0;
     loop {
@@ -228,7 +228,7 @@ async fn buyer_counters(
     sku: SkuId,
     retained_since_ms: u64,
     checks: &mut Checks,
-) -> Result<(), AuditError> {
+) -> Result<(), InvariantCheckError> {
     let mut conn = res.db.conn().await?;
     let mut tx = conn
         .start_transaction(reads::snapshot_opts())
@@ -272,7 +272,7 @@ async fn mismatched<'a>(
     res: &Resources,
     sku: SkuId,
     buyers: &[&'a BuyerUnits],
-) -> Result<Vec<&'a BuyerUnits>, AuditError> {
+) -> Result<Vec<&'a BuyerUnits>, InvariantCheckError> {
     Ok(mismatched_counters(res, sku, buyers)
         .await?
         .into_iter()
@@ -285,7 +285,7 @@ async fn mismatched_counters<'a>(
     res: &Resources,
     sku: SkuId,
     buyers: &[&'a BuyerUnits],
-) -> Result<Vec<(&'a BuyerUnits, i64)>, AuditError> {
+) -> Result<Vec<(&'a BuyerUnits, i64)>, InvariantCheckError> {
     let users: Vec<UserId> = buyers
         .iter()
         .filter_map(|b| UserId::new(b.user_id).ok())

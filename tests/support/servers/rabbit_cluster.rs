@@ -15,19 +15,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::process::{free_port, log_tail, OwnedProcess};
-use super::rabbitmq::amqp_handshake;
+use super::rabbitmq::{amqp_handshake, node_env, CTL_TIMEOUT_SECS, RABBIT_BIN};
 use super::wait_ready;
 
 /// Nodes of the cluster.
 pub const NODES: usize = 3;
 /// Three fresh nodes booting at once on a busy 2-core machine: 10–20 s each.
 const START_LIMIT: Duration = Duration::from_secs(150);
-/// rabbitmqctl calls are Erlang VMs of their own: slow, but bounded.
-const CTL_TIMEOUT_SECS: u32 = 60;
-/// Bin dir of the broker scripts (the /usr/sbin wrappers `su` to rabbitmq).
-const RABBIT_BIN: &str = "/usr/lib/rabbitmq/bin";
-/// Distribution restricted to loopback, as for the single node.
-const LOOPBACK_DIST: &str = "-kernel inet_dist_use_interface {127,0,0,1}";
 
 /// One member: its ports and dirs, and the VM while it runs.
 pub struct RabbitNode {
@@ -79,35 +73,7 @@ impl RabbitCluster {
         write_cookie(&home);
         std::fs::write(home.join("rabbitmq-env.conf"), "").unwrap();
         let (epmd_port, epmd) = super::rabbitmq::start_epmd(&root.join("logs/epmd-cluster.log"));
-        let mut taken: Vec<u16> = vec![epmd_port];
-        let mut distinct_port = || loop {
-            let p = free_port();
-            if !taken.contains(&p) {
-                taken.push(p);
-                return p;
-            }
-        };
-        let mut nodes = Vec::with_capacity(NODES);
-        for i in 1..=NODES {
-            let port = distinct_port();
-            let dist_port = distinct_port();
-            let dir = home.join(format!("n{i}"));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("enabled_plugins"), "[].\n").unwrap();
-            std::fs::write(
-                dir.join("rabbitmq.conf"),
-                format!("listeners.tcp.local = 127.0.0.1:{port}\n"),
-            )
-            .unwrap();
-            nodes.push(RabbitNode {
-                node: format!("chaos{port}@localhost"),
-                port,
-                dist_port,
-                dir,
-                log: root.join(format!("logs/rabbitmq-n{i}.log")),
-                process: None,
-            });
-        }
+        let nodes = node_dirs(root, &home, epmd_port);
         let mut cluster = Self {
             nodes,
             home,
@@ -123,22 +89,7 @@ impl RabbitCluster {
             "  rabbitmq cluster: {NODES} nodes booted in {} ms; joining",
             started.elapsed().as_millis()
         );
-        let seed = cluster.nodes[0].node.clone();
-        // One node at a time, as scripts/services-cluster.sh does: two nodes
-        // joining the same seed at once can race in Mnesia's schema change,
-        // and `start_app` then fails (seen once in a clean-clone CI run:
-        // `{badmatch,{error,{normal,{mnesia_app,start,...}}}}`).
-        let ctls: Vec<_> = (1..NODES).map(|i| cluster.ctl(i)).collect();
-        tokio::task::spawn_blocking(move || {
-            for ctl in ctls {
-                ctl.run(&["stop_app"]);
-                // join_cluster resets the (fresh) node itself.
-                ctl.run(&["join_cluster", &seed]);
-                ctl.run(&["start_app"]);
-            }
-        })
-        .await
-        .expect("join_cluster task");
+        cluster.join_first().await;
         cluster.wait_all_running().await;
         for i in 0..NODES {
             cluster.wait_booted(i).await;
@@ -154,6 +105,26 @@ impl RabbitCluster {
                 .join(", ")
         );
         cluster
+    }
+
+    /// Joins the 2nd and 3rd node to the 1st. One node at a time, as
+    /// scripts/services-cluster.sh does: two nodes joining the same seed at
+    /// once can race in Mnesia's schema change, and `start_app` then fails
+    /// (seen once in a clean-clone CI run:
+    /// `{badmatch,{error,{normal,{mnesia_app,start,...}}}}`).
+    async fn join_first(&self) {
+        let seed = self.nodes[0].node.clone();
+        let ctls: Vec<_> = (1..NODES).map(|i| self.ctl(i)).collect();
+        tokio::task::spawn_blocking(move || {
+            for ctl in ctls {
+                ctl.run(&["stop_app"]);
+                // join_cluster resets the (fresh) node itself.
+                ctl.run(&["join_cluster", &seed]);
+                ctl.run(&["start_app"]);
+            }
+        })
+        .await
+        .expect("join_cluster task");
     }
 
     /// `amqp.urls`: every node, the first one first (comma-separated).
@@ -178,17 +149,8 @@ impl RabbitCluster {
         ctl.env(&mut cmd);
         cmd.current_dir(&d)
             .env("RABBITMQ_NODENAME", &n.node)
-            .env("RABBITMQ_NODE_PORT", n.port.to_string())
-            .env("RABBITMQ_DIST_PORT", n.dist_port.to_string())
-            .env("RABBITMQ_MNESIA_BASE", d.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", d.join("log"))
-            .env("RABBITMQ_PID_FILE", d.join("rabbitmq.pid"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", d.join("enabled_plugins"))
-            .env("RABBITMQ_CONFIG_FILE", d.join("rabbitmq.conf"))
-            .env("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", LOOPBACK_DIST)
-            .env("ERL_CRASH_DUMP", d.join("erl_crash.dump"))
-            // exec the VM in place of the script: the child *is* beam.smp.
-            .env("RUNNING_UNDER_SYSTEMD", "true");
+            .env("ERL_CRASH_DUMP", d.join("erl_crash.dump"));
+        node_env(&mut cmd, &d, n.port, n.dist_port);
         let name = format!("rabbitmq {} :{}", n.node, n.port);
         n.process = Some(OwnedProcess::spawn(&name, cmd, &n.log));
     }
@@ -448,4 +410,40 @@ impl ClusterCtl {
     fn run(&self, args: &[&str]) -> String {
         self.try_run(args).unwrap_or_else(|e| panic!("{e}"))
     }
+}
+
+/// Per node (`n1`…): free AMQP and distribution ports (distinct from each
+/// other and from `epmd_port`), its dir under `home` with an empty plugin
+/// list and its listener's config, its log under `root`.
+fn node_dirs(root: &Path, home: &Path, epmd_port: u16) -> Vec<RabbitNode> {
+    let mut taken: Vec<u16> = vec![epmd_port];
+    let mut distinct_port = || loop {
+        let p = free_port();
+        if !taken.contains(&p) {
+            taken.push(p);
+            return p;
+        }
+    };
+    let mut nodes = Vec::with_capacity(NODES);
+    for i in 1..=NODES {
+        let port = distinct_port();
+        let dist_port = distinct_port();
+        let dir = home.join(format!("n{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("enabled_plugins"), "[].\n").unwrap();
+        std::fs::write(
+            dir.join("rabbitmq.conf"),
+            format!("listeners.tcp.local = 127.0.0.1:{port}\n"),
+        )
+        .unwrap();
+        nodes.push(RabbitNode {
+            node: format!("chaos{port}@localhost"),
+            port,
+            dist_port,
+            dir,
+            log: root.join(format!("logs/rabbitmq-n{i}.log")),
+            process: None,
+        });
+    }
+    nodes
 }

@@ -12,7 +12,7 @@ use mysql_async::prelude::Queryable;
 use stockd::domain::Deduction;
 use stockd::mq::dlq::{ATTEMPT_HEADER, REASON_HEADER};
 
-use crate::helpers::TestApp;
+use super::TestApp;
 
 /// What a `stockd` child process did.
 #[derive(Debug)]
@@ -27,6 +27,17 @@ impl CliRun {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
     }
+}
+
+/// Whether a finished child process succeeded, and its stdout then stderr
+/// as one text (what a failing assertion shows).
+pub fn success_and_output(out: &std::process::Output) -> (bool, String) {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
 }
 
 impl TestApp {
@@ -113,10 +124,7 @@ impl TestApp {
 
     /// Removes every ready message of `queue` (a lost message); returns how many.
     pub async fn purge_queue(&self, queue: &str) -> u32 {
-        let conn = crate::helpers::broker(&self.res.settings, "purge")
-            .await
-            .unwrap();
-        let ch = conn.create_channel().await.unwrap();
+        let (conn, ch) = self.broker_channel("purge").await;
         let purged = ch
             .queue_purge(queue.into(), lapin::options::QueuePurgeOptions::default())
             .await

@@ -5,7 +5,7 @@
 //! scenario dir, each with its own name (datadir, socket, pid file, tmpdir,
 //! log) and extra server options (a replication pair, `mariadb_replica.rs`);
 //! each in a [`Place`] (bound to its address, reachable from partitioned
-//! hosts).
+//! hosts); or TLS-only (`tests/it/tls.rs`, [`Mariadb::start_tls`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 
-use super::process::{free_port, log_tail, OwnedProcess};
-use super::wait_ready;
-use crate::net::Place;
+use super::process::{free_port, OwnedProcess};
+use super::tls::ServerTls;
+use super::wait_up;
+use crate::place::Place;
 
 /// install-db takes ~3 s on an idle machine; crash recovery well under 10 s.
 const START_LIMIT: Duration = Duration::from_secs(60);
@@ -42,6 +43,9 @@ pub struct Mariadb {
     extra_args: Vec<String>,
     /// Where it runs and the address it binds (loopback unless partitioned).
     pub place: Place,
+    /// TLS-only (`--require-secure-transport`): readiness is the open port,
+    /// the plain `SELECT 1` probe would be refused.
+    tls_only: bool,
     datadir: PathBuf,
     root: PathBuf,
     log: PathBuf,
@@ -57,9 +61,32 @@ impl Mariadb {
         Self::start_named(root, "mariadb", &[], place).await
     }
 
+    /// A loopback server (`mariadb` under `root`) that refuses connections
+    /// without TLS and shows `tls`'s certificate.
+    pub async fn start_tls(root: &Path, tls: &ServerTls) -> Self {
+        let path = |p: &Path| p.display().to_string();
+        let args = [
+            format!("--ssl-cert={}", path(&tls.cert)),
+            format!("--ssl-key={}", path(&tls.key)),
+            format!("--ssl-ca={}", path(&tls.ca)),
+            "--require-secure-transport=ON".to_string(),
+        ];
+        Self::install_and_start(root, "mariadb", &args, Place::loopback(), true).await
+    }
+
     /// A server called `name` under `root`, in `place`, started with
     /// `extra_args` too (a replication pair's primary and replica).
     pub async fn start_named(root: &Path, name: &str, extra_args: &[String], place: Place) -> Self {
+        Self::install_and_start(root, name, extra_args, place, false).await
+    }
+
+    async fn install_and_start(
+        root: &Path,
+        name: &str,
+        extra_args: &[String],
+        place: Place,
+        tls_only: bool,
+    ) -> Self {
         let datadir = root.join(name);
         let log = root.join(format!("logs/{name}.log"));
         std::fs::create_dir_all(root.join("logs")).unwrap();
@@ -87,6 +114,7 @@ impl Mariadb {
             name: name.to_string(),
             extra_args: extra_args.to_vec(),
             place,
+            tls_only,
             datadir,
             root: root.to_path_buf(),
             log,
@@ -140,14 +168,10 @@ impl Mariadb {
         let started = Instant::now();
         self.process = Some(OwnedProcess::spawn(&name, cmd, &self.log));
         let url = self.url("mysql");
-        let log = self.log.clone();
-        wait_ready(
-            &name,
-            START_LIMIT,
-            || select_one(url.clone()),
-            || log_tail(&log, 30),
-        )
-        .await;
+        // The plain `SELECT 1` probe is refused by a TLS-only server.
+        let tls_port = self.tls_only.then_some((self.place.ip, self.port));
+        let probe = || select_one(url.clone());
+        wait_up(&name, START_LIMIT, tls_port, probe, (&self.log, 30)).await;
         println!(
             "  mariadbd :{} up in {} ms",
             self.port,
