@@ -56,6 +56,11 @@ fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // Before the configuration is read: the bench must never touch production.
+    #[cfg(feature = "bench")]
+    if let Some(Command::Bench(_)) = cli.command {
+        stockd::bench::refuse_production(&env_name())?;
+    }
     let settings = load_settings(&cli)?;
     match (&cli.command, cli.role) {
         (Some(Command::Config { action }), _) => config_job(action, &settings),

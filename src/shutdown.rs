@@ -1,6 +1,8 @@
 //! One shutdown signal for the whole process: SIGINT or SIGTERM cancels a token
 //! every role watches. Order on shutdown: readiness goes false, HTTP drains,
-//! consumers finish the batch in hand, then pools close.
+//! consumers finish the batch in hand, then pools close. (SIGHUP is no
+//! shutdown: with `http.tls` it re-reads the listener certificates,
+//! `roles/api/tls/reload.rs`.)
 
 use tokio_util::sync::CancellationToken;
 

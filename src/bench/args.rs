@@ -23,9 +23,14 @@ pub struct BenchArgs {
     #[arg(long)]
     pub demo: bool,
     /// Drive an already running stockd at this loopback base URL (e.g.
-    /// http://127.0.0.1:8080) instead of starting child processes.
+    /// http://127.0.0.1:8080, or https://localhost:8443 with --ca-file)
+    /// instead of starting child processes.
     #[arg(long, value_name = "URL")]
     pub target: Option<String>,
+    /// PEM CA that signed the certificate of an `https://` --target (the only
+    /// root trusted).
+    #[arg(long, value_name = "PEM", requires = "target")]
+    pub ca_file: Option<PathBuf>,
     /// Admin token of the `--target` stockd (default: `admin.token` from config).
     #[arg(long, env = "STOCKD_BENCH_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,

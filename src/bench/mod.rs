@@ -41,6 +41,18 @@ use drive::progress::note;
 use results::{Machine, Report};
 use stack::namespace::Namespace;
 
+/// Refuses `STOCKD_ENV=production` before anything is read or created: the
+/// bench creates SKUs, Redis keys and queues and drives load at full speed,
+/// none of which belongs near real stock.
+pub fn refuse_production(env: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        env != "production",
+        "`stockd bench` refuses to run with STOCKD_ENV=production: it creates SKUs and \
+         drives load (run it against a local or test stack)"
+    );
+    Ok(())
+}
+
 /// `stockd bench`: the demo, or the suite followed by its report (stdout and
 /// `--out-dir`); exits 1 when an invariant was violated.
 pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode> {

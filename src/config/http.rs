@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check;
 use super::Cidr;
+use super::ListenerTls;
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -21,11 +22,15 @@ pub struct HttpSettings {
     /// CIDRs of proxies whose `X-Forwarded-For` is believed (client IP for
     /// the per-IP limit and the audit trail); empty: the peer address counts.
     pub trusted_proxies: Vec<String>,
+    /// TLS on the public and the admin listener (`listener_tls.rs`).
+    pub tls: ListenerTls,
 }
 
 impl HttpSettings {
-    /// A body limit too small for any request, a bad CIDR or a bad listen address.
+    /// A body limit too small for any request, a bad CIDR, a bad listen
+    /// address or unusable TLS files.
     pub fn validate(&self) -> anyhow::Result<()> {
+        self.tls.validate()?;
         check::all(&[(
             self.max_body_bytes >= 64,
             "http.max_body_bytes",

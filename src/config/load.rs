@@ -2,6 +2,10 @@
 //! `STOCKD__SECTION__KEY` environment variables are merged as YAML trees, then
 //! deserialized once into [`Settings`] and validated section by section.
 //!
+//! The `…_file` variants of the secrets are resolved on the way
+//! (`secret_files.rs`): each layer's `x` or `x_file` shadows the other from
+//! the layers below, and the files are read after the merge.
+//!
 //! Merging trees before typing them is what lets `deny_unknown_fields` name a
 //! typo in any layer by its dotted key instead of ignoring it.
 
@@ -10,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde_yaml::{Mapping, Value};
 
-use super::{production, Settings};
+use super::{production, secret_files, Settings};
 
 /// Prefix of environment variables that override configuration keys.
 const ENV_PREFIX: &str = "STOCKD__";
@@ -29,17 +33,30 @@ impl Settings {
         vars: &[(String, String)],
     ) -> anyhow::Result<Self> {
         let mut tree = read_yaml(&dir.join("base.yaml"))?;
+        let base = tree.clone();
+        secret_files::shadow_lower_layers(&mut Value::Null, "config/base.yaml", |s, k| {
+            secret_files::yaml_sets(&base, s, k)
+        })?;
         let env_file = dir.join(format!("{env}.yaml"));
         if env_file.exists() {
-            merge(&mut tree, read_yaml(&env_file)?);
+            let layer = read_yaml(&env_file)?;
+            let name = format!("config/{env}.yaml");
+            secret_files::shadow_lower_layers(&mut tree, &name, |s, k| {
+                secret_files::yaml_sets(&layer, s, k)
+            })?;
+            merge(&mut tree, layer);
         } else if env != "local" {
             bail!("STOCKD_ENV={env} but {} does not exist", env_file.display());
         }
+        secret_files::shadow_lower_layers(&mut tree, "the environment", |s, k| {
+            env_sets(vars, s, k)
+        })?;
         for (name, raw) in vars {
             if let Some(path) = name.strip_prefix(ENV_PREFIX) {
                 apply_env_override(&mut tree, path, raw)?;
             }
         }
+        secret_files::read_secret_files(&mut tree)?;
         let settings: Settings = serde_path_to_error::deserialize(tree).map_err(|err| {
             anyhow::anyhow!(
                 "invalid configuration key `{}`: {}",
@@ -65,6 +82,14 @@ pub fn config_dir() -> PathBuf {
 /// The environment name: `STOCKD_ENV` or `local`.
 pub fn env_name() -> String {
     std::env::var("STOCKD_ENV").unwrap_or_else(|_| "local".into())
+}
+
+/// Whether `vars` set `section.key` (`STOCKD__SECTION__KEY`, any case) to
+/// something other than blank.
+fn env_sets(vars: &[(String, String)], section: &str, key: &str) -> bool {
+    let name = format!("{ENV_PREFIX}{section}__{key}");
+    vars.iter()
+        .any(|(var, raw)| var.eq_ignore_ascii_case(&name) && !raw.trim().is_empty())
 }
 
 fn read_yaml(path: &Path) -> anyhow::Result<Value> {

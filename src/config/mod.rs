@@ -9,7 +9,10 @@
 //!   their scopes), `mysql.rs`, `redis.rs`, `amqp.rs`, `pipeline.rs`
 //!   (reservation, relay, consumer, closer, soldout),
 //!   `reconcile.rs`, `telemetry.rs` (metrics, logging); `tls_files.rs` is the
-//!   `tls` subsection they share;
+//!   `tls` subsection they share; `listener_tls.rs` is `http.tls`, TLS on
+//!   stockd's own listeners;
+//! - `secret_files.rs`: `…_file` variants of the secrets (`admin.token_file`,
+//!   `mysql.url_file`, …), resolved while the layers merge;
 //! - `production.rs`: what only `STOCKD_ENV=production` refuses;
 //! - `redact.rs`: secrets replaced in `config print` and in `{:?}`;
 //! - `check.rs` (how a refusal is worded), `cidr.rs` (`http.trusted_proxies`).
@@ -23,6 +26,7 @@ mod auth;
 mod check;
 mod cidr;
 mod http;
+mod listener_tls;
 mod load;
 mod mysql;
 mod pipeline;
@@ -30,6 +34,7 @@ mod production;
 mod reconcile;
 mod redact;
 mod redis;
+mod secret_files;
 mod telemetry;
 mod tls_files;
 
@@ -37,6 +42,7 @@ pub use self::amqp::AmqpSettings;
 pub use self::auth::{AuthSettings, ClientSettings, Scope, TOKEN_SHA256_HEX_LEN};
 pub use self::cidr::Cidr;
 pub use self::http::{AdminSettings, HttpSettings, LimitSettings};
+pub use self::listener_tls::{read_certificates, read_private_key, ListenerTls};
 pub use self::load::{config_dir, env_name};
 pub use self::mysql::{MysqlSettings, MysqlTls};
 pub use self::pipeline::{

@@ -8,7 +8,9 @@ use stockd::ops::invariants::{self, InvariantReport};
 use crate::helpers::TestApp;
 
 async fn audit(app: &TestApp) -> InvariantReport {
-    invariants::run(&app.res, &[], &mut |_, _| {}).await.unwrap()
+    invariants::run(&app.res, &[], &mut |_, _| {})
+        .await
+        .unwrap()
 }
 
 /// Two buyers reserve, one confirms, one cancels; once drained every check
@@ -65,7 +67,12 @@ async fn a_redis_available_changed_behind_its_back_fails_stores_agree() {
     app.wait_drained(1).await;
     app.redis_incr_available(1, 3).await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [invariants::STORES_AGREE], "{}", report.table());
+    assert_eq!(
+        report.failed(),
+        [invariants::STORES_AGREE],
+        "{}",
+        report.table()
+    );
     let check = report.check(invariants::STORES_AGREE).unwrap();
     assert_eq!(check.violations, 1);
     assert!(check.details[0].contains("Redis available 11 != MySQL available_stock 8"));
@@ -127,7 +134,12 @@ async fn a_buyer_over_the_limit_fails_buyer_limit_only() {
     let user = keys.user(sku, stockd::domain::UserId::new(7).unwrap());
     app.redis_cmd(&["HINCRBY", &user, "n", "1"]).await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [invariants::BUYER_LIMIT], "{}", report.table());
+    assert_eq!(
+        report.failed(),
+        [invariants::BUYER_LIMIT],
+        "{}",
+        report.table()
+    );
     let check = report.check(invariants::BUYER_LIMIT).unwrap();
     assert_eq!(check.violations, 1);
     assert_eq!(
@@ -176,7 +188,12 @@ async fn a_dead_lettered_message_fails_dlq_empty() {
     })
     .await;
     let report = audit(&app).await;
-    assert_eq!(report.failed(), [invariants::DLQ_EMPTY], "{}", report.table());
+    assert_eq!(
+        report.failed(),
+        [invariants::DLQ_EMPTY],
+        "{}",
+        report.table()
+    );
     let check = report.check(invariants::DLQ_EMPTY).unwrap();
     assert_eq!(check.violations, 1);
     assert!(check.details[0].contains("poison message"), "{check:?}");

@@ -85,3 +85,20 @@ fn a_production_build_refuses_the_bench_and_says_why() {
     assert!(text.contains("not in this build"), "{text}");
     assert!(text.contains("--no-default-features"), "{text}");
 }
+
+/// `stockd bench` with `STOCKD_ENV=production` stops before it reads the
+/// configuration or creates anything (not even its `--out-dir`), and says why.
+#[cfg(feature = "bench")]
+#[test]
+fn the_bench_refuses_production_before_creating_anything() {
+    let out_dir = std::env::temp_dir().join(format!("stockd-bench-prod-{}", std::process::id()));
+    let out_arg = out_dir.display().to_string();
+    let (code, text) = stockd(
+        &["bench", "--requests", "1", "--out-dir", &out_arg],
+        &[("STOCKD_ENV", "production")],
+    );
+    assert_ne!(code, 0, "{text}");
+    assert!(text.contains("STOCKD_ENV=production"), "{text}");
+    assert!(text.contains("creates SKUs"), "the reason is named: {text}");
+    assert!(!out_dir.exists(), "the bench created {}", out_dir.display());
+}

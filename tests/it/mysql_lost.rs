@@ -122,7 +122,9 @@ async fn work_mysql_lost_is_found_on_the_second_look_and_reapplied() {
         let after = app.reconcile(false).await;
         assert_eq!(after.skus[0].verdict, Verdict::Ok, "{:?}", after.skus[0]);
     }
-    let report = invariants::run(&app.res, &[], &mut |_, _| {}).await.unwrap();
+    let report = invariants::run(&app.res, &[], &mut |_, _| {})
+        .await
+        .unwrap();
     assert!(report.ok, "{report:?}");
     app.finish_conserved(1).await;
 }

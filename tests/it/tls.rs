@@ -3,7 +3,7 @@
 //! with a PKI generated at test time (`certs`; servers: tests/support/servers). A test whose
 //! server cannot run here prints `SKIPPED: <why>` and returns.
 
-mod certs;
+pub(crate) mod certs;
 
 use std::cell::RefCell;
 use std::time::Duration;

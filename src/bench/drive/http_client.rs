@@ -4,14 +4,14 @@
 //! Why hand-written: the load generator shares a 2-core machine with the system
 //! under test, so every microsecond it spends is taken from stockd. The requests
 //! are ours (small JSON bodies with `Content-Length`, one request in flight per
-//! connection), so a general client's flexibility buys nothing. It uses only
-//! tokio's `net` feature: readiness plus `try_read`/`try_write`.
+//! connection), so a general client's flexibility buys nothing. The bytes go
+//! over [`Transport`]: plain TCP, or TLS to an `https://` target.
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use super::transport::{Transport, READ_CHUNK_BYTES};
 
 /// A request that takes longer than this is counted as a transport failure: on
 /// loopback even a saturated stockd answers in well under a second.
@@ -20,8 +20,6 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const HEAD_MAX_BYTES: usize = 16 * 1024;
 /// Largest response body accepted; stockd's bodies are under a kilobyte.
 const BODY_MAX_BYTES: usize = 1024 * 1024;
-/// Read buffer growth step.
-const READ_CHUNK_BYTES: usize = 4096;
 
 /// One response: status and body (the head is not kept).
 #[derive(Debug)]
@@ -41,7 +39,7 @@ impl Response {
 /// One keep-alive connection; reconnects when the server closed it.
 pub struct HttpConn {
     addr: SocketAddr,
-    stream: Option<TcpStream>,
+    stream: Option<Transport>,
     buf: Vec<u8>,
 }
 
@@ -86,13 +84,11 @@ impl HttpConn {
 
     async fn exchange(&mut self, wire: &[u8]) -> io::Result<Response> {
         if self.stream.is_none() {
-            let stream = TcpStream::connect(self.addr).await?;
-            stream.set_nodelay(true)?;
-            self.stream = Some(stream);
+            self.stream = Some(Transport::connect(self.addr).await?);
             self.buf.clear();
         }
-        let stream = self.stream.as_ref().expect("connected above");
-        write_all(stream, wire).await?;
+        let stream = self.stream.as_mut().expect("connected above");
+        stream.write_all(wire).await?;
         let head_end = loop {
             if let Some(end) = find(&self.buf, b"\r\n\r\n") {
                 break end + 4;
@@ -100,7 +96,7 @@ impl HttpConn {
             if self.buf.len() > HEAD_MAX_BYTES {
                 return Err(invalid("response head too large"));
             }
-            read_more(stream, &mut self.buf).await?;
+            stream.read_more(&mut self.buf).await?;
         };
         let head = Head::parse(&self.buf[..head_end])?;
         self.buf.drain(..head_end);
@@ -112,7 +108,7 @@ impl HttpConn {
                 return Err(invalid("response body too large"));
             }
             while self.buf.len() < len {
-                read_more(stream, &mut self.buf).await?;
+                stream.read_more(&mut self.buf).await?;
             }
             self.buf.drain(..len).collect()
         };
@@ -168,14 +164,14 @@ impl Head {
 }
 
 /// Decodes a chunked body (stockd sends sized bodies; this is for robustness).
-async fn read_chunked(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<Vec<u8>> {
+async fn read_chunked(stream: &mut Transport, buf: &mut Vec<u8>) -> io::Result<Vec<u8>> {
     let mut body = Vec::new();
     loop {
         let line_end = loop {
             if let Some(end) = find(buf, b"\r\n") {
                 break end;
             }
-            read_more(stream, buf).await?;
+            stream.read_more(buf).await?;
         };
         let size_text = std::str::from_utf8(&buf[..line_end]).map_err(|_| invalid("chunk"))?;
         let size_hex = size_text.split(';').next().unwrap_or_default().trim();
@@ -184,50 +180,12 @@ async fn read_chunked(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<Vec<u
             return Err(invalid("response body too large"));
         }
         while buf.len() < line_end + 2 + size + 2 {
-            read_more(stream, buf).await?;
+            stream.read_more(buf).await?;
         }
         body.extend_from_slice(&buf[line_end + 2..line_end + 2 + size]);
         buf.drain(..line_end + 2 + size + 2);
         if size == 0 {
             return Ok(body);
-        }
-    }
-}
-
-async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
-    while !bytes.is_empty() {
-        stream.writable().await?;
-        match stream.try_write(bytes) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
-    loop {
-        stream.readable().await?;
-        let start = buf.len();
-        buf.resize(start + READ_CHUNK_BYTES, 0);
-        match stream.try_read(&mut buf[start..]) {
-            Ok(0) => {
-                buf.truncate(start);
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "server closed the connection",
-                ));
-            }
-            Ok(n) => {
-                buf.truncate(start + n);
-                return Ok(());
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => buf.truncate(start),
-            Err(e) => {
-                buf.truncate(start);
-                return Err(e);
-            }
         }
     }
 }
@@ -240,17 +198,11 @@ fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
 
-/// Resolves `http://host:port` to a loopback socket address. The benchmark
-/// drives loopback only: it must never load a shared or remote server.
+/// Resolves `http://host:port` (or `https://`) to a loopback socket address.
+/// The benchmark drives loopback only: it must never load a shared or remote
+/// server.
 pub async fn loopback_addr(base_url: &str) -> anyhow::Result<SocketAddr> {
-    let rest = base_url
-        .strip_prefix("http://")
-        .ok_or_else(|| anyhow::anyhow!("--target must be an http:// URL, got {base_url}"))?;
-    let host_port = rest.trim_end_matches('/');
-    anyhow::ensure!(
-        !host_port.contains('/'),
-        "--target must be a base URL without a path, got {base_url}"
-    );
+    let host_port = host_port(base_url)?;
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(host_port).await?.collect();
     addrs
         .into_iter()
@@ -258,8 +210,25 @@ pub async fn loopback_addr(base_url: &str) -> anyhow::Result<SocketAddr> {
         .ok_or_else(|| anyhow::anyhow!("--target {base_url} is not a loopback address"))
 }
 
+/// `host:port` of an `http://` or `https://` base URL without a path.
+pub fn host_port(base_url: &str) -> anyhow::Result<&str> {
+    let rest = base_url
+        .strip_prefix("http://")
+        .or_else(|| base_url.strip_prefix("https://"))
+        .ok_or_else(|| {
+            anyhow::anyhow!("--target must be an http:// or https:// URL, got {base_url}")
+        })?;
+    let host_port = rest.trim_end_matches('/');
+    anyhow::ensure!(
+        !host_port.contains('/'),
+        "--target must be a base URL without a path, got {base_url}"
+    );
+    Ok(host_port)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::transport::{read_more, write_all};
     use super::*;
 
     /// A fake server that answers two requests on one connection: a sized
@@ -306,7 +275,8 @@ mod tests {
     async fn only_loopback_targets_are_accepted() {
         assert!(loopback_addr("http://127.0.0.1:8080").await.is_ok());
         assert!(loopback_addr("http://127.0.0.1:8080/v1").await.is_err());
-        assert!(loopback_addr("https://127.0.0.1:8080").await.is_err());
+        assert!(loopback_addr("https://127.0.0.1:8080").await.is_ok());
+        assert!(loopback_addr("ftp://127.0.0.1:8080").await.is_err());
         assert!(loopback_addr("http://10.1.2.3:8080").await.is_err());
     }
 }

@@ -395,6 +395,28 @@ async fn target(
     Ok(ok)
 }
 
+/// An `https://` target's TLS, trusting `--ca-file` (which plain `http://` refuses).
+fn register_tls(
+    url: &str,
+    addr: SocketAddr,
+    ca_file: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let https = url.starts_with("https://");
+    match (https, ca_file) {
+        (false, None) => Ok(()),
+        (false, Some(_)) => anyhow::bail!("--ca-file is for an https:// --target, got {url}"),
+        (true, None) => anyhow::bail!("an https:// --target needs --ca-file <pem>"),
+        (true, Some(ca)) => {
+            let host_port = crate::bench::drive::http_client::host_port(url)?;
+            let host = host_port
+                .rsplit_once(':')
+                .map_or(host_port, |(host, _)| host);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            crate::bench::drive::tls_target::register(addr, host, ca)
+        }
+    }
+}
+
 /// `--target`'s loopback address, admin token and client token (`--token`,
 /// `--token-file`; none for a target with `auth.required` false).
 async fn target_access(
@@ -403,6 +425,7 @@ async fn target_access(
     url: &str,
 ) -> anyhow::Result<(SocketAddr, String, Option<String>)> {
     let addr = crate::bench::drive::http_client::loopback_addr(url).await?;
+    register_tls(url, addr, args.ca_file.as_deref())?;
     let token = args
         .admin_token
         .clone()

@@ -1,5 +1,7 @@
 //! `stockd --role api`: the HTTP front. The app factory is shared by `main` and
 //! the in-process integration tests, so tests exercise exactly what ships.
+//! Both listeners (public, and admin when `admin.bind` is set) speak TLS when
+//! `http.tls` is on (`tls/`).
 
 pub mod audit;
 pub mod auth;
@@ -9,6 +11,7 @@ pub mod ip_guard;
 pub mod ip_limit;
 pub mod problem;
 pub mod routes;
+pub mod tls;
 pub mod views;
 
 use std::net::TcpListener;
@@ -35,7 +38,7 @@ pub struct ApiState {
     /// Publishes outbox entries (group commit) and queues their removal.
     pub group_commit: GroupCommit,
     /// Local sold-out flags (contract §7); `None` when `soldout.enabled` is false.
-    pub soldout: Option<std::sync::Arc<SoldOutBoard>>,
+    pub soldout: Option<Arc<SoldOutBoard>>,
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
     pub draining: AtomicBool,
     pub metrics: PrometheusHandle,
@@ -71,6 +74,8 @@ pub struct ApiHandle {
     /// The admin listener's address when `admin.bind` is set.
     pub admin_addr: Option<std::net::SocketAddr>,
     pub state: web::Data<ApiState>,
+    /// The listeners' certificates when `http.tls` is on (SIGHUP re-reads them).
+    pub listener_certs: Option<Arc<tls::certs::ListenerCerts>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     admin_server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -89,8 +94,9 @@ impl ApiHandle {
     }
 }
 
-/// Starts the api role on `listener`: HTTP server, outbox acker, relay. It stops
-/// when `cancel` fires: readiness false first, then HTTP drains, then the
+/// Starts the api role on `listener`: HTTP(S) server(s), outbox acker,
+/// relay, sold-out subscriber, SIGHUP reload of the TLS files. It stops when
+/// `cancel` fires: readiness false first, then HTTP drains, then the
 /// background tasks finish.
 pub fn start(
     res: Resources,
@@ -99,6 +105,57 @@ pub fn start(
     cancel: CancellationToken,
 ) -> std::io::Result<ApiHandle> {
     let addr = listener.local_addr()?;
+    let (group, mut tasks) = spawn_outbox(&res, &cancel);
+    let soldout = spawn_soldout(&res, &cancel, &mut tasks);
+    let tls = listener_tls(&res.settings.http.tls)?;
+    if let Some(tls) = &tls {
+        tasks.push(tls::reload::on_sighup(
+            tls.certs.clone(),
+            cancel.child_token(),
+        )?);
+    }
+    let http = res.settings.http.clone();
+    let admin_listener = match &res.settings.admin.bind {
+        Some(bind) => Some(TcpListener::bind(bind)?),
+        None => None,
+    };
+    let state = web::Data::new(api_state(res, reconciler, group, soldout));
+    let tls_server = tls.as_ref().map(|tls| &tls.server);
+    let public_set = match admin_listener {
+        Some(_) => routes::RouteSet::Public,
+        None => routes::RouteSet::All,
+    };
+    let server = serve(&state, &http, listener, public_set, tls_server)?;
+    let mut handles = vec![server.handle()];
+    let mut admin_addr = None;
+    let admin_server = match admin_listener {
+        Some(admin_listener) => {
+            admin_listener.set_nonblocking(true)?;
+            admin_addr = Some(admin_listener.local_addr()?);
+            let set = routes::RouteSet::Admin;
+            let admin = serve(&state, &http, admin_listener, set, tls_server)?;
+            handles.push(admin.handle());
+            Some(tokio::spawn(admin))
+        }
+        None => None,
+    };
+    drain_on_cancel(state.clone(), handles, cancel);
+    Ok(ApiHandle {
+        addr,
+        admin_addr,
+        state,
+        listener_certs: tls.map(|tls| tls.certs),
+        tasks,
+        server: tokio::spawn(server),
+        admin_server,
+    })
+}
+
+/// The outbox's group commit, acker and relay; their tasks.
+fn spawn_outbox(
+    res: &Resources,
+    cancel: &CancellationToken,
+) -> (GroupCommit, Vec<tokio::task::JoinHandle<()>>) {
     let (acker, acker_task) = OutboxAcker::spawn(res.redis.clone(), cancel.child_token());
     let amqp = &res.settings.amqp;
     let (group, group_task) = GroupCommit::spawn(
@@ -113,33 +170,61 @@ pub fn start(
     );
     let relay = Relay::new(res.redis.clone(), group.clone(), res.settings.relay.clone());
     let relay_task = tokio::spawn(relay.run_until_stopped(cancel.child_token()));
-    let http = res.settings.http.clone();
-    let mut tasks = vec![acker_task, relay_task, group_task];
-    let soldout = res.settings.soldout.enabled.then(|| {
-        let ttl = Duration::from_millis(res.settings.soldout.flag_ttl_ms);
-        let board = std::sync::Arc::new(SoldOutBoard::new(
-            res.redis.clone(),
-            ttl,
-            res.settings.soldout.max_tracked_winners,
-        ));
-        let listener = subscriber::run_until_stopped(
-            board.clone(),
-            res.redis.clone(),
-            ttl / 2,
-            cancel.child_token(),
-        );
-        tasks.push(tokio::spawn(listener));
-        board
-    });
+    (group, vec![acker_task, relay_task, group_task])
+}
+
+/// The local sold-out board and its subscriber task, when `soldout.enabled`.
+fn spawn_soldout(
+    res: &Resources,
+    cancel: &CancellationToken,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Option<Arc<SoldOutBoard>> {
+    let settings = &res.settings.soldout;
+    if !settings.enabled {
+        return None;
+    }
+    let ttl = Duration::from_millis(settings.flag_ttl_ms);
+    let board = Arc::new(SoldOutBoard::new(
+        res.redis.clone(),
+        ttl,
+        settings.max_tracked_winners,
+    ));
+    let listener = subscriber::run_until_stopped(
+        board.clone(),
+        res.redis.clone(),
+        ttl / 2,
+        cancel.child_token(),
+    );
+    tasks.push(tokio::spawn(listener));
+    Some(board)
+}
+
+/// The listeners' TLS when `http.tls` is on; a refusal names its key.
+fn listener_tls(
+    settings: &crate::config::ListenerTls,
+) -> std::io::Result<Option<tls::ListenerTlsConfig>> {
+    if !settings.is_on() {
+        return Ok(None);
+    }
+    tls::server_config(settings)
+        .map(Some)
+        .map_err(|err| std::io::Error::other(format!("{err:#}")))
+}
+
+fn api_state(
+    res: Resources,
+    reconciler: Arc<Reconciler>,
+    group_commit: GroupCommit,
+    soldout: Option<Arc<SoldOutBoard>>,
+) -> ApiState {
     let limits = &res.settings.limits;
     let ip_limiter = ip_limit::IpLimiter::new(limits.per_ip_rps, limits.per_ip_burst);
     let trusted = client_ip::TrustedProxies::new(&res.settings.http.trusted_proxies);
     let auth = auth::Gate::from_settings(&res.settings);
-    let admin_bind = res.settings.admin.bind.clone();
-    let state = web::Data::new(ApiState {
+    ApiState {
         res,
         reconciler,
-        group_commit: group,
+        group_commit,
         soldout,
         draining: AtomicBool::new(false),
         metrics: crate::telemetry::metrics_handle(),
@@ -147,50 +232,34 @@ pub fn start(
         trusted,
         auth,
         console: Default::default(),
-    });
-    let (public_set, admin_listener) = match &admin_bind {
-        Some(bind) => (routes::RouteSet::Public, Some(TcpListener::bind(bind)?)),
-        None => (routes::RouteSet::All, None),
-    };
-    let server = serve(&state, &http, listener, public_set)?;
-    let mut handles = vec![server.handle()];
-    let mut admin_addr = None;
-    let admin_server = match admin_listener {
-        Some(admin_listener) => {
-            admin_listener.set_nonblocking(true)?;
-            admin_addr = Some(admin_listener.local_addr()?);
-            let admin = serve(&state, &http, admin_listener, routes::RouteSet::Admin)?;
-            handles.push(admin.handle());
-            Some(tokio::spawn(admin))
-        }
-        None => None,
-    };
-    let drain_state = state.clone();
+    }
+}
+
+/// On `cancel`: readiness false, one probe period, then every server drains.
+fn drain_on_cancel(
+    state: web::Data<ApiState>,
+    handles: Vec<actix_web::dev::ServerHandle>,
+    cancel: CancellationToken,
+) {
     tokio::spawn(async move {
         cancel.cancelled().await;
-        drain_state.draining.store(true, Ordering::SeqCst);
+        state.draining.store(true, Ordering::SeqCst);
         // Give load balancers one probe period to see /readyz fail before closing.
         tokio::time::sleep(READINESS_GRACE).await;
         for handle in handles {
             handle.stop(true).await;
         }
     });
-    Ok(ApiHandle {
-        addr,
-        admin_addr,
-        state,
-        tasks,
-        server: tokio::spawn(server),
-        admin_server,
-    })
 }
 
-/// One HTTP server on `listener` serving the routes of `set`.
+/// One HTTP server on `listener` serving the routes of `set`; over TLS when
+/// `tls` is given.
 fn serve(
     state: &web::Data<ApiState>,
     http: &crate::config::HttpSettings,
     listener: TcpListener,
     set: routes::RouteSet,
+    tls: Option<&rustls::ServerConfig>,
 ) -> std::io::Result<actix_web::dev::Server> {
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
@@ -206,7 +275,13 @@ fn serve(
     if http.workers > 0 {
         server = server.workers(http.workers);
     }
-    Ok(server.listen(listener)?.run())
+    let server = match tls {
+        Some(tls) => server
+            .on_connect(tls::remember_peer_subject)
+            .listen_rustls_0_23(listener, tls.clone())?,
+        None => server.listen(listener)?,
+    };
+    Ok(server.run())
 }
 
 /// Time between readiness turning false and the listener closing.

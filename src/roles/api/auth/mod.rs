@@ -25,10 +25,10 @@ use super::ip_limit::RateLimiter;
 use crate::config::{Scope, Settings};
 
 /// The subject of the client certificate a TLS listener verified for this
-/// connection (mutual TLS, `http.tls.client_ca_file`). Inserted by the TLS
-/// layer as connection data (`HttpServer::on_connect`) or as a request
-/// extension, only once the certificate chain was verified; a client whose
-/// `cert_subject` equals it is authenticated without a token.
+/// connection (mutual TLS, `http.tls.client_ca_file`): its subject's Common
+/// Name, kept as connection data by `tls::remember_peer_subject` only once the
+/// chain was verified; a client whose `cert_subject` equals it is
+/// authenticated without a token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerSubject(pub String);
 
