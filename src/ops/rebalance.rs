@@ -35,13 +35,13 @@ pub async fn rebalance(
     sku: SkuId,
     now_secs: u64,
 ) -> Result<Rebalanced, RedisError> {
-    let layout = redis.layout(sku).await?;
+    let layout = redis.buckets().layout(sku).await?;
     let mut done = Rebalanced::default();
     if !layout.is_split() {
         return Ok(done);
     }
     for bucket in layout.buckets() {
-        for pending in redis.pending_transfers(&layout, bucket).await? {
+        for pending in redis.buckets().pending_transfers(&layout, bucket).await? {
             let age = now_secs.saturating_sub(pending.at_secs);
             if age < ABANDONED_AFTER_SECS {
                 continue;
@@ -54,11 +54,13 @@ pub async fn rebalance(
             }
             use crate::redis::buckets::transfer::Credited;
             match redis
+                .buckets()
                 .credit(&layout, pending.dest, &pending.id, pending.units)
                 .await?
             {
                 Credited::Applied | Credited::Already => {
                     redis
+                        .buckets()
                         .settle(&layout, Holder::Bucket(bucket), &pending.id)
                         .await?;
                     done.finished += 1;
@@ -69,7 +71,7 @@ pub async fn rebalance(
             }
         }
     }
-    let Some(stock) = redis.split_stock(&layout).await? else {
+    let Some(stock) = redis.buckets().split_stock(&layout).await? else {
         return Ok(done);
     };
     if stock.in_transfer {
@@ -89,10 +91,10 @@ pub async fn rebalance(
         if !stranded {
             return Ok(done);
         }
-        done.reclaimed = redis.reclaim(&layout, None).await?;
+        done.reclaimed = redis.buckets().reclaim(&layout, None).await?;
     }
     for bucket in drained {
-        redis.set_drained(&layout, bucket, false).await?;
+        redis.buckets().set_drained(&layout, bucket, false).await?;
         done.undrained += 1;
     }
     if done != Rebalanced::default() {

@@ -54,14 +54,14 @@ pub async fn refresh(res: &Resources) {
     }
     // "stockd nodes seen" in the console.
     let _ = crate::ops::overview::nodes::heartbeat(&res.redis).await;
-    if let Ok(skus) = res.redis.registered_skus().await {
+    if let Ok(skus) = res.redis.skus().registered_skus().await {
         let mut backlog = 0;
         let mut oldest_ms: u64 = 0;
         let now_ms = res.redis.now_ms().await.unwrap_or(0);
         for sku in skus {
-            backlog += res.redis.outbox_len(sku).await.unwrap_or(0);
+            backlog += res.redis.outbox().len(sku).await.unwrap_or(0);
             // Stream ids are Redis TIME in ms: the first entry's id is its age.
-            if let Ok(first) = res.redis.outbox_stale(sku, 0, 1).await {
+            if let Ok(first) = res.redis.outbox().stale(sku, 0, 1).await {
                 if let Some(ms) = first
                     .first()
                     .and_then(|e| e.id.split('-').next()?.parse::<u64>().ok())
@@ -101,7 +101,7 @@ pub async fn refresh(res: &Resources) {
     );
     for raw in &res.settings.metrics.sku_allowlist {
         let Ok(sku) = SkuId::new(*raw) else { continue };
-        if let Ok(Some(snapshot)) = res.redis.sku(sku).await {
+        if let Ok(Some(snapshot)) = res.redis.skus().sku(sku).await {
             metrics::gauge!("stockd_sku_available", "sku" => sku.to_string())
                 .set(snapshot.available as f64);
             // A split SKU: where its stock sits (`redis/buckets`).

@@ -153,7 +153,7 @@ async fn decide(
     let known = ledger::find(&mut conn, sku_id, request_id).await?;
     let pending_apply = match known {
         Some(_) => None,
-        None => match redis.reservation(sku_id, request_id).await? {
+        None => match redis.reservations().reservation(sku_id, request_id).await? {
             // A CONFIRMED record whose row MySQL lost is applied like a
             // reserved one, then confirmed (see the module doc).
             Some(r)
@@ -245,6 +245,7 @@ async fn mirror_then_clear_later(db: &Db, redis: &RedisStore, row: &LedgerRow) {
 async fn mirror_to_redis(redis: &RedisStore, row: &LedgerRow) -> bool {
     let returns_stock = ledger::reason::rejection_returns_stock(row.reason.as_deref());
     let mirrored = redis
+        .reservations()
         .finish(
             row.sku_id,
             &row.request_id,
@@ -284,7 +285,7 @@ async fn clear_pending(db: &Db, row: &LedgerRow) {
 /// drained meanwhile (their buyers refused SOLD_OUT), put stock back within
 /// their reach now rather than at the reconciler's next pass.
 async fn reopen_split_sku(redis: &RedisStore, sku_id: SkuId) {
-    match redis.layout(sku_id).await {
+    match redis.buckets().layout(sku_id).await {
         Ok(layout) if layout.is_split() => {}
         _ => return,
     }
