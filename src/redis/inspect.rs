@@ -4,9 +4,9 @@
 //! the winners set is walked with `SSCAN ... COUNT`, so an audit never blocks
 //! Redis for long. Nothing here writes.
 
-use deadpool_redis::redis;
-
 use std::sync::Arc;
+
+use deadpool_redis::redis;
 
 use super::buckets::Buckets;
 use super::core::Core;

@@ -3,17 +3,14 @@
 //! relay read entries the same way, with the commands that trim the outbox.
 
 use std::collections::HashMap;
-
-use crate::domain::Deduction;
-use crate::domain::{RequestId, SkuId, UserId};
+use std::sync::Arc;
 
 use deadpool_redis::redis;
-
-use std::sync::Arc;
 
 use super::buckets::Buckets;
 use super::core::Core;
 use super::RedisError;
+use crate::domain::{Deduction, RequestId, SkuId, UserId};
 
 /// One outbox stream: a SKU's, or one bucket's of a split SKU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -2,16 +2,14 @@
 //! finish script that mirrors MySQL's decision, and the reservation record.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use deadpool_redis::redis;
 
 use super::buckets::transfer::count_round_trip;
-use super::buckets::{Layout, Refill, RefillEnd};
-use super::reply::{parse_reserve_reply, ReserveRequest};
-use std::sync::Arc;
-
-use super::buckets::Buckets;
+use super::buckets::{Buckets, Layout, Refill, RefillEnd};
 use super::core::Core;
+use super::reply::{parse_reserve_reply, ReserveRequest};
 use super::RedisError;
 use crate::domain::{RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId};
 

@@ -1,11 +1,11 @@
 //! The SKU aggregate in Redis: loading stock and limit, the registry of loaded
 //! SKUs, the stock view, the sold-out flag and the winners set.
 
+use std::sync::Arc;
+
 use deadpool_redis::redis;
 
 use super::buckets::{BucketStock, Buckets, Layout};
-use std::sync::Arc;
-
 use super::core::Core;
 use super::RedisError;
 use crate::domain::SkuId;
