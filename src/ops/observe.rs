@@ -137,7 +137,7 @@ async fn observe_unbounded(
     max_winners: usize,
 ) -> Result<Observation, ObserveError> {
     let mut conn = db.conn().await?;
-    let available_before = redis.sku(sku_id).await?.map(|s| s.available);
+    let available_before = redis.skus().sku(sku_id).await?.map(|s| s.available);
     let mut tx = conn
         .start_transaction(snapshot_opts())
         .await
@@ -149,7 +149,7 @@ async fn observe_unbounded(
     let buyers_over_limit = ledger::buyers_over_limit(&mut tx, sku_id, row.limit_per_user)
         .await?
         .len() as i64;
-    let snapshot = redis.snapshot(sku_id, max_winners).await?;
+    let snapshot = redis.drift().snapshot(sku_id, max_winners).await?;
     let explained = match snapshot.as_ref().and_then(|s| s.winners.as_ref()) {
         Some(winners) => {
             let ids: Vec<&str> = winners.iter().map(|w| w.request_id.as_str()).collect();
@@ -269,7 +269,7 @@ const MISSING_MARGIN_MS: u64 = 60_000;
 /// Rows reserved after this time must still have their record in Redis.
 async fn recent_since_ms(redis: &RedisStore) -> Result<u64, ObserveError> {
     let now_ms = redis.now_ms().await?;
-    Ok(now_ms.saturating_sub(redis.record_lifetime_ms()) + MISSING_MARGIN_MS)
+    Ok(now_ms.saturating_sub(redis.reservations().record_lifetime_ms()) + MISSING_MARGIN_MS)
 }
 
 /// Of `live` (ledger rows recent enough that Redis must still hold their

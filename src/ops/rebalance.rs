@@ -37,7 +37,7 @@ pub async fn rebalance(
     sku: SkuId,
     now_secs: u64,
 ) -> Result<Rebalanced, RedisError> {
-    let layout = redis.layout(sku).await?;
+    let layout = redis.buckets().layout(sku).await?;
     let mut done = Rebalanced::default();
     if !layout.is_split() {
         return Ok(done);
@@ -65,7 +65,7 @@ async fn finish_abandoned(
     let sku = layout.sku();
     let mut finished = 0;
     for bucket in layout.buckets() {
-        for pending in redis.pending_transfers(layout, bucket).await? {
+        for pending in redis.buckets().pending_transfers(layout, bucket).await? {
             let age = now_secs.saturating_sub(pending.at_secs);
             if age < ABANDONED_AFTER_SECS {
                 continue;
@@ -77,11 +77,13 @@ async fn finish_abandoned(
                 continue;
             }
             match redis
+                .buckets()
                 .credit(layout, pending.dest, &pending.id, pending.units)
                 .await?
             {
                 Credited::Applied | Credited::Already => {
                     redis
+                        .buckets()
                         .settle(layout, Holder::Bucket(bucket), &pending.id)
                         .await?;
                     finished += 1;
@@ -103,7 +105,7 @@ async fn put_within_reach(
     redis: &RedisStore,
     layout: &Layout,
 ) -> Result<Option<Rebalanced>, RedisError> {
-    let Some(stock) = redis.split_stock(layout).await? else {
+    let Some(stock) = redis.buckets().split_stock(layout).await? else {
         return Ok(None);
     };
     if stock.in_transfer {
@@ -124,10 +126,10 @@ async fn put_within_reach(
         if !stranded {
             return Ok(None);
         }
-        reached.reclaimed = redis.reclaim(layout, None).await?;
+        reached.reclaimed = redis.buckets().reclaim(layout, None).await?;
     }
     for bucket in drained {
-        redis.set_drained(layout, bucket, false).await?;
+        redis.buckets().set_drained(layout, bucket, false).await?;
         reached.undrained += 1;
     }
     Ok(Some(reached))

@@ -37,7 +37,7 @@ pub async fn rebuild_buyer_side(
     sku_id: SkuId,
 ) -> Result<RebuildCounts, RebuildError> {
     let now_ms = redis.now_ms().await?;
-    let lifetime_ms = redis.record_lifetime_ms();
+    let lifetime_ms = redis.reservations().record_lifetime_ms();
     let window_start_ms = now_ms.saturating_sub(lifetime_ms);
     let mut counts = RebuildCounts::default();
     let mut after = String::new();
@@ -66,7 +66,7 @@ pub async fn rebuild_buyer_side(
                 })
             })
             .collect();
-        counts.add(redis.rebuild_batch(sku_id, &rows).await?);
+        counts.add(redis.drift().rebuild_batch(sku_id, &rows).await?);
         if page.len() < PAGE_ROWS {
             break;
         }

@@ -85,6 +85,7 @@ async fn upsert_unbounded(
     let wanted = buckets.unwrap_or(stored_buckets);
     let layout = layout_for(redis, sku_id, wanted, u64::from(limit_per_user)).await?;
     let loaded = redis
+        .skus()
         .load_sku(
             &layout,
             delta,
@@ -129,17 +130,20 @@ async fn layout_for(
     wanted: u16,
     limit_per_user: u64,
 ) -> Result<Layout, SkuAdminError> {
-    let current = redis.read_layout(sku_id).await?;
+    let current = redis.buckets().read_layout(sku_id).await?;
     if current.n() == wanted {
         return Ok((*current).clone());
     }
-    let fresh = redis.choose_layout(sku_id, wanted).await?;
-    if redis.sku(sku_id).await?.is_none() {
+    let fresh = redis.buckets().choose_layout(sku_id, wanted).await?;
+    if redis.skus().sku(sku_id).await?.is_none() {
         return Ok(fresh);
     }
-    if let Some(reason) = redis.buyer_state(&current).await? {
+    if let Some(reason) = redis.buckets().buyer_state(&current).await? {
         return Err(SkuAdminError::BucketsLocked(reason));
     }
-    redis.resplit(&current, &fresh, limit_per_user).await?;
+    redis
+        .buckets()
+        .resplit(&current, &fresh, limit_per_user)
+        .await?;
     Ok(fresh)
 }

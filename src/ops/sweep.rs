@@ -110,7 +110,10 @@ async fn reapply_lost_confirms(
         let Ok(request_id) = RequestId::parse(&raw) else {
             continue; // every stored id went through the parser on its way in
         };
-        let record = redis.reservation(sku_id, &request_id).await?;
+        let record = redis
+            .reservations()
+            .reservation(sku_id, &request_id)
+            .await?;
         if record.is_some_and(|r| r.status == ReservationStatus::Confirmed) {
             transition(
                 db,

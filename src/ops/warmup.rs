@@ -43,7 +43,7 @@ pub async fn warmup(
         Err(err) => return Err(err),
     };
     let mut reasons = Vec::new();
-    let outbox = redis.outbox_len(sku_id).await?;
+    let outbox = redis.outbox().len(sku_id).await?;
     if outbox > 0 {
         reasons.push(format!(
             "{outbox} outbox entries not yet confirmed by the broker"
@@ -76,9 +76,10 @@ pub async fn warmup(
     // The bucket layout first (the buyer side is rebuilt into the buyers'
     // buckets), then records, winners and buyer counters, then stock: the SKU
     // is not admitting (not loaded, or refused in flight) until `warm` below.
-    let layout = redis.prepare_layout(sku_id, buckets).await?;
+    let layout = redis.buckets().prepare_layout(sku_id, buckets).await?;
     rebuild_buyer_side(db, redis, sku_id).await?;
     redis
+        .drift()
         .warm(&layout, available, obs.total_stock, limit, 0)
         .await?;
     rebaseline_adjust(redis, sku_id, obs.total_stock, max_winners).await?;
@@ -100,7 +101,7 @@ async fn rebaseline_adjust(
 ) -> Result<(), ObserveError> {
     const ATTEMPTS: usize = 3;
     for _ in 0..ATTEMPTS {
-        let Some(snap) = redis.snapshot(sku_id, max_winners).await? else {
+        let Some(snap) = redis.drift().snapshot(sku_id, max_winners).await? else {
             return Ok(());
         };
         let Some(units) = snap.recorded_units() else {
@@ -110,7 +111,9 @@ async fn rebaseline_adjust(
         if adjust == snap.adjust {
             return Ok(());
         }
-        if let AdjustOutcome::Applied { .. } = redis.adjust(sku_id, &snap, 0, adjust).await? {
+        if let AdjustOutcome::Applied { .. } =
+            redis.drift().adjust(sku_id, &snap, 0, adjust).await?
+        {
             return Ok(());
         }
     }

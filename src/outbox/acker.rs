@@ -82,7 +82,7 @@ async fn run(
             by_stream.entry(stream).or_default().push(id);
         }
         for (stream, ids) in by_stream {
-            if let Err(err) = redis.outbox_delete(stream, &ids).await {
+            if let Err(err) = redis.outbox().delete(stream, &ids).await {
                 tracing::warn!(sku.id = %stream.sku, bucket = stream.bucket, error = %err, "outbox.ack: removal failed; relay will republish");
             }
         }

@@ -55,10 +55,11 @@ impl Relay {
     pub async fn run_once(&self) -> Result<usize, RedisError> {
         let mut republished = 0;
         let mut backlog: u64 = 0;
-        for sku in self.redis.registered_skus().await? {
+        for sku in self.redis.skus().registered_skus().await? {
             let stale = self
                 .redis
-                .outbox_stale(sku, self.settings.idle_ms, self.settings.batch_size)
+                .outbox()
+                .stale(sku, self.settings.idle_ms, self.settings.batch_size)
                 .await?;
             backlog += stale.len() as u64;
             let results = join_all(stale.into_iter().map(|entry| async move {

@@ -4,9 +4,13 @@
 //! the winners set is walked with `SSCAN ... COUNT`, so an audit never blocks
 //! Redis for long. Nothing here writes.
 
+use std::sync::Arc;
+
 use deadpool_redis::redis;
 
-use super::{RedisError, RedisStore};
+use super::buckets::Buckets;
+use super::core::Core;
+use super::RedisError;
 use crate::domain::{RequestId, ReservationStatus, SkuId, UserId};
 
 /// A reservation record's fields as stored (any may be missing or malformed).
@@ -29,7 +33,18 @@ type RawRecord = (
     Option<String>,
 );
 
-impl RedisStore {
+/// Read-only views of a SKU's buyer state, in bounded batches.
+pub struct Inspection {
+    core: Arc<Core>,
+    /// Which buckets a SKU's records and counters are spread over.
+    buckets: Buckets,
+}
+
+impl Inspection {
+    pub(super) fn new(core: Arc<Core>, buckets: Buckets) -> Self {
+        Self { core, buckets }
+    }
+
     /// The records of `ids` (same order); `None` where no record exists. A
     /// split SKU's buckets are each asked (the buyer is not known here).
     pub async fn records(
@@ -41,19 +56,20 @@ impl RedisStore {
         if ids.is_empty() {
             return Ok(found);
         }
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         for bucket in layout.buckets() {
             let tag = layout.tag(bucket);
             let mut pipe = redis::pipe();
             for id in ids {
                 pipe.cmd("HMGET")
-                    .arg(self.keys().reservation_at(tag, id))
+                    .arg(self.core.keys.reservation_at(tag, id))
                     .arg("status")
                     .arg("user")
                     .arg("count")
                     .arg("created_ms");
             }
             let raw: Vec<RawRecord> = self
+                .core
                 .run(|mut c| async move { pipe.query_async(&mut c).await })
                 .await?;
             for (slot, record) in found.iter_mut().zip(raw.into_iter().map(record_view)) {
@@ -75,12 +91,13 @@ impl RedisStore {
         if ids.is_empty() {
             return Ok(found);
         }
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         let members: Vec<&str> = ids.iter().map(RequestId::as_str).collect();
         for bucket in layout.buckets() {
-            let key = self.keys().winners_at(layout.tag(bucket));
+            let key = self.core.keys.winners_at(layout.tag(bucket));
             let members = &members;
             let here: Vec<bool> = self
+                .core
                 .run(|mut c| async move {
                     redis::cmd("SMISMEMBER")
                         .arg(&key)
@@ -106,14 +123,15 @@ impl RedisStore {
         cursor: u64,
         count: usize,
     ) -> Result<(u64, Vec<String>), RedisError> {
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         let bucket = (cursor >> BUCKET_SHIFT) as u16;
         let Some(tag) = layout.checked_tag(bucket) else {
             return Ok((0, Vec::new()));
         };
-        let key = self.keys().winners_at(tag);
+        let key = self.core.keys.winners_at(tag);
         let inner = cursor & ((1 << BUCKET_SHIFT) - 1);
         let (next, members): (u64, Vec<String>) = self
+            .core
             .run(|mut c| async move {
                 redis::cmd("SSCAN")
                     .arg(&key)
@@ -145,7 +163,7 @@ impl RedisStore {
         if users.is_empty() {
             return Ok(Vec::new());
         }
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         let mut counters = vec![None; users.len()];
         for bucket in layout.buckets() {
             let mine: Vec<usize> = (0..users.len())
@@ -157,9 +175,10 @@ impl RedisStore {
             let tag = layout.tag(bucket);
             let keys: Vec<String> = mine
                 .iter()
-                .map(|&i| self.keys().user_at(tag, users[i]))
+                .map(|&i| self.core.keys.user_at(tag, users[i]))
                 .collect();
             let raw: Vec<Option<String>> = self
+                .core
                 .run(|mut c| async move {
                     let mut pipe = redis::pipe();
                     for key in &keys {

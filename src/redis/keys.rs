@@ -14,6 +14,7 @@
 //! | `<p>{<tag>}:xout`                  | hash   | stock transfers out, not yet settled    |
 //! | `<p>{<tag>}:xin`                   | set    | stock transfers in, already credited    |
 //! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
+//! | `<p>nodes`                         | hash   | `host:pid` → last heartbeat (Redis ms)  |
 //! | `<p>soldout` (Pub/Sub channel)     |        | `S:<sku>` sold out, `A:<sku>` available |
 //!
 //! A SKU split into buckets (`redis/buckets`) keeps bucket 0 under the tag
@@ -133,6 +134,12 @@ impl Keys {
     /// Set of every SKU id ever loaded; read by background loops, never by the hot path.
     pub fn registry(&self) -> String {
         format!("{}skus", self.prefix)
+    }
+
+    /// Hash of the processes heard from (`ops/overview/nodes.rs`): field
+    /// `host:pid`, value its last heartbeat on Redis' clock.
+    pub fn nodes(&self) -> String {
+        format!("{}nodes", self.prefix)
     }
 }
 

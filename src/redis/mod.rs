@@ -1,32 +1,48 @@
 //! Stage 1: Redis. The key builder, the Lua scripts behind typed functions, and the
 //! connection handling of the hot path.
+//!
+//! Shape: [`RedisStore`] (`store.rs`) builds one shared [`core::Core`] (the
+//! hot connection, the keys, the bounded `run`) and hands out one type per
+//! aggregate over it: `reservations()`, `skus()`, `buckets()`, `outbox()`,
+//! `drift()`, `inspect()`, `subscriptions()`, `nodes()`. Dependencies point
+//! one way: every aggregate that routes by bucket holds a `Buckets`; `drift`
+//! also holds `Skus` (warm-up registers the SKU); `buckets` depends on no
+//! other aggregate. Every key is built in `keys.rs`, every script declared in
+//! `scripts.rs`; no Redis command is sent from outside this module but
+//! through `side_link`/`primaries` (admin and bench reads of whole nodes).
 
 pub mod buckets;
 pub mod conn;
+pub mod core;
 pub mod drift;
 pub mod inspect;
 pub mod keys;
 pub mod link;
 pub mod local_link;
+pub mod nodes;
 pub mod outbox;
 pub mod readmit;
-pub mod rebuild;
 pub mod reply;
 pub mod reservation;
 pub mod scripts;
 pub mod sku;
 pub mod store;
+pub mod subscriptions;
 
+pub use buckets::{BucketStock, Buckets, PendingTransfer};
 pub use conn::HotConnection;
-pub use drift::{AdjustOutcome, BucketSnapshot, PendingTransfer, RedisSnapshot, WinnerRecord};
+pub use drift::rebuild::{RebuildCounts, RebuildRow};
+pub use drift::{AdjustOutcome, BucketSnapshot, Drift, RedisSnapshot, WinnerRecord};
+pub use inspect::Inspection;
 pub use keys::Keys;
 pub use link::{NodeAddr, RedisLink};
-pub use outbox::{OutboxEntry, OutboxStream};
+pub use nodes::Nodes;
+pub use outbox::{OutboxEntry, OutboxStream, OutboxStreams};
 pub use readmit::ReadmitOutcome;
-pub use rebuild::{RebuildCounts, RebuildRow};
-pub use reservation::FinishOutcome;
-pub use sku::{LoadOutcome, SkuSnapshot};
+pub use reservation::{FinishOutcome, Reservations};
+pub use sku::{LoadOutcome, SkuSnapshot, Skus};
 pub use store::RedisStore;
+pub use subscriptions::Subscriptions;
 
 /// Failures talking to Redis. Business refusals are never errors (see
 /// [`crate::domain::ReserveOutcome`]).

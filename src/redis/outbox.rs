@@ -3,13 +3,14 @@
 //! relay read entries the same way, with the commands that trim the outbox.
 
 use std::collections::HashMap;
-
-use crate::domain::Deduction;
-use crate::domain::{RequestId, SkuId, UserId};
+use std::sync::Arc;
 
 use deadpool_redis::redis;
 
-use super::{RedisError, RedisStore};
+use super::buckets::Buckets;
+use super::core::Core;
+use super::RedisError;
+use crate::domain::{Deduction, RequestId, SkuId, UserId};
 
 /// One outbox stream: a SKU's, or one bucket's of a split SKU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,53 +56,63 @@ impl OutboxEntry {
     }
 }
 
-impl RedisStore {
+/// The outbox streams' commands: trimming confirmed entries, reading stale
+/// ones for the relay, and their length (the reserve script's backpressure
+/// reads the same streams).
+pub struct OutboxStreams {
+    core: Arc<Core>,
+    /// Which bucket streams a SKU has.
+    buckets: Buckets,
+}
+
+impl OutboxStreams {
+    pub(super) fn new(core: Arc<Core>, buckets: Buckets) -> Self {
+        Self { core, buckets }
+    }
+
     /// Removes outbox entries whose deduction the broker confirmed.
-    pub async fn outbox_delete(
-        &self,
-        stream: OutboxStream,
-        ids: &[String],
-    ) -> Result<(), RedisError> {
+    pub async fn delete(&self, stream: OutboxStream, ids: &[String]) -> Result<(), RedisError> {
         if ids.is_empty() {
             return Ok(());
         }
-        let layout = self.layout(stream.sku).await?;
+        let layout = self.buckets.layout(stream.sku).await?;
         let Some(tag) = layout.checked_tag(stream.bucket) else {
             return Err(RedisError::BadReply(format!("no bucket {stream:?}")));
         };
-        let key = self.keys.outbox_at(tag);
-        self.run(|mut c| async move {
-            redis::cmd("XDEL")
-                .arg(&key)
-                .arg(ids)
-                .query_async::<i64>(&mut c)
-                .await
-        })
-        .await
-        .map(|_| ())
+        let key = self.core.keys.outbox_at(tag);
+        self.core
+            .run(|mut c| async move {
+                redis::cmd("XDEL")
+                    .arg(&key)
+                    .arg(ids)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await
+            .map(|_| ())
     }
 
     /// Outbox entries written more than `idle_ms` ago (by Redis' clock: stream ids
     /// are Redis `TIME` in milliseconds), oldest first per bucket, at most
     /// `limit` per bucket.
-    pub async fn outbox_stale(
+    pub async fn stale(
         &self,
         sku_id: SkuId,
         idle_ms: u64,
         limit: usize,
     ) -> Result<Vec<OutboxEntry>, RedisError> {
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         let mut entries = Vec::new();
         for bucket in layout.buckets() {
-            let key = self.keys.outbox_at(layout.tag(bucket));
-            let mut stale = self.outbox_stale_in(key, idle_ms, limit).await?;
+            let key = self.core.keys.outbox_at(layout.tag(bucket));
+            let mut stale = self.stale_in(key, idle_ms, limit).await?;
             stale.iter_mut().for_each(|e| e.bucket = bucket);
             entries.extend(stale);
         }
         Ok(entries)
     }
 
-    async fn outbox_stale_in(
+    async fn stale_in(
         &self,
         key: String,
         idle_ms: u64,
@@ -109,11 +120,12 @@ impl RedisStore {
     ) -> Result<Vec<OutboxEntry>, RedisError> {
         // The clock of the node that wrote the ids: on a cluster, another
         // node's clock would shift the cutoff by their skew.
-        let now_ms = self.now_ms_at(&key).await?;
+        let now_ms = self.core.now_ms_at(&key).await?;
         let Some(cutoff) = now_ms.checked_sub(idle_ms) else {
             return Ok(Vec::new());
         };
         let raw: Vec<(String, HashMap<String, String>)> = self
+            .core
             .run(|mut c| async move {
                 redis::cmd("XRANGE")
                     .arg(&key)
@@ -132,12 +144,13 @@ impl RedisStore {
 
     /// Entries in one SKU's outbox (published or not yet confirmed), every
     /// bucket's stream counted.
-    pub async fn outbox_len(&self, sku_id: SkuId) -> Result<u64, RedisError> {
-        let layout = self.layout(sku_id).await?;
+    pub async fn len(&self, sku_id: SkuId) -> Result<u64, RedisError> {
+        let layout = self.buckets.layout(sku_id).await?;
         let mut len = 0;
         for bucket in layout.buckets() {
-            let key = self.keys.outbox_at(layout.tag(bucket));
+            let key = self.core.keys.outbox_at(layout.tag(bucket));
             len += self
+                .core
                 .run(|mut c| async move {
                     redis::cmd("XLEN")
                         .arg(&key)

@@ -1,7 +1,7 @@
 //! A request id Redis admitted twice (it lost the first record): `readmit.lua`
 //! aligns the record with the ledger row and returns a doubly held unit.
 
-use super::{scripts, RedisError, RedisStore};
+use super::{scripts, RedisError, Reservations};
 use crate::domain::Readmission;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,10 +14,10 @@ pub enum ReadmitOutcome {
     Noop,
 }
 
-impl RedisStore {
+impl Reservations {
     pub async fn settle_readmission(&self, r: &Readmission) -> Result<ReadmitOutcome, RedisError> {
-        let keys = self.keys();
-        let layout = self.layout(r.msg.sku_id).await?;
+        let keys = &self.core.keys;
+        let layout = self.buckets.layout(r.msg.sku_id).await?;
         let bucket = layout.bucket_of(r.msg.user_id);
         let tag = layout.tag(bucket);
         let mut invocation = scripts::READMIT.prepare_invoke();
@@ -31,6 +31,7 @@ impl RedisStore {
             .arg(keys.soldout_channel())
             .arg(layout.event_subject(bucket));
         let reply: Vec<String> = self
+            .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         match reply.first().map(String::as_str) {

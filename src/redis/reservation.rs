@@ -2,13 +2,15 @@
 //! finish script that mirrors MySQL's decision, and the reservation record.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use deadpool_redis::redis;
 
 use super::buckets::transfer::count_round_trip;
-use super::buckets::{Layout, Refill, RefillEnd};
+use super::buckets::{Buckets, Layout, Refill, RefillEnd};
+use super::core::Core;
 use super::reply::{parse_reserve_reply, ReserveRequest};
-use super::{RedisError, RedisStore};
+use super::RedisError;
 use crate::domain::{RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId};
 
 /// What `finish.lua` did.
@@ -27,7 +29,47 @@ const RESERVE_CALLS: usize = 16;
 /// refill does not count.
 const REFILLS: usize = 4;
 
-impl RedisStore {
+/// Reserving, finishing and reading reservations (and settling a request id
+/// admitted twice, `readmit.rs`).
+pub struct Reservations {
+    pub(super) core: Arc<Core>,
+    /// Routes each buyer to a bucket; refills a dry one.
+    pub(super) buckets: Buckets,
+    /// `reservation.ttl_secs` in ms: how long a buyer has to pay.
+    reservation_ttl_ms: u64,
+    /// `redis.reservation_retention_secs` in ms: how long a final record
+    /// stays for replays after the time to pay.
+    retention_ms: u64,
+    /// `redis.outbox_max_len`: the reserve script's backpressure bound.
+    outbox_max_len: u64,
+    /// Per-buyer attempts per second and burst (`limits.per_user_*`; 0 = off).
+    pub(super) buyer_rate: (f64, u32),
+}
+
+impl Reservations {
+    pub(super) fn new(
+        core: Arc<Core>,
+        buckets: Buckets,
+        reservation_ttl_ms: u64,
+        retention_ms: u64,
+        outbox_max_len: u64,
+    ) -> Self {
+        Self {
+            core,
+            buckets,
+            reservation_ttl_ms,
+            retention_ms,
+            outbox_max_len,
+            buyer_rate: (0.0, 0),
+        }
+    }
+
+    /// How long a reservation record lives in Redis from its creation: the
+    /// time to pay plus the retention for replays.
+    pub fn record_lifetime_ms(&self) -> u64 {
+        self.reservation_ttl_ms + self.retention_ms
+    }
+
     /// Stage 1: the atomic admission decision (one EVALSHA round trip). A
     /// split SKU's dry bucket is refilled first (`redis/buckets/refill.rs`).
     pub async fn reserve(
@@ -37,14 +79,14 @@ impl RedisStore {
         user_id: UserId,
         count: u32,
     ) -> Result<ReserveOutcome, RedisError> {
-        let mut layout = self.layout(sku_id).await?;
+        let mut layout = self.buckets.layout(sku_id).await?;
         let mut relaid = false;
         let mut refills = 0;
         for attempt in 0..RESERVE_CALLS {
             let bucket = layout.bucket_of(user_id);
             let generation = layout
                 .is_split()
-                .then(|| self.refills.generation(sku_id, bucket));
+                .then(|| self.buckets.refill_generation(sku_id, bucket));
             if attempt > 0 && layout.is_split() {
                 count_round_trip("reserve");
             }
@@ -57,6 +99,7 @@ impl RedisStore {
                 Some("NOT_LOADED") if bucket > 0 => true,
                 Some("DRY") => {
                     match self
+                        .buckets
                         .refill(&layout, bucket, count, generation.unwrap_or(0))
                         .await?
                     {
@@ -94,7 +137,7 @@ impl RedisStore {
                     )));
                 }
                 relaid = true;
-                layout = self.read_layout(sku_id).await?;
+                layout = self.buckets.read_layout(sku_id).await?;
             }
         }
         Ok(ReserveOutcome::Rebalancing)
@@ -111,11 +154,11 @@ impl RedisStore {
         let tag = layout.tag(bucket);
         let mut invocation = super::scripts::RESERVE.prepare_invoke();
         invocation
-            .key(self.keys.sku_at(tag))
-            .key(self.keys.reservation_at(tag, request_id))
-            .key(self.keys.user_at(tag, user_id))
-            .key(self.keys.outbox_at(tag))
-            .key(self.keys.winners_at(tag))
+            .key(self.core.keys.sku_at(tag))
+            .key(self.core.keys.reservation_at(tag, request_id))
+            .key(self.core.keys.user_at(tag, user_id))
+            .key(self.core.keys.outbox_at(tag))
+            .key(self.core.keys.winners_at(tag))
             .arg(request_id.as_str())
             .arg(layout.sku().get())
             .arg(user_id.get())
@@ -123,12 +166,13 @@ impl RedisStore {
             .arg(self.reservation_ttl_ms)
             .arg(self.retention_ms)
             .arg(self.outbox_max_len)
-            .arg(self.keys.soldout_channel())
+            .arg(self.core.keys.soldout_channel())
             .arg(self.buyer_rate.0)
             .arg(self.buyer_rate.1)
             .arg(layout.n())
             .arg(layout.event_subject(bucket));
-        self.run(|mut c| async move { invocation.invoke_async(&mut c).await })
+        self.core
+            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await
     }
 
@@ -147,31 +191,32 @@ impl RedisStore {
             status != ReservationStatus::Reserved,
             "finish needs a final status"
         );
-        let mut layout = self.layout(sku_id).await?;
+        let mut layout = self.buckets.layout(sku_id).await?;
         for _ in 0..2 {
             let bucket = layout.bucket_of(user_id);
             let tag = layout.tag(bucket);
             let mut invocation = super::scripts::FINISH.prepare_invoke();
             invocation
-                .key(self.keys.sku_at(tag))
-                .key(self.keys.reservation_at(tag, request_id))
-                .key(self.keys.user_at(tag, user_id))
+                .key(self.core.keys.sku_at(tag))
+                .key(self.core.keys.reservation_at(tag, request_id))
+                .key(self.core.keys.user_at(tag, user_id))
                 .arg(status.as_str())
                 .arg(user_id.get())
                 .arg(count)
                 .arg(self.reservation_ttl_ms + self.retention_ms)
-                .arg(self.keys.soldout_channel())
+                .arg(self.core.keys.soldout_channel())
                 .arg(layout.event_subject(bucket))
                 .arg(if returns_stock { "1" } else { "0" })
                 .arg(layout.n());
             let reply: Vec<String> = self
+                .core
                 .run(|mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
             match reply.first().map(String::as_str) {
                 Some("APPLIED") => return Ok(FinishOutcome::Applied),
                 Some("ALREADY") => return Ok(FinishOutcome::Already),
                 Some("TOMBSTONE") => return Ok(FinishOutcome::Tombstone),
-                Some("LAYOUT") => layout = self.read_layout(sku_id).await?,
+                Some("LAYOUT") => layout = self.buckets.read_layout(sku_id).await?,
                 _ => return Err(RedisError::BadReply(format!("{reply:?}"))),
             }
         }
@@ -187,15 +232,19 @@ impl RedisStore {
         request_id: &RequestId,
     ) -> Result<Option<Reservation>, RedisError> {
         // The buyer is not known here: look in each bucket (one for most SKUs).
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         let mut map: HashMap<String, String> = HashMap::new();
         for bucket in layout.buckets() {
-            let key = self.keys.reservation_at(layout.tag(bucket), request_id);
+            let key = self
+                .core
+                .keys
+                .reservation_at(layout.tag(bucket), request_id);
             map =
-                self.run(|mut c| async move {
-                    redis::cmd("HGETALL").arg(&key).query_async(&mut c).await
-                })
-                .await?;
+                self.core
+                    .run(|mut c| async move {
+                        redis::cmd("HGETALL").arg(&key).query_async(&mut c).await
+                    })
+                    .await?;
             if !map.is_empty() {
                 break;
             }
@@ -224,7 +273,7 @@ impl RedisStore {
     }
 }
 
-impl RedisStore {
+impl Reservations {
     /// A split SKU admits a request id once per bucket: the reserve script's
     /// mismatch check sees only its own bucket. When MySQL's unique key finds
     /// the id already taken by `owner` in another bucket, the second buyer's
@@ -237,7 +286,7 @@ impl RedisStore {
         msg: &crate::domain::Deduction,
         owner: UserId,
     ) -> Result<bool, RedisError> {
-        let layout = self.layout(msg.sku_id).await?;
+        let layout = self.buckets.layout(msg.sku_id).await?;
         if layout.bucket_of(owner) == layout.bucket_of(msg.user_id) {
             return Ok(false);
         }

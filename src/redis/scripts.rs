@@ -52,15 +52,15 @@ pub static RESERVE: LuaScript = LuaScript::new("reserve", include_str!("lua/rese
 pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
 pub static FINISH: LuaScript = LuaScript::new("finish", include_str!("lua/finish.lua"));
-/// The reconciler's atomic read of a SKU (`drift.rs`).
+/// The reconciler's atomic read of a SKU (`drift/mod.rs`).
 pub static SNAPSHOT: LuaScript = LuaScript::new("snapshot", include_str!("lua/snapshot.lua"));
-/// The reconciler's compare-and-set repair (`drift.rs`).
+/// The reconciler's compare-and-set repair (`drift/mod.rs`).
 pub static ADJUST: LuaScript = LuaScript::new("adjust", include_str!("lua/adjust.lua"));
-/// The warm-up write (`drift.rs`).
+/// The warm-up write (`drift/mod.rs`).
 pub static WARMUP: LuaScript = LuaScript::new("warmup", include_str!("lua/warmup.lua"));
 /// A request id admitted twice (`readmit.rs`).
 pub static READMIT: LuaScript = LuaScript::new("readmit", include_str!("lua/readmit.lua"));
-/// The buyer side of a SKU rebuilt from MySQL (`rebuild.rs`).
+/// The buyer side of a SKU rebuilt from MySQL (`drift/rebuild.rs`).
 pub static REBUILD: LuaScript = LuaScript::new("rebuild", include_str!("lua/rebuild.lua"));
 /// Emptying a dry bucket (`buckets/refill.rs`).
 pub static DRAIN: LuaScript = LuaScript::new("drain", include_str!("lua/drain.lua"));

@@ -1,10 +1,13 @@
 //! The SKU aggregate in Redis: loading stock and limit, the registry of loaded
 //! SKUs, the stock view, the sold-out flag and the winners set.
 
+use std::sync::Arc;
+
 use deadpool_redis::redis;
 
-use super::buckets::Layout;
-use super::{RedisError, RedisStore};
+use super::buckets::{BucketStock, Buckets, Layout};
+use super::core::Core;
+use super::RedisError;
 use crate::domain::SkuId;
 
 /// The SKU as Redis sees it.
@@ -21,17 +24,6 @@ pub struct SkuSnapshot {
     pub pool: i64,
     /// One entry per bucket (one for a SKU that is not split).
     pub buckets: Vec<BucketStock>,
-}
-
-/// One bucket's stock (`redis/buckets`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketStock {
-    pub bucket: u16,
-    pub available: i64,
-    /// The pool had nothing more for this bucket.
-    pub drained: bool,
-    /// Drained and empty: its buyers are refused SOLD_OUT.
-    pub sold_out: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +46,20 @@ const REGISTER_BATCH: usize = 1_000;
 /// with its retries may take.
 const LOAD_OP_TTL_MS: u64 = 60_000;
 
-impl RedisStore {
+/// Loading, registering and reading SKUs: the home hash, the registry, the
+/// sold-out flag and the winners sets. Cheap to clone.
+#[derive(Clone)]
+pub struct Skus {
+    core: Arc<Core>,
+    /// A split SKU's load reclaims, creates and primes its buckets.
+    buckets: Buckets,
+}
+
+impl Skus {
+    pub(super) fn new(core: Arc<Core>, buckets: Buckets) -> Self {
+        Self { core, buckets }
+    }
+
     /// Creates or restocks the SKU in Redis (see `load_sku.lua`) and registers
     /// it. A split SKU (`layout`) gets its bucket hashes too, and after stock
     /// was added every bucket is undrained and primed with a first lease.
@@ -68,22 +73,24 @@ impl RedisStore {
     ) -> Result<LoadOutcome, RedisError> {
         if layout.is_split() && delta < 0 {
             // A cut takes from the pool: bring every bucket's stock back first.
-            self.reclaim(layout, None).await?;
+            self.buckets.reclaim(layout, None).await?;
         }
         let outcome = self
             .load_home(layout, delta, available_if_absent, limit_per_user, total)
             .await?;
         if layout.is_split() {
             if let LoadOutcome::Loaded { .. } = outcome {
-                self.init_buckets(layout, limit_per_user, false).await?;
+                self.buckets
+                    .init_buckets(layout, limit_per_user, false)
+                    .await?;
                 if total == 0 {
                     // Nothing will ever be on sale: every bucket is sold out.
                     for bucket in layout.buckets() {
-                        self.set_drained(layout, bucket, true).await?;
+                        self.buckets.set_drained(layout, bucket, true).await?;
                     }
                 } else {
-                    self.undrain_all(layout).await?;
-                    self.prime(layout).await?;
+                    self.buckets.undrain_all(layout).await?;
+                    self.buckets.prime(layout).await?;
                 }
             }
         }
@@ -104,24 +111,25 @@ impl RedisStore {
         let op_id = uuid::Uuid::new_v4().simple().to_string();
         let mut invocation = super::scripts::LOAD_SKU.prepare_invoke();
         invocation
-            .key(self.keys.sku(sku_id))
-            .key(self.keys.load_op(sku_id, &op_id))
+            .key(self.core.keys.sku(sku_id))
+            .key(self.core.keys.load_op(sku_id, &op_id))
             .arg(delta)
             .arg(available_if_absent)
             .arg(limit_per_user)
             .arg(total)
-            .arg(self.keys.soldout_channel())
+            .arg(self.core.keys.soldout_channel())
             .arg(sku_id.get())
             .arg(LOAD_OP_TTL_MS)
             .arg(layout.n())
             .arg(layout.tags_field());
         let reply: Vec<String> = self
+            .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         if reply.first().map(String::as_str) == Some("LAYOUT") {
             return Ok(LoadOutcome::Layout);
         }
-        self.layouts.forget(sku_id);
+        self.buckets.forget_layout(sku_id);
         let available = reply
             .get(1)
             .and_then(|s| s.parse::<i64>().ok())
@@ -136,41 +144,43 @@ impl RedisStore {
 
     /// Adds the SKU to the registry the background loops iterate over.
     pub async fn register(&self, sku_id: SkuId) -> Result<(), RedisError> {
-        let registry = self.keys.registry();
-        self.run(|mut c| async move {
-            redis::cmd("SADD")
-                .arg(&registry)
-                .arg(sku_id.get())
-                .query_async::<i64>(&mut c)
-                .await
-        })
-        .await
-        .map(|_| ())
+        let registry = self.core.keys.registry();
+        self.core
+            .run(|mut c| async move {
+                redis::cmd("SADD")
+                    .arg(&registry)
+                    .arg(sku_id.get())
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await
+            .map(|_| ())
     }
 
     /// Adds every SKU of `skus` to the registry (the reconciler's repair of
     /// a registry that lost members in a failover), in bounded batches.
     pub async fn register_all(&self, skus: &[SkuId]) -> Result<(), RedisError> {
         for chunk in skus.chunks(REGISTER_BATCH) {
-            let registry = self.keys.registry();
+            let registry = self.core.keys.registry();
             let ids: Vec<u64> = chunk.iter().map(|s| s.get()).collect();
-            self.run(|mut c| async move {
-                redis::cmd("SADD")
-                    .arg(&registry)
-                    .arg(&ids)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
-            .await?;
+            self.core
+                .run(|mut c| async move {
+                    redis::cmd("SADD")
+                        .arg(&registry)
+                        .arg(&ids)
+                        .query_async::<i64>(&mut c)
+                        .await
+                })
+                .await?;
         }
         Ok(())
     }
 
     /// The SKU's stock, or `None` when the SKU is not loaded.
     pub async fn sku(&self, sku_id: SkuId) -> Result<Option<SkuSnapshot>, RedisError> {
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         if layout.is_split() {
-            let Some(stock) = self.split_stock(&layout).await? else {
+            let Some(stock) = self.buckets.split_stock(&layout).await? else {
                 return Ok(None);
             };
             let held: i64 = stock.buckets.iter().map(|b| b.available.max(0)).sum();
@@ -188,8 +198,9 @@ impl RedisStore {
                 buckets: stock.buckets,
             }));
         }
-        let key = self.keys.sku(sku_id);
+        let key = self.core.keys.sku(sku_id);
         let fields: (Option<i64>, Option<u64>, Option<u64>) = self
+            .core
             .run(|mut c| async move {
                 redis::cmd("HMGET")
                     .arg(&key)
@@ -223,12 +234,13 @@ impl RedisStore {
     /// bucket of a split SKU: its marker only (an empty bucket that is not
     /// drained still leases from the pool).
     pub async fn sold_out(&self, sku_id: SkuId, bucket: u16) -> Result<Option<bool>, RedisError> {
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         let Some(tag) = layout.checked_tag(bucket) else {
             return Ok(None);
         };
-        let key = self.keys.sku_at(tag);
+        let key = self.core.keys.sku_at(tag);
         let (available, marker): (Option<i64>, Option<String>) = self
+            .core
             .run(|mut c| async move {
                 redis::cmd("HMGET")
                     .arg(&key)
@@ -253,13 +265,15 @@ impl RedisStore {
         let key = self.winners_key(sku_id, bucket).await?;
         let size: usize = {
             let key = key.clone();
-            self.run(|mut c| async move { redis::cmd("SCARD").arg(&key).query_async(&mut c).await })
+            self.core
+                .run(|mut c| async move { redis::cmd("SCARD").arg(&key).query_async(&mut c).await })
                 .await?
         };
         if size > cap {
             return Ok(None);
         }
         let members: std::collections::HashSet<String> = self
+            .core
             .run(|mut c| async move { redis::cmd("SMEMBERS").arg(&key).query_async(&mut c).await })
             .await?;
         Ok(Some(members))
@@ -268,22 +282,24 @@ impl RedisStore {
     /// Size of the bucket's winners set (O(1)).
     pub async fn winners_count(&self, sku_id: SkuId, bucket: u16) -> Result<usize, RedisError> {
         let key = self.winners_key(sku_id, bucket).await?;
-        self.run(|mut c| async move { redis::cmd("SCARD").arg(&key).query_async(&mut c).await })
+        self.core
+            .run(|mut c| async move { redis::cmd("SCARD").arg(&key).query_async(&mut c).await })
             .await
     }
 
     async fn winners_key(&self, sku_id: SkuId, bucket: u16) -> Result<String, RedisError> {
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         let tag = layout
             .checked_tag(bucket)
             .ok_or_else(|| RedisError::BadReply(format!("SKU {sku_id} has no bucket {bucket}")))?;
-        Ok(self.keys.winners_at(tag))
+        Ok(self.core.keys.winners_at(tag))
     }
 
     /// Every SKU ever loaded into this Redis (for background loops only).
     pub async fn registered_skus(&self) -> Result<Vec<SkuId>, RedisError> {
-        let key = self.keys.registry();
+        let key = self.core.keys.registry();
         let raw: Vec<u64> = self
+            .core
             .run(|mut c| async move { redis::cmd("SMEMBERS").arg(&key).query_async(&mut c).await })
             .await?;
         let mut skus: Vec<SkuId> = raw.into_iter().filter_map(|v| SkuId::new(v).ok()).collect();

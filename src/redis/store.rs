@@ -1,47 +1,66 @@
-//! The Redis store: its connection (standalone or cluster), scripts and the
-//! one bounded `run` every call goes through. The commands themselves live by
-//! aggregate, one file each: `reservation.rs`, `sku.rs`, `outbox.rs` (and
-//! `drift`, `readmit`, `rebuild`, `inspect` for the reconciler and warm-up).
+//! The Redis store: the one thing `Resources` holds for Redis. It builds the
+//! connection (standalone or cluster) and hands out the aggregates, each a
+//! type of its own over the one shared [`Core`] (connection, keys, bounded
+//! `run`):
+//!
+//! | accessor           | type               | file                         |
+//! |--------------------|--------------------|------------------------------|
+//! | `reservations()`   | [`Reservations`]   | `reservation.rs`, `readmit.rs` |
+//! | `skus()`           | [`Skus`]           | `sku.rs`                     |
+//! | `buckets()`        | [`Buckets`]        | `buckets/`                   |
+//! | `outbox()`         | [`OutboxStreams`]  | `outbox.rs`                  |
+//! | `drift()`          | [`Drift`]          | `drift/`                     |
+//! | `inspect()`        | [`Inspection`]     | `inspect.rs`                 |
+//! | `subscriptions()`  | [`Subscriptions`]  | `subscriptions.rs`           |
+//! | `nodes()`          | [`Nodes`]          | `nodes.rs`                   |
+//!
+//! The store itself keeps what concerns the connection as a whole: health
+//! (`ping`, `scripts_loaded`), the script cache, the clock, side links.
+//!
+//! The aggregates stay behind the store rather than each in `Resources`:
+//! they must share one layout cache and one set of refill gates per process
+//! (a second `Buckets` would cache layouts the first one forgets), and
+//! building them all here is what guarantees it; callers keep one handle
+//! (`res.redis`) to pass around and to build in tests.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, AsyncConnectionConfig};
 use deadpool_redis::{Manager, Pool};
 
+use super::buckets::Buckets;
+use super::core::Core;
+use super::drift::Drift;
+use super::inspect::Inspection;
 use super::link::RedisLink;
 use super::local_link::LocalLinks;
+use super::nodes::Nodes;
+use super::outbox::OutboxStreams;
+use super::reservation::Reservations;
 use super::scripts;
+use super::sku::Skus;
+use super::subscriptions::Subscriptions;
 use super::{HotConnection, Keys, RedisError};
 use crate::config::{RedisMode, RedisSettings};
 
 pub struct RedisStore {
-    pub(super) hot: HotConnection,
-    pub(super) keys: Keys,
-    pub(super) reservation_ttl_ms: u64,
-    pub(super) retention_ms: u64,
-    pub(super) outbox_max_len: u64,
-    /// Build the Pub/Sub connections (same URLs and TLS as the commands): one
-    /// client per node URL, tried in turn on every (re)subscribe.
-    pub(super) pubsub_clients: Vec<redis::Client>,
-    /// Which of `pubsub_clients` the next subscribe tries first.
-    pub(super) pubsub_next: std::sync::atomic::AtomicUsize,
-    pub(super) connect_timeout: Duration,
-    /// Longest one call may take: `connect_timeout_ms + command_timeout_ms`.
-    pub(super) call_bound: Duration,
-    /// Per-buyer attempts per second and burst (`limits.per_user_*`; 0 = off).
-    pub(super) buyer_rate: (f64, u32),
-    /// Bucket layouts of split SKUs, per process (`redis/buckets`).
-    pub(super) layouts: super::buckets::LayoutCache,
-    /// Single-flight refills of dry buckets.
-    pub(super) refills: super::buckets::RefillGates,
-    /// `redis.bucket_lease_max`.
-    pub(super) lease_max: i64,
+    core: Arc<Core>,
+    reservations: Reservations,
+    skus: Skus,
+    buckets: Buckets,
+    outbox: OutboxStreams,
+    drift: Drift,
+    inspection: Inspection,
+    subscriptions: Subscriptions,
+    nodes: Nodes,
 }
 
 impl RedisStore {
     /// Builds the connection with explicit timeouts (neither deadpool-redis
     /// nor the cluster client has sensible ones by default).
     pub fn new(settings: &RedisSettings, reservation_ttl_secs: u64) -> Result<Self, RedisError> {
+        // The Pub/Sub connections use the same URLs and TLS as the commands.
         let pubsub_clients = settings
             .node_urls()
             .iter()
@@ -55,95 +74,98 @@ impl RedisStore {
             ),
             RedisMode::Cluster => HotConnection::cluster(settings)?,
         };
-        Ok(Self {
+        let connect_timeout = Duration::from_millis(settings.connect_timeout_ms);
+        let core = Arc::new(Core::new(
             hot,
-            keys: Keys::new(&settings.key_prefix),
-            reservation_ttl_ms: reservation_ttl_secs * 1000,
-            retention_ms: settings.reservation_retention_secs * 1000,
-            outbox_max_len: settings.outbox_max_len,
-            pubsub_clients,
-            pubsub_next: std::sync::atomic::AtomicUsize::new(0),
-            connect_timeout: Duration::from_millis(settings.connect_timeout_ms),
-            call_bound: Duration::from_millis(
-                settings.connect_timeout_ms + settings.command_timeout_ms,
+            Keys::new(&settings.key_prefix),
+            connect_timeout + Duration::from_millis(settings.command_timeout_ms),
+        ));
+        let buckets = Buckets::new(core.clone(), i64::from(settings.bucket_lease_max));
+        let skus = Skus::new(core.clone(), buckets.clone());
+        Ok(Self {
+            reservations: Reservations::new(
+                core.clone(),
+                buckets.clone(),
+                reservation_ttl_secs * 1000,
+                settings.reservation_retention_secs * 1000,
+                settings.outbox_max_len,
             ),
-            buyer_rate: (0.0, 0),
-            layouts: Default::default(),
-            refills: Default::default(),
-            lease_max: i64::from(settings.bucket_lease_max),
+            outbox: OutboxStreams::new(core.clone(), buckets.clone()),
+            drift: Drift::new(core.clone(), buckets.clone(), skus.clone()),
+            inspection: Inspection::new(core.clone(), buckets.clone()),
+            subscriptions: Subscriptions::new(pubsub_clients, connect_timeout),
+            nodes: Nodes::new(core.clone()),
+            skus,
+            buckets,
+            core,
         })
-    }
-
-    pub fn keys(&self) -> &Keys {
-        &self.keys
     }
 
     /// Turns on the per-buyer rate limit the reserve script enforces.
     pub fn with_buyer_rate(mut self, per_second: f64, burst: u32) -> Self {
-        self.buyer_rate = (per_second, burst);
+        self.reservations.buyer_rate = (per_second, burst);
         self
     }
 
-    /// How long a reservation record lives in Redis from its creation: the
-    /// time to pay plus the retention for replays.
-    pub fn record_lifetime_ms(&self) -> u64 {
-        self.reservation_ttl_ms + self.retention_ms
+    pub fn reservations(&self) -> &Reservations {
+        &self.reservations
+    }
+
+    pub fn skus(&self) -> &Skus {
+        &self.skus
+    }
+
+    pub fn buckets(&self) -> &Buckets {
+        &self.buckets
+    }
+
+    pub fn outbox(&self) -> &OutboxStreams {
+        &self.outbox
+    }
+
+    pub fn drift(&self) -> &Drift {
+        &self.drift
+    }
+
+    pub fn inspect(&self) -> &Inspection {
+        &self.inspection
+    }
+
+    pub fn subscriptions(&self) -> &Subscriptions {
+        &self.subscriptions
+    }
+
+    pub fn nodes(&self) -> &Nodes {
+        &self.nodes
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.core.keys
     }
 
     /// The standalone pool (`None` on a cluster).
     pub fn pool(&self) -> Option<&Pool> {
-        self.hot.pool()
+        self.core.hot.pool()
     }
 
     /// Whether the cluster client is connected (`false` when standalone).
     pub fn cluster_link_open(&self) -> bool {
-        self.hot.cluster_link_open()
+        self.core.hot.cluster_link_open()
     }
 
     /// Whether this store talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        self.hot.is_cluster()
+        self.core.hot.is_cluster()
     }
 
     /// A connection for reads off the hot path (see [`HotConnection::side`]).
     pub async fn side_link(&self) -> Result<RedisLink, RedisError> {
-        self.hot.side().await
+        self.core.hot.side().await
     }
 
     /// `(name, link)` per primary: `SCAN`, `INFO` and `SLOWLOG` go to each.
     pub async fn primaries(&self) -> Result<Vec<(String, RedisLink)>, RedisError> {
-        self.bounded(self.hot.primaries()).await
-    }
-
-    pub(super) async fn run<T, F, Fut>(&self, op: F) -> Result<T, RedisError>
-    where
-        F: FnOnce(RedisLink) -> Fut,
-        Fut: std::future::Future<Output = redis::RedisResult<T>>,
-    {
-        self.bounded(async {
-            let conn = self.hot.get().await?;
-            op(conn).await.map_err(RedisError::from)
-        })
-        .await
-    }
-
-    /// Every call's one deadline and failure check. The deadline covers
-    /// taking (or building) a connection and the command: without it a frozen
-    /// Redis costs the pool wait, the connect and the response timeouts one
-    /// after the other. A failure is shown to the connection, which drops a
-    /// broken standalone socket.
-    pub(crate) async fn bounded<T>(
-        &self,
-        call: impl std::future::Future<Output = Result<T, RedisError>>,
-    ) -> Result<T, RedisError> {
-        let result = match tokio::time::timeout(self.call_bound, call).await {
-            Ok(result) => result,
-            Err(_) => Err(RedisError::Timeout),
-        };
-        if let Err(err) = &result {
-            self.hot.observe(err);
-        }
-        result
+        self.core.bounded(self.core.hot.primaries()).await
     }
 
     /// Loads every script of the registry ([`scripts::ALL`]) into the script
@@ -151,7 +173,8 @@ impl RedisStore {
     /// cluster the client sends `SCRIPT LOAD` to every primary.
     pub async fn load_scripts(&self) -> Result<(), RedisError> {
         for script in scripts::ALL {
-            self.run(|mut c| async move { script.prepare_invoke().load_async(&mut c).await })
+            self.core
+                .run(|mut c| async move { script.prepare_invoke().load_async(&mut c).await })
                 .await?;
         }
         Ok(())
@@ -165,6 +188,7 @@ impl RedisStore {
     pub async fn scripts_loaded(&self) -> Result<bool, RedisError> {
         let hashes = scripts::all_shas();
         let found: Vec<bool> = self
+            .core
             .run(|mut c| async move {
                 redis::cmd("SCRIPT")
                     .arg("EXISTS")
@@ -177,47 +201,15 @@ impl RedisStore {
     }
 
     pub async fn ping(&self) -> Result<(), RedisError> {
-        self.run(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
+        self.core
+            .run(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
             .await
             .map(|_| ())
     }
 
-    /// A dedicated (non-pooled) Pub/Sub connection. On a cluster every node
-    /// hears every `PUBLISH`, so any node will do: each call starts at the
-    /// next node URL and tries them all, so a dead node is skipped.
-    pub async fn pubsub(&self) -> Result<redis::aio::PubSub, RedisError> {
-        use std::sync::atomic::Ordering;
-        let start = self.pubsub_next.fetch_add(1, Ordering::Relaxed);
-        let mut last = RedisError::Pool("no redis node URL".into());
-        for i in 0..self.pubsub_clients.len() {
-            let client = &self.pubsub_clients[(start + i) % self.pubsub_clients.len()];
-            match tokio::time::timeout(self.connect_timeout, client.get_async_pubsub()).await {
-                Ok(Ok(pubsub)) => return Ok(pubsub),
-                Ok(Err(err)) => last = err.into(),
-                Err(_) => last = RedisError::Pool("pubsub connect timed out".into()),
-            }
-        }
-        Err(last)
-    }
-
-    /// Redis' clock in milliseconds (any node; use [`Self::now_ms_at`] to
-    /// compare with times a script wrote).
+    /// Redis' clock in milliseconds (any node).
     pub async fn now_ms(&self) -> Result<u64, RedisError> {
-        let (secs, micros): (u64, u64) = self
-            .run(|mut c| async move { redis::cmd("TIME").query_async(&mut c).await })
-            .await?;
-        Ok(secs * 1000 + micros / 1000)
-    }
-
-    /// The clock of the node that owns `key`: the one its scripts read, so
-    /// stream ids and `created_ms` compare without inter-node skew.
-    pub async fn now_ms_at(&self, key: &str) -> Result<u64, RedisError> {
-        let value = self
-            .bounded(self.hot.on_owner_of(key, redis::cmd("TIME")))
-            .await?;
-        let (secs, micros): (u64, u64) =
-            redis::from_redis_value(value).map_err(|e| RedisError::BadReply(e.to_string()))?;
-        Ok(secs * 1000 + micros / 1000)
+        self.core.now_ms().await
     }
 }
 

@@ -352,7 +352,12 @@ impl Consumer {
             self.settle_readmission(readmission).await;
         }
         for (msg, owner) in &report.foreign {
-            match self.redis.reject_foreign_duplicate(msg, *owner).await {
+            match self
+                .redis
+                .reservations()
+                .reject_foreign_duplicate(msg, *owner)
+                .await
+            {
                 Ok(true) => {
                     tracing::warn!(sku.id = %msg.sku_id, request.id = %msg.request_id, user.id = %msg.user_id,
                         owner = %owner, "consumer.foreign_duplicate: request id already used by another buyer; rejected in Redis, unit returned");
@@ -367,7 +372,7 @@ impl Consumer {
 
     /// A duplicate Redis admitted a second time after losing its record.
     async fn settle_readmission(&self, r: &ledger::Readmission) {
-        match self.redis.settle_readmission(r).await {
+        match self.redis.reservations().settle_readmission(r).await {
             Ok(outcome) => {
                 if outcome != ReadmitOutcome::Noop {
                     tracing::warn!(sku.id = %r.msg.sku_id, request.id = %r.msg.request_id,

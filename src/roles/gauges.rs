@@ -87,16 +87,16 @@ async fn broker_up(res: &Resources) {
 /// `stockd_outbox_entries` and `stockd_outbox_oldest_age_seconds` over every
 /// loaded SKU (left as they were when the SKU list cannot be read).
 async fn outbox_backlog(res: &Resources) {
-    let Ok(skus) = res.redis.registered_skus().await else {
+    let Ok(skus) = res.redis.skus().registered_skus().await else {
         return;
     };
     let mut backlog = 0;
     let mut oldest_ms: u64 = 0;
     let now_ms = res.redis.now_ms().await.unwrap_or(0);
     for sku in skus {
-        backlog += res.redis.outbox_len(sku).await.unwrap_or(0);
+        backlog += res.redis.outbox().len(sku).await.unwrap_or(0);
         // Stream ids are Redis TIME in ms: the first entry's id is its age.
-        if let Ok(first) = res.redis.outbox_stale(sku, 0, 1).await {
+        if let Ok(first) = res.redis.outbox().stale(sku, 0, 1).await {
             if let Some(ms) = first
                 .first()
                 .and_then(|e| e.id.split('-').next()?.parse::<u64>().ok())
@@ -140,7 +140,7 @@ async fn pool_connections(res: &Resources) {
 async fn sku_stock(res: &Resources) {
     for raw in &res.settings.metrics.sku_allowlist {
         let Ok(sku) = SkuId::new(*raw) else { continue };
-        let Ok(Some(snapshot)) = res.redis.sku(sku).await else {
+        let Ok(Some(snapshot)) = res.redis.skus().sku(sku).await else {
             continue;
         };
         metrics::gauge!("stockd_sku_available", "sku" => sku.to_string())

@@ -112,14 +112,14 @@ impl SoldOutBoard {
 
     /// Refreshes every bucket of the SKU.
     pub async fn refresh_sku(&self, sku: SkuId) -> Result<(), RedisError> {
-        for bucket in self.redis.layout(sku).await?.buckets() {
+        for bucket in self.redis.buckets().layout(sku).await?.buckets() {
             self.refresh(sku, bucket).await?;
         }
         Ok(())
     }
 
     async fn refresh_now(&self, sku: SkuId, bucket: u16) -> Result<(), RedisError> {
-        if self.redis.sold_out(sku, bucket).await? != Some(true) {
+        if self.redis.skus().sold_out(sku, bucket).await? != Some(true) {
             self.clear(sku, bucket);
             return Ok(());
         }
@@ -132,9 +132,14 @@ impl SoldOutBoard {
             .get(&(sku, bucket))
             .map(|f| f.winners.clone());
         let winners = match known {
-            Some(w) if self.redis.winners_count(sku, bucket).await? == w.len() => w,
+            Some(w) if self.redis.skus().winners_count(sku, bucket).await? == w.len() => w,
             // Winners first, then the flag: no replay can be refused in between.
-            _ => match self.redis.winners(sku, bucket, self.max_winners).await? {
+            _ => match self
+                .redis
+                .skus()
+                .winners(sku, bucket, self.max_winners)
+                .await?
+            {
                 Some(w) => Arc::new(w),
                 None => {
                     self.clear(sku, bucket);
@@ -143,7 +148,7 @@ impl SoldOutBoard {
             },
         };
         // Re-check: a release between the two reads must not leave a stale flag.
-        if self.redis.sold_out(sku, bucket).await? != Some(true) {
+        if self.redis.skus().sold_out(sku, bucket).await? != Some(true) {
             self.clear(sku, bucket);
             return Ok(());
         }

@@ -44,7 +44,7 @@ pub async fn run_until_stopped(
 /// One subscription's life: subscribe, reload markers, apply events until the
 /// connection ends.
 async fn listen(board: &SoldOutBoard, redis: &RedisStore) {
-    let mut pubsub = match redis.pubsub().await {
+    let mut pubsub = match redis.subscriptions().connect().await {
         Ok(p) => p,
         Err(err) => {
             tracing::warn!(error = %err, "soldout.subscriber: cannot connect");
@@ -94,8 +94,8 @@ fn parse_subject(raw: &str) -> Option<(SkuId, u16)> {
 /// Sets every flag from the durable markers of every known SKU.
 async fn reload(board: &SoldOutBoard, redis: &RedisStore) -> Result<(), crate::redis::RedisError> {
     board.clear_all();
-    for sku in redis.registered_skus().await? {
-        for bucket in redis.layout(sku).await?.buckets() {
+    for sku in redis.skus().registered_skus().await? {
+        for bucket in redis.buckets().layout(sku).await?.buckets() {
             board.refresh(sku, bucket).await?;
         }
     }

@@ -85,6 +85,7 @@ async fn the_relay_publishes_an_outbox_entry_that_was_never_published() {
     let outcome = app
         .res
         .redis
+        .reservations()
         .reserve(
             TestApp::sku(1),
             &RequestId::parse("lost").unwrap(),
@@ -94,7 +95,10 @@ async fn the_relay_publishes_an_outbox_entry_that_was_never_published() {
         .await
         .unwrap();
     assert_eq!(outcome.label(), "reserved");
-    assert_eq!(app.res.redis.outbox_len(TestApp::sku(1)).await.unwrap(), 1);
+    assert_eq!(
+        app.res.redis.outbox().len(TestApp::sku(1)).await.unwrap(),
+        1
+    );
     app.wait_ledger_rows(1).await;
     assert_eq!(
         app.ledger_status(1, "lost").await.as_deref(),

@@ -185,7 +185,10 @@ async fn reserve_one_to_the_ledger(res: &Resources, base: &str) {
         .unwrap();
     assert_eq!(reserved.status(), 201, "{}", reserved.text().await.unwrap());
     let sku = stockd::domain::SkuId::new(1).unwrap();
-    assert_eq!(res.redis.sku(sku).await.unwrap().unwrap().available, 4);
+    assert_eq!(
+        res.redis.skus().sku(sku).await.unwrap().unwrap().available,
+        4
+    );
     wait_for_ledger_row(res, "tls-1").await;
 }
 
@@ -272,7 +275,11 @@ async fn redis_tls_trusts_only_the_configured_ca_and_shows_the_client_certificat
     let store = stockd::redis::RedisStore::new(&s.redis, 900).unwrap();
     store.ping().await.expect("ping over TLS with the right CA");
     store.load_scripts().await.expect("scripts over TLS");
-    let mut pubsub = store.pubsub().await.expect("Pub/Sub over TLS");
+    let mut pubsub = store
+        .subscriptions()
+        .connect()
+        .await
+        .expect("Pub/Sub over TLS");
     pubsub.subscribe(format!("{id}:soldout")).await.unwrap();
 
     let refused = |tls: TlsFiles, url: String| {

@@ -26,7 +26,12 @@ impl Requester for Direct {
     async fn call(&mut self, index: u64) -> Outcome {
         let rid = RequestId::parse(&format!("c{index}")).expect("c<digits> is a valid id");
         let user = UserId::new(index + 1).expect("index + 1 is positive");
-        match self.store.reserve(self.sku, &rid, user, 1).await {
+        match self
+            .store
+            .reservations()
+            .reserve(self.sku, &rid, user, 1)
+            .await
+        {
             Ok(ReserveOutcome::Reserved { .. }) => Outcome::done("reserved"),
             Ok(other) => Outcome::refused(other.label()),
             Err(err) => Outcome::failed(format!("redis: {err}")),
@@ -47,6 +52,7 @@ pub async fn run(ns: &Namespace, plan: Plan, concurrency: usize) -> anyhow::Resu
     let sku = SkuId::new(CEILING_SKU).expect("positive");
     let total = i64::try_from(plan.requests)?;
     store
+        .skus()
         .load_sku(
             &crate::redis::buckets::Layout::single(sku),
             total,
@@ -68,14 +74,14 @@ pub async fn run(ns: &Namespace, plan: Plan, concurrency: usize) -> anyhow::Resu
         admitted: run.tally.done as i64,
     };
     let mut violations = check::answers(expect, &run.tally);
-    let available = store.sku(sku).await?.map(|s| s.available);
+    let available = store.skus().sku(sku).await?.map(|s| s.available);
     if available != Some(total - expect.admitted) {
         violations.push(format!(
             "ceiling: Redis available {available:?}, expected {}",
             total - expect.admitted
         ));
     }
-    let outbox = store.outbox_len(sku).await?;
+    let outbox = store.outbox().len(sku).await?;
     if outbox != run.tally.done {
         violations.push(format!(
             "ceiling: {outbox} outbox entries for {} reservations",

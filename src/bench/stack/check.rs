@@ -132,6 +132,7 @@ async fn stores_inner(db: &Db, redis: &RedisStore, e: Expect) -> anyhow::Result<
         ));
     }
     let redis_available = redis
+        .skus()
         .sku(e.sku)
         .await?
         .map(|s| s.available)

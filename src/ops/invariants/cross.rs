@@ -34,7 +34,7 @@ pub(super) async fn check_sku(
     checks: &mut Checks,
 ) -> Result<(), InvariantCheckError> {
     let sku = facts.sku_id;
-    match res.redis.sku(sku).await? {
+    match res.redis.skus().sku(sku).await? {
         None => {
             checks.one(REDIS_LOADED, || format!("sku {sku}: no Redis hash"));
             checks.one(STORES_AGREE, || {
@@ -54,7 +54,7 @@ pub(super) async fn check_sku(
         }
         Some(_) => {}
     }
-    let outbox = res.redis.outbox_len(sku).await?;
+    let outbox = res.redis.outbox().len(sku).await?;
     if outbox > 0 {
         checks.add(OUTBOX_EMPTY, outbox, || {
             format!("sku {sku}: {outbox} outbox entries not confirmed by the broker")
@@ -91,8 +91,8 @@ async fn redis_view(
     sku: SkuId,
     ids: &[RequestId],
 ) -> Result<Vec<(Option<RecordView>, bool)>, InvariantCheckError> {
-    let records = res.redis.records(sku, ids).await?;
-    let members = res.redis.winners_contain(sku, ids).await?;
+    let records = res.redis.inspect().records(sku, ids).await?;
+    let members = res.redis.inspect().winners_contain(sku, ids).await?;
     Ok(records.into_iter().zip(members).collect())
 }
 
@@ -177,13 +177,17 @@ async fn redis_in_ledger(
     let mut reported = HashSet::new();
     let mut cursor = 0;
     loop {
-        let (next, members) = res.redis.winners_page(sku, cursor, SCAN_COUNT).await?;
+        let (next, members) = res
+            .redis
+            .inspect()
+            .winners_page(sku, cursor, SCAN_COUNT)
+            .await?;
         for chunk in members.chunks(PAGE_ROWS) {
             let ids: Vec<RequestId> = chunk
                 .iter()
                 .filter_map(|m| RequestId::parse(m).ok())
                 .collect();
-            let records = res.redis.records(sku, &ids).await?;
+            let records = res.redis.inspect().records(sku, &ids).await?;
             let live: Vec<(&RequestId, RecordView)> = ids
                 .iter()
                 .zip(records)
@@ -294,7 +298,7 @@ async fn mismatched_counters<'a>(
         // A user id MySQL holds that is not a valid id: nothing in Redis can match.
         return Ok(buyers.iter().map(|b| (*b, 0)).collect());
     }
-    let counters = res.redis.user_counters(sku, &users).await?;
+    let counters = res.redis.inspect().user_counters(sku, &users).await?;
     Ok(buyers
         .iter()
         .zip(counters)

@@ -156,20 +156,22 @@ async fn locate_in_redis(
     sku_id: SkuId,
     request_id: &RequestId,
 ) -> Result<OnlyInRedis, LifecycleError> {
-    Ok(match redis.reservation(sku_id, request_id).await? {
-        // A CONFIRMED record whose row MySQL lost is applied like a
-        // reserved one, then confirmed (see the module doc).
-        Some(r)
-            if matches!(
-                r.status,
-                ReservationStatus::Reserved | ReservationStatus::Confirmed
-            ) =>
-        {
-            OnlyInRedis::Live(Deduction::from(&r))
-        }
-        Some(r) if r.status == ReservationStatus::Released => OnlyInRedis::Released(r),
-        _ => OnlyInRedis::Nowhere,
-    })
+    Ok(
+        match redis.reservations().reservation(sku_id, request_id).await? {
+            // A CONFIRMED record whose row MySQL lost is applied like a
+            // reserved one, then confirmed (see the module doc).
+            Some(r)
+                if matches!(
+                    r.status,
+                    ReservationStatus::Reserved | ReservationStatus::Confirmed
+                ) =>
+            {
+                OnlyInRedis::Live(Deduction::from(&r))
+            }
+            Some(r) if r.status == ReservationStatus::Released => OnlyInRedis::Released(r),
+            _ => OnlyInRedis::Nowhere,
+        },
+    )
 }
 
 /// One attempt at the decision: one transaction under the ledger lock protocol.
@@ -276,6 +278,7 @@ async fn mirror_then_clear_later(db: &Db, redis: &RedisStore, row: &LedgerRow) {
 async fn mirror_to_redis(redis: &RedisStore, row: &LedgerRow) -> bool {
     let returns_stock = ledger::reason::rejection_returns_stock(row.reason.as_deref());
     let mirrored = redis
+        .reservations()
         .finish(
             row.sku_id,
             &row.request_id,
@@ -315,7 +318,7 @@ async fn clear_pending(db: &Db, row: &LedgerRow) {
 /// drained meanwhile (their buyers refused SOLD_OUT), put stock back within
 /// their reach now rather than at the reconciler's next pass.
 async fn reopen_split_sku(redis: &RedisStore, sku_id: SkuId) {
-    match redis.layout(sku_id).await {
+    match redis.buckets().layout(sku_id).await {
         Ok(layout) if layout.is_split() => {}
         _ => return,
     }

@@ -36,7 +36,7 @@ pub(super) async fn transition(
     if row.is_some_and(|r| r.status != ReservationStatus::Reserved) {
         return Ok(asked); // MySQL decided already: its state stands
     }
-    let record = match redis.reservation(sku_id, request_id).await {
+    let record = match redis.reservations().reservation(sku_id, request_id).await {
         Ok(record) => record,
         Err(err) if asked != Transition::Expire => {
             tracing::debug!(error = %err, "lifecycle: Redis not read before a confirm or cancel");

@@ -266,7 +266,7 @@ async fn sku_lines(res: &Resources) -> Option<(Vec<SkuLine>, bool)> {
     let counts = queries::status_counts(&res.db, first.sku_id, last.sku_id)
         .await
         .ok()?;
-    let in_redis = join_all(rows.iter().map(|row| res.redis.sku(row.sku_id))).await;
+    let in_redis = join_all(rows.iter().map(|row| res.redis.skus().sku(row.sku_id))).await;
     let lines = rows
         .iter()
         .zip(in_redis)
@@ -292,7 +292,7 @@ async fn sku_lines(res: &Resources) -> Option<(Vec<SkuLine>, bool)> {
 
 /// Outbox entries and the oldest one's age over the loaded SKUs.
 async fn outbox(res: &Resources) -> Option<(u64, u64)> {
-    let mut skus = res.redis.registered_skus().await.ok()?;
+    let mut skus = res.redis.skus().registered_skus().await.ok()?;
     skus.truncate(OUTBOX_SKUS_MAX);
     let now_ms = res.redis.now_ms().await.ok()?;
     let per_sku = join_all(skus.into_iter().map(|sku| outbox_of(res, sku, now_ms))).await;
@@ -304,12 +304,12 @@ async fn outbox(res: &Resources) -> Option<(u64, u64)> {
 }
 
 async fn outbox_of(res: &Resources, sku: SkuId, now_ms: u64) -> (u64, u64) {
-    let len = res.redis.outbox_len(sku).await.unwrap_or(0);
+    let len = res.redis.outbox().len(sku).await.unwrap_or(0);
     if len == 0 {
         return (0, 0);
     }
     // Stream ids are Redis TIME in ms: the first entry's id is its age.
-    let oldest_ms = match res.redis.outbox_stale(sku, 0, 1).await {
+    let oldest_ms = match res.redis.outbox().stale(sku, 0, 1).await {
         Ok(first) => first
             .first()
             .and_then(|e| e.id.split('-').next()?.parse::<u64>().ok())

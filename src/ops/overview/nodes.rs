@@ -1,12 +1,12 @@
 //! "stockd nodes seen": every process writes a heartbeat into one Redis hash
 //! (field `host:pid`, value Redis' clock in ms) from its gauge loop and
 //! whenever it gathers an overview; the console lists the fields heard from
-//! recently and removes older ones, so the hash stays small. Only commands the
-//! runtime Redis user already has (HSET, PEXPIRE, HGETALL, HDEL).
+//! recently and removes older ones, so the hash stays small. The commands and
+//! the key live in the adapter (`redis/nodes.rs`, `redis/keys.rs`); this file
+//! keeps the view: who counts as gone, the order, the cap.
 
 use std::collections::HashMap;
 
-use deadpool_redis::redis;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -38,49 +38,18 @@ pub fn this_node() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-fn key(redis: &RedisStore) -> String {
-    format!("{}nodes", redis.keys().prefix())
-}
-
 /// Records that this process is alive. The hash expires when every node went
 /// quiet; single members are dropped by [`seen`].
 pub async fn heartbeat(redis: &RedisStore) -> Result<(), RedisError> {
-    let now_ms = redis.now_ms().await?;
-    let key = key(redis);
-    let mut conn = pooled(redis).await?;
-    redis::pipe()
-        .cmd("HSET")
-        .arg(&key)
-        .arg(this_node())
-        .arg(now_ms)
-        .ignore()
-        .cmd("PEXPIRE")
-        .arg(&key)
-        .arg(FORGET_AFTER_MS)
-        .ignore()
-        .query_async::<()>(&mut conn)
-        .await?;
-    Ok(())
+    redis.nodes().beat(&this_node(), FORGET_AFTER_MS).await
 }
 
 /// The nodes heard from within [`FORGET_AFTER_MS`], most recent first; older
 /// members are removed.
 pub async fn seen(redis: &RedisStore) -> Result<Vec<NodeSeen>, RedisError> {
-    let now_ms = redis.now_ms().await?;
-    let key = key(redis);
-    let mut conn = pooled(redis).await?;
-    let all: HashMap<String, u64> = redis::cmd("HGETALL")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await?;
+    let (now_ms, all) = redis.nodes().all().await?;
     let (live, gone) = split_by_age(all, now_ms);
-    if !gone.is_empty() {
-        redis::cmd("HDEL")
-            .arg(&key)
-            .arg(&gone)
-            .query_async::<()>(&mut conn)
-            .await?;
-    }
+    redis.nodes().forget(&gone).await?;
     Ok(live)
 }
 
@@ -99,12 +68,6 @@ fn split_by_age(all: HashMap<String, u64>, now_ms: u64) -> (Vec<NodeSeen>, Vec<S
     live.sort_by(|a, b| a.age_ms.cmp(&b.age_ms).then_with(|| a.name.cmp(&b.name)));
     live.truncate(NODES_MAX);
     (live, gone)
-}
-
-/// A side connection, so console reads never share the reserve path's
-/// multiplexed connection.
-async fn pooled(redis: &RedisStore) -> Result<crate::redis::RedisLink, RedisError> {
-    redis.side_link().await
 }
 
 #[cfg(test)]

@@ -177,7 +177,7 @@ impl Reconciler {
             // lose its latest additions, and the relay would then skip those
             // SKUs' outboxes. MySQL knows every SKU, so each full pass puts
             // them back.
-            self.redis.register_all(&all).await?;
+            self.redis.skus().register_all(&all).await?;
             all
         } else {
             skus.to_vec()
@@ -382,7 +382,7 @@ impl Reconciler {
         let Some(publisher) = &self.publisher else {
             return Ok(false);
         };
-        if self.redis.outbox_len(sku).await? > 0 {
+        if self.redis.outbox().len(sku).await? > 0 {
             return Ok(false);
         }
         let topology = publisher.topology();
@@ -436,7 +436,7 @@ impl Reconciler {
                 let stable = previous == Some((verdict, drift));
                 let drained = obs.exact
                     && obs.in_flight == 0
-                    && self.redis.outbox_len(obs.sku_id).await? == 0;
+                    && self.redis.outbox().len(obs.sku_id).await? == 0;
                 stable && drained
             }
             _ => false,
@@ -451,6 +451,7 @@ impl Reconciler {
         };
         let outcome = self
             .redis
+            .drift()
             .adjust(obs.sku_id, redis, -drift, new_adjust)
             .await?;
         let applied = matches!(outcome, AdjustOutcome::Applied { .. });

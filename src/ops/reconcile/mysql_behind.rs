@@ -193,7 +193,10 @@ async fn record_of(
     let Ok(request_id) = RequestId::parse(id) else {
         return Ok(None); // every stored id went through the parser on its way in
     };
-    Ok(redis.reservation(sku_id, &request_id).await?)
+    Ok(redis
+        .reservations()
+        .reservation(sku_id, &request_id)
+        .await?)
 }
 
 async fn confirm(

@@ -11,9 +11,10 @@ use std::sync::{Arc, RwLock};
 
 use deadpool_redis::redis;
 
+use super::Buckets;
 use super::Layout;
 use crate::domain::{SkuId, UserId};
-use crate::redis::{RedisError, RedisStore};
+use crate::redis::RedisError;
 
 #[derive(Default)]
 pub struct LayoutCache {
@@ -41,7 +42,7 @@ impl LayoutCache {
     }
 }
 
-impl RedisStore {
+impl Buckets {
     /// The SKU's layout, from the cache or read from its home hash. A SKU
     /// that is not loaded reads as one bucket (and is not cached).
     pub async fn layout(&self, sku: SkuId) -> Result<Arc<Layout>, RedisError> {
@@ -54,8 +55,9 @@ impl RedisStore {
     /// Forgets the cached layout and reads it again (after a `LAYOUT` answer).
     pub async fn read_layout(&self, sku: SkuId) -> Result<Arc<Layout>, RedisError> {
         self.layouts.forget(sku);
-        let key = self.keys.sku(sku);
+        let key = self.core.keys.sku(sku);
         let (available, buckets, tags): (Option<String>, Option<String>, Option<String>) = self
+            .core
             .run(|mut c| async move {
                 redis::cmd("HMGET")
                     .arg(&key)

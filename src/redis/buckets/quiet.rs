@@ -27,8 +27,9 @@
 //! flag is set, covers a release racing the drain).
 
 use super::transfer::count_round_trip;
+use super::Buckets;
 use super::Layout;
-use crate::redis::{scripts, RedisError, RedisStore};
+use crate::redis::{scripts, RedisError};
 
 /// What the double read found, for the bucket that asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +53,7 @@ struct Probe {
     pending: u64,
 }
 
-impl RedisStore {
+impl Buckets {
     /// The double read described above, for a refill of `asking` (its own
     /// stock does not count: it sells that itself).
     pub(super) async fn quiet_empty(
@@ -94,11 +95,12 @@ impl RedisStore {
         let tag = layout.tag(bucket);
         let mut invocation = scripts::STOCK_PROBE.prepare_invoke();
         invocation
-            .key(self.keys.sku_at(tag))
-            .key(self.keys.transfers_out_at(tag))
+            .key(self.core.keys.sku_at(tag))
+            .key(self.core.keys.transfers_out_at(tag))
             .arg(layout.n());
         count_round_trip("probe");
         let reply: Vec<String> = self
+            .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         let num = |i: usize| reply.get(i).and_then(|v| v.parse::<i64>().ok());

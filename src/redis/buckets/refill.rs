@@ -19,9 +19,10 @@ use std::time::Duration;
 
 use super::quiet::Quiet;
 use super::transfer::{count_round_trip, Holder, Take, Transferred};
+use super::Buckets;
 use super::Layout;
 use crate::domain::SkuId;
-use crate::redis::{RedisError, RedisStore};
+use crate::redis::RedisError;
 
 /// Lease-and-reclaim rounds one refill tries before giving up for now.
 const ROUNDS: usize = 8;
@@ -81,7 +82,7 @@ impl RefillGates {
             .clone()
     }
 
-    /// Read before a reservation attempt; pass it to [`RedisStore::refill`].
+    /// Read before a reservation attempt; pass it to [`Buckets::refill`].
     pub fn generation(&self, sku: SkuId, bucket: u16) -> u64 {
         self.gate(sku, bucket).generation.load(Ordering::Acquire)
     }
@@ -111,7 +112,7 @@ pub enum RefillEnd {
     Other,
 }
 
-impl RedisStore {
+impl Buckets {
     /// Refills `bucket` for a request of `count` units that found it dry
     /// after reading `seen` from [`RefillGates::generation`].
     pub async fn refill(
@@ -276,13 +277,14 @@ impl RedisStore {
     ) -> Result<i64, RedisError> {
         let mut invocation = crate::redis::scripts::DRAIN.prepare_invoke();
         invocation
-            .key(self.keys.sku_at(layout.tag(bucket)))
+            .key(self.core.keys.sku_at(layout.tag(bucket)))
             .arg(if drained { "1" } else { "0" })
             .arg(layout.n())
-            .arg(self.keys.soldout_channel())
+            .arg(self.core.keys.soldout_channel())
             .arg(layout.event_subject(bucket));
         count_round_trip("drain");
         let reply: Vec<String> = self
+            .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         match reply.first().map(String::as_str) {

@@ -10,19 +10,21 @@
 
 use deadpool_redis::redis;
 
+use super::Buckets;
 use super::Layout;
-use crate::redis::{RedisError, RedisStore};
+use crate::redis::RedisError;
 
-impl RedisStore {
+impl Buckets {
     /// Why the SKU's buyer state still lives, if it does: winners, outbox
     /// entries or transfers in any bucket.
     pub async fn buyer_state(&self, layout: &Layout) -> Result<Option<String>, RedisError> {
         for bucket in layout.buckets() {
             let tag = layout.tag(bucket);
-            let winners = self.keys.winners_at(tag);
-            let outbox = self.keys.outbox_at(tag);
-            let xout = self.keys.transfers_out_at(tag);
+            let winners = self.core.keys.winners_at(tag);
+            let outbox = self.core.keys.outbox_at(tag);
+            let xout = self.core.keys.transfers_out_at(tag);
             let (w, o, x): (u64, u64, u64) = self
+                .core
                 .run(|mut c| async move {
                     redis::pipe()
                         .cmd("SCARD")
@@ -60,12 +62,13 @@ impl RedisStore {
         }
         let mut invocation = crate::redis::scripts::RESPLIT.prepare_invoke();
         invocation
-            .key(self.keys.sku(new.sku()))
+            .key(self.core.keys.sku(new.sku()))
             .arg(new.n())
             .arg(new.tags_field())
-            .arg(self.keys.soldout_channel())
+            .arg(self.core.keys.soldout_channel())
             .arg(new.sku().get());
         let _: Vec<String> = self
+            .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         self.drop_buckets(old).await?;

@@ -6,18 +6,19 @@ use deadpool_redis::redis;
 
 use super::tags::choose_tags;
 use super::transfer::{Holder, Take};
+use super::Buckets;
 use super::Layout;
 use crate::domain::SkuId;
-use crate::redis::{RedisError, RedisStore};
+use crate::redis::RedisError;
 
-impl RedisStore {
+impl Buckets {
     /// A new layout of `n` buckets for `sku`, each on its own primary where
     /// the cluster has enough of them.
     pub async fn choose_layout(&self, sku: SkuId, n: u16) -> Result<Layout, RedisError> {
         if n <= 1 {
             return Ok(Layout::single(sku));
         }
-        let owners = self.bounded(self.hot.slot_owners()).await?;
+        let owners = self.core.bounded(self.core.hot.slot_owners()).await?;
         let owner = |slot: u16| {
             owners
                 .iter()
@@ -38,22 +39,23 @@ impl RedisStore {
         }
         let layout = self.choose_layout(sku, n).await?;
         self.drop_buckets(&current).await?;
-        let key = self.keys.sku(sku);
+        let key = self.core.keys.sku(sku);
         let tags = layout.tags_field();
         let split = layout.is_split();
-        self.run(|mut c| async move {
-            let cmd = if split {
-                let mut cmd = redis::cmd("HSET");
-                cmd.arg(&key).arg("buckets").arg(n).arg("tags").arg(&tags);
-                cmd
-            } else {
-                let mut cmd = redis::cmd("HDEL");
-                cmd.arg(&key).arg("buckets").arg("tags").arg("pool");
-                cmd
-            };
-            cmd.query_async::<i64>(&mut c).await
-        })
-        .await?;
+        self.core
+            .run(|mut c| async move {
+                let cmd = if split {
+                    let mut cmd = redis::cmd("HSET");
+                    cmd.arg(&key).arg("buckets").arg(n).arg("tags").arg(&tags);
+                    cmd
+                } else {
+                    let mut cmd = redis::cmd("HDEL");
+                    cmd.arg(&key).arg("buckets").arg("tags").arg("pool");
+                    cmd
+                };
+                cmd.query_async::<i64>(&mut c).await
+            })
+            .await?;
         self.layouts.forget(sku);
         Ok(layout)
     }
@@ -66,17 +68,18 @@ impl RedisStore {
             let tag = old.tag(bucket);
             // One slot: the three keys share the bucket's tag.
             let keys = [
-                self.keys.sku_at(tag),
-                self.keys.transfers_out_at(tag),
-                self.keys.transfers_in_at(tag),
+                self.core.keys.sku_at(tag),
+                self.core.keys.transfers_out_at(tag),
+                self.core.keys.transfers_in_at(tag),
             ];
-            self.run(|mut c| async move {
-                redis::cmd("DEL")
-                    .arg(&keys)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
-            .await?;
+            self.core
+                .run(|mut c| async move {
+                    redis::cmd("DEL")
+                        .arg(&keys)
+                        .query_async::<i64>(&mut c)
+                        .await
+                })
+                .await?;
         }
         Ok(())
     }
@@ -92,13 +95,14 @@ impl RedisStore {
             let tag = layout.tag(bucket);
             let mut invocation = crate::redis::scripts::BUCKET_INIT.prepare_invoke();
             invocation
-                .key(self.keys.sku_at(tag))
-                .key(self.keys.transfers_out_at(tag))
+                .key(self.core.keys.sku_at(tag))
+                .key(self.core.keys.transfers_out_at(tag))
                 .arg(layout.n())
                 .arg(bucket)
                 .arg(limit_per_user)
                 .arg(if reset { "reset" } else { "keep" });
             let _: Vec<String> = self
+                .core
                 .run(|mut c| async move { invocation.invoke_async(&mut c).await })
                 .await?;
         }

@@ -14,8 +14,9 @@
 
 use deadpool_redis::redis;
 
+use super::Buckets;
 use super::Layout;
-use crate::redis::{scripts, RedisError, RedisStore};
+use crate::redis::{scripts, RedisError};
 
 /// How long a slot remembers the ids credited to it (7 days, refreshed by
 /// every credit): far longer than a pending transfer waits for the
@@ -84,6 +85,31 @@ pub enum Transferred {
     Layout,
 }
 
+/// A stock transfer recorded in its source's `xout` hash (`dest:units:secs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingTransfer {
+    pub id: String,
+    pub dest: Holder,
+    pub units: i64,
+    /// When the debit ran (Redis TIME, seconds).
+    pub at_secs: u64,
+}
+
+impl PendingTransfer {
+    pub(crate) fn parse(id: &str, entry: &str) -> Option<Self> {
+        let mut parts = entry.split(':');
+        let dest = Holder::parse(parts.next()?)?;
+        let units = parts.next()?.parse().ok()?;
+        let at_secs = parts.next()?.parse().ok()?;
+        Some(Self {
+            id: id.to_string(),
+            dest,
+            units,
+            at_secs,
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Credited {
     Applied,
@@ -92,7 +118,7 @@ pub enum Credited {
     Missing,
 }
 
-impl RedisStore {
+impl Buckets {
     /// Runs a whole transfer (debit, credit, settle). Every call counts in
     /// `stockd_bucket_round_trips_total`.
     pub async fn transfer(
@@ -106,8 +132,8 @@ impl RedisStore {
         let tag = layout.tag(from.bucket());
         let mut debit = scripts::TRANSFER_DEBIT.prepare_invoke();
         debit
-            .key(self.keys.sku_at(tag))
-            .key(self.keys.transfers_out_at(tag))
+            .key(self.core.keys.sku_at(tag))
+            .key(self.core.keys.transfers_out_at(tag))
             .arg(from.field())
             .arg(layout.n())
             .arg(take.min)
@@ -115,10 +141,11 @@ impl RedisStore {
             .arg(take.divisor.max(1))
             .arg(&id)
             .arg(to.code())
-            .arg(self.keys.soldout_channel())
+            .arg(self.core.keys.soldout_channel())
             .arg(layout.event_subject(from.bucket()));
         count_round_trip("debit");
         let reply: Vec<String> = self
+            .core
             .run(|mut c| async move { debit.invoke_async(&mut c).await })
             .await?;
         let units = match reply.first().map(String::as_str) {
@@ -149,16 +176,17 @@ impl RedisStore {
         let tag = layout.tag(to.bucket());
         let mut credit = scripts::TRANSFER_CREDIT.prepare_invoke();
         credit
-            .key(self.keys.sku_at(tag))
-            .key(self.keys.transfers_in_at(tag))
+            .key(self.core.keys.sku_at(tag))
+            .key(self.core.keys.transfers_in_at(tag))
             .arg(to.field())
             .arg(id)
             .arg(units)
             .arg(CREDITED_IDS_TTL_MS)
-            .arg(self.keys.soldout_channel())
+            .arg(self.core.keys.soldout_channel())
             .arg(layout.event_subject(to.bucket()));
         count_round_trip("credit");
         let reply: Vec<String> = self
+            .core
             .run(|mut c| async move { credit.invoke_async(&mut c).await })
             .await?;
         match reply.first().map(String::as_str) {
@@ -171,17 +199,18 @@ impl RedisStore {
 
     /// Step 3: forgets a transfer whose credit is done.
     pub async fn settle(&self, layout: &Layout, from: Holder, id: &str) -> Result<(), RedisError> {
-        let key = self.keys.transfers_out_at(layout.tag(from.bucket()));
+        let key = self.core.keys.transfers_out_at(layout.tag(from.bucket()));
         count_round_trip("settle");
-        self.run(|mut c| async move {
-            redis::cmd("HDEL")
-                .arg(&key)
-                .arg(id)
-                .query_async::<i64>(&mut c)
-                .await
-        })
-        .await
-        .map(|_| ())
+        self.core
+            .run(|mut c| async move {
+                redis::cmd("HDEL")
+                    .arg(&key)
+                    .arg(id)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await
+            .map(|_| ())
     }
 }
 
@@ -190,20 +219,21 @@ pub(crate) fn count_round_trip(step: &'static str) {
     metrics::counter!("stockd_bucket_round_trips_total", "step" => step).increment(1);
 }
 
-impl RedisStore {
+impl Buckets {
     /// The transfers out of `bucket` not yet settled.
     pub async fn pending_transfers(
         &self,
         layout: &Layout,
         bucket: u16,
-    ) -> Result<Vec<crate::redis::PendingTransfer>, RedisError> {
-        let key = self.keys.transfers_out_at(layout.tag(bucket));
+    ) -> Result<Vec<PendingTransfer>, RedisError> {
+        let key = self.core.keys.transfers_out_at(layout.tag(bucket));
         let raw: Vec<(String, String)> = self
+            .core
             .run(|mut c| async move { redis::cmd("HGETALL").arg(&key).query_async(&mut c).await })
             .await?;
         raw.iter()
             .map(|(id, entry)| {
-                crate::redis::PendingTransfer::parse(id, entry)
+                PendingTransfer::parse(id, entry)
                     .ok_or_else(|| RedisError::BadReply(format!("transfer {id} = {entry}")))
             })
             .collect()

@@ -4,9 +4,20 @@
 
 use deadpool_redis::redis;
 
+use super::Buckets;
 use super::Layout;
-use crate::redis::sku::BucketStock;
-use crate::redis::{RedisError, RedisStore};
+use crate::redis::RedisError;
+
+/// One bucket's stock (`redis/buckets`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketStock {
+    pub bucket: u16,
+    pub available: i64,
+    /// The pool had nothing more for this bucket.
+    pub drained: bool,
+    /// Drained and empty: its buyers are refused SOLD_OUT.
+    pub sold_out: bool,
+}
 
 /// Pool, buckets, and the units in pending transfers.
 pub struct SplitStock {
@@ -26,7 +37,7 @@ type BucketFields = (
     Option<u64>,
 );
 
-impl RedisStore {
+impl Buckets {
     /// `None` when the home hash is missing (the SKU is not loaded).
     pub async fn split_stock(&self, layout: &Layout) -> Result<Option<SplitStock>, RedisError> {
         let mut stock = SplitStock {
@@ -38,25 +49,26 @@ impl RedisStore {
         };
         for bucket in layout.buckets() {
             let tag = layout.tag(bucket);
-            let hash = self.keys.sku_at(tag);
-            let xout = self.keys.transfers_out_at(tag);
+            let hash = self.core.keys.sku_at(tag);
+            let xout = self.core.keys.transfers_out_at(tag);
             let ((available, drained, soldout, pool, limit, total), pending): (BucketFields, u64) =
-                self.run(|mut c| async move {
-                    redis::pipe()
-                        .cmd("HMGET")
-                        .arg(&hash)
-                        .arg("available")
-                        .arg("drained")
-                        .arg("soldout")
-                        .arg("pool")
-                        .arg("limit")
-                        .arg("total")
-                        .cmd("HLEN")
-                        .arg(&xout)
-                        .query_async(&mut c)
-                        .await
-                })
-                .await?;
+                self.core
+                    .run(|mut c| async move {
+                        redis::pipe()
+                            .cmd("HMGET")
+                            .arg(&hash)
+                            .arg("available")
+                            .arg("drained")
+                            .arg("soldout")
+                            .arg("pool")
+                            .arg("limit")
+                            .arg("total")
+                            .cmd("HLEN")
+                            .arg(&xout)
+                            .query_async(&mut c)
+                            .await
+                    })
+                    .await?;
             if bucket == 0 {
                 let Some(limit) = limit else { return Ok(None) };
                 stock.pool = pool.unwrap_or(0);

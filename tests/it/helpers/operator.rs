@@ -139,6 +139,7 @@ impl TestApp {
         let r = self
             .res
             .redis
+            .reservations()
             .reservation(Self::sku(sku), &rid)
             .await
             .unwrap()
@@ -170,7 +171,7 @@ impl TestApp {
         // Once the outbox entry is gone the relay cannot republish it.
         let wait = std::time::Duration::from_secs(10);
         self.eventually("outbox emptied after the confirm", wait, || async {
-            self.res.redis.outbox_len(Self::sku(sku)).await.unwrap() == 0
+            self.res.redis.outbox().len(Self::sku(sku)).await.unwrap() == 0
         })
         .await;
         assert!(

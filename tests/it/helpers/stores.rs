@@ -47,6 +47,7 @@ impl TestApp {
     pub async fn redis_available(&self, sku: u64) -> Option<i64> {
         self.res
             .redis
+            .skus()
             .sku(Self::sku(sku))
             .await
             .unwrap()

@@ -89,7 +89,7 @@ impl TestApp {
         let queue = self.res.publisher.topology().deduct_queue.clone();
         let drained = poll_until_steady(Duration::from_secs(30), || async {
             self.consumer_in_hand() == 0
-                && self.res.redis.outbox_len(Self::sku(sku)).await.unwrap() == 0
+                && self.res.redis.outbox().len(Self::sku(sku)).await.unwrap() == 0
                 && self.queue_depth(&queue).await == 0
                 && self.consumer_in_hand() == 0
         })

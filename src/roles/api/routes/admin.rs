@@ -99,6 +99,7 @@ pub async fn put_sku(
     tracing::info!(sku.id = %sku_id, total_stock = total, limit_per_user = limit,
         buckets = sku.buckets, "admin.sku: stored and loaded");
     let snapshot = redis
+        .skus()
         .sku(sku_id)
         .await
         .map_err(|e| ApiError::unavailable("redis", e))?

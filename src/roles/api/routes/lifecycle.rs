@@ -103,7 +103,11 @@ async fn apply(
     match outcome {
         TransitionOutcome::Done { row, changed } => {
             if changed && transition == Transition::Cancel {
-                let bucket = state.res.redis.cached_bucket_of(sku_id, row.user_id);
+                let bucket = state
+                    .res
+                    .redis
+                    .buckets()
+                    .cached_bucket_of(sku_id, row.user_id);
                 if let (Some(board), Some(bucket)) = (&state.soldout, bucket) {
                     board.clear(sku_id, bucket);
                 }

@@ -65,7 +65,7 @@ pub async fn reserve(
     let started = std::time::Instant::now();
     let sku_id = sku_from(&req)?;
     let (user_id, count) = body.validate(state.res.settings.reservation.max_count)?;
-    let bucket = state.res.redis.cached_bucket_of(sku_id, user_id);
+    let bucket = state.res.redis.buckets().cached_bucket_of(sku_id, user_id);
     if let (Some(board), Some(bucket)) = (&state.soldout, bucket) {
         if board.short_circuits(sku_id, bucket, &body.request_id) {
             metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
@@ -75,13 +75,14 @@ pub async fn reserve(
     let outcome = state
         .res
         .redis
+        .reservations()
         .reserve(sku_id, &body.request_id, user_id, count)
         .await
         .map_err(|e| {
             metrics::counter!("stockd_reservations_total", "result" => "error").increment(1);
             ApiError::unavailable("redis", e)
         })?;
-    let bucket = state.res.redis.cached_bucket_of(sku_id, user_id);
+    let bucket = state.res.redis.buckets().cached_bucket_of(sku_id, user_id);
     flag_if_sold_out(&state, sku_id, bucket, &outcome);
     refill_ahead(&state, sku_id, &outcome);
     let label = outcome.label();
@@ -132,12 +133,12 @@ fn refill_ahead(state: &ApiState, sku_id: SkuId, outcome: &ReserveOutcome) {
         return;
     };
     let redis = &state.res.redis;
-    let Some(layout) = redis.cached_layout(sku_id) else {
+    let Some(layout) = redis.buckets().cached_layout(sku_id) else {
         return;
     };
-    if layout.is_split() && redis.runs_low(available_after) {
+    if layout.is_split() && redis.buckets().runs_low(available_after) {
         let redis = redis.clone();
-        tokio::spawn(async move { redis.refill_ahead(&layout, bucket).await });
+        tokio::spawn(async move { redis.buckets().refill_ahead(&layout, bucket).await });
     }
 }
 
@@ -250,6 +251,7 @@ pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpRes
     let in_redis = state
         .res
         .redis
+        .reservations()
         .reservation(sku_id, &request_id)
         .await
         .map_err(|e| ApiError::unavailable("redis", e))?;

@@ -37,6 +37,7 @@ pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpRes
     let snapshot = state
         .res
         .redis
+        .skus()
         .sku(sku_id)
         .await
         .map_err(|e| ApiError::unavailable("redis", e))?;

@@ -10,16 +10,15 @@
 //! changes that set, so agreeing reads count each unit exactly once — in its
 //! source, in a pending entry not yet credited, or in its destination.
 
-use super::transfer::Holder;
-use super::Layout;
-use crate::redis::drift::{BucketSnapshot, PendingTransfer, RedisSnapshot};
-use crate::redis::{RedisError, RedisStore};
+use super::{BucketSnapshot, Drift, RedisSnapshot};
+use crate::redis::buckets::{Holder, Layout, PendingTransfer};
+use crate::redis::RedisError;
 
 /// Reads tried before a busy SKU is reported unsettled (the next pass retries).
 const ATTEMPTS: usize = 5;
 
-impl RedisStore {
-    pub(crate) async fn merged_snapshot(
+impl Drift {
+    pub(super) async fn merged_snapshot(
         &self,
         layout: &Layout,
         max_winners: usize,

@@ -1,10 +1,10 @@
-//! Redis side of reconciliation and warm-up: an atomic snapshot of a SKU, the
-//! compare-and-set repair, and the warm-up write (scripts `snapshot.lua`,
-//! `adjust.lua`, `warmup.lua`).
+//! A SKU's Redis state as the reconciler reads it: one bucket's atomic read
+//! (`snapshot.lua`, [`BucketSnapshot`]), the whole SKU's ([`RedisSnapshot`],
+//! merged over buckets by `merge.rs` when split) and the winners listed in it.
 
-use super::buckets::{Holder, Layout};
-use super::{scripts, RedisError, RedisStore};
-use crate::domain::{ReservationStatus, SkuId};
+use crate::domain::ReservationStatus;
+use crate::redis::buckets::PendingTransfer;
+use crate::redis::RedisError;
 
 /// Values per winner in `snapshot.lua`'s reply: request id, status, count, created_ms.
 const WINNER_FIELDS: usize = 4;
@@ -57,141 +57,8 @@ impl RedisSnapshot {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdjustOutcome {
-    Applied {
-        available: i64,
-    },
-    /// `available` moved since the check; nothing was changed.
-    Changed,
-}
-
-impl RedisStore {
-    /// Snapshot of one SKU; `None` when it is not loaded. Atomic for a SKU in
-    /// one bucket; for a split SKU, merged from one read per bucket and judged
-    /// only when stable (see [`super::buckets::merge`]).
-    pub async fn snapshot(
-        &self,
-        sku_id: SkuId,
-        max_winners: usize,
-    ) -> Result<Option<RedisSnapshot>, RedisError> {
-        let layout = self.layout(sku_id).await?;
-        if layout.is_split() {
-            return self.merged_snapshot(&layout, max_winners).await;
-        }
-        let tag = sku_id.to_string();
-        Ok(self
-            .bucket_snapshot(&tag, &[], max_winners)
-            .await?
-            .map(RedisSnapshot::from))
-    }
-
-    /// Atomic read of one bucket (`tag`), with whether each of `asked` was
-    /// credited to it.
-    pub async fn bucket_snapshot(
-        &self,
-        tag: &str,
-        asked: &[String],
-        max_winners: usize,
-    ) -> Result<Option<BucketSnapshot>, RedisError> {
-        let mut invocation = scripts::SNAPSHOT.prepare_invoke();
-        let keys = self.keys();
-        invocation
-            .key(keys.sku_at(tag))
-            .key(keys.winners_at(tag))
-            .key(keys.transfers_out_at(tag))
-            .key(keys.transfers_in_at(tag))
-            .arg(keys.reservation_prefix_at(tag))
-            .arg(max_winners)
-            .arg(asked.join(","));
-        let reply: Vec<String> = self
-            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
-            .await?;
-        parse_snapshot(&reply)
-    }
-
-    /// Moves stock by `delta` if Redis still holds what `seen` read, and sets
-    /// the `adjust` term to `new_adjust` (see `adjust.lua`). A SKU in one
-    /// bucket is repaired in `available`; a split SKU in its pool (then every
-    /// bucket is undrained, so stock put back is sold).
-    pub async fn adjust(
-        &self,
-        sku_id: SkuId,
-        seen: &RedisSnapshot,
-        delta: i64,
-        new_adjust: i64,
-    ) -> Result<AdjustOutcome, RedisError> {
-        let (field, expected) = match seen.pool {
-            Some(pool) => ("pool", pool),
-            None => ("available", seen.available),
-        };
-        let mut invocation = scripts::ADJUST.prepare_invoke();
-        invocation
-            .key(self.keys().sku(sku_id))
-            .arg(expected)
-            .arg(delta)
-            .arg(self.keys().soldout_channel())
-            .arg(sku_id.get())
-            .arg(new_adjust)
-            .arg(field);
-        let reply: Vec<String> = self
-            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
-            .await?;
-        match (
-            reply.first().map(String::as_str),
-            reply.get(1).and_then(|v| v.parse::<i64>().ok()),
-        ) {
-            (Some("OK"), Some(value)) => {
-                if seen.pool.is_some() && delta > 0 {
-                    self.undrain_all(&*self.layout(sku_id).await?).await?;
-                }
-                let available = seen.available + value - expected;
-                Ok(AdjustOutcome::Applied { available })
-            }
-            (Some("CHANGED"), _) => Ok(AdjustOutcome::Changed),
-            _ => Err(RedisError::BadReply(format!("{reply:?}"))),
-        }
-    }
-
-    /// Writes the SKU's state from MySQL (warm-up) and registers the SKU. A
-    /// split SKU gets everything into its pool, every bucket emptied and
-    /// primed again.
-    pub async fn warm(
-        &self,
-        layout: &Layout,
-        available: i64,
-        total: i64,
-        limit_per_user: u32,
-        adjust: i64,
-    ) -> Result<(), RedisError> {
-        let sku_id = layout.sku();
-        let mut invocation = scripts::WARMUP.prepare_invoke();
-        invocation
-            .key(self.keys().sku(sku_id))
-            .key(self.keys().transfers_out_at(layout.tag(0)))
-            .arg(available)
-            .arg(total)
-            .arg(limit_per_user)
-            .arg(adjust)
-            .arg(self.keys().soldout_channel())
-            .arg(sku_id.get())
-            .arg(layout.n())
-            .arg(layout.tags_field());
-        let _: Vec<String> = self
-            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
-            .await?;
-        self.layouts.forget(sku_id);
-        if layout.is_split() {
-            self.init_buckets(layout, u64::from(limit_per_user), true)
-                .await?;
-            self.prime(layout).await?;
-        }
-        self.register(sku_id).await
-    }
-}
-
 /// One bucket's atomic read (`snapshot.lua`): the whole SKU when it has one
-/// bucket; merged over buckets by [`super::buckets::merge`] otherwise.
+/// bucket; merged over buckets by `merge.rs` otherwise.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketSnapshot {
     pub available: i64,
@@ -206,31 +73,6 @@ pub struct BucketSnapshot {
     /// For each id asked about: whether it was already credited here.
     pub credited: Vec<bool>,
     pub winners: Option<Vec<WinnerRecord>>,
-}
-
-/// A stock transfer recorded in its source's `xout` hash (`dest:units:secs`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingTransfer {
-    pub id: String,
-    pub dest: Holder,
-    pub units: i64,
-    /// When the debit ran (Redis TIME, seconds).
-    pub at_secs: u64,
-}
-
-impl PendingTransfer {
-    pub(crate) fn parse(id: &str, entry: &str) -> Option<Self> {
-        let mut parts = entry.split(':');
-        let dest = Holder::parse(parts.next()?)?;
-        let units = parts.next()?.parse().ok()?;
-        let at_secs = parts.next()?.parse().ok()?;
-        Some(Self {
-            id: id.to_string(),
-            dest,
-            units,
-            at_secs,
-        })
-    }
 }
 
 impl From<BucketSnapshot> for RedisSnapshot {

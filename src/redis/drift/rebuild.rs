@@ -2,9 +2,10 @@
 //! reservation records, winners entries and buyer counters, plus mirrors of
 //! decisions Redis lost. Used by warm-up and by the reconciler's repair.
 
-use super::buckets::Layout;
-use super::{scripts, RedisError, RedisStore};
+use super::Drift;
 use crate::domain::{RequestId, ReservationStatus, SkuId, UserId};
+use crate::redis::buckets::Layout;
+use crate::redis::{scripts, RedisError};
 
 /// One ledger row as the rebuild needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +41,7 @@ impl RebuildCounts {
     }
 }
 
-impl RedisStore {
+impl Drift {
     /// Rebuilds one batch of a SKU's ledger rows: one atomic script call per
     /// bucket the rows' buyers belong to (one for a SKU that is not split).
     pub async fn rebuild_batch(
@@ -48,7 +49,7 @@ impl RedisStore {
         sku_id: SkuId,
         rows: &[RebuildRow],
     ) -> Result<RebuildCounts, RedisError> {
-        let layout = self.layout(sku_id).await?;
+        let layout = self.buckets.layout(sku_id).await?;
         let mut counts = RebuildCounts::default();
         for bucket in layout.buckets() {
             let mine: Vec<&RebuildRow> = rows
@@ -69,7 +70,7 @@ impl RedisStore {
         if rows.is_empty() {
             return Ok(RebuildCounts::default());
         }
-        let keys = self.keys();
+        let keys = &self.core.keys;
         let tag = layout.tag(bucket);
         let mut invocation = scripts::REBUILD.prepare_invoke();
         invocation
@@ -91,6 +92,7 @@ impl RedisStore {
                 .arg(if row.returns_stock { "1" } else { "0" });
         }
         let reply: Vec<String> = self
+            .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
         let num = |i: usize| {
