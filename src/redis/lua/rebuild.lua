@@ -1,7 +1,7 @@
 #!lua
 -- rebuild.lua: restore the buyer side of a SKU from MySQL, one batch of ledger
 -- rows per call (warm-up after Redis lost its data, and the reconciler's repair
--- after Redis lost acknowledged writes). SPEC §8: after it, a retry of any
+-- after Redis lost acknowledged writes). contract §8: after it, a retry of any
 -- accepted request id is a replay and no buyer can exceed the limit.
 --
 -- Per row, by the ledger's status and what Redis holds:

@@ -1,5 +1,5 @@
 #!lua
--- reserve.lua: the whole admission decision of one reservation, atomically (SPEC §2).
+-- reserve.lua: the whole admission decision of one reservation, atomically (docs/contract.md §2).
 -- Reads and checks first, writes last: Lua has no rollback, so nothing is written
 -- unless every check passed. The `#!lua` shebang makes Redis refuse the script
 -- whole when it is out of memory, instead of failing half-way through the writes.
