@@ -3,7 +3,8 @@
 //! new `use` that points up fails here before it tangles the folders again.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+
+use crate::helpers::sources::{code_of, names_after, sources, src_dir};
 
 /// Each folder of `src/bench/` and the folders it may import. `suite` and the
 /// files directly in `src/bench/` (the entry points) sit above all of them.
@@ -16,37 +17,13 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
     ("report", &["results"]),
 ];
 
-/// The code of a source file: comment lines dropped, since a doc link to a
-/// folder above (`[`crate::bench::report`]`) is no import.
-fn code_of(text: &str) -> String {
-    text.lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Which `src/bench/` folders a source text names through `crate::bench::`.
 fn folders_named(text: &str, folders: &[&str]) -> Vec<String> {
-    text.match_indices("crate::bench::")
-        .map(|(at, needle)| &text[at + needle.len()..])
-        .map(|rest| {
-            rest.split(|c: char| !c.is_alphanumeric() && c != '_')
-                .next()
-        })
-        .filter_map(|name| name.filter(|n| folders.contains(n)).map(str::to_owned))
+    names_after(text, "crate::bench::")
+        .into_iter()
+        .filter(|name| folders.contains(name))
+        .map(str::to_owned)
         .collect()
-}
-
-/// Every `.rs` file under `dir`, recursively.
-fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// No file of a `src/bench/` folder imports a folder above it (nor `report`
@@ -54,7 +31,7 @@ fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// through `crate::bench::`, not `super::`, so the rule sees every edge.
 #[test]
 fn the_bench_folders_import_downwards_only() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bench");
+    let root = src_dir("bench");
     let rules: BTreeMap<&str, &[&str]> = MAY_IMPORT.iter().copied().collect();
     let mut folders: Vec<&str> = rules.keys().copied().collect();
     folders.extend(["suite"]);
@@ -87,7 +64,7 @@ fn the_bench_folders_import_downwards_only() {
 /// No two files under `src/bench/` share a name (there were three `hot_sku.rs`).
 #[test]
 fn no_two_bench_files_share_a_name() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bench");
+    let root = src_dir("bench");
     let mut files = Vec::new();
     sources(&root, &mut files);
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -32,6 +32,7 @@ mod buckets;
 mod cli;
 mod cluster;
 mod console;
+mod crate_layers;
 mod deploy;
 mod dlq;
 mod lifecycle;

@@ -4,7 +4,8 @@
 //! the test created. Split by concern: `http` (requests), `stores` (direct
 //! reads and writes of Redis, MySQL, RabbitMQ), `wait` (conditions and
 //! invariants), `purge` (settings and removal), `operator` (the `stockd`
-//! CLI, messages put into queues, failures faked), `private_redis`.
+//! CLI, messages put into queues, failures faked), `private_redis`, `sources`
+//! (the crate's source text, for the layering tests).
 
 #![allow(dead_code)]
 
@@ -13,6 +14,7 @@ mod metrics;
 mod operator;
 pub mod private_redis;
 mod purge;
+pub mod sources;
 mod stores;
 pub mod users;
 mod wait;
