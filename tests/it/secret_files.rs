@@ -27,7 +27,8 @@ const FILE_TOKEN: &str = "admin-token-from-a-file-4b1d";
 
 /// A config dir under `dir`: the shipped base.yaml and an environment
 /// `decoys` whose URLs point at a closed port and whose admin token is
-/// [`ADMIN_TOKEN`]: a stockd that ignored the files could reach nothing.
+/// [`ADMIN_TOKEN`]: a stockd that ignored the files could reach nothing
+/// (open public routes, as `local.yaml` has them: the reservation needs no client).
 fn decoy_config(dir: &std::path::Path) -> std::path::PathBuf {
     let config = dir.join("config");
     std::fs::create_dir_all(&config).unwrap();
@@ -35,6 +36,7 @@ fn decoy_config(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::copy(shipped, config.join("base.yaml")).unwrap();
     let decoys = format!(
         "admin: {{token: {ADMIN_TOKEN}}}\n\
+         auth: {{required: false}}\n\
          mysql: {{url: \"mysql://root@127.0.0.1:9/nothing\"}}\n\
          redis: {{url: \"redis://127.0.0.1:9\"}}\n\
          amqp: {{url: \"amqp://guest:guest@127.0.0.1:9/%2f\"}}\n"
