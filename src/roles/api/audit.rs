@@ -159,18 +159,17 @@ fn refused(method: &Method, path: &str, client: &str, presented: bool) {
         refusals, "admin authentication refused");
 }
 
+/// For the tests of the audit log's writers (here and `auth/trail.rs`): the
+/// JSON lines a test's events become, as they would be shipped.
 #[cfg(test)]
-mod tests {
+pub(super) mod capture {
     use std::sync::{Arc, Mutex};
 
-    use actix_web::test as http_test;
-    use actix_web::{web, App, HttpResponse};
-
-    use super::{fingerprint, record};
+    use tracing::subscriber::DefaultGuard;
 
     /// Collects what the subscriber writes.
     #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
+    pub struct Captured(Arc<Mutex<Vec<u8>>>);
 
     impl std::io::Write for Captured {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -182,15 +181,42 @@ mod tests {
         }
     }
 
-    #[actix_web::test]
-    async fn an_admin_action_and_a_refused_login_leave_audit_events() {
+    impl Captured {
+        /// The whole log so far, and its events of target `audit`.
+        pub fn audit_events(&self) -> (String, Vec<serde_json::Value>) {
+            let log = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+            let events = log
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .filter(|e: &serde_json::Value| e["target"] == "audit")
+                .collect();
+            (log, events)
+        }
+    }
+
+    /// JSON logging into a [`Captured`] for as long as the guard lives.
+    pub fn audit_log() -> (Captured, DefaultGuard) {
         let captured = Captured::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()
             .json()
             .with_writer(move || writer.clone())
             .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        (captured, tracing::subscriber::set_default(subscriber))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test as http_test;
+    use actix_web::{web, App, HttpResponse};
+
+    use super::capture;
+    use super::{fingerprint, record};
+
+    #[actix_web::test]
+    async fn an_admin_action_and_a_refused_login_leave_audit_events() {
+        let (captured, _guard) = capture::audit_log();
         let app = http_test::init_service(
             App::new()
                 .wrap_fn(record)
@@ -212,12 +238,7 @@ mod tests {
             .insert_header(("authorization", "Bearer guess"))
             .to_request();
         assert_eq!(http_test::call_service(&app, refused).await.status(), 401);
-        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        let events: Vec<serde_json::Value> = log
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .filter(|e: &serde_json::Value| e["target"] == "audit")
-            .collect();
+        let (log, events) = captured.audit_events();
         let action = events
             .iter()
             .find(|e| e["fields"]["event"] == "admin.action")

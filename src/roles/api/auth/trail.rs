@@ -69,33 +69,12 @@ pub fn lifecycle(client: &str, client_ip: &str, path: &str, status: u16) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use super::*;
-
-    /// Collects what the subscriber writes.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::roles::api::audit::capture;
 
     #[test]
     fn a_lifecycle_call_and_a_burst_of_refusals_leave_named_audit_events() {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_writer(move || writer.clone())
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (captured, _guard) = capture::audit_log();
         lifecycle(
             "orders",
             "198.51.100.7",
@@ -111,12 +90,7 @@ mod tests {
                 path: "/v1/skus/1/reservations/a/cancel",
             });
         }
-        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        let events: Vec<serde_json::Value> = log
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .filter(|e: &serde_json::Value| e["target"] == "audit")
-            .collect();
+        let (log, events) = captured.audit_events();
         let call = &events[0]["fields"];
         assert_eq!(call["event"], "reservation.lifecycle");
         assert_eq!(call["client"], "orders");
