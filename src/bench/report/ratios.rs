@@ -106,6 +106,11 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
             Goal::AtLeast(0.97),
             quotient(key::RESERVE_REDIS_CONSOLE, key::RESERVE_REDIS),
         ),
+        row(
+            "reserve with TLS + client tokens on / off (durability: redis)",
+            Goal::AtLeast(0.9),
+            quotient(key::RESERVE_REDIS_SECURED, key::RESERVE_REDIS),
+        ),
     ];
     rows.extend(super::efficiency::rows(phases));
     rows.extend(super::buckets::rows(phases));

@@ -16,6 +16,8 @@ pub mod key {
     pub const RESERVE_REDIS_LIMITED: &str = "reserve_redis_limited";
     /// `reserve_redis` again while a console polls `/v1/admin/overview` every second.
     pub const RESERVE_REDIS_CONSOLE: &str = "reserve_redis_console";
+    /// `reserve_redis` again with TLS on the listener and a client token required.
+    pub const RESERVE_REDIS_SECURED: &str = "reserve_redis_secured";
     /// `--target`: the running stockd's durability is whatever it was started with.
     pub const RESERVE_TARGET: &str = "reserve_target";
     pub const SOLD_OUT: &str = "sold_out";

@@ -49,8 +49,22 @@ impl StockdChild {
         out_dir: &Path,
         extra_env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("locating the stockd binary")?;
         let addr = free_loopback_port()?;
+        Self::start_at(ns, durability, label, out_dir, extra_env, addr).await
+    }
+
+    /// [`StockdChild::start_with`] on `addr` (from [`free_loopback_port`]),
+    /// for a caller that must know the address before the child is ready
+    /// (the secured child's TLS is registered by address).
+    pub async fn start_at(
+        ns: &Namespace,
+        durability: Durability,
+        label: &str,
+        out_dir: &Path,
+        extra_env: &[(&str, &str)],
+        addr: SocketAddr,
+    ) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("locating the stockd binary")?;
         let mut env = ns.child_env(&addr.to_string(), durability);
         env.extend(
             extra_env
@@ -161,7 +175,7 @@ pub fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
 }
 
 /// A loopback port nobody listens on right now (bind to 0, read, release).
-fn free_loopback_port() -> anyhow::Result<SocketAddr> {
+pub fn free_loopback_port() -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?)
 }

@@ -2,7 +2,7 @@
 //! database, key prefix and queues of a run ([`namespace`]), the machine and
 //! server versions ([`machine`]), what the stockd reports on its `/metrics`
 //! ([`batches`], [`round_trips`]) and the invariants checked after every phase
-//! ([`check`]).
+//! ([`check`]) and the TLS + client token of the secured child ([`secured`]).
 
 pub mod batches;
 pub mod check;
@@ -10,3 +10,4 @@ pub mod child;
 pub mod machine;
 pub mod namespace;
 pub mod round_trips;
+pub mod secured;

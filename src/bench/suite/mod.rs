@@ -4,6 +4,7 @@
 //! phase is checked before the next one starts.
 
 mod on_cluster;
+mod variants;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -43,15 +44,6 @@ const SKU_LAG: u64 = 3;
 const SKU_HOT: [u64; 2] = [4, 5];
 /// Share of the measured reserve throughput the persist-lag run offers.
 const HALF_LOAD: f64 = 0.5;
-/// Rate limits switched on for `reserve_redis_limited`: generous enough never to
-/// refuse the bench's load (unique buyers, one client IP), so the phase measures
-/// what the limits cost — the bucket in the reserve script and the per-IP table.
-const GENEROUS_LIMITS: [(&str, &str); 4] = [
-    ("STOCKD__LIMITS__PER_USER_RPS", "1000"),
-    ("STOCKD__LIMITS__PER_USER_BURST", "1000"),
-    ("STOCKD__LIMITS__PER_IP_RPS", "10000000"),
-    ("STOCKD__LIMITS__PER_IP_BURST", "10000000"),
-];
 
 /// Results collected so far, and the first violations (which stop the run).
 pub struct Collected {
@@ -216,96 +208,11 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
             return Ok(false);
         }
         ns.cleanup().await?;
-        if durability == Durability::Redis && !limited_reserve(args, ns, out).await? {
-            return Ok(false);
-        }
-        if durability == Durability::Redis && !console_reserve(args, ns, out).await? {
+        if durability == Durability::Redis && !variants::run(args, ns, out).await? {
             return Ok(false);
         }
     }
     Ok(true)
-}
-
-/// A variant of `reserve_redis`, measured right after it in its own child.
-struct Variant {
-    label: &'static str,
-    key: &'static str,
-    title: &'static str,
-    /// Extra `STOCKD__…` settings of the child.
-    env: &'static [(&'static str, &'static str)],
-    /// A console polls `GET /v1/admin/overview` once a second meanwhile.
-    console_polling: bool,
-}
-
-/// `reserve_redis` again with generous rate limits on: what the limits cost.
-async fn limited_reserve(
-    args: &BenchArgs,
-    ns: &Namespace,
-    out: &mut Collected,
-) -> anyhow::Result<bool> {
-    let variant = Variant {
-        label: "child-redis-limited",
-        key: key::RESERVE_REDIS_LIMITED,
-        title: "POST reservations, durability: redis, rate limits on",
-        env: &GENEROUS_LIMITS,
-        console_polling: false,
-    };
-    variant_reserve(args, ns, out, variant).await
-}
-
-/// `reserve_redis` again while a console polls the overview once a second:
-/// what an open console costs the hot path (goal ≥ 0.97 of without).
-async fn console_reserve(
-    args: &BenchArgs,
-    ns: &Namespace,
-    out: &mut Collected,
-) -> anyhow::Result<bool> {
-    let variant = Variant {
-        label: "child-redis-console",
-        key: key::RESERVE_REDIS_CONSOLE,
-        title: "POST reservations, durability: redis, console polling the overview",
-        env: &[],
-        console_polling: true,
-    };
-    variant_reserve(args, ns, out, variant).await
-}
-
-/// Runs one [`Variant`] of the reserve phase; its ratio to `reserve_redis` is
-/// computed in `ratios.rs` (two phases of the same run).
-async fn variant_reserve(
-    args: &BenchArgs,
-    ns: &Namespace,
-    out: &mut Collected,
-    variant: Variant,
-) -> anyhow::Result<bool> {
-    let out_dir = Path::new(&args.out_dir);
-    let label = variant.label;
-    note(&format!("starting stockd --role all ({label})"));
-    let child = StockdChild::start_with(ns, Durability::Redis, label, out_dir, variant.env).await?;
-    let stores = ns.stores()?;
-    let target = Target::child(child.addr, &ns.admin_token, &stores);
-    note(&format!("phase {}", variant.key));
-    let sku = sku_base(args) + SKU_RESERVE;
-    let poller = variant
-        .console_polling
-        .then(|| phases::console::Poller::start(child.addr, &ns.admin_token));
-    let checked = phases::reserve::reserve(
-        &target,
-        variant.key,
-        variant.title.to_string(),
-        sku,
-        plan(args.requests),
-        args.concurrency,
-    );
-    let mut checked = checked.await?;
-    if let Some(poller) = poller {
-        checked.violations.extend(poller.stop().await.violation());
-    }
-    let ok = out.gate(checked).await;
-    child.stop().await?;
-    stores.db.disconnect().await;
-    ns.cleanup().await?;
-    Ok(ok)
 }
 
 /// Reserve at full speed, sold-out (if asked), then half load with persist lag.

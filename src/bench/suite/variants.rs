@@ -1,0 +1,142 @@
+//! Variants of `reserve_redis`, each measured right after it in a child of its
+//! own with one thing changed, so `ratios.rs` can say what that one thing
+//! costs the hot path: generous rate limits (`reserve_redis_limited`), a
+//! console polling the overview (`reserve_redis_console`), and TLS on the
+//! listener plus a required client token (`reserve_redis_secured`).
+
+use std::path::Path;
+
+use super::{plan, sku_base, Collected, SKU_RESERVE};
+use crate::bench::args::BenchArgs;
+use crate::bench::drive::progress::note;
+use crate::bench::phases;
+use crate::bench::results::key;
+use crate::bench::stack::check::Target;
+use crate::bench::stack::child::{free_loopback_port, StockdChild};
+use crate::bench::stack::namespace::Namespace;
+use crate::bench::stack::secured::{SecuredListener, SERVER_NAME};
+use crate::config::Durability;
+
+/// Rate limits switched on for `reserve_redis_limited`: generous enough never to
+/// refuse the bench's load (unique buyers, one client IP), so the phase measures
+/// what the limits cost — the bucket in the reserve script and the per-IP table.
+const GENEROUS_LIMITS: [(&str, &str); 4] = [
+    ("STOCKD__LIMITS__PER_USER_RPS", "1000"),
+    ("STOCKD__LIMITS__PER_USER_BURST", "1000"),
+    ("STOCKD__LIMITS__PER_IP_RPS", "10000000"),
+    ("STOCKD__LIMITS__PER_IP_BURST", "10000000"),
+];
+
+/// Runs every variant in turn; false after the first with a violation.
+pub async fn run(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyhow::Result<bool> {
+    let limited = Variant {
+        label: "child-redis-limited",
+        key: key::RESERVE_REDIS_LIMITED,
+        title: "POST reservations, durability: redis, rate limits on",
+        env: GENEROUS_LIMITS.to_vec(),
+        console_polling: false,
+        secured: None,
+    };
+    if !variant_reserve(args, ns, out, limited).await? {
+        return Ok(false);
+    }
+    let console = Variant {
+        label: "child-redis-console",
+        key: key::RESERVE_REDIS_CONSOLE,
+        title: "POST reservations, durability: redis, console polling the overview",
+        env: Vec::new(),
+        console_polling: true,
+        secured: None,
+    };
+    if !variant_reserve(args, ns, out, console).await? {
+        return Ok(false);
+    }
+    secured_reserve(args, ns, out).await
+}
+
+/// `reserve_redis` again over TLS with a client token (`auth.required`).
+async fn secured_reserve(
+    args: &BenchArgs,
+    ns: &Namespace,
+    out: &mut Collected,
+) -> anyhow::Result<bool> {
+    let dir = Path::new(&args.out_dir).join("secured-pki");
+    let secured = match SecuredListener::generate(&dir)? {
+        Ok(secured) => secured,
+        Err(why) => {
+            note(&format!("skipping {}: {why}", key::RESERVE_REDIS_SECURED));
+            return Ok(true);
+        }
+    };
+    let env = secured
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let variant = Variant {
+        label: "child-redis-secured",
+        key: key::RESERVE_REDIS_SECURED,
+        title: "POST reservations, durability: redis, TLS listener + client token",
+        env,
+        console_polling: false,
+        secured: Some(&secured),
+    };
+    variant_reserve(args, ns, out, variant).await
+}
+
+/// A variant of `reserve_redis`, measured right after it in its own child.
+struct Variant<'a> {
+    label: &'static str,
+    key: &'static str,
+    title: &'static str,
+    /// Extra `STOCKD__…` settings of the child.
+    env: Vec<(&'a str, &'a str)>,
+    /// A console polls `GET /v1/admin/overview` once a second meanwhile.
+    console_polling: bool,
+    /// The child's listener speaks TLS and wants this client's token.
+    secured: Option<&'a SecuredListener>,
+}
+
+/// Runs one [`Variant`] of the reserve phase; its ratio to `reserve_redis` is
+/// computed in `ratios.rs` (two phases of the same run).
+async fn variant_reserve(
+    args: &BenchArgs,
+    ns: &Namespace,
+    out: &mut Collected,
+    variant: Variant<'_>,
+) -> anyhow::Result<bool> {
+    let out_dir = Path::new(&args.out_dir);
+    let label = variant.label;
+    note(&format!("starting stockd --role all ({label})"));
+    let addr = free_loopback_port()?;
+    if let Some(secured) = variant.secured {
+        crate::bench::drive::tls_target::register(addr, SERVER_NAME, &secured.ca_file)?;
+    }
+    let child =
+        StockdChild::start_at(ns, Durability::Redis, label, out_dir, &variant.env, addr).await?;
+    let stores = ns.stores()?;
+    let mut target = Target::child(child.addr, &ns.admin_token, &stores);
+    target.client_token = variant.secured.map(|s| s.token.as_str());
+    note(&format!("phase {}", variant.key));
+    let sku = sku_base(args) + SKU_RESERVE;
+    let poller = variant
+        .console_polling
+        .then(|| phases::console::Poller::start(child.addr, &ns.admin_token));
+    let checked = phases::reserve::reserve(
+        &target,
+        variant.key,
+        variant.title.to_string(),
+        sku,
+        plan(args.requests),
+        args.concurrency,
+    );
+    let mut checked = checked.await?;
+    if let Some(poller) = poller {
+        checked.violations.extend(poller.stop().await.violation());
+    }
+    let ok = out.gate(checked).await;
+    child.stop().await?;
+    stores.db.disconnect().await;
+    ns.cleanup().await?;
+    Ok(ok)
+}
