@@ -30,6 +30,7 @@ const SALE_MAX: Duration = Duration::from_secs(45);
 pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let ns = Namespace::new(&settings, "demo")?;
+    let _lock = ns.lock().await?;
     ns.cleanup().await?;
     std::fs::create_dir_all(&args.out_dir)?;
     let child =

@@ -65,6 +65,7 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
         measure::cpu::watch_target(pid);
     }
     let ns = Namespace::new(&settings, "bench")?;
+    let _lock = ns.lock().await?;
     std::fs::create_dir_all(&args.out_dir)
         .with_context(|| format!("creating {}", args.out_dir.display()))?;
     let machine = Machine::detect(&ns).await;

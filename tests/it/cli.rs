@@ -102,3 +102,42 @@ fn the_bench_refuses_production_before_creating_anything() {
     assert!(text.contains("creates SKUs"), "the reason is named: {text}");
     assert!(!out_dir.exists(), "the bench created {}", out_dir.display());
 }
+
+/// Two benches at once on one MySQL would clean each other's namespace away
+/// mid-phase: the second is refused with the reason, and the namespace is
+/// free again once the first one's hold ends.
+#[cfg(feature = "bench")]
+#[tokio::test]
+async fn a_second_bench_on_the_same_namespace_is_refused() {
+    use stockd::bench::stack::namespace::Namespace;
+
+    let id = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let settings = crate::helpers::test_settings(&id, &Default::default());
+    // Namespace names are letters only; this one is the test's own.
+    let name: String = id[2..14].bytes().map(|b| (b'a' + b % 26) as char).collect();
+    let ns = Namespace::new(&settings, &name).unwrap();
+    let first = ns
+        .lock()
+        .await
+        .expect("the first bench takes the namespace");
+    let second = ns.lock().await.err().expect("the second is refused");
+    assert!(
+        format!("{second:#}").contains("another stockd bench is running"),
+        "{second:#}"
+    );
+    drop(first);
+    // The dropped connection closes in the background; MySQL frees the lock then.
+    let mut again = ns.lock().await;
+    for _ in 0..50 {
+        if again.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        again = ns.lock().await;
+    }
+    assert!(
+        again.is_ok(),
+        "free again after the first: {:?}",
+        again.err()
+    );
+}

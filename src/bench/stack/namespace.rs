@@ -93,6 +93,27 @@ impl Namespace {
         Topology::new(&self.settings.amqp, self.settings.reservation.ttl_secs)
     }
 
+    /// Takes the namespace for this run: a MySQL named lock (`GET_LOCK`) held
+    /// on its own connection until the returned guard is dropped. Two benches
+    /// on one MySQL would otherwise clean each other's database and keys away
+    /// mid-phase; the second one is refused at once, saying why.
+    pub async fn lock(&self) -> anyhow::Result<NamespaceLock> {
+        let opts = Opts::from_url(&self.settings.mysql.url)?;
+        let name = opts.db_name().context("bench database name")?.to_string();
+        let server = OptsBuilder::from_opts(opts).db_name(None::<String>);
+        let mut conn = Conn::new(server).await.context("connecting to MySQL")?;
+        let taken: Option<i64> = conn
+            .exec_first("SELECT GET_LOCK(?, 0)", (name.as_str(),))
+            .await
+            .context("GET_LOCK for the bench namespace")?;
+        anyhow::ensure!(
+            taken == Some(1),
+            "another stockd bench is running against this MySQL (it holds the lock \
+             `{name}`, and uses the same database, key prefix and queues); wait for it to end"
+        );
+        Ok(NamespaceLock { _conn: conn })
+    }
+
     /// Removes the database, every key under the prefix, and the queues.
     pub async fn cleanup(&self) -> anyhow::Result<()> {
         drop_database(&self.settings.mysql.url).await?;
@@ -109,6 +130,12 @@ impl Namespace {
         let _ = conn.close(200, "bench cleanup".into()).await;
         Ok(())
     }
+}
+
+/// The run's hold on its namespace: the connection that holds the named lock
+/// (MySQL releases it when the connection ends, also when the bench dies).
+pub struct NamespaceLock {
+    _conn: Conn,
 }
 
 /// `url` with its database path replaced by `db_name` (query string kept).

@@ -69,7 +69,7 @@ where
 /// The authenticated client's name (set by the auth gate), else `anonymous`.
 fn client_label(response: &ServiceResponse<BoxBody>) -> metrics::SharedString {
     match response.request().extensions().get::<ClientName>() {
-        Some(ClientName(name)) => metrics::SharedString::from(name.to_string()),
+        Some(ClientName(name)) => metrics::SharedString::from(name.clone()),
         None => metrics::SharedString::const_str(ANONYMOUS),
     }
 }
