@@ -4,7 +4,8 @@
 //!
 //! Why a deduction gets a span of its own in the consumer: one batch carries
 //! deductions of up to hundreds of traces, and a span has one parent. The
-//! batch span is its own trace's root and links to every traced deduction;
+//! batch span is a child of its first traced deduction (a root when none is
+//! traced) and links to every traced deduction;
 //! each traced deduction gets a short `consumer commit` span parented on its
 //! request's publish and linking back to the batch, so one trace holds the
 //! whole path of one reservation, api to MySQL commit. Only sampled
@@ -91,8 +92,13 @@ impl BatchTrace {
             KeyValue::new("messaging.batch.message_count", size as i64),
         ];
         let name = format!("process {queue}");
+        // A span has one parent: the first traced deduction's, so a batch
+        // carrying a sampled deduction is recorded; the rest are links.
+        let parent = traced
+            .first()
+            .map_or_else(Context::new, |(_, cx)| cx.clone());
         let batch = tracing.start_with(
-            &Context::new(),
+            &parent,
             name,
             SpanKind::Consumer,
             attrs,
