@@ -1,8 +1,8 @@
 //! The shared resources every role uses: settings, the MySQL pool, the Redis
 //! store, a broker publisher and the trace exporter. Built once per process,
-//! checked at start-up so a wrong URL fails fast with the dependency named. Each role builds its
-//! worker from these (`from_resources`); nothing here knows a role or an
-//! operation, so `resources` depends only on the adapters.
+//! checked at start-up so a wrong URL fails fast with the dependency named.
+//! Each role builds its worker from these (`from_resources`); nothing here
+//! knows a role or an operation, so `resources` depends only on the adapters.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -23,6 +23,10 @@ const EXPORT_BATCH_MAX: usize = 512;
 /// sale leave in a few requests a second instead of one per span.
 const EXPORT_INTERVAL: Duration = Duration::from_millis(200);
 
+/// The collector's name in the outage log (one line when exports start
+/// failing, one when they work again; never one per batch).
+const COLLECTOR: &str = "otlp_collector";
+
 /// The metric counting spans that never reached the collector, by reason.
 pub const DROPPED_METRIC: &str = "stockd_trace_spans_dropped_total";
 
@@ -119,15 +123,18 @@ async fn send(
     }
     let n = batch.len() as u64;
     match tokio::time::timeout(timeout, exporter.export(batch)).await {
-        Ok(Ok(())) => metrics::counter!("stockd_trace_spans_exported_total").increment(n),
+        Ok(Ok(())) => {
+            crate::health::outage::answered(COLLECTOR);
+            metrics::counter!("stockd_trace_spans_exported_total").increment(n);
+        }
         Ok(Err(err)) => {
-            tracing::debug!(error = %err, spans = n, "otel.export: the collector refused or is unreachable; spans dropped");
+            crate::health::outage::failed(COLLECTOR, &err);
             metrics::counter!(DROPPED_METRIC, "reason" => "export_failed").increment(n);
         }
         Err(_) => {
-            tracing::debug!(
-                spans = n,
-                "otel.export: the collector did not answer in time; spans dropped"
+            crate::health::outage::failed(
+                COLLECTOR,
+                &"no answer within telemetry.otlp.export_timeout_ms",
             );
             metrics::counter!(DROPPED_METRIC, "reason" => "export_timeout").increment(n);
         }
