@@ -88,3 +88,56 @@ fn client_label(response: &ServiceResponse<BoxBody>) -> metrics::SharedString {
         None => metrics::SharedString::const_str(ANONYMOUS),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test as http_test;
+    use actix_web::{web, App, HttpResponse};
+
+    use super::super::audit::capture;
+    use super::record;
+
+    async fn logs_a_line() -> HttpResponse {
+        tracing::warn!("handler: a line of the request");
+        HttpResponse::Ok().finish()
+    }
+
+    /// Tracing off: the caller's trace id is answered in `X-Trace-Id` and sits,
+    /// with a span id, on the request's log lines (JSON log: the `span` object).
+    #[actix_web::test]
+    async fn a_request_answers_and_logs_its_trace_id() {
+        let (captured, _guard) = capture::audit_log();
+        let app = http_test::init_service(
+            App::new()
+                .wrap_fn(record)
+                .route("/x", web::get().to(logs_a_line)),
+        )
+        .await;
+        let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let req = http_test::TestRequest::get()
+            .uri("/x")
+            .insert_header(("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01")))
+            .to_request();
+        let resp = http_test::call_service(&app, req).await;
+        assert_eq!(resp.headers().get("x-trace-id").unwrap(), trace_id);
+        let (log, _) = captured.audit_events();
+        let line: serde_json::Value = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .find(|e: &serde_json::Value| {
+                e["fields"]["message"] == "handler: a line of the request"
+            })
+            .unwrap_or_else(|| panic!("no handler line in {log}"));
+        assert_eq!(line["span"]["trace_id"], trace_id, "{line}");
+        assert_eq!(
+            line["span"]["span_id"].as_str().unwrap().len(),
+            16,
+            "{line}"
+        );
+        let fresh =
+            http_test::call_service(&app, http_test::TestRequest::get().uri("/x").to_request())
+                .await;
+        let other = fresh.headers().get("x-trace-id").unwrap().to_str().unwrap();
+        assert!(other.len() == 32 && other != trace_id, "{other}");
+    }
+}
