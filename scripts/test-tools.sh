@@ -5,13 +5,18 @@
 #   tests/it/openapi.rs passes 4.x flags. If the `st` on PATH is not the pinned
 #   version, the pinned one is installed into a venv under target/ (kept between
 #   runs, removed by `cargo clean`).
+#   otlp-receiver: a Python with PyPI `opentelemetry-proto` (pinned), which
+#   runs tests/otlp_receiver.py, the OTLP/HTTP receiver of tests/it/tracing.rs
+#   and scripts/bench-tracing.sh; installed into a venv under target/ likewise.
 #
-# Usage: scripts/test-tools.sh schemathesis
-#   prints the absolute path of the `st` to run on its last stdout line; progress
-#   goes to stderr. Exits non-zero, saying why, when it cannot be installed.
+# Usage: scripts/test-tools.sh schemathesis|otlp-receiver
+#   prints the absolute path of the `st` (or the `python`) to run on its last
+#   stdout line; progress goes to stderr. Exits non-zero, saying why, when it
+#   cannot be installed.
 set -euo pipefail
 
 SCHEMATHESIS_VERSION=4.32.5
+OTLP_PROTO_VERSION=1.39.1
 
 cd "$(dirname "$0")/.."
 TOOLS_DIR="${CARGO_TARGET_DIR:-$PWD/target}/test-tools"
@@ -39,7 +44,26 @@ schemathesis() {
     echo "$venv/bin/st"
 }
 
+has_proto() { [[ -x "$1" ]] && "$1" -c 'import importlib.metadata as m, sys; sys.exit(m.version("opentelemetry-proto") != sys.argv[1])' "$OTLP_PROTO_VERSION" 2>/dev/null; }
+
+otlp_receiver() {
+    local venv="$TOOLS_DIR/otlp-proto-${OTLP_PROTO_VERSION}"
+    if ! has_proto "$venv/bin/python"; then
+        command -v python3 >/dev/null || { echo "test-tools: python3 is missing (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
+        echo "test-tools: installing opentelemetry-proto ${OTLP_PROTO_VERSION} into $venv" >&2
+        rm -rf "$venv"
+        mkdir -p "$TOOLS_DIR"
+        python3 -m venv "$venv" >&2 || { echo "test-tools: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+            "opentelemetry-proto==${OTLP_PROTO_VERSION}" >&2 \
+            || { echo "test-tools: pip could not install opentelemetry-proto==${OTLP_PROTO_VERSION} from PyPI" >&2; exit 1; }
+        has_proto "$venv/bin/python" || { echo "test-tools: $venv has no opentelemetry-proto ${OTLP_PROTO_VERSION}" >&2; exit 1; }
+    fi
+    echo "$venv/bin/python"
+}
+
 case "${1:-}" in
     schemathesis) schemathesis ;;
-    *) echo "usage: $0 schemathesis" >&2; exit 2 ;;
+    otlp-receiver) otlp_receiver ;;
+    *) echo "usage: $0 schemathesis|otlp-receiver" >&2; exit 2 ;;
 esac

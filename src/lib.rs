@@ -17,6 +17,7 @@
 //! - [`health`]: circuit breaker and outage log (dependency failures).
 //! - [`soldout`]: local sold-out flags kept in step through Redis Pub/Sub.
 //! - [`alert`]: the reconciler's webhook alerts.
+//! - [`otel`]: distributed traces (OpenTelemetry, OTLP export, W3C context).
 //! - [`ops`]: operations spanning stores: SKU create/restock, the lifecycle,
 //!   the closer's sweep, reconcile (`MYSQL_BEHIND`, `STUCK`, drift), the
 //!   invariant check behind `stockd audit` (`invariants`), warm-up, dead-letter
@@ -43,6 +44,7 @@ pub mod domain;
 pub mod health;
 pub mod mq;
 pub mod ops;
+pub mod otel;
 pub mod outbox;
 pub mod redis;
 pub mod resources;

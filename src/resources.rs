@@ -1,8 +1,8 @@
 //! The shared resources every role uses: settings, the MySQL pool, the Redis
-//! store, and a broker publisher. Built once per process, checked at start-up so
-//! a wrong URL fails fast with the dependency named. Each role builds its
-//! worker from these (`from_resources`); nothing here knows a role or an
-//! operation, so `resources` depends only on the adapters.
+//! store, a broker publisher and the trace exporter. Built once per process,
+//! checked at start-up so a wrong URL fails fast with the dependency named.
+//! Each role builds its worker from these (`from_resources`); nothing here
+//! knows a role or an operation, so `resources` depends only on the adapters.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use crate::config::Settings;
 use crate::db::Db;
 use crate::health::Breaker;
 use crate::mq::{Publisher, Topology};
+use crate::otel::Tracing;
 use crate::redis::RedisStore;
 
 #[derive(Clone)]
@@ -23,6 +24,8 @@ pub struct Resources {
     pub publisher: Arc<Publisher>,
     /// The workers' MySQL circuit breaker (consumer and closer), shown by `/readyz`.
     pub mysql_breaker: Arc<Breaker>,
+    /// Distributed traces (`telemetry.otlp`); off without an endpoint.
+    pub tracing: Tracing,
 }
 
 impl Resources {
@@ -54,7 +57,9 @@ impl Resources {
             .ensure_connected()
             .await
             .context("connecting to RabbitMQ (amqp.url / amqp.urls)")?;
+        let tracing = Tracing::from_settings(&settings.telemetry.otlp, name)?;
         Ok(Self {
+            tracing,
             settings: Arc::new(settings),
             db,
             redis: Arc::new(redis),
@@ -67,5 +72,6 @@ impl Resources {
     pub async fn close(self) {
         self.publisher.close().await;
         self.db.disconnect().await;
+        self.tracing.shutdown().await;
     }
 }

@@ -8,7 +8,7 @@
 //!   its own keys: `http.rs` (http, admin, limits), `auth.rs` (clients and
 //!   their scopes), `mysql.rs`, `redis.rs`, `amqp.rs`, `pipeline.rs`
 //!   (reservation, relay, consumer, closer, soldout),
-//!   `reconcile.rs`, `telemetry.rs` (metrics, logging); `tls_files.rs` is the
+//!   `reconcile.rs`, `telemetry.rs` (metrics, logging, telemetry); `tls_files.rs` is the
 //!   `tls` subsection they share; `listener_tls.rs` is `http.tls`, TLS on
 //!   stockd's own listeners;
 //! - `secret_files.rs`: `…_file` variants of the secrets (`admin.token_file`,
@@ -52,7 +52,9 @@ pub use self::pipeline::{
 pub use self::production::{ADMIN_TOKEN_LEN_MIN, EXAMPLE_ADMIN_TOKENS};
 pub use self::reconcile::{ReconcileSettings, WebhookFormat};
 pub use self::redis::{RedisMode, RedisSettings};
-pub use self::telemetry::{LogFormat, LoggingSettings, MetricsSettings};
+pub use self::telemetry::{
+    LogFormat, LoggingSettings, MetricsSettings, OtlpSettings, TelemetrySettings,
+};
 pub use self::tls_files::TlsFiles;
 
 use serde::{Deserialize, Serialize};
@@ -74,6 +76,7 @@ pub struct Settings {
     pub reconcile: ReconcileSettings,
     pub metrics: MetricsSettings,
     pub logging: LoggingSettings,
+    pub telemetry: TelemetrySettings,
     pub limits: LimitSettings,
 }
 
@@ -90,6 +93,7 @@ impl Settings {
         self.amqp.validate()?;
         self.reservation.validate()?;
         self.consumer.validate()?;
+        self.telemetry.otlp.validate()?;
         self.reconcile.validate(self.relay.idle_ms)
     }
 }

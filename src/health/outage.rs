@@ -66,6 +66,10 @@ fn effect_of(dependency: &str) -> &'static str {
     match dependency {
         // A reservation stands in the outbox; the relay publishes it later.
         "amqp" => "reservations answer 202 (durability queue) and wait in the outbox",
+        // Traces only: the export queue drops, no request waits (src/otel/export.rs).
+        "otlp_collector" => {
+            "spans are dropped (stockd_trace_spans_dropped_total); answers are not affected"
+        }
         _ => "requests that need it answer 503 + Retry-After",
     }
 }

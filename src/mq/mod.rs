@@ -1,11 +1,13 @@
 //! Stage 2: RabbitMQ standing in for RocketMQ (contract §3). Topology, the deduction
-//! message, and a publisher that keeps many confirms in flight.
+//! message, and a publisher that keeps many confirms in flight; each deduction's
+//! trace context rides in the message headers (`trace_context`).
 
 pub mod batching;
 pub mod dlq;
 pub mod message;
 pub mod publisher;
 pub mod topology;
+pub mod trace_context;
 
 pub use publisher::{PublishError, Publisher};
 pub use topology::Topology;

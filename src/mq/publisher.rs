@@ -172,13 +172,30 @@ impl Publisher {
     /// `message_id` is the request id of a single deduction, and for a batch the
     /// first request id with the batch size (`<id>+<n>`).
     pub async fn publish_deductions(&self, msgs: &[Deduction]) -> Result<(), PublishError> {
+        self.publish_traced(msgs, &[]).await
+    }
+
+    /// [`Self::publish_deductions`] with each deduction's trace context in the
+    /// headers (`contexts[i]` is `msgs[i]`'s; empty: none traced).
+    pub async fn publish_traced(
+        &self,
+        msgs: &[Deduction],
+        contexts: &[Option<super::trace_context::TraceContext>],
+    ) -> Result<(), PublishError> {
         let Some(message_id) = super::message::message_id_of(msgs) else {
             return Ok(());
         };
-        let props = BasicProperties::default()
+        let mut props = BasicProperties::default()
             .with_message_id(message_id.into())
             .with_content_type("application/json".into())
             .with_delivery_mode(PERSISTENT);
+        if contexts.len() == msgs.len() {
+            let mut headers = FieldTable::default();
+            super::trace_context::write(&mut headers, contexts);
+            if !headers.inner().is_empty() {
+                props = props.with_headers(headers);
+            }
+        }
         let exchange = self.topology.reservations_exchange.clone();
         self.publish(&exchange, "", &super::message::encode(msgs), props)
             .await

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::OutboxAcker;
 use crate::domain::Deduction;
+use crate::mq::trace_context::TraceContext;
 use crate::mq::{message, PublishError, Publisher};
 use crate::redis::outbox::OutboxStream;
 
@@ -29,6 +30,8 @@ struct Pending {
     stream: OutboxStream,
     entry_id: String,
     msg: Deduction,
+    /// The publishing request's trace context, carried in the message headers.
+    trace: Option<TraceContext>,
     done: oneshot::Sender<Result<(), PublishError>>,
 }
 
@@ -80,11 +83,24 @@ impl GroupCommit {
         entry_id: String,
         msg: Deduction,
     ) -> Result<(), PublishError> {
+        self.publish_traced(stream, entry_id, msg, None).await
+    }
+
+    /// [`Self::publish`] of a deduction whose trace context (the request's
+    /// publish span) travels with it to the consumer.
+    pub async fn publish_traced(
+        &self,
+        stream: OutboxStream,
+        entry_id: String,
+        msg: Deduction,
+        trace: Option<TraceContext>,
+    ) -> Result<(), PublishError> {
         let (done, confirmed) = oneshot::channel();
         let pending = Pending {
             stream,
             entry_id,
             msg,
+            trace,
             done,
         };
         if self.tx.try_send(pending).is_err() {
@@ -145,7 +161,11 @@ async fn run(
 async fn publish_batch(publisher: &Publisher, acker: &OutboxAcker, batch: Vec<Pending>) {
     let msgs: Vec<Deduction> = batch.iter().map(|p| p.msg.clone()).collect();
     metrics::histogram!("stockd_publish_batch_size").record(msgs.len() as f64);
-    let result = publisher.publish_deductions(&msgs).await;
+    let traces: Vec<Option<TraceContext>> = match batch.iter().any(|p| p.trace.is_some()) {
+        true => batch.iter().map(|p| p.trace.clone()).collect(),
+        false => Vec::new(),
+    };
+    let result = publisher.publish_traced(&msgs, &traces).await;
     // The broker's outage line: publishes that time out or fail answer 202,
     // not 503, so nothing else in the api would log them.
     match &result {

@@ -9,7 +9,8 @@
 //!   releases them; the same sweep retries Redis mirrors still pending.
 //!
 //! This file is the loop and the settlement of deliveries; the release itself
-//! is `ops::lifecycle` (a delivery) and `ops::sweep` (one bounded pass).
+//! is `ops::lifecycle` (a delivery) and `ops::sweep` (one bounded pass). Each
+//! expiry is a span in its reservation's trace (`roles::traces`).
 //!
 //! While MySQL (or Redis, for a reservation the consumer has not applied yet)
 //! is down, an expiry delivery is held unacked behind the circuit breaker and
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::options::{BasicAckOptions, BasicNackOptions};
+use opentelemetry::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::unix_ms;
@@ -28,7 +30,9 @@ use crate::mq::batching::{next_batch, Batch, Subscription};
 use crate::mq::{message, MqError};
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
 use crate::ops::sweep::{self, Swept};
+use crate::otel;
 use crate::resources::Resources;
+use crate::roles::traces;
 
 /// Pause before reconnecting to the broker or retrying a failed expiry batch.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
@@ -117,8 +121,10 @@ impl Closer {
                 return Ok(true);
             }
         };
-        for msg in &msgs {
-            while let Err(err) = self.expire(msg).await {
+        let parents = traces::contexts_of(&delivery, msgs.len());
+        for (msg, parent) in msgs.iter().zip(parents) {
+            let parent = parent.unwrap_or_default();
+            while let Err(err) = self.expire_under(msg, &parent).await {
                 let breaker = &self.res.mysql_breaker;
                 breaker.trip(WORKER, &err);
                 let probe = || async {
@@ -137,6 +143,20 @@ impl Closer {
 
     /// Expires one reservation; an error means a dependency is down (retry).
     pub async fn expire(&self, msg: &Deduction) -> Result<(), LifecycleError> {
+        self.expire_under(msg, &Context::new()).await
+    }
+
+    /// [`Self::expire`] as a span under `parent` (the reservation's trace,
+    /// which the expiry message carries from its request).
+    async fn expire_under(&self, msg: &Deduction, parent: &Context) -> Result<(), LifecycleError> {
+        let tracing = &self.res.tracing;
+        let span = traces::transition_span(
+            tracing,
+            parent,
+            Transition::Expire,
+            msg.sku_id,
+            &msg.request_id,
+        );
         let result = lifecycle::transition(
             &self.res.db,
             &self.res.redis,
@@ -145,8 +165,10 @@ impl Closer {
             Transition::Expire,
             unix_ms(),
         )
-        .await?;
-        if let TransitionOutcome::Done { changed: true, .. } = result {
+        .await;
+        let label = result.as_ref().map_or("error", traces::transition_outcome);
+        otel::end(span, label, result.is_err());
+        if let TransitionOutcome::Done { changed: true, .. } = result? {
             metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
         }
         Ok(())

@@ -38,7 +38,9 @@ use crate::health::Breaker;
 use crate::mq::batching::{attempt_of, next_batch, Batch, Subscription};
 use crate::mq::publisher::headers_with_reason;
 use crate::mq::{message, MqError, Publisher};
+use crate::otel::Tracing;
 use crate::redis::{ReadmitOutcome, RedisStore};
+use crate::roles::traces::BatchTrace;
 
 /// Pause before reconnecting after the broker connection was lost.
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
@@ -55,6 +57,8 @@ pub struct Consumer {
     /// broker counts them as unacked, not ready). Tests read it to know the
     /// pipeline drained.
     in_hand: Arc<AtomicUsize>,
+    /// Spans of batches and of each traced deduction's commit (`traces`).
+    tracing: Tracing,
 }
 
 /// What applying a set of deductions came to.
@@ -80,6 +84,7 @@ impl Consumer {
             publisher,
             breaker: Arc::new(Breaker::new("mysql")),
             in_hand: Arc::new(AtomicUsize::new(0)),
+            tracing: Tracing::off(),
         }
     }
 
@@ -98,6 +103,13 @@ impl Consumer {
             res.publisher.clone(),
         )
         .with_breaker(res.mysql_breaker.clone())
+        .with_tracing(res.tracing.clone())
+    }
+
+    /// Records batch spans with this tracer (the process's, `telemetry.otlp`).
+    pub fn with_tracing(mut self, tracing: Tracing) -> Self {
+        self.tracing = tracing;
+        self
     }
 
     /// Shares a breaker (the process's MySQL breaker, shown by `/readyz`).
@@ -182,15 +194,20 @@ impl Consumer {
             return Ok(());
         };
         let msgs: Vec<Deduction> = valid.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
+        let queue = &self.publisher.topology().deduct_queue;
+        let carried = valid.iter().map(|(d, m)| (d, m.len()));
+        let trace = BatchTrace::begin(&self.tracing, queue, carried, msgs.len());
         match self.apply_once(&msgs, cancel).await {
             Applied::Committed(report) => {
+                trace.end(&msgs, Some(&report), "committed");
                 channel
                     .basic_ack(last_tag, BasicAckOptions { multiple: true })
                     .await?;
                 self.after_commit(&msgs, &report).await;
             }
-            Applied::Cancelled => {}
+            Applied::Cancelled => trace.end(&msgs, None, "cancelled"),
             Applied::DataError(err) => {
+                trace.end(&msgs, None, "refused");
                 tracing::warn!(error = %err, batch.size = msgs.len(), "consumer.batch: refused by MySQL; applying one by one");
                 for (delivery, msgs) in valid {
                     if !self.process_alone(delivery, msgs, cancel).await? {

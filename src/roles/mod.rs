@@ -6,6 +6,7 @@ pub mod closer;
 pub mod consumer;
 pub mod gauges;
 pub mod reconciler;
+pub mod traces;
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -81,6 +82,7 @@ pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyho
             reconciler.clone(),
             interval,
             res.settings.reconcile.repair,
+            res.tracing.clone(),
             cancel.clone(),
         );
         workers.push(tokio::spawn(task));

@@ -3,7 +3,7 @@
 //!
 //! Only the loop: the check is [`Reconciler`], built from the shared resources
 //! like every role, and its one step, `run_once`, is what the tests and
-//! `/v1/admin/reconcile` drive.
+//! `/v1/admin/reconcile` drive. Each pass is a span, each repair a child.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,16 +11,28 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::ops::reconcile::Reconciler;
+use crate::otel::Tracing;
 
 /// Runs one check every `interval` until `cancel` fires.
 pub async fn run_until_stopped(
     reconciler: Arc<Reconciler>,
     interval: Duration,
     repair: bool,
+    tracing: Tracing,
     cancel: CancellationToken,
 ) {
     while !cancel.is_cancelled() {
-        match reconciler.run_once(&[], repair).await {
+        let started = std::time::SystemTime::now();
+        let checked = reconciler.run_once(&[], repair).await;
+        let failed = checked.as_ref().err().map(|e| e.to_string());
+        super::traces::reconcile_pass(
+            &tracing,
+            started,
+            checked
+                .as_ref()
+                .map_err(|_| failed.as_deref().unwrap_or_default()),
+        );
+        match checked {
             Ok(report) if !report.healthy() => {
                 tracing::warn!(
                     skus = report.skus.len(),

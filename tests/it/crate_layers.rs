@@ -23,6 +23,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("mq", 3),
     ("db", 3),
     ("alert", 3),
+    ("otel", 3),
     ("resources", 4),
     ("outbox", 4),
     ("soldout", 4),

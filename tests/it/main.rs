@@ -53,3 +53,4 @@ mod soldout;
 mod stuck;
 mod telemetry;
 mod tls;
+mod tracing;

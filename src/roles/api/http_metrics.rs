@@ -1,6 +1,6 @@
 //! Per-request telemetry: a request id (the client's `X-Request-Id` when it is
-//! sane, a fresh UUID otherwise) on a tracing span around the handler and on the
-//! response; request count and latency per route pattern and status. The metric
+//! sane, a fresh UUID otherwise) and the trace and span ids (`trace_context`)
+//! on a tracing span around the handler, and on the response; request count and latency per route pattern and status. The metric
 //! label is the matched pattern (`/v1/skus/{sku_id}/reservations`), never the raw
 //! path, so the number of series stays bounded whatever clients send; the
 //! `client` label is the configured name of the authenticated client
@@ -13,9 +13,12 @@ use actix_web::body::BoxBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{Error, HttpMessage};
+use futures_util::future::Either;
+use opentelemetry::context::FutureExt as _;
 use tracing::Instrument;
 
 use super::auth::{ClientName, ANONYMOUS};
+use super::trace_context;
 
 /// Longest client-supplied request id kept; longer ones are replaced.
 const REQUEST_ID_MAX_LEN: usize = 64;
@@ -46,13 +49,21 @@ where
 {
     let started = Instant::now();
     let id = request_id(&req);
-    let span = tracing::info_span!("http.request", request.id = %id, http.method = %req.method());
-    let call = srv.call(req);
+    let trace = trace_context::begin(&req);
+    let method = req.method().clone();
+    let span = tracing::info_span!("http.request", request.id = %id, http.method = %method,
+        trace_id = %trace.trace_id, span_id = %trace.span_id);
+    let trace_cx = trace.cx.clone();
+    let call = match trace.cx {
+        Some(cx) => Either::Left(srv.call(req).with_context(cx)),
+        None => Either::Right(srv.call(req)),
+    };
     async move {
         let mut response = call.await?;
         let route = response.request().match_pattern().unwrap_or_else(|| "unmatched".to_string());
         let status = response.status().as_u16();
         let client = client_label(&response);
+        trace_context::finish(trace_cx, method.as_str(), &route, status);
         let elapsed = started.elapsed();
         tracing::debug!(http.route = %route, http.status = status, duration_ms = elapsed.as_millis() as u64, "http.request: done");
         metrics::counter!("stockd_http_requests_total", "route" => route.clone(), "status" => status.to_string(), "client" => client.clone())
@@ -60,6 +71,10 @@ where
         metrics::histogram!("stockd_http_request_duration_seconds", "route" => route, "client" => client).record(elapsed.as_secs_f64());
         if let Ok(value) = HeaderValue::from_str(&id) {
             response.headers_mut().insert(HeaderName::from_static(X_REQUEST_ID), value);
+        }
+        if let Ok(value) = HeaderValue::from_str(&trace.trace_id) {
+            let name = HeaderName::from_static(trace_context::TRACE_ID_HEADER);
+            response.headers_mut().insert(name, value);
         }
         Ok(response)
     }
@@ -71,5 +86,58 @@ fn client_label(response: &ServiceResponse<BoxBody>) -> metrics::SharedString {
     match response.request().extensions().get::<ClientName>() {
         Some(ClientName(name)) => metrics::SharedString::from(name.clone()),
         None => metrics::SharedString::const_str(ANONYMOUS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test as http_test;
+    use actix_web::{web, App, HttpResponse};
+
+    use super::super::audit::capture;
+    use super::record;
+
+    async fn logs_a_line() -> HttpResponse {
+        tracing::warn!("handler: a line of the request");
+        HttpResponse::Ok().finish()
+    }
+
+    /// Tracing off: the caller's trace id is answered in `X-Trace-Id` and sits,
+    /// with a span id, on the request's log lines (JSON log: the `span` object).
+    #[actix_web::test]
+    async fn a_request_answers_and_logs_its_trace_id() {
+        let (captured, _guard) = capture::audit_log();
+        let app = http_test::init_service(
+            App::new()
+                .wrap_fn(record)
+                .route("/x", web::get().to(logs_a_line)),
+        )
+        .await;
+        let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let req = http_test::TestRequest::get()
+            .uri("/x")
+            .insert_header(("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01")))
+            .to_request();
+        let resp = http_test::call_service(&app, req).await;
+        assert_eq!(resp.headers().get("x-trace-id").unwrap(), trace_id);
+        let (log, _) = captured.audit_events();
+        let line: serde_json::Value = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .find(|e: &serde_json::Value| {
+                e["fields"]["message"] == "handler: a line of the request"
+            })
+            .unwrap_or_else(|| panic!("no handler line in {log}"));
+        assert_eq!(line["span"]["trace_id"], trace_id, "{line}");
+        assert_eq!(
+            line["span"]["span_id"].as_str().unwrap().len(),
+            16,
+            "{line}"
+        );
+        let fresh =
+            http_test::call_service(&app, http_test::TestRequest::get().uri("/x").to_request())
+                .await;
+        let other = fresh.headers().get("x-trace-id").unwrap().to_str().unwrap();
+        assert!(other.len() == 32 && other != trace_id, "{other}");
     }
 }

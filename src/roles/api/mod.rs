@@ -12,6 +12,7 @@ pub mod ip_limit;
 pub mod problem;
 pub mod routes;
 pub mod tls;
+pub mod trace_context;
 pub mod views;
 
 use std::net::TcpListener;

@@ -17,9 +17,11 @@ use super::contract::{
 use super::{request_from, sku_from};
 use crate::domain::ReservationStatus;
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
+use crate::otel;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::ReservationView;
 use crate::roles::api::ApiState;
+use crate::roles::traces;
 
 /// Confirm a reservation (the order was paid). Repeats answer 200 again.
 ///
@@ -87,6 +89,11 @@ async fn apply(
     let sku_id = sku_from(&req)?;
     let request_id = request_from(&req)?;
     let now_ms = crate::clock::unix_ms();
+    let tracing = &state.res.tracing;
+    let span = tracing.is_on().then(|| {
+        let parent = opentelemetry::Context::current();
+        traces::transition_span(tracing, &parent, transition, sku_id, &request_id)
+    });
     let outcome = lifecycle::transition(
         &state.res.db,
         &state.res.redis,
@@ -95,8 +102,10 @@ async fn apply(
         transition,
         now_ms,
     )
-    .await
-    .map_err(|err| match err {
+    .await;
+    let label = outcome.as_ref().map_or("error", traces::transition_outcome);
+    otel::end(span.flatten(), label, outcome.is_err());
+    let outcome = outcome.map_err(|err| match err {
         LifecycleError::Db(e) => ApiError::unavailable("mysql", e),
         LifecycleError::Redis(e) => ApiError::unavailable("redis", e),
     })?;

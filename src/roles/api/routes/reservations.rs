@@ -16,8 +16,10 @@ use crate::config::Durability;
 use crate::db::{ledger, sku};
 use crate::domain::Deduction;
 use crate::domain::{ReserveOutcome, SkuId};
+use crate::otel;
 use crate::redis::OutboxStream;
 use crate::roles::api::problem::ApiError;
+use crate::roles::api::trace_context;
 use crate::roles::api::views::{ReservationView, ReserveBody};
 use crate::roles::api::ApiState;
 
@@ -72,16 +74,24 @@ pub async fn reserve(
             return Err(ApiError::SoldOut);
         }
     }
+    let tracing = &state.res.tracing;
+    let redis_span = trace_context::redis_span(tracing, sku_id, &body.request_id);
     let outcome = state
         .res
         .redis
         .reservations()
         .reserve(sku_id, &body.request_id, user_id, count)
-        .await
-        .map_err(|e| {
-            metrics::counter!("stockd_reservations_total", "result" => "error").increment(1);
-            ApiError::unavailable("redis", e)
-        })?;
+        .await;
+    otel::end(
+        redis_span,
+        outcome.as_ref().map_or("error", |o| o.label()),
+        outcome.is_err(),
+    );
+    let outcome = outcome.map_err(|e| {
+        metrics::counter!("stockd_reservations_total", "result" => "error").increment(1);
+        trace_context::reservation(tracing, sku_id, &body.request_id, "error");
+        ApiError::unavailable("redis", e)
+    })?;
     let bucket = state.res.redis.buckets().cached_bucket_of(sku_id, user_id);
     flag_if_sold_out(&state, sku_id, bucket, &outcome);
     refill_ahead(&state, sku_id, &outcome);
@@ -94,6 +104,7 @@ pub async fn reserve(
         (_, label) => label,
     };
     metrics::counter!("stockd_reservations_total", "result" => label).increment(1);
+    trace_context::reservation(tracing, sku_id, &body.request_id, label);
     metrics::histogram!("stockd_reserve_duration_seconds").record(started.elapsed().as_secs_f64());
     response
 }
@@ -159,17 +170,25 @@ async fn answer(
                 sku: sku_id,
                 bucket,
             };
+            let exchange = &state.res.publisher.topology().reservations_exchange;
+            let (span, trace) = trace_context::publish_span(&state.res.tracing, exchange, &msg);
+            let group_commit = state.group_commit.clone();
+            let publish = async move {
+                let published = group_commit
+                    .publish_traced(stream, outbox_id, msg, trace)
+                    .await;
+                let outcome = published
+                    .as_ref()
+                    .map_or_else(|e| e.label(), |()| "confirmed");
+                otel::end(span, outcome, published.is_err());
+                published.is_ok()
+            };
             let confirmed = match state.res.settings.reservation.durability {
                 Durability::Redis => {
-                    let group_commit = state.group_commit.clone();
-                    tokio::spawn(async move { group_commit.publish(stream, outbox_id, msg).await });
+                    tokio::spawn(publish);
                     true
                 }
-                Durability::Queue => state
-                    .group_commit
-                    .publish(stream, outbox_id, msg)
-                    .await
-                    .is_ok(),
+                Durability::Queue => publish.await,
             };
             // Never undo on a late confirm: the reservation stands in the outbox
             // and the relay will publish it; 202 tells the client exactly that.
