@@ -111,6 +111,11 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
             Goal::AtLeast(0.9),
             quotient(key::RESERVE_REDIS_SECURED, key::RESERVE_REDIS),
         ),
+        row(
+            "reserve with tracing at a 1 % sample / off (durability: queue)",
+            Goal::AtLeast(0.97),
+            quotient(key::RESERVE_QUEUE_TRACED, key::RESERVE_QUEUE),
+        ),
     ];
     rows.extend(super::efficiency::rows(phases));
     rows.extend(super::buckets::rows(phases));

@@ -18,6 +18,10 @@ pub mod key {
     pub const RESERVE_REDIS_CONSOLE: &str = "reserve_redis_console";
     /// `reserve_redis` again with TLS on the listener and a client token required.
     pub const RESERVE_REDIS_SECURED: &str = "reserve_redis_secured";
+    /// `reserve_queue` again with spans exported over OTLP at a 1 % sample.
+    pub const RESERVE_QUEUE_TRACED: &str = "reserve_queue_traced";
+    /// `reserve_queue` again with every trace sampled and exported.
+    pub const RESERVE_QUEUE_TRACED_ALL: &str = "reserve_queue_traced_all";
     /// `--target`: the running stockd's durability is whatever it was started with.
     pub const RESERVE_TARGET: &str = "reserve_target";
     pub const SOLD_OUT: &str = "sold_out";

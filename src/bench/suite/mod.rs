@@ -211,6 +211,9 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
         if durability == Durability::Redis && !variants::run(args, ns, out).await? {
             return Ok(false);
         }
+        if durability == Durability::Queue && !variants::traced(args, ns, out).await? {
+            return Ok(false);
+        }
     }
     Ok(true)
 }

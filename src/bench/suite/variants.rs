@@ -2,18 +2,23 @@
 //! own with one thing changed, so `ratios.rs` can say what that one thing
 //! costs the hot path: generous rate limits (`reserve_redis_limited`), a
 //! console polling the overview (`reserve_redis_console`), and TLS on the
-//! listener plus a required client token (`reserve_redis_secured`).
+//! listener plus a required client token (`reserve_redis_secured`); and of
+//! `reserve_queue`, distributed tracing exported to a collector stand-in at a
+//! 1 % sample (`reserve_queue_traced`) and at 100 % (`reserve_queue_traced_all`).
 
 use std::path::Path;
+use std::time::Duration;
 
 use super::{plan, sku_base, Collected, SKU_RESERVE};
 use crate::bench::args::BenchArgs;
 use crate::bench::drive::progress::note;
 use crate::bench::phases;
 use crate::bench::results::key;
+use crate::bench::stack::check::wait_until;
 use crate::bench::stack::check::Target;
 use crate::bench::stack::child::{free_loopback_port, StockdChild};
 use crate::bench::stack::namespace::Namespace;
+use crate::bench::stack::otlp_sink::OtlpSink;
 use crate::bench::stack::secured::{SecuredListener, SERVER_NAME};
 use crate::config::Durability;
 
@@ -26,8 +31,10 @@ const GENEROUS_LIMITS: [(&str, &str); 4] = [
     ("STOCKD__LIMITS__PER_IP_RPS", "10000000"),
     ("STOCKD__LIMITS__PER_IP_BURST", "10000000"),
 ];
+/// How long a traced child gets to send its first export after the phase.
+const FIRST_EXPORT_WAIT: Duration = Duration::from_secs(10);
 
-/// Runs every variant in turn; false after the first with a violation.
+/// Runs every variant of `reserve_redis` in turn; false after the first with a violation.
 pub async fn run(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyhow::Result<bool> {
     let limited = Variant {
         label: "child-redis-limited",
@@ -36,6 +43,8 @@ pub async fn run(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyho
         env: GENEROUS_LIMITS.to_vec(),
         console_polling: false,
         secured: None,
+        durability: Durability::Redis,
+        sink: None,
     };
     if !variant_reserve(args, ns, out, limited).await? {
         return Ok(false);
@@ -47,6 +56,8 @@ pub async fn run(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyho
         env: Vec::new(),
         console_polling: true,
         secured: None,
+        durability: Durability::Redis,
+        sink: None,
     };
     if !variant_reserve(args, ns, out, console).await? {
         return Ok(false);
@@ -80,11 +91,53 @@ async fn secured_reserve(
         env,
         console_polling: false,
         secured: Some(&secured),
+        durability: Durability::Redis,
+        sink: None,
     };
     variant_reserve(args, ns, out, variant).await
 }
 
-/// A variant of `reserve_redis`, measured right after it in its own child.
+/// The traced variants of `reserve_queue`: the child exports its spans over
+/// OTLP/HTTP to an [`OtlpSink`] in this process, at a 1 % and a 100 % sample.
+pub async fn traced(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyhow::Result<bool> {
+    let sink = OtlpSink::start().await?;
+    let endpoint = sink.endpoint();
+    let runs = [
+        (
+            "child-queue-traced",
+            key::RESERVE_QUEUE_TRACED,
+            "POST reservations, durability: queue, tracing at a 1 % sample",
+            "0.01",
+        ),
+        (
+            "child-queue-traced-all",
+            key::RESERVE_QUEUE_TRACED_ALL,
+            "POST reservations, durability: queue, tracing at 100 %",
+            "1",
+        ),
+    ];
+    for (label, key, title, ratio) in runs {
+        let variant = Variant {
+            label,
+            key,
+            title,
+            env: vec![
+                ("STOCKD__TELEMETRY__OTLP__ENDPOINT", endpoint.as_str()),
+                ("STOCKD__TELEMETRY__OTLP__SAMPLE_RATIO", ratio),
+            ],
+            console_polling: false,
+            secured: None,
+            durability: Durability::Queue,
+            sink: Some(&sink),
+        };
+        if !variant_reserve(args, ns, out, variant).await? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A variant of `reserve_redis` (or `reserve_queue`), measured in its own child.
 struct Variant<'a> {
     label: &'static str,
     key: &'static str,
@@ -95,6 +148,9 @@ struct Variant<'a> {
     console_polling: bool,
     /// The child's listener speaks TLS and wants this client's token.
     secured: Option<&'a SecuredListener>,
+    durability: Durability,
+    /// The child exports spans here; the phase fails if none arrive.
+    sink: Option<&'a OtlpSink>,
 }
 
 /// Runs one [`Variant`] of the reserve phase; its ratio to `reserve_redis` is
@@ -113,7 +169,7 @@ async fn variant_reserve(
         crate::bench::drive::tls_target::register(addr, SERVER_NAME, &secured.ca_file)?;
     }
     let child =
-        StockdChild::start_at(ns, Durability::Redis, label, out_dir, &variant.env, addr).await?;
+        StockdChild::start_at(ns, variant.durability, label, out_dir, &variant.env, addr).await?;
     let stores = ns.stores()?;
     let mut target = Target::child(child.addr, &ns.admin_token, &stores);
     target.client_token = variant.secured.map(|s| s.token.as_str());
@@ -133,6 +189,16 @@ async fn variant_reserve(
     let mut checked = checked.await?;
     if let Some(poller) = poller {
         checked.violations.extend(poller.stop().await.violation());
+    }
+    if let Some(sink) = variant.sink {
+        let exported = wait_until(FIRST_EXPORT_WAIT, Duration::from_millis(100), || {
+            let any = sink.exports() > 0;
+            async move { any }
+        });
+        if !exported.await {
+            let why = format!("{}: the collector received no export", variant.key);
+            checked.violations.push(why);
+        }
     }
     let ok = out.gate(checked).await;
     child.stop().await?;
