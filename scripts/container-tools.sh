@@ -8,10 +8,9 @@
 #   kube       kubectl (Debian's kubernetes-client when no kubectl is on PATH):
 #              `kubectl kustomize` renders deploy/kubernetes
 #   validate   kubernetes-validate (PyPI, pinned) in a venv under target/
-#   compose    podman-compose (PyPI, pinned) in the same kind of venv
 #
-# Usage: scripts/container-tools.sh engine|kube|validate|compose
-#   validate and compose print the absolute path of the tool on their last
+# Usage: scripts/container-tools.sh engine|kube|validate
+#   validate prints the absolute path of the tool on their last
 #   stdout line; progress goes to stderr. Never starts a daemon (apt.sh's
 #   policy-rc.d). Exits non-zero, saying why, when a tool cannot be installed.
 set -euo pipefail
@@ -19,7 +18,6 @@ APT_TAG=container-tools
 . "$(dirname "$0")/lib/apt.sh"
 
 KUBERNETES_VALIDATE_VERSION=1.37.0
-PODMAN_COMPOSE_VERSION=1.6.0
 
 cd "$(dirname "$0")/.."
 TOOLS_DIR="${CARGO_TARGET_DIR:-$PWD/target}/test-tools"
@@ -68,6 +66,5 @@ case "${1:-}" in
     engine) engine ;;
     kube) kube ;;
     validate) pip_tool kubernetes-validate "$KUBERNETES_VALIDATE_VERSION" kubernetes-validate ;;
-    compose) pip_tool podman-compose "$PODMAN_COMPOSE_VERSION" podman-compose ;;
-    *) echo "usage: $0 engine|kube|validate|compose" >&2; exit 2 ;;
+    *) echo "usage: $0 engine|kube|validate" >&2; exit 2 ;;
 esac
