@@ -63,10 +63,11 @@ STOCKD_FLAGS=(--network host --read-only --cap-drop ALL --security-opt no-new-pr
     -e STOCKD__LIMITS__PER_IP_RPS=0 -e STOCKD__LIMITS__PER_USER_RPS=0)
 
 log "1. config check, migrate"
-podman run --rm "${STOCKD_FLAGS[@]}" "$IMAGE" config check | grep -q "configuration OK (environment production)" \
-    || fail "config check"
-podman run --rm "${STOCKD_FLAGS[@]}" -e STOCKD__MYSQL__URL_FILE=/run/secrets/stockd/mysql-migrate-url \
-    "$IMAGE" migrate | grep -q "^migrate: " || fail "migrate"
+out=$(podman run --rm "${STOCKD_FLAGS[@]}" "$IMAGE" config check 2>&1) || fail "config check: $out"
+grep -q "configuration OK (environment production)" <<<"$out" || fail "config check: $out"
+out=$(podman run --rm "${STOCKD_FLAGS[@]}" -e STOCKD__MYSQL__URL_FILE=/run/secrets/stockd/mysql-migrate-url \
+    "$IMAGE" migrate 2>&1) || fail "migrate: $out"
+log "   $(grep '^migrate: ' <<<"$out")"
 
 log "2. every role started while MariaDB is unreachable (port $GATE closed)"
 declare -A PORT
@@ -110,7 +111,8 @@ log "   every role ready, no restart"
 log "4. non-root, read-only root filesystem, HEALTHCHECK"
 api1="stockd-$RUN_ID-api1"
 [ "$(podman exec "$api1" id -u)" = 10001 ] || fail "api runs as $(podman exec "$api1" id -u)"
-podman exec "$api1" sh -c 'touch /etc/stockd/x' 2>&1 | grep -q "Read-only file system" || fail "root filesystem writable"
+out=$(podman exec "$api1" touch /etc/stockd/x 2>&1 || true)
+grep -q "Read-only file system" <<<"$out" || fail "root filesystem writable: $out"
 for r in api1 consumer; do podman healthcheck run "stockd-$RUN_ID-$r" >/dev/null || fail "HEALTHCHECK of $r"; done
 
 serve_check "$(probe_of api1)" "$(probe_of api2)" \

@@ -15,13 +15,13 @@ kube_play() {
     local env_json
     env_json=$(
         "$python" - "$SECRET_DIR" "$CLIENTS" "${kp[api.http]}" "${kp[api.admin]}" \
-            "${kp[consumer.metrics]}" "$PWD/config" <<'EOF'
+            "${kp[consumer.metrics]}" "$PWD/config" "$IMAGE" <<'EOF'
 import json, pathlib, sys
 d = pathlib.Path(sys.argv[1])
 secrets = {f.name: f.read_text().strip() for f in d.iterdir()}
 # The kube pods reach MariaDB directly (the gate of step 2 is for the containers).
 secrets["mysql-url"] = secrets["mysql-url"].rsplit("@", 1)[0] + "@127.0.0.1:3306/" + secrets["mysql-url"].rsplit("/", 1)[1]
-print(json.dumps({"secrets": secrets, "clients": sys.argv[2], "config_dir": sys.argv[6],
+print(json.dumps({"secrets": secrets, "clients": sys.argv[2], "config_dir": sys.argv[6], "image": sys.argv[7],
                   "ports": {"api.http": int(sys.argv[3]), "api.admin": int(sys.argv[4]),
                             "consumer.metrics": int(sys.argv[5])}}))
 EOF
@@ -32,6 +32,7 @@ EOF
     SECRETS+=(stockd-secrets)
     VOLUMES+=(stockd-secrets "$config_map")
     PODS_YAML+=("$WORK/play.yaml")
+    PODS+=("$RUN_ID-stockd-api-pod-0" "$RUN_ID-stockd-consumer-pod-0")
     podman secret create stockd-secrets "$WORK/secret.json" >/dev/null
     podman kube play "$WORK/play.yaml" >"$WORK/play.log" 2>&1 || { cat "$WORK/play.log" >&2; fail "podman kube play"; }
     local api="http://127.0.0.1:${kp[api.http]}"

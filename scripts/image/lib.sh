@@ -12,6 +12,7 @@ RUN_ID="${RUN_ID:-t_$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/stockd-image-$RUN_ID.XXXXXX")"
 CONTAINERS=()
 PODS_YAML=()
+PODS=()
 SECRETS=()
 VOLUMES=()
 PIDS=()
@@ -57,6 +58,7 @@ cleanup() {
         podman rm -f -t 0 "$c" >/dev/null 2>&1
     done
     for y in "${PODS_YAML[@]}"; do podman kube down "$y" >/dev/null 2>&1; done
+    for p in "${PODS[@]}"; do podman pod rm -f "$p" >/dev/null 2>&1; done
     for s in "${SECRETS[@]}"; do podman secret rm "$s" >/dev/null 2>&1; done
     for v in "${VOLUMES[@]}"; do podman volume rm -f "$v" >/dev/null 2>&1; done
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
