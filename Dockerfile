@@ -84,8 +84,8 @@ ENV STOCKD_CONFIG_DIR=/etc/stockd/config \
 EXPOSE 8080 8081 9091
 
 # /readyz of the role's own probe port over bash's /dev/tcp (the image has no curl;
-# adding one only for this would grow the image and its attack surface). Docker
-# needs the image format `docker` to keep it (podman build --format docker).
+# adding one only for this would grow the image and its attack surface). The OCI
+# image format has no HEALTHCHECK: podman keeps it with --format docker (make image).
 # start-period: a role waiting for its stores answers 503 "starting" meanwhile.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
     CMD ["/usr/local/bin/healthcheck.sh"]
