@@ -50,9 +50,17 @@ if [ "$rebuild" = 1 ] || [ ! -s "$TARBALL" ]; then
     echo "image-base: debootstrap $SUITE from $(mirror) (a few minutes)" >&2
     debootstrap --variant=minbase "$SUITE" "$root" "$(mirror)" >"$CACHE/debootstrap.log" 2>&1 \
         || { tail -n 20 "$CACHE/debootstrap.log" >&2; exit 1; }
-    # What a -slim image leaves out: the apt lists and caches, docs and man pages.
+    # What a -slim image leaves out: the apt lists and caches, docs, man pages and
+    # translations, now and (dpkg path-exclude, apt without its binary caches)
+    # for every package a Dockerfile installs later, as Debian's own images do.
     rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin \
-        "$root"/var/cache/apt/archives/*.deb "$root"/usr/share/doc/* "$root"/usr/share/man/*
+        "$root"/var/cache/apt/archives/*.deb "$root"/usr/share/doc/* "$root"/usr/share/man/* \
+        "$root"/usr/share/info/* "$root"/usr/share/locale/*
+    printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-exclude /usr/share/man/*' \
+        'path-exclude /usr/share/info/*' 'path-exclude /usr/share/locale/*' \
+        >"$root/etc/dpkg/dpkg.cfg.d/slim"
+    printf '%s\n' 'Dir::Cache::pkgcache "";' 'Dir::Cache::srcpkgcache "";' \
+        'APT::Install-Recommends "false";' >"$root/etc/apt/apt.conf.d/slim"
     tar -C "$root" --numeric-owner -cf "$TARBALL.tmp" .
     mv "$TARBALL.tmp" "$TARBALL"
 fi
