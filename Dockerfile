@@ -18,7 +18,7 @@
 #     Rust toolchain is the host's (rustup cannot fetch another into an image).
 #     The host is Debian bookworm, the runtime's base too, so the binary links the
 #     same glibc. It also reuses the host's cargo cache: a rebuild takes seconds
-#     instead of a cold ~6-minute release build inside the image on 2 cores.
+#     (a warm `make image`: 10 s) instead of a cold release build inside the image.
 #   scripts/image-base.sh builds the runtime's debian:bookworm-slim from Debian's
 #   packages (debootstrap + import) where it cannot be pulled.
 
