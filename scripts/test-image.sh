@@ -24,6 +24,10 @@ cd "$(dirname "$0")/.."
 . scripts/image/serve-check.sh
 . scripts/image/kube-play.sh
 trap cleanup EXIT
+# One run at a time on a machine: podman's secret store is global and the kube
+# manifests name their Secret `stockd-secrets`.
+exec 7>"${TMPDIR:-/tmp}/stockd-test-image.lock"
+flock 7
 
 scripts/container-tools.sh engine
 podman image exists "$IMAGE" || fail "$IMAGE missing: run make image"
