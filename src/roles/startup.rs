@@ -1,6 +1,6 @@
 //! Starting while a store is down: a role binds its probe port, answers
-//! `/livez` 200 and `/readyz` 503 (`"status": "starting"`, the store it waits
-//! for), and retries [`Resources::connect`] with a capped exponential back-off
+//! `/livez` 200 and `/readyz` 503 (both `"status": "starting"` with the store it
+//! waits for; any other route 503 UNAVAILABLE), and retries [`Resources::connect`] with a capped exponential back-off
 //! until MySQL, Redis and RabbitMQ all answer — instead of exiting.
 //!
 //! Why not exit and let the supervisor restart: under Kubernetes an exiting
@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Settings;
 use crate::health::outage;
 use crate::resources::Resources;
+use crate::roles::api::problem::ApiError;
 
 /// First pause after a failed connect: a store that restarts with the pod is
 /// usually back within a second.
@@ -95,11 +96,8 @@ fn serve_starting(
         App::new()
             .app_data(web::Data::new(waiting.clone()))
             .route("/readyz", web::get().to(readyz))
-            .route(
-                "/livez",
-                web::get()
-                    .to(|| async { HttpResponse::Ok().json(serde_json::json!({"status": "ok"})) }),
-            )
+            .route("/livez", web::get().to(livez))
+            .default_service(web::to(starting))
     })
     .workers(1)
     .disable_signals()
@@ -112,6 +110,23 @@ fn serve_starting(
         handle.stop(true).await;
     });
     Ok(tokio::spawn(server))
+}
+
+/// 200: the process runs (a liveness probe must not restart a waiting role),
+/// but `"starting"`, not `"ok"`: it serves nothing else yet.
+async fn livez(waiting: web::Data<Waiting>) -> HttpResponse {
+    let dependency = *waiting.lock().expect("lock poisoned");
+    HttpResponse::Ok().json(serde_json::json!({
+        "status": "starting",
+        "waiting_for": dependency,
+    }))
+}
+
+/// Every other route: 503 UNAVAILABLE with Retry-After, as when a store fails later.
+async fn starting(waiting: web::Data<Waiting>) -> HttpResponse {
+    let dependency = *waiting.lock().expect("lock poisoned");
+    let why = format!("stockd is starting: waiting for {dependency}; retry shortly");
+    actix_web::ResponseError::error_response(&ApiError::Unavailable(why))
 }
 
 async fn readyz(waiting: web::Data<Waiting>) -> HttpResponse {

@@ -1,7 +1,8 @@
 //! Starting while a store is down (`roles::startup`): a role whose MySQL is
 //! unreachable at start-up does not exit (which a supervisor would turn into a
 //! restart loop, Kubernetes into CrashLoopBackOff); it answers `/livez` 200 and
-//! `/readyz` 503 "starting" on its probe port, logs the outage once, and
+//! `/readyz` 503, both "starting", any other route 503 UNAVAILABLE, on its probe
+//! port, logs the outage once, and
 //! becomes ready by itself when MySQL answers.
 
 use std::process::Command;
@@ -72,7 +73,16 @@ async fn a_role_started_while_mysql_is_down_waits_not_ready_then_becomes_ready()
         body.contains("\"starting\"") && body.contains("mysql"),
         "{body}"
     );
-    assert_eq!(get(&http, &format!("{base}/livez")).await.0, 200);
+    let (status, body) = get(&http, &format!("{base}/livez")).await;
+    assert!(
+        status == 200 && body.contains("\"starting\""),
+        "{status} {body}"
+    );
+    let (status, body) = get(&http, &format!("{base}/metrics")).await;
+    assert!(
+        status == 503 && body.contains("UNAVAILABLE"),
+        "{status} {body}"
+    );
     proxy.set(Mode::Pass);
     app.eventually("ready once MySQL answers", READY_LIMIT, || async {
         get(&http, &format!("{base}/readyz")).await.0 == 200
