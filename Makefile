@@ -9,10 +9,10 @@ CARGO        ?= cargo
 TEST_THREADS ?= 4
 STOCKD       := ./target/release/stockd
 
-.PHONY: help services run test test-cluster lint check bench demo clean-test-data fuzz chaos
+.PHONY: help services run test test-cluster lint check bench demo clean-test-data fuzz chaos image test-image
 
 help:
-	@echo "targets: services run test test-cluster lint check bench demo clean-test-data fuzz chaos"
+	@echo "targets: services run test test-cluster lint check bench demo clean-test-data fuzz chaos image test-image"
 	@echo "  test uses TEST_THREADS=$(TEST_THREADS) (override: make test TEST_THREADS=8)"
 
 services:
@@ -75,3 +75,34 @@ fuzz: services
 # .ci/run runs it after `make test`.
 chaos: services
 	$(CARGO) test --test chaos -- --ignored --test-threads=1 --nocapture
+
+# The container image (Dockerfile; docs/operations.md, "Containers and
+# Kubernetes"). The binary is built here, on the host, and copied in by the
+# Dockerfile's `runtime` target: no registry is reachable for a rust image, and
+# the host's toolchain and cargo cache make a rebuild take seconds. Its own
+# target dir, so the production build (no `bench`) and the developer build do
+# not rebuild each other. scripts/image-base.sh makes debian:bookworm-slim from
+# Debian's packages when it cannot be pulled. ENGINE=docker where a Docker
+# engine runs (it keeps HEALTHCHECK by default; podman needs --format docker).
+IMAGE  ?= stockd:local
+ENGINE ?= podman
+
+image:
+ifeq ($(ENGINE),podman)
+	scripts/container-tools.sh engine
+	scripts/image-base.sh
+endif
+	CARGO_TARGET_DIR=target/image $(CARGO) build --release --locked --no-default-features --bin stockd
+ifeq ($(ENGINE),podman)
+	CONTAINERS_CONF=$(CURDIR)/scripts/lib/podman-containers.conf \
+		podman build --format docker --network host --target runtime -t $(IMAGE) .
+else
+	$(ENGINE) build --target runtime -t $(IMAGE) .
+endif
+	@$(ENGINE) image inspect --format 'image $(IMAGE): {{.Size}} bytes' $(IMAGE)
+
+# The image run for real against the shared services (scripts/test-image.sh:
+# every role, a store outage at start-up, drain under load, podman kube play of
+# the Kubernetes manifests). Removes every container it made, also on failure.
+test-image: services image
+	IMAGE=$(IMAGE) scripts/test-image.sh

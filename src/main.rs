@@ -112,8 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cancel = CancellationToken::new();
             shutdown::cancel_on_signal(cancel.clone());
             let name = format!("stockd-{role:?}").to_lowercase();
-            let res = Resources::connect(settings, &name).await?;
-            roles::run(role, res, cancel).await?;
+            roles::start(role, settings, &name, cancel).await?;
             Ok(ExitCode::SUCCESS)
         }
         (None, None) => anyhow::bail!(

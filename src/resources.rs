@@ -1,8 +1,9 @@
 //! The shared resources every role uses: settings, the MySQL pool, the Redis
-//! store, a broker publisher and the trace exporter. Built once per process,
-//! checked at start-up so a wrong URL fails fast with the dependency named.
-//! Each role builds its worker from these (`from_resources`); nothing here
-//! knows a role or an operation, so `resources` depends only on the adapters.
+//! store, a broker publisher and the trace exporter. Built once per process, checked at start-up so
+//! an unreachable store is named ([`Unreachable`]): a one-shot job fails with it,
+//! a role waits for the store and tries again (`roles::startup`). Each role builds its
+//! worker from these (`from_resources`); nothing here knows a role or an
+//! operation, so `resources` depends only on the adapters.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,20 +31,30 @@ pub struct Resources {
 
 impl Resources {
     /// Connects to MySQL, Redis and RabbitMQ and declares the broker topology.
-    pub async fn connect(settings: Settings, name: &str) -> anyhow::Result<Self> {
-        let db = Db::new(&settings.mysql).context("mysql.url")?;
-        db.ping().await.context("connecting to MySQL (mysql.url)")?;
-        let redis = RedisStore::new(&settings.redis, settings.reservation.ttl_secs)
-            .context("redis.url")?
+    pub async fn connect(settings: Settings, name: &str) -> Result<Self, Unreachable> {
+        let mysql = |e: anyhow::Error| Unreachable::new("mysql", e);
+        let db = Db::new(&settings.mysql)
+            .context("mysql.url")
+            .map_err(mysql)?;
+        db.ping()
+            .await
+            .context("connecting to MySQL (mysql.url)")
+            .map_err(mysql)?;
+        let redis = |e: anyhow::Error| Unreachable::new("redis", e);
+        let store = RedisStore::new(&settings.redis, settings.reservation.ttl_secs)
+            .context("redis.url")
+            .map_err(redis)?
             .with_buyer_rate(settings.limits.per_user_rps, settings.limits.per_user_burst);
-        redis
+        store
             .ping()
             .await
-            .context("connecting to Redis (redis.url)")?;
-        redis
+            .context("connecting to Redis (redis.url)")
+            .map_err(redis)?;
+        store
             .load_scripts()
             .await
-            .context("loading Lua scripts into Redis")?;
+            .context("loading Lua scripts into Redis")
+            .map_err(redis)?;
         let topology = Topology::new(&settings.amqp, settings.reservation.ttl_secs);
         let publisher = Publisher::new(
             settings.amqp.broker_urls(),
@@ -56,13 +67,18 @@ impl Resources {
         publisher
             .ensure_connected()
             .await
-            .context("connecting to RabbitMQ (amqp.url / amqp.urls)")?;
-        let tracing = Tracing::from_settings(&settings.telemetry.otlp, name)?;
+            .context("connecting to RabbitMQ (amqp.url / amqp.urls)")
+            .map_err(|e| Unreachable::new("amqp", e))?;
+        // Builds the exporter only (no connection): a collector that is down
+        // drops spans later, it never holds a role back.
+        let tracing = Tracing::from_settings(&settings.telemetry.otlp, name)
+            .context("telemetry.otlp")
+            .map_err(|e| Unreachable::new("otlp_collector", e))?;
         Ok(Self {
             tracing,
             settings: Arc::new(settings),
             db,
-            redis: Arc::new(redis),
+            redis: Arc::new(store),
             publisher: Arc::new(publisher),
             mysql_breaker: Arc::new(Breaker::new("mysql")),
         })
@@ -75,3 +91,27 @@ impl Resources {
         self.tracing.shutdown().await;
     }
 }
+
+/// The store [`Resources::connect`] could not reach, and why.
+#[derive(Debug)]
+pub struct Unreachable {
+    /// `mysql`, `redis` or `amqp`: the names of the outage log
+    /// (`health::outage`) and of `stockd_dependency_failures_total`.
+    pub dependency: &'static str,
+    /// The failed step with its cause ("connecting to MySQL (mysql.url): …").
+    pub error: anyhow::Error,
+}
+
+impl Unreachable {
+    fn new(dependency: &'static str, error: anyhow::Error) -> Self {
+        Self { dependency, error }
+    }
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.error)
+    }
+}
+
+impl std::error::Error for Unreachable {}

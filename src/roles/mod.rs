@@ -6,6 +6,7 @@ pub mod closer;
 pub mod consumer;
 pub mod gauges;
 pub mod reconciler;
+pub mod startup;
 pub mod traces;
 
 use std::net::TcpListener;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::Settings;
 use crate::ops::reconcile::Reconciler;
 use crate::resources::Resources;
 
@@ -32,32 +34,54 @@ pub enum Role {
     All,
 }
 
-/// Runs `role` until `cancel` fires, then shuts down in order and closes pools.
+/// Starts `role`: binds its probe port (a taken port fails at once), waits for
+/// its stores there (`startup`), then runs it until `cancel` fires.
+pub async fn start(
+    role: Role,
+    settings: Settings,
+    name: &str,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    let (key, bind) = match role {
+        Role::Api | Role::All => ("http.bind", settings.http.bind.clone()),
+        _ => ("metrics.bind", settings.metrics.bind.clone()),
+    };
+    let listener = TcpListener::bind(&bind).with_context(|| format!("binding {key} {bind}"))?;
+    listener.set_nonblocking(true)?;
+    let serves_tls = key == "http.bind" && settings.http.tls.is_on();
+    let probe = (!serves_tls).then_some(&listener);
+    match startup::connect_when_reachable(&settings, name, probe, &cancel).await? {
+        Some(res) => run(role, res, listener, cancel).await,
+        None => {
+            tracing::info!("stockd: stopped while waiting for its stores");
+            Ok(())
+        }
+    }
+}
+
+/// Runs `role` on `listener` (its http.bind for the api, metrics.bind for the
+/// other roles) until `cancel` fires, then shuts down in order and closes pools.
 ///
 /// Every role is built the same way, from the shared resources; the one
 /// reconciler is shared by the api's admin routes and the reconciler loop, so
 /// with `--role all` `/v1/admin/reconcile` and the console see the loop's
 /// history (previous verdicts, last report, ongoing alerts).
-pub async fn run(role: Role, res: Resources, cancel: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    role: Role,
+    res: Resources,
+    listener: TcpListener,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
     let mut api = None;
+    let mut metrics_server = None;
     let mut workers = Vec::new();
     let reconciler = Arc::new(Reconciler::from_resources(&res));
     if matches!(role, Role::Api | Role::All) {
-        let bind = res.settings.http.bind.clone();
-        let listener =
-            TcpListener::bind(&bind).with_context(|| format!("binding http.bind {bind}"))?;
-        listener.set_nonblocking(true)?;
         let handle = api::start(res.clone(), reconciler.clone(), listener, cancel.clone())?;
         tracing::info!(http.addr = %handle.addr, "api: listening");
         api = Some(handle);
-    }
-    let mut metrics_server = None;
-    if !matches!(role, Role::Api | Role::All) {
-        let bind = res.settings.metrics.bind.clone();
-        let listener =
-            TcpListener::bind(&bind).with_context(|| format!("binding metrics.bind {bind}"))?;
-        listener.set_nonblocking(true)?;
-        tracing::info!(metrics.addr = %bind, "metrics: listening");
+    } else {
+        tracing::info!(metrics.addr = %listener.local_addr()?, "metrics: listening");
         metrics_server = Some(crate::telemetry::metrics_listener::start(
             listener,
             res.mysql_breaker.clone(),

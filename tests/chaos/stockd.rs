@@ -11,8 +11,9 @@ use crate::servers::process::{log_tail, OwnedProcess};
 
 /// Admin token of every chaos stack.
 pub const ADMIN_TOKEN: &str = "chaos-admin-token";
-/// A role that cannot reach a dependency exits at start-up; it is started again
-/// after this pause (what systemd's Restart=on-failure does).
+/// A role that exits at start-up is started again after this pause (what
+/// systemd's Restart=on-failure does); one whose dependency is down waits
+/// instead (roles::startup), answering `/livez` with `"starting"`.
 const RESTART_PAUSE: Duration = Duration::from_millis(500);
 
 /// The stockd binary Cargo built for this test run (debug profile).
@@ -94,7 +95,10 @@ impl RoleProcess {
                 return Err(format!("exited with {status}"));
             }
             if let Ok(resp) = client.get(&url).send().await {
-                if resp.status().is_success() {
+                // 200 `"starting"`: listening, still waiting for its stores
+                // (roles::startup); live means connected, as before.
+                let ok = resp.status().is_success();
+                if ok && !resp.text().await.unwrap_or_default().contains("starting") {
                     return Ok(());
                 }
             }
