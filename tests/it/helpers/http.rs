@@ -112,6 +112,18 @@ impl TestApp {
         assert_eq!(resp.status(), 201, "reserve {request_id}");
     }
 
+    /// A reservation taken, durable or still persisting: 201, or 202 when the
+    /// broker's confirm came later than `amqp.publish_timeout_ms` (a busy
+    /// cluster; the relay then publishes it). For tests about what follows a
+    /// sale, not about the confirm's timing.
+    pub async fn reserve_taken(&self, sku: u64, request_id: &str, user: u64, count: u32) {
+        let status = self.reserve(sku, request_id, user, count).await.status();
+        assert!(
+            status == 201 || status == 202,
+            "reserve {request_id}: {status}"
+        );
+    }
+
     /// The Prometheus text of the test app's `/metrics`.
     pub async fn metrics_text(&self) -> String {
         self.get("/metrics").await.text().await.unwrap()
