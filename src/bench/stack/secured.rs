@@ -32,7 +32,7 @@ pub struct SecuredListener {
 }
 
 impl SecuredListener {
-    /// Makes the PKI and token under `dir`; `None` (with the reason) when the
+    /// Makes the PKI and token under `dir`; `Err(reason)` inside `Ok` when the
     /// `openssl` CLI is missing.
     pub fn generate(dir: &Path) -> anyhow::Result<Result<Self, String>> {
         if !openssl_present() {
