@@ -23,6 +23,22 @@ TOOLS_DIR="${CARGO_TARGET_DIR:-$PWD/target}/test-tools"
 
 is_pinned() { [[ -x "$1" ]] && "$1" --version 2>/dev/null | grep -qx "st, version ${SCHEMATHESIS_VERSION}"; }
 
+# pip_venv PACKAGE VERSION VENV CHECK...: a fresh VENV holding PACKAGE==VERSION
+# from PyPI, then CHECK (a command) must succeed, or it exits saying why.
+pip_venv() {
+    local package=$1 version=$2 venv=$3
+    shift 3
+    command -v python3 >/dev/null || { echo "test-tools: python3 is missing (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
+    echo "test-tools: installing ${package} ${version} into $venv" >&2
+    rm -rf "$venv"
+    mkdir -p "$TOOLS_DIR"
+    python3 -m venv "$venv" >&2 || { echo "test-tools: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "${package}==${version}" >&2 \
+        || { echo "test-tools: pip could not install ${package}==${version} from PyPI" >&2; exit 1; }
+    "$@" || { echo "test-tools: $venv has no ${package} ${version}" >&2; exit 1; }
+}
+
 schemathesis() {
     local on_path venv="$TOOLS_DIR/schemathesis-${SCHEMATHESIS_VERSION}"
     on_path="$(command -v st || true)"
@@ -30,17 +46,7 @@ schemathesis() {
         echo "$on_path"
         return
     fi
-    if ! is_pinned "$venv/bin/st"; then
-        command -v python3 >/dev/null || { echo "test-tools: python3 is missing (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
-        echo "test-tools: installing schemathesis ${SCHEMATHESIS_VERSION} into $venv" >&2
-        rm -rf "$venv"
-        mkdir -p "$TOOLS_DIR"
-        python3 -m venv "$venv" >&2 || { echo "test-tools: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-            "schemathesis==${SCHEMATHESIS_VERSION}" >&2 \
-            || { echo "test-tools: pip could not install schemathesis==${SCHEMATHESIS_VERSION} from PyPI" >&2; exit 1; }
-        is_pinned "$venv/bin/st" || { echo "test-tools: $venv/bin/st is not schemathesis ${SCHEMATHESIS_VERSION}" >&2; exit 1; }
-    fi
+    is_pinned "$venv/bin/st" || pip_venv schemathesis "$SCHEMATHESIS_VERSION" "$venv" is_pinned "$venv/bin/st"
     echo "$venv/bin/st"
 }
 
@@ -48,17 +54,7 @@ has_proto() { [[ -x "$1" ]] && "$1" -c 'import importlib.metadata as m, sys; sys
 
 otlp_receiver() {
     local venv="$TOOLS_DIR/otlp-proto-${OTLP_PROTO_VERSION}"
-    if ! has_proto "$venv/bin/python"; then
-        command -v python3 >/dev/null || { echo "test-tools: python3 is missing (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
-        echo "test-tools: installing opentelemetry-proto ${OTLP_PROTO_VERSION} into $venv" >&2
-        rm -rf "$venv"
-        mkdir -p "$TOOLS_DIR"
-        python3 -m venv "$venv" >&2 || { echo "test-tools: python3 -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 1; }
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-            "opentelemetry-proto==${OTLP_PROTO_VERSION}" >&2 \
-            || { echo "test-tools: pip could not install opentelemetry-proto==${OTLP_PROTO_VERSION} from PyPI" >&2; exit 1; }
-        has_proto "$venv/bin/python" || { echo "test-tools: $venv has no opentelemetry-proto ${OTLP_PROTO_VERSION}" >&2; exit 1; }
-    fi
+    has_proto "$venv/bin/python" || pip_venv opentelemetry-proto "$OTLP_PROTO_VERSION" "$venv" has_proto "$venv/bin/python"
     echo "$venv/bin/python"
 }
 
