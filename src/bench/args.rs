@@ -84,6 +84,8 @@ pub struct BenchArgs {
 pub enum Only {
     /// One deep-stock SKU in 1 vs 3 stock buckets (needs a Redis Cluster).
     HotSku,
+    /// The two ceiling phases (single-call and batched), no HTTP, no child.
+    Ceiling,
 }
 
 impl BenchArgs {

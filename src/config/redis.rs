@@ -40,6 +40,18 @@ pub struct RedisSettings {
     /// Most units one lease moves from a split SKU's pool to a bucket.
     #[serde(default = "default_bucket_lease_max")]
     pub bucket_lease_max: u32,
+    /// Most reservations of one bucket decided by one reserve script call
+    /// (batch admission, `redis/admission.rs`); 1 = one call per reservation.
+    #[serde(default = "default_batch_max")]
+    pub batch_max: usize,
+    /// Reserve calls of one bucket in flight at once (pipelined).
+    #[serde(default = "default_batch_in_flight")]
+    pub batch_in_flight: usize,
+    /// How long a busy bucket's next call waits for more requests, in µs
+    /// (0 = no wait: a batch is whatever queued while the last call ran). A
+    /// request for an idle bucket never waits.
+    #[serde(default)]
+    pub batch_linger_us: u64,
     /// CA and client certificate of a `rediss://` URL.
     pub tls: TlsFiles,
 }
@@ -69,6 +81,18 @@ fn default_bucket_lease_max() -> u32 {
     1000
 }
 
+fn default_batch_max() -> usize {
+    64
+}
+
+fn default_batch_in_flight() -> usize {
+    2
+}
+
+/// Longest `redis.batch_linger_us`: a linger is a latency every batched
+/// request may pay.
+const BATCH_LINGER_MAX_US: u64 = 1000;
+
 impl RedisSettings {
     /// The nodes to connect to: `urls` in cluster mode (or `url` when it is
     /// empty), `url` alone otherwise.
@@ -93,6 +117,21 @@ impl RedisSettings {
                 self.bucket_lease_max >= 1,
                 "redis.bucket_lease_max",
                 "must be >= 1",
+            ),
+            (
+                (1..=1024).contains(&self.batch_max),
+                "redis.batch_max",
+                "must be in 1..=1024",
+            ),
+            (
+                (1..=64).contains(&self.batch_in_flight),
+                "redis.batch_in_flight",
+                "must be in 1..=64",
+            ),
+            (
+                self.batch_linger_us <= BATCH_LINGER_MAX_US,
+                "redis.batch_linger_us",
+                "must be <= 1000 (µs)",
             ),
             (
                 check::valid_prefix(&self.key_prefix),

@@ -11,6 +11,7 @@
 //! `scripts.rs`; no Redis command is sent from outside this module but
 //! through `side_link`/`primaries` (admin and bench reads of whole nodes).
 
+pub mod admission;
 pub mod buckets;
 pub mod conn;
 pub mod core;
@@ -58,4 +59,11 @@ pub enum RedisError {
     Timeout,
     #[error("redis state kept moving: {0}")]
     Unsettled(String),
+    /// A command failed while the reserve script decided this request (the
+    /// other requests of its batch kept their outcomes).
+    #[error("redis reserve script failed for this request: {0}")]
+    Script(String),
+    /// The call that carried this request's batch failed (`admission.rs`).
+    #[error("{0}")]
+    Batch(std::sync::Arc<RedisError>),
 }

@@ -67,6 +67,11 @@ pub fn parse_reserve_reply(
         "SOLD_OUT" => ReserveOutcome::SoldOut,
         "INSUFFICIENT" => ReserveOutcome::Insufficient { available: num(1)? },
         "BACKPRESSURE" => ReserveOutcome::Backpressure,
+        "ERROR" => {
+            return Err(RedisError::Script(
+                reply.get(1).cloned().unwrap_or_default(),
+            ))
+        }
         _ => return Err(bad()),
     })
 }
@@ -150,5 +155,14 @@ mod tests {
         assert!(parse(&["WHAT"]).is_err());
         assert!(parse(&["OK", "x"]).is_err());
         assert!(parse(&["REPLAY", "NOPE", "1", "2"]).is_err());
+    }
+
+    #[test]
+    fn a_command_error_of_one_request_is_an_error_of_that_request() {
+        let err = parse(&["ERROR", "WRONGTYPE"]).unwrap_err();
+        assert!(
+            matches!(err, RedisError::Script(ref text) if text == "WRONGTYPE"),
+            "{err}"
+        );
     }
 }

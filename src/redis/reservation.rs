@@ -6,12 +6,24 @@ use std::sync::Arc;
 
 use deadpool_redis::redis;
 
+use super::admission::{Admission, Ask, Batching, BucketTarget, ReserveArgs};
 use super::buckets::transfer::count_round_trip;
 use super::buckets::{Buckets, Layout, Refill, RefillEnd};
 use super::core::Core;
 use super::reply::{parse_reserve_reply, ReserveRequest};
 use super::RedisError;
 use crate::domain::{RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId};
+
+/// The bucket `bucket` of `layout` as a reserve call names it.
+fn target(layout: &Layout, bucket: u16) -> BucketTarget {
+    BucketTarget {
+        sku: layout.sku(),
+        bucket,
+        n: layout.n(),
+        tag: layout.tag(bucket).to_string(),
+        subject: layout.event_subject(bucket),
+    }
+}
 
 /// What `finish.lua` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,39 +47,42 @@ pub struct Reservations {
     pub(super) core: Arc<Core>,
     /// Routes each buyer to a bucket; refills a dry one.
     pub(super) buckets: Buckets,
-    /// `reservation.ttl_secs` in ms: how long a buyer has to pay.
-    reservation_ttl_ms: u64,
-    /// `redis.reservation_retention_secs` in ms: how long a final record
-    /// stays for replays after the time to pay.
-    retention_ms: u64,
-    /// `redis.outbox_max_len`: the reserve script's backpressure bound.
-    outbox_max_len: u64,
-    /// Per-buyer attempts per second and burst (`limits.per_user_*`; 0 = off).
-    pub(super) buyer_rate: (f64, u32),
+    /// The reserve script's lanes (`admission.rs`); holds the script's
+    /// arguments (time to pay, retention, outbox bound, buyer rate).
+    admission: Admission,
+    /// `redis.batch_*`, to rebuild the lanes with new arguments.
+    batching: Batching,
 }
 
 impl Reservations {
     pub(super) fn new(
         core: Arc<Core>,
         buckets: Buckets,
-        reservation_ttl_ms: u64,
-        retention_ms: u64,
-        outbox_max_len: u64,
+        args: ReserveArgs,
+        batching: Batching,
     ) -> Self {
         Self {
+            admission: Admission::new(core.clone(), args, batching),
             core,
             buckets,
-            reservation_ttl_ms,
-            retention_ms,
-            outbox_max_len,
-            buyer_rate: (0.0, 0),
+            batching,
         }
+    }
+
+    /// Turns on the per-buyer rate limit the reserve script enforces.
+    pub(super) fn set_buyer_rate(&mut self, per_second: f64, burst: u32) {
+        let args = ReserveArgs {
+            buyer_rate: (per_second, burst),
+            ..*self.admission.args()
+        };
+        self.admission = Admission::new(self.core.clone(), args, self.batching);
     }
 
     /// How long a reservation record lives in Redis from its creation: the
     /// time to pay plus the retention for replays.
     pub fn record_lifetime_ms(&self) -> u64 {
-        self.reservation_ttl_ms + self.retention_ms
+        let args = self.admission.args();
+        args.ttl_ms + args.retention_ms
     }
 
     /// Stage 1: the atomic admission decision (one EVALSHA round trip). A
@@ -151,29 +166,43 @@ impl Reservations {
         user_id: UserId,
         count: u32,
     ) -> Result<Vec<String>, RedisError> {
-        let tag = layout.tag(bucket);
-        let mut invocation = super::scripts::RESERVE.prepare_invoke();
-        invocation
-            .key(self.core.keys.sku_at(tag))
-            .key(self.core.keys.reservation_at(tag, request_id))
-            .key(self.core.keys.user_at(tag, user_id))
-            .key(self.core.keys.outbox_at(tag))
-            .key(self.core.keys.winners_at(tag))
-            .arg(request_id.as_str())
-            .arg(layout.sku().get())
-            .arg(user_id.get())
-            .arg(count)
-            .arg(self.reservation_ttl_ms)
-            .arg(self.retention_ms)
-            .arg(self.outbox_max_len)
-            .arg(self.core.keys.soldout_channel())
-            .arg(self.buyer_rate.0)
-            .arg(self.buyer_rate.1)
-            .arg(layout.n())
-            .arg(layout.event_subject(bucket));
-        self.core
-            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
-            .await
+        let ask = Ask {
+            request_id: request_id.clone(),
+            user_id,
+            count,
+        };
+        self.admission.reserve(target(layout, bucket), ask).await
+    }
+
+    /// Decides `asks` on `bucket` of `layout` in exactly one reserve script
+    /// call, outside the lanes: one outcome per ask, in order (a bucket that
+    /// asks for a lease, or a layout that moved, is an error here). For tests
+    /// and tools that need a batch of a known make-up; requests go through
+    /// [`Self::reserve`].
+    pub async fn decide_batch(
+        &self,
+        layout: &Layout,
+        bucket: u16,
+        asks: &[Ask],
+    ) -> Result<Vec<Result<ReserveOutcome, RedisError>>, RedisError> {
+        let refs: Vec<&Ask> = asks.iter().collect();
+        let target = target(layout, bucket);
+        let replies =
+            super::admission::call(&self.core, self.admission.args(), &target, &refs).await?;
+        Ok(asks
+            .iter()
+            .zip(replies)
+            .map(|(ask, reply)| {
+                let req = ReserveRequest {
+                    sku_id: layout.sku(),
+                    request_id: &ask.request_id,
+                    user_id: ask.user_id,
+                    count: ask.count,
+                    bucket,
+                };
+                parse_reserve_reply(&req, &reply)
+            })
+            .collect())
     }
 
     /// Mirrors a final state decided in MySQL (see `finish.lua`); idempotent.
@@ -203,7 +232,7 @@ impl Reservations {
                 .arg(status.as_str())
                 .arg(user_id.get())
                 .arg(count)
-                .arg(self.reservation_ttl_ms + self.retention_ms)
+                .arg(self.record_lifetime_ms())
                 .arg(self.core.keys.soldout_channel())
                 .arg(layout.event_subject(bucket))
                 .arg(if returns_stock { "1" } else { "0" })

@@ -29,6 +29,7 @@ use std::time::Duration;
 use deadpool_redis::redis::{self, AsyncConnectionConfig};
 use deadpool_redis::{Manager, Pool};
 
+use super::admission::{Batching, ReserveArgs};
 use super::buckets::Buckets;
 use super::core::Core;
 use super::drift::Drift;
@@ -86,9 +87,17 @@ impl RedisStore {
             reservations: Reservations::new(
                 core.clone(),
                 buckets.clone(),
-                reservation_ttl_secs * 1000,
-                settings.reservation_retention_secs * 1000,
-                settings.outbox_max_len,
+                ReserveArgs {
+                    ttl_ms: reservation_ttl_secs * 1000,
+                    retention_ms: settings.reservation_retention_secs * 1000,
+                    outbox_max_len: settings.outbox_max_len,
+                    buyer_rate: (0.0, 0),
+                },
+                Batching {
+                    max: settings.batch_max,
+                    in_flight: settings.batch_in_flight,
+                    linger: Duration::from_micros(settings.batch_linger_us),
+                },
             ),
             outbox: OutboxStreams::new(core.clone(), buckets.clone()),
             drift: Drift::new(core.clone(), buckets.clone(), skus.clone()),
@@ -103,7 +112,7 @@ impl RedisStore {
 
     /// Turns on the per-buyer rate limit the reserve script enforces.
     pub fn with_buyer_rate(mut self, per_second: f64, burst: u32) -> Self {
-        self.reservations.buyer_rate = (per_second, burst);
+        self.reservations.set_buyer_rate(per_second, burst);
         self
     }
 

@@ -27,6 +27,7 @@ mod servers;
 mod audit;
 mod auth;
 mod bad_input;
+mod batch_admission;
 mod bench_layers;
 mod buckets;
 mod cli;

@@ -1,7 +1,9 @@
 //! Ceiling: the reserve Lua script called straight through the project's Redis
 //! client (`RedisStore::reserve`, one multiplexed connection, as the api uses
-//! it), no HTTP. The most stage 1 can give on this machine: the reserve phases
-//! are judged against it.
+//! it), no HTTP. The single-call ceiling (`redis.batch_max: 1`, one script
+//! call per reservation, the design of every peer) is what the reserve phases
+//! are judged against; the batched ceiling (the configured `redis.batch_max`)
+//! shows what batch admission gives stage 1 on this machine.
 
 use std::sync::Arc;
 
@@ -14,7 +16,8 @@ use crate::bench::stack::namespace::Namespace;
 use crate::domain::{RequestId, ReserveOutcome, SkuId, UserId};
 use crate::redis::RedisStore;
 
-/// SKU the ceiling phase reserves from (the namespace is reset before children start).
+/// SKU the single-call ceiling reserves from; the batched one takes the next
+/// (the namespace is reset before children start).
 const CEILING_SKU: u64 = 1;
 
 struct Direct {
@@ -39,17 +42,32 @@ impl Requester for Direct {
     }
 }
 
-pub async fn run(ns: &Namespace, plan: Plan, concurrency: usize) -> anyhow::Result<Checked> {
+/// `batched`: through batch admission with the configured `redis.batch_max`
+/// (key `ceiling_batched`); else one call per reservation (key `ceiling`).
+pub async fn run(
+    ns: &Namespace,
+    plan: Plan,
+    concurrency: usize,
+    batched: bool,
+) -> anyhow::Result<Checked> {
+    let phase = if batched {
+        key::CEILING_BATCHED
+    } else {
+        key::CEILING
+    };
     // Nothing drains the outbox here: let it hold every entry instead of
     // measuring backpressure refusals.
     let mut settings = ns.settings.redis.clone();
     settings.outbox_max_len = settings.outbox_max_len.max(plan.requests + 1);
+    if !batched {
+        settings.batch_max = 1;
+    }
     let store = Arc::new(RedisStore::new(
         &settings,
         ns.settings.reservation.ttl_secs,
     )?);
     store.load_scripts().await?;
-    let sku = SkuId::new(CEILING_SKU).expect("positive");
+    let sku = SkuId::new(CEILING_SKU + u64::from(batched)).expect("positive");
     let total = i64::try_from(plan.requests)?;
     store
         .skus()
@@ -67,7 +85,7 @@ pub async fn run(ns: &Namespace, plan: Plan, concurrency: usize) -> anyhow::Resu
             sku,
         })
         .collect();
-    let run = drive(key::CEILING, plan, workers).await;
+    let run = drive(phase, plan, workers).await;
     let expect = Expect {
         sku,
         total,
@@ -77,18 +95,25 @@ pub async fn run(ns: &Namespace, plan: Plan, concurrency: usize) -> anyhow::Resu
     let available = store.skus().sku(sku).await?.map(|s| s.available);
     if available != Some(total - expect.admitted) {
         violations.push(format!(
-            "ceiling: Redis available {available:?}, expected {}",
+            "{phase}: Redis available {available:?}, expected {}",
             total - expect.admitted
         ));
     }
     let outbox = store.outbox().len(sku).await?;
     if outbox != run.tally.done {
         violations.push(format!(
-            "ceiling: {outbox} outbox entries for {} reservations",
+            "{phase}: {outbox} outbox entries for {} reservations",
             run.tally.done
         ));
     }
-    let title = "reserve Lua via RedisStore::reserve, no HTTP".to_string();
-    let result = PhaseResult::from_run(key::CEILING, title, "req/s", concurrency, &run);
+    let title = if batched {
+        format!(
+            "reserve Lua via RedisStore::reserve, batches of up to {}, no HTTP",
+            settings.batch_max
+        )
+    } else {
+        "reserve Lua via RedisStore::reserve, one call each, no HTTP".to_string()
+    };
+    let result = PhaseResult::from_run(phase, title, "req/s", concurrency, &run);
     Ok(Checked::one(result, violations))
 }

@@ -3,13 +3,14 @@
 //! file here reads the data types of [`crate::bench::results`] and none of them
 //! is read back by a phase.
 //!
-//! - [`ratios`] (with [`efficiency`] and [`buckets`]): the target table's rows.
+//! - [`ratios`] (with [`efficiency`], [`fan_in`] and [`buckets`]): the target table's rows.
 //! - this module: the phase, CPU and target tables as text and Markdown;
 //!   [`redis_servers`]: CPU per redis-server; [`buckets`]: the stock-bucket
 //!   table; [`svg`]: the chart; [`numbers`]: `12,346`.
 
 pub mod buckets;
 pub mod efficiency;
+pub mod fan_in;
 pub mod numbers;
 pub mod ratios;
 pub mod redis_servers;

@@ -118,6 +118,7 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
         ),
     ];
     rows.extend(super::efficiency::rows(phases));
+    rows.extend(super::fan_in::rows(phases));
     rows.extend(super::buckets::rows(phases));
     rows
 }

@@ -10,6 +10,9 @@ use super::{BatchSizes, HotSku, Stall};
 /// The phases, in the order the table lists them; the key is the JSON name.
 pub mod key {
     pub const CEILING: &str = "ceiling";
+    /// The ceiling's reserve script fed through batch admission (many
+    /// reservations per call), still without HTTP.
+    pub const CEILING_BATCHED: &str = "ceiling_batched";
     pub const RESERVE_REDIS: &str = "reserve_redis";
     pub const RESERVE_QUEUE: &str = "reserve_queue";
     /// `reserve_redis` again with generous rate limits on (their cost, not their effect).
@@ -25,6 +28,8 @@ pub mod key {
     /// `--target`: the running stockd's durability is whatever it was started with.
     pub const RESERVE_TARGET: &str = "reserve_target";
     pub const SOLD_OUT: &str = "sold_out";
+    /// `reserve_queue`'s load from 1,000 connections (the busy sale's fan-in).
+    pub const RESERVE_FAN_IN: &str = "reserve_fan_in";
     pub const HALF_LOAD: &str = "reserve_half_load";
     pub const PERSIST_LAG: &str = "persist_lag";
     pub const HALF_LOAD_REDIS: &str = "reserve_half_load_redis";

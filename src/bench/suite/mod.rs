@@ -42,6 +42,10 @@ const SKU_SOLD_OUT: u64 = 2;
 const SKU_LAG: u64 = 3;
 /// The hot-SKU phase's two SKUs (one bucket, three buckets).
 const SKU_HOT: [u64; 2] = [4, 5];
+/// The fan-in phase's SKU (after the hot-SKU phase's two).
+const SKU_FAN_IN: u64 = 6;
+/// Connections of the fan-in phase: a busy sale's many buyers at once.
+pub const FAN_IN_CONNECTIONS: usize = 1_000;
 /// Share of the measured reserve throughput the persist-lag run offers.
 const HALF_LOAD: f64 = 0.5;
 
@@ -117,9 +121,16 @@ pub async fn run_phases(
         return Ok(());
     }
     let conc = args.concurrency;
-    note("phase ceiling: reserve Lua through RedisStore, no HTTP");
-    let checked = phases::ceiling::run(ns, plan(args.requests), conc).await?;
-    if !out.gate(checked).await {
+    for (batched, what) in [(false, "one call each"), (true, "batch admission")] {
+        note(&format!(
+            "phase ceiling: reserve Lua through RedisStore, {what}, no HTTP"
+        ));
+        let checked = phases::ceiling::run(ns, plan(args.requests), conc, batched).await?;
+        if !out.gate(checked).await {
+            return Ok(());
+        }
+    }
+    if args.only == Some(Only::Ceiling) {
         return Ok(());
     }
     ns.cleanup().await?;
@@ -249,6 +260,22 @@ async fn http_phases(
             base + SKU_SOLD_OUT,
             plan(args.requests),
             conc,
+        );
+        if !out.gate(checked.await?).await {
+            return Ok(false);
+        }
+        note(&format!(
+            "phase {}: {FAN_IN_CONNECTIONS} connections",
+            key::RESERVE_FAN_IN
+        ));
+        let title = format!("POST reservations from {FAN_IN_CONNECTIONS} connections");
+        let checked = phases::reserve::reserve(
+            target,
+            key::RESERVE_FAN_IN,
+            title,
+            base + SKU_FAN_IN,
+            plan(args.requests),
+            FAN_IN_CONNECTIONS,
         );
         if !out.gate(checked.await?).await {
             return Ok(false);

@@ -1,22 +1,39 @@
 #!lua
--- reserve.lua: the whole admission decision of one reservation, atomically (docs/contract.md §2).
--- Reads and checks first, writes last: Lua has no rollback, so nothing is written
--- unless every check passed. The `#!lua` shebang makes Redis refuse the script
--- whole when it is out of memory, instead of failing half-way through the writes.
+-- reserve.lua: the admission decisions of a batch of reservations for one SKU
+-- (one bucket of a split SKU), taken one after the other in arrival order, in
+-- one atomic call (docs/contract.md §2; batch admission in redis/admission.rs).
+-- A batch of one is the single-call path. Each request is decided exactly as
+-- if it were alone: it reads the state the requests before it in the batch
+-- left (stock, the buyer's units and rate limit, a replay of an id admitted
+-- earlier in the batch), so N requests in one call answer what N calls in the
+-- same order would.
+--
+-- Reads and checks first, writes last: Lua has no rollback, so nothing of a
+-- request is written unless every one of its checks passed. The `#!lua` shebang
+-- makes Redis refuse the script whole when it is out of memory, instead of
+-- failing half-way through the writes. A command error while one request is
+-- decided (pcall below) fails that request alone ({'ERROR', text}); the
+-- requests before it keep their outcome, the ones after it are still decided.
+-- What the batch shares (the SKU hash, the clock, the outbox length) is read
+-- once, and its shared writes (stock, winners, the sold-out flag) are made
+-- once after the last request: a request costs the commands of its own keys.
 --
 -- KEYS[1] sku hash        (available, limit, total)
--- KEYS[2] reservation hash
--- KEYS[3] buyer hash      (`n`: live units of this buyer for this SKU;
---                          `t`: next attempt time of the rate limit, `limits.per_user_*`)
--- KEYS[4] outbox stream
--- KEYS[5] winners set     (request ids that took stock; lets a sold-out api node
+-- KEYS[2] outbox stream
+-- KEYS[3] winners set     (request ids that took stock; lets a sold-out api node
 --                          tell a replay from a new request without calling Redis)
--- ARGV[1] request_id  ARGV[2] sku_id  ARGV[3] user_id  ARGV[4] count
--- ARGV[5] reservation ttl ms  ARGV[6] record retention ms  ARGV[7] outbox max length
--- ARGV[8] sold-out Pub/Sub channel
--- ARGV[9] buyer attempts per second (0 = no rate limit)  ARGV[10] buyer burst
--- ARGV[11] the SKU's bucket count the caller routed with  ARGV[12] event subject
---          (`<sku>`, or `<sku>.<bucket>` for a bucket of a split SKU)
+-- then per request i (1-based):
+-- KEYS[2+2i] reservation hash
+-- KEYS[3+2i] buyer hash   (`n`: live units of this buyer for this SKU;
+--                          `t`: next attempt time of the rate limit, `limits.per_user_*`)
+-- ARGV[1] sku_id  ARGV[2] reservation ttl ms  ARGV[3] record retention ms
+-- ARGV[4] outbox max length  ARGV[5] sold-out Pub/Sub channel
+-- ARGV[6] buyer attempts per second (0 = no rate limit)  ARGV[7] buyer burst
+-- ARGV[8] the SKU's bucket count the caller routed with  ARGV[9] event subject
+--         (`<sku>`, or `<sku>.<bucket>` for a bucket of a split SKU)
+-- then per request i: ARGV[7+3i] request_id  ARGV[8+3i] user_id  ARGV[9+3i] count
+--
+-- Returns one reply per request, in the order given.
 --
 -- A split SKU (redis/buckets): this script runs on the buyer's bucket. A
 -- bucket holds a leased share of the stock; when it cannot serve the request
@@ -27,121 +44,173 @@
 --
 -- Every value returned is a string so no number loses precision on the way out.
 
-local sku_key, res_key, buyer_key, outbox_key, winners_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local request_id, sku_id, user_id = ARGV[1], ARGV[2], ARGV[3]
+local sku_key, outbox_key, winners_key = KEYS[1], KEYS[2], KEYS[3]
+local sku_id = ARGV[1]
+local ttl_ms = tonumber(ARGV[2])
+local retention_ms = tonumber(ARGV[3])
+local outbox_max = tonumber(ARGV[4])
+local channel = ARGV[5]
+local rps, burst = tonumber(ARGV[6]), tonumber(ARGV[7])
+local subject = ARGV[9] or sku_id
+local requests = (#ARGV - 9) / 3
+
+-- What every request of the batch shares is read once: the SKU (bucket) hash,
+-- the clock, the outbox length. The requests then change local copies, and
+-- the shared writes (stock, winners, sold-out) are made once at the end, so
+-- each request costs only its own keys' commands. Each request still sees
+-- what the ones before it did.
 
 -- 0. the caller's layout must be this bucket's: a stale cache re-routes
 local sku = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'drained')
 local buckets = sku[3] or '1'
-if sku[1] and buckets ~= (ARGV[11] or '1') then
-  return {'LAYOUT', buckets}
+if sku[1] and buckets ~= (ARGV[8] or '1') then
+  local replies = {}
+  for i = 1, requests do
+    replies[i] = {'LAYOUT', buckets}
+  end
+  return replies
 end
 local split = buckets ~= '1'
 local drained = (not split) or sku[4] == '1'
-local count = tonumber(ARGV[4])
-local ttl_ms = tonumber(ARGV[5])
-local retention_ms = tonumber(ARGV[6])
-local outbox_max = tonumber(ARGV[7])
+local loaded = sku[1] and sku[2]
+local available = tonumber(sku[1] or '0')
+local limit = tonumber(sku[2] or '0')
 
--- 1. idempotent replay: the stored outcome wins, a different user/count is a mismatch
-local prior = redis.call('HMGET', res_key, 'user', 'count', 'status', 'created_ms', 'expires_ms')
-if prior[1] then
-  if prior[1] ~= user_id or tonumber(prior[2]) ~= count then
-    return {'MISMATCH'}
-  end
-  return {'REPLAY', prior[3], prior[4], prior[5]}
-end
-
--- 2. a SKU that is not loaded is refused: never read a missing key as 0 or
--- unlimited, and never create a key for it (not even the rate limit's)
-if not sku[1] or not sku[2] then
-  return {'NOT_LOADED'}
-end
-local available = tonumber(sku[1])
-local limit = tonumber(sku[2])
-
+-- One clock (Redis TIME) for every api node and every request of the batch.
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local buyer = redis.call('HMGET', buyer_key, 'n', 't')
-local bought = tonumber(buyer[1] or '0')
-
--- 3. the buyer's rate limit, after the replay check (a replay is never limited).
--- GCRA, the token bucket kept as one number: the buyer's theoretical arrival
--- time (TAT, field `t`). Each attempt moves it one emission interval
--- (1000/rps ms) later; an attempt more than `burst - 1` intervals ahead of now
--- is refused and writes nothing. An allowed attempt counts whatever the checks
--- below decide (it is an attempt), so a bot cannot probe for free. The TAT
--- lives in the buyer's hash beside the live-unit count, so an admitted
--- reservation writes both in the one HSET it needs anyway: the limit costs no
--- extra command on the way to a reservation.
-local rps, burst = tonumber(ARGV[9]), tonumber(ARGV[10])
-local next_tat = nil
-if rps > 0 then
-  local interval = 1000 / rps
-  local tat = math.max(tonumber(buyer[2] or '0') or 0, now_ms)
-  local ahead = tat - now_ms
-  local tolerance = (burst - 1) * interval
-  if ahead > tolerance then
-    return {'RATE_LIMITED', string.format('%.0f', math.ceil(ahead - tolerance))}
-  end
-  next_tat = tat + interval
-end
-
--- A refusal below still records the attempt (rate limit on). A hash holding
--- only `t` expires once the TAT lies in the past, so memory is bounded by the
--- active buyers; one that also holds `n` keeps the longer expiry of its units.
-local function refuse(reply)
-  if next_tat then
-    redis.call('HSET', buyer_key, 't', string.format('%.3f', next_tat))
-    if not buyer[1] then
-      redis.call('PEXPIRE', buyer_key, math.ceil(next_tat - now_ms) + 1000)
-    end
-  end
-  return reply
-end
-
--- 4. per-user limit, from SKU config held in Redis
-if bought + count > limit then
-  return refuse({'LIMIT', string.format('%.0f', bought), string.format('%.0f', limit)})
-end
-
--- 5. stock (a split bucket that is not drained asks for a lease first)
-if available < count and not drained then
-  return {'DRY', string.format('%.0f', available)}
-end
-if available < count then
-  if available <= 0 then
-    return refuse({'SOLD_OUT'})
-  end
-  return refuse({'INSUFFICIENT', string.format('%.0f', available)})
-end
-
--- bounded outbox: when the broker stops confirming, refuse instead of growing forever
-if redis.call('XLEN', outbox_key) >= outbox_max then
-  return refuse({'BACKPRESSURE'})
-end
-
--- 6. writes; one clock (Redis TIME, read above) for every api node
 local created = string.format('%.0f', now_ms)
 local expires = string.format('%.0f', now_ms + ttl_ms)
-local left = redis.call('HINCRBY', sku_key, 'available', -count)
-local units = string.format('%.0f', bought + count)
-if next_tat then
-  redis.call('HSET', buyer_key, 'n', units, 't', string.format('%.3f', next_tat))
-else
-  redis.call('HSET', buyer_key, 'n', units)
+local record_ms = ttl_ms + retention_ms
+local outbox_len = redis.call('XLEN', outbox_key)
+local taken = 0
+local winners = {}
+
+local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg)
+  local count = tonumber(count_arg)
+
+  -- 1. idempotent replay: the stored outcome wins, a different user/count is a mismatch
+  local prior = redis.call('HMGET', res_key, 'user', 'count', 'status', 'created_ms', 'expires_ms')
+  if prior[1] then
+    if prior[1] ~= user_id or tonumber(prior[2]) ~= count then
+      return {'MISMATCH'}
+    end
+    return {'REPLAY', prior[3], prior[4], prior[5]}
+  end
+
+  -- 2. a SKU that is not loaded is refused: never read a missing key as 0 or
+  -- unlimited, and never create a key for it (not even the rate limit's)
+  if not loaded then
+    return {'NOT_LOADED'}
+  end
+
+  local buyer = redis.call('HMGET', buyer_key, 'n', 't')
+  local bought = tonumber(buyer[1] or '0')
+
+  -- 3. the buyer's rate limit, after the replay check (a replay is never limited).
+  -- GCRA, the token bucket kept as one number: the buyer's theoretical arrival
+  -- time (TAT, field `t`). Each attempt moves it one emission interval
+  -- (1000/rps ms) later; an attempt more than `burst - 1` intervals ahead of now
+  -- is refused and writes nothing. An allowed attempt counts whatever the checks
+  -- below decide (it is an attempt), so a bot cannot probe for free. The TAT
+  -- lives in the buyer's hash beside the live-unit count, so an admitted
+  -- reservation writes both in the one HSET it needs anyway: the limit costs no
+  -- extra command on the way to a reservation.
+  local next_tat = nil
+  if rps > 0 then
+    local interval = 1000 / rps
+    local tat = math.max(tonumber(buyer[2] or '0') or 0, now_ms)
+    local ahead = tat - now_ms
+    local tolerance = (burst - 1) * interval
+    if ahead > tolerance then
+      return {'RATE_LIMITED', string.format('%.0f', math.ceil(ahead - tolerance))}
+    end
+    next_tat = tat + interval
+  end
+
+  -- A refusal below still records the attempt (rate limit on). A hash holding
+  -- only `t` expires once the TAT lies in the past, so memory is bounded by the
+  -- active buyers; one that also holds `n` keeps the longer expiry of its units.
+  local function refuse(reply)
+    if next_tat then
+      redis.call('HSET', buyer_key, 't', string.format('%.3f', next_tat))
+      if not buyer[1] then
+        redis.call('PEXPIRE', buyer_key, math.ceil(next_tat - now_ms) + 1000)
+      end
+    end
+    return reply
+  end
+
+  -- 4. per-user limit, from SKU config held in Redis
+  if bought + count > limit then
+    return refuse({'LIMIT', string.format('%.0f', bought), string.format('%.0f', limit)})
+  end
+
+  -- 5. stock (a split bucket that is not drained asks for a lease first)
+  local left = available - taken
+  if left < count and not drained then
+    return {'DRY', string.format('%.0f', left)}
+  end
+  if left < count then
+    if left <= 0 then
+      return refuse({'SOLD_OUT'})
+    end
+    return refuse({'INSUFFICIENT', string.format('%.0f', left)})
+  end
+
+  -- bounded outbox: when the broker stops confirming, refuse instead of growing forever
+  if outbox_len >= outbox_max then
+    return refuse({'BACKPRESSURE'})
+  end
+
+  -- 6. this request's writes; the shared ones follow the loop
+  local units = string.format('%.0f', bought + count)
+  if next_tat then
+    redis.call('HSET', buyer_key, 'n', units, 't', string.format('%.3f', next_tat))
+  else
+    redis.call('HSET', buyer_key, 'n', units)
+  end
+  redis.call('PEXPIRE', buyer_key, record_ms)
+  redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
+    'created_ms', created, 'expires_ms', expires)
+  redis.call('PEXPIRE', res_key, record_ms)
+  local entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
+    'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires)
+  -- counted only once every write of the request is made
+  taken = taken + count
+  outbox_len = outbox_len + 1
+  winners[#winners + 1] = request_id
+  return {'OK', string.format('%.0f', available - taken), created, expires, entry}
 end
-redis.call('PEXPIRE', buyer_key, ttl_ms + retention_ms)
-redis.call('HSET', res_key, 'user', user_id, 'count', ARGV[4], 'status', 'RESERVED',
-  'created_ms', created, 'expires_ms', expires)
-redis.call('PEXPIRE', res_key, ttl_ms + retention_ms)
-redis.call('SADD', winners_key, request_id)
-redis.call('PEXPIRE', winners_key, ttl_ms + retention_ms)
-if left <= 0 and drained then
-  -- durable marker + broadcast: every api node flags the SKU (bucket) sold out locally
-  redis.call('HSET', sku_key, 'soldout', '1')
-  redis.call('PUBLISH', ARGV[8], 'S:' .. (ARGV[12] or sku_id))
+
+-- A command error (a key of the wrong type, memory exhausted mid-way) as text.
+local function error_text(err)
+  if type(err) == 'table' then
+    return tostring(err.err or err[1] or 'error')
+  end
+  return tostring(err)
 end
-local entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
-  'user_id', user_id, 'count', ARGV[4], 'created_ms', created, 'expires_ms', expires)
-return {'OK', string.format('%.0f', left), created, expires, entry}
+
+local replies = {}
+for i = 1, requests do
+  local ok, reply = pcall(reserve_one, KEYS[2 + 2 * i], KEYS[3 + 2 * i],
+    ARGV[7 + 3 * i], ARGV[8 + 3 * i], ARGV[9 + 3 * i])
+  if ok then
+    replies[i] = reply
+  else
+    replies[i] = {'ERROR', error_text(reply)}
+  end
+end
+
+-- 7. the shared writes, once for the batch
+if taken > 0 then
+  local left = redis.call('HINCRBY', sku_key, 'available', -taken)
+  redis.call('SADD', winners_key, unpack(winners))
+  redis.call('PEXPIRE', winners_key, record_ms)
+  if left <= 0 and drained then
+    -- durable marker + broadcast: every api node flags the SKU (bucket) sold out locally
+    redis.call('HSET', sku_key, 'soldout', '1')
+    redis.call('PUBLISH', channel, 'S:' .. subject)
+  end
+end
+return replies

@@ -1,0 +1,281 @@
+//! Batch admission (`redis/admission.rs`, `reserve.lua`): many reservations
+//! of one bucket decided by one reserve script call must answer what one call
+//! each, in the same order, would. The batch-specific cases are driven with
+//! batches of a known make-up (`Reservations::decide_batch`, one call, no
+//! lane); the lanes themselves are driven by concurrent `reserve` calls.
+
+use std::time::Duration;
+
+use deadpool_redis::redis;
+use futures_util::StreamExt;
+use serde_json::json;
+
+use stockd::domain::{RequestId, ReservationStatus, ReserveOutcome, SkuId, UserId};
+use stockd::redis::admission::Ask;
+use stockd::redis::buckets::Layout;
+use stockd::redis::{Keys, RedisError};
+
+use crate::helpers::{PrivateRedis, TestApp, TestOptions};
+
+const SKU: u64 = 1;
+
+fn ask(rid: &str, user: u64, count: u32) -> Ask {
+    Ask {
+        request_id: RequestId::parse(rid).unwrap(),
+        user_id: UserId::new(user).unwrap(),
+        count,
+    }
+}
+
+async fn decide(app: &TestApp, asks: &[Ask]) -> Vec<Result<ReserveOutcome, RedisError>> {
+    let layout = Layout::single(SkuId::new(SKU).unwrap());
+    app.res
+        .redis
+        .reservations()
+        .decide_batch(&layout, 0, asks)
+        .await
+        .expect("the call itself succeeds")
+}
+
+fn is_reserved(outcome: &Result<ReserveOutcome, RedisError>) -> bool {
+    matches!(outcome, Ok(ReserveOutcome::Reserved { .. }))
+}
+
+#[tokio::test]
+async fn two_requests_of_one_buyer_in_one_batch_meet_a_limit_of_one() {
+    let app = TestApp::spawn_with_sku(SKU, 10, 1).await;
+    let out = decide(&app, &[ask("b1", 7, 1), ask("b2", 7, 1), ask("b3", 8, 1)]).await;
+    assert!(is_reserved(&out[0]), "{out:?}");
+    assert!(
+        matches!(
+            out[1],
+            Ok(ReserveOutcome::LimitExceeded {
+                bought: 1,
+                limit: 1
+            })
+        ),
+        "{out:?}"
+    );
+    assert!(
+        is_reserved(&out[2]),
+        "another buyer is not limited: {out:?}"
+    );
+    assert_eq!(app.redis_available(SKU).await, Some(8));
+    app.wait_ledger_rows(2).await;
+    app.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_replay_and_its_original_in_one_batch_answer_reserved_then_replayed() {
+    let app = TestApp::spawn_with_sku(SKU, 10, 5).await;
+    let out = decide(&app, &[ask("r1", 7, 2), ask("r1", 7, 2), ask("r1", 7, 3)]).await;
+    let Ok(ReserveOutcome::Reserved { reservation, .. }) = &out[0] else {
+        panic!("{out:?}")
+    };
+    let Ok(ReserveOutcome::Replayed { reservation: again }) = &out[1] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(again.status, ReservationStatus::Reserved);
+    assert_eq!(
+        (again.created_at_ms, again.expires_at_ms),
+        (reservation.created_at_ms, reservation.expires_at_ms),
+        "the replay answers the stored reservation"
+    );
+    assert!(
+        matches!(out[2], Ok(ReserveOutcome::Mismatch)),
+        "another count under the same id: {out:?}"
+    );
+    assert_eq!(app.redis_available(SKU).await, Some(8), "taken once");
+    app.wait_ledger_rows(1).await;
+    assert_eq!(app.ledger_rows().await, 1, "one deduction");
+    app.cleanup().await;
+}
+
+/// The batch that empties the SKU sells exactly the stock, refuses the rest
+/// as sold out and broadcasts the sold-out flag once.
+#[tokio::test]
+async fn the_batch_that_sells_the_last_unit_raises_sold_out_once() {
+    let app = TestApp::spawn_with_sku(SKU, 3, 1).await;
+    let settings = &app.direct_settings.redis;
+    let client = redis::Client::open(settings.url.as_str()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    let channel = Keys::new(&settings.key_prefix).soldout_channel();
+    pubsub.subscribe(&channel).await.unwrap();
+
+    let asks: Vec<Ask> = (1..=6).map(|i| ask(&format!("s{i}"), 100 + i, 1)).collect();
+    let out = decide(&app, &asks).await;
+    assert!(out[..3].iter().all(is_reserved), "{out:?}");
+    assert!(
+        out[3..]
+            .iter()
+            .all(|o| matches!(o, Ok(ReserveOutcome::SoldOut))),
+        "{out:?}"
+    );
+    let mut messages = Vec::new();
+    let mut stream = pubsub.on_message();
+    while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(500), stream.next()).await
+    {
+        messages.push(msg.get_payload::<String>().unwrap());
+    }
+    assert_eq!(messages, vec![format!("S:{SKU}")], "one broadcast");
+    assert_eq!(app.redis_available(SKU).await, Some(0));
+    app.wait_ledger_rows(3).await;
+    app.cleanup().await;
+}
+
+/// A command that fails while one request is decided (its buyer's key holds
+/// a string) fails that request alone: the ones before and after it in the
+/// batch keep the outcome they would have had, and nothing of it is written.
+#[tokio::test]
+async fn a_redis_error_in_the_middle_of_a_batch_fails_that_request_alone() {
+    let app = TestApp::spawn_with_sku(SKU, 10, 5).await;
+    let keys = Keys::new(&app.direct_settings.redis.key_prefix);
+    let buyer = keys.user(SkuId::new(SKU).unwrap(), UserId::new(8).unwrap());
+    app.redis_cmd(&["SET", &buyer, "not a hash"]).await;
+
+    let out = decide(&app, &[ask("e1", 7, 1), ask("e2", 8, 1), ask("e3", 9, 1)]).await;
+    assert!(is_reserved(&out[0]), "{out:?}");
+    assert!(
+        matches!(&out[1], Err(RedisError::Script(text)) if text.contains("WRONGTYPE")),
+        "{out:?}"
+    );
+    assert!(is_reserved(&out[2]), "{out:?}");
+    assert_eq!(app.redis_available(SKU).await, Some(8), "two units taken");
+    let replay = decide(&app, &[ask("e2", 8, 1)]).await;
+    assert!(
+        matches!(&replay[0], Err(RedisError::Script(_))),
+        "still failing, and still nothing written: {replay:?}"
+    );
+    app.redis_del(&[buyer]).await;
+    app.wait_ledger_rows(2).await;
+    assert_eq!(
+        app.ledger_rows().await,
+        2,
+        "no deduction for the failed one"
+    );
+    app.cleanup().await;
+}
+
+/// A Redis that stops answering while batches are queued (`CLIENT PAUSE` on a
+/// private server, past the call's bound): every request of those batches
+/// answers an error, and each is then either reserved exactly once (found by
+/// its replay) or not at all; never a batch half applied.
+#[tokio::test]
+async fn a_redis_that_stalls_mid_batch_fails_each_request_whole_and_replays_settle_it() {
+    let private = PrivateRedis::start().await;
+    let opts = TestOptions {
+        redis_url: Some(private.url.clone()),
+        tweak: Some(std::sync::Arc::new(|s: &mut stockd::config::Settings| {
+            s.redis.command_timeout_ms = 200;
+            s.redis.connect_timeout_ms = 200;
+        })),
+        ..TestOptions::default()
+    };
+    let app = TestApp::with(opts).await;
+    app.create_sku(SKU, 100, 1).await;
+    let admin = redis::Client::open(private.url.as_str()).unwrap();
+    let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(700)
+        .arg("WRITE")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let sku = SkuId::new(SKU).unwrap();
+    let calls = (1..=30u64).map(|i| {
+        let store = app.res.redis.clone();
+        async move {
+            let rid = RequestId::parse(&format!("p{i}")).unwrap();
+            store
+                .reservations()
+                .reserve(sku, &rid, UserId::new(i).unwrap(), 1)
+                .await
+        }
+    });
+    let answers = futures_util::future::join_all(calls).await;
+    let failed = answers.iter().filter(|a| a.is_err()).count();
+    assert!(failed > 0, "the pause outlasted the bound: {answers:?}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    let mut reserved = 0;
+    for i in 1..=30u64 {
+        let rid = RequestId::parse(&format!("p{i}")).unwrap();
+        let user = UserId::new(i).unwrap();
+        let again = app
+            .res
+            .redis
+            .reservations()
+            .reserve(sku, &rid, user, 1)
+            .await;
+        match again {
+            Ok(ReserveOutcome::Replayed { .. }) | Ok(ReserveOutcome::Reserved { .. }) => {
+                reserved += 1
+            }
+            other => panic!("p{i}: {other:?}"),
+        }
+    }
+    assert_eq!(reserved, 30, "every request holds its unit once");
+    assert_eq!(
+        app.redis_available(SKU).await,
+        Some(70),
+        "each unit taken once"
+    );
+    app.wait_ledger_rows(30).await;
+    app.cleanup().await;
+}
+
+/// Concurrent requests for one bucket of a split SKU go in shared calls
+/// (fewer calls than requests) and sell exactly the stock while the bucket
+/// runs dry and leases more.
+#[tokio::test]
+async fn batches_on_a_split_sku_that_runs_dry_sell_exactly_the_stock() {
+    // A server of its own: its script count is this test's alone.
+    let private = PrivateRedis::start().await;
+    let app = TestApp::with(TestOptions {
+        redis_url: Some(private.url.clone()),
+        ..TestOptions::default()
+    })
+    .await;
+    let body = json!({"total_stock": 40, "limit_per_user": 1, "buckets": 3});
+    let (status, answer) = app.put_sku_json(SKU, &body).await;
+    assert!(status == 200 || status == 201, "{status} {answer}");
+    let sku = SkuId::new(SKU).unwrap();
+    let layout = app.res.redis.buckets().layout(sku).await.unwrap();
+    let buyers: Vec<u64> = (1..)
+        .filter(|&u| layout.bucket_of(UserId::new(u).unwrap()) == 0)
+        .take(80)
+        .collect();
+    let before = private.script_calls().await;
+    let calls = buyers.iter().map(|&u| {
+        let store = app.res.redis.clone();
+        async move {
+            let rid = RequestId::parse(&format!("d{u}")).unwrap();
+            store
+                .reservations()
+                .reserve(sku, &rid, UserId::new(u).unwrap(), 1)
+                .await
+        }
+    });
+    let answers = futures_util::future::join_all(calls).await;
+    let calls_made = private.script_calls().await - before;
+    let won = answers.iter().filter(|a| is_reserved(a)).count();
+    let refused = answers
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Ok(ReserveOutcome::SoldOut) | Ok(ReserveOutcome::Insufficient { .. })
+            )
+        })
+        .count();
+    assert_eq!(won, 40, "{answers:?}");
+    assert_eq!(refused, 40, "{answers:?}");
+    // One call each would be 80 reserve calls, plus the refills' scripts.
+    assert!(
+        calls_made < 80,
+        "{calls_made} script calls for 80 concurrent requests: no batch formed"
+    );
+    app.wait_ledger_rows(40).await;
+    app.cleanup().await;
+}
