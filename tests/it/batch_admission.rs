@@ -37,6 +37,27 @@ async fn decide(app: &TestApp, asks: &[Ask]) -> Vec<Result<ReserveOutcome, Redis
         .expect("the call itself succeeds")
 }
 
+/// One unit for each of `users` at once, through the lanes (`reserve`),
+/// request ids `<tag><user>`: the answers in `users`' order.
+async fn reserve_at_once(
+    app: &TestApp,
+    sku: SkuId,
+    tag: &str,
+    users: &[u64],
+) -> Vec<Result<ReserveOutcome, RedisError>> {
+    let calls = users.iter().map(|&u| {
+        let store = app.res.redis.clone();
+        let rid = RequestId::parse(&format!("{tag}{u}")).unwrap();
+        async move {
+            store
+                .reservations()
+                .reserve(sku, &rid, UserId::new(u).unwrap(), 1)
+                .await
+        }
+    });
+    futures_util::future::join_all(calls).await
+}
+
 fn is_reserved(outcome: &Result<ReserveOutcome, RedisError>) -> bool {
     matches!(outcome, Ok(ReserveOutcome::Reserved { .. }))
 }
@@ -97,7 +118,8 @@ async fn a_replay_and_its_original_in_one_batch_answer_reserved_then_replayed() 
 async fn the_batch_that_sells_the_last_unit_raises_sold_out_once() {
     let app = TestApp::spawn_with_sku(SKU, 3, 1).await;
     let settings = &app.direct_settings.redis;
-    let client = redis::Client::open(settings.url.as_str()).unwrap();
+    // Any node of a cluster hears every PUBLISH.
+    let client = redis::Client::open(settings.node_urls()[0].as_str()).unwrap();
     let mut pubsub = client.get_async_pubsub().await.unwrap();
     let channel = Keys::new(&settings.key_prefix).soldout_channel();
     pubsub.subscribe(&channel).await.unwrap();
@@ -183,17 +205,8 @@ async fn a_redis_that_stalls_mid_batch_fails_each_request_whole_and_replays_sett
         .await
         .unwrap();
     let sku = SkuId::new(SKU).unwrap();
-    let calls = (1..=30u64).map(|i| {
-        let store = app.res.redis.clone();
-        async move {
-            let rid = RequestId::parse(&format!("p{i}")).unwrap();
-            store
-                .reservations()
-                .reserve(sku, &rid, UserId::new(i).unwrap(), 1)
-                .await
-        }
-    });
-    let answers = futures_util::future::join_all(calls).await;
+    let users: Vec<u64> = (1..=30).collect();
+    let answers = reserve_at_once(&app, sku, "p", &users).await;
     let failed = answers.iter().filter(|a| a.is_err()).count();
     assert!(failed > 0, "the pause outlasted the bound: {answers:?}");
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -247,17 +260,7 @@ async fn batches_on_a_split_sku_that_runs_dry_sell_exactly_the_stock() {
         .take(80)
         .collect();
     let before = private.script_calls().await;
-    let calls = buyers.iter().map(|&u| {
-        let store = app.res.redis.clone();
-        async move {
-            let rid = RequestId::parse(&format!("d{u}")).unwrap();
-            store
-                .reservations()
-                .reserve(sku, &rid, UserId::new(u).unwrap(), 1)
-                .await
-        }
-    });
-    let answers = futures_util::future::join_all(calls).await;
+    let answers = reserve_at_once(&app, sku, "d", &buyers).await;
     let calls_made = private.script_calls().await - before;
     let won = answers.iter().filter(|a| is_reserved(a)).count();
     let refused = answers

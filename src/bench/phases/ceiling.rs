@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::Checked;
 use crate::bench::drive::load::{drive, Plan, Requester};
 use crate::bench::measure::stats::Outcome;
-use crate::bench::results::{key, PhaseResult};
+use crate::bench::results::{key, BatchSizes, PhaseResult};
 use crate::bench::stack::check::{self, Expect};
 use crate::bench::stack::namespace::Namespace;
 use crate::domain::{RequestId, ReserveOutcome, SkuId, UserId};
@@ -85,7 +85,12 @@ pub async fn run(
             sku,
         })
         .collect();
+    let calls_before = script_calls(&store).await;
     let run = drive(phase, plan, workers).await;
+    let calls = script_calls(&store)
+        .await
+        .zip(calls_before)
+        .map(|(after, before)| after - before);
     let expect = Expect {
         sku,
         total,
@@ -114,6 +119,33 @@ pub async fn run(
     } else {
         "reserve Lua via RedisStore::reserve, one call each, no HTTP".to_string()
     };
-    let result = PhaseResult::from_run(phase, title, "req/s", concurrency, &run);
+    let mut result = PhaseResult::from_run(phase, title, "req/s", concurrency, &run);
+    result.batches = calls.filter(|&c| c > 0.0).map(|c| BatchSizes {
+        per_message: None,
+        messages: 0,
+        per_transaction: None,
+        per_reserve_call: Some(run.tally.done as f64 / c),
+    });
     Ok(Checked::one(result, violations))
+}
+
+/// `EVALSHA` calls so far, summed over the primaries (`INFO commandstats`):
+/// reservations ÷ calls is the batch size the phase reached. Counts every
+/// client's calls, so a bench sharing its Redis with other work reads high.
+async fn script_calls(store: &RedisStore) -> Option<f64> {
+    let mut calls = 0.0;
+    for (_, mut conn) in store.primaries().await.ok()? {
+        let info: String = deadpool_redis::redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        calls += info
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    }
+    Some(calls)
 }

@@ -6,11 +6,12 @@
 use crate::bench::results::{key, row, Goal, PhaseResult, Ratio};
 
 /// Total CPU µs per event of a phase, every process included.
-fn total(p: &PhaseResult) -> f64 {
+pub(super) fn total(p: &PhaseResult) -> f64 {
     p.cpu_us_per_event().values().sum()
 }
 
-fn of(p: &PhaseResult, process: &str) -> f64 {
+/// CPU µs per event of one process group of a phase (0 when it used none).
+pub(super) fn of(p: &PhaseResult, process: &str) -> f64 {
     p.cpu_us_per_event().get(process).copied().unwrap_or(0.0)
 }
 

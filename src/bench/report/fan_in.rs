@@ -3,15 +3,8 @@
 //! reservation, no HTTP), in throughput at 64 and 1,000 connections and in
 //! CPU per reservation. Ratios of one run, like every row of the table.
 
+use super::efficiency::{of, total};
 use crate::bench::results::{key, row, Goal, PhaseResult, Ratio};
-
-fn of(p: &PhaseResult, process: &str) -> f64 {
-    p.cpu_us_per_event().get(process).copied().unwrap_or(0.0)
-}
-
-fn total(p: &PhaseResult) -> f64 {
-    p.cpu_us_per_event().values().sum()
-}
 
 /// The rows; `None` values where a phase did not run.
 pub fn rows(phases: &[PhaseResult]) -> Vec<Ratio> {

@@ -190,7 +190,8 @@ impl Report {
             .map(|(key, b)| {
                 let mean = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
                 format!(
-                    "| {key} | {} | {} | {} |",
+                    "| {key} | {} | {} | {} | {} |",
+                    mean(b.per_reserve_call),
                     thousands(b.messages as f64),
                     mean(b.per_message),
                     mean(b.per_transaction)
@@ -201,9 +202,9 @@ impl Report {
             return String::new();
         }
         format!(
-            "\nGroup commit during the measured run (means, from the child's `/metrics`):\n\n\
-             | phase | broker messages | deductions per message | deductions per consumer transaction |\n\
-             |---|--:|--:|--:|\n{}\n",
+            "\nBatches during the measured run (means, from the child's `/metrics`):\n\n\
+             | phase | reservations per reserve call | broker messages | deductions per message | deductions per consumer transaction |\n\
+             |---|--:|--:|--:|--:|\n{}\n",
             rows.join("\n")
         )
     }

@@ -20,4 +20,6 @@ pub struct BatchSizes {
     pub messages: u64,
     /// Deductions per consumer MySQL transaction.
     pub per_transaction: Option<f64>,
+    /// Reservations per reserve script call (batch admission).
+    pub per_reserve_call: Option<f64>,
 }

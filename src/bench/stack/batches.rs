@@ -1,7 +1,8 @@
 //! Group-commit batch sizes a phase actually achieved, read from the child's
 //! own `/metrics` before and after the measured run: deductions per broker
-//! message (`stockd_publish_batch_size`) and per consumer transaction
-//! (`stockd_consumer_batch_size`).
+//! message (`stockd_publish_batch_size`), per consumer transaction
+//! (`stockd_consumer_batch_size`) and per reserve script call
+//! (`stockd_reserve_batch_size`, batch admission).
 //!
 //! Why: the broker's CPU per reservation is its cost per message divided by
 //! the deductions each message carries, so this number explains the RabbitMQ
@@ -15,12 +16,14 @@ use crate::bench::drive::api::Api;
 
 const PUBLISH: &str = "stockd_publish_batch_size";
 const CONSUMER: &str = "stockd_consumer_batch_size";
+const RESERVE: &str = "stockd_reserve_batch_size";
 
-/// Sums and counts of the two histograms at one moment.
+/// Sums and counts of the three histograms at one moment.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BatchCounters {
     publish: (f64, f64),
     consumer: (f64, f64),
+    reserve: (f64, f64),
 }
 
 impl BatchCounters {
@@ -46,6 +49,8 @@ impl BatchCounters {
                 n if n == format!("{PUBLISH}_count") => c.publish.1 = value,
                 n if n == format!("{CONSUMER}_sum") => c.consumer.0 = value,
                 n if n == format!("{CONSUMER}_count") => c.consumer.1 = value,
+                n if n == format!("{RESERVE}_sum") => c.reserve.0 = value,
+                n if n == format!("{RESERVE}_count") => c.reserve.1 = value,
                 _ => {}
             }
         }
@@ -62,6 +67,7 @@ impl BatchCounters {
             per_message: mean(self.publish, before.publish),
             messages: (self.publish.1 - before.publish.1).max(0.0) as u64,
             per_transaction: mean(self.consumer, before.consumer),
+            per_reserve_call: mean(self.reserve, before.reserve),
         }
     }
 }
@@ -80,7 +86,8 @@ mod tests {
         let after = BatchCounters::parse(
             "stockd_publish_batch_size{quantile=\"0.5\"} 7\nstockd_publish_batch_size_sum 1100\n\
              stockd_publish_batch_size_count 110\nstockd_consumer_batch_size_sum 100\n\
-             stockd_consumer_batch_size_count 1\n",
+             stockd_consumer_batch_size_count 1\nstockd_reserve_batch_size_sum 500\n\
+             stockd_reserve_batch_size_count 100\n",
         );
         assert_eq!(
             after.since(&before),
@@ -88,6 +95,7 @@ mod tests {
                 per_message: Some(10.0),
                 messages: 100,
                 per_transaction: None,
+                per_reserve_call: Some(5.0),
             }
         );
     }
