@@ -106,9 +106,7 @@ where
             return Ok(response);
         };
         let status = response.status();
-        let route = response
-            .request()
-            .match_pattern()
+        let route = super::http_metrics::matched_route(response.request())
             .unwrap_or_else(|| "unmatched".to_string());
         if status == StatusCode::UNAUTHORIZED {
             refused(&method, &path, &client, actor.is_some());

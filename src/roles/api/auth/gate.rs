@@ -86,7 +86,7 @@ fn verdict(req: &ServiceRequest) -> Verdict {
     let Some(state) = req.app_data::<web::Data<ApiState>>() else {
         return pass_anonymous(false);
     };
-    let pattern = req.match_pattern();
+    let pattern = crate::roles::api::http_metrics::matched_route(req.request());
     let needs = access(req.method(), req.path(), pattern.as_deref());
     if matches!(needs, Access::Open | Access::Admin) {
         return pass_anonymous(false);
