@@ -117,7 +117,6 @@ struct Pending {
 
 /// One bucket's queue, and how many tasks are sending its calls.
 struct Lane {
-    target: Arc<BucketTarget>,
     queue: Vec<Pending>,
     drivers: usize,
 }
@@ -136,9 +135,9 @@ pub struct Batching {
 struct Inner {
     core: Arc<Core>,
     args: ReserveArgs,
-    batch_max: usize,
-    in_flight: usize,
-    linger: Duration,
+    /// `max` and `in_flight` at least 1.
+    batching: Batching,
+    /// Keyed by the bucket; the key is what a lane's driver calls on.
     lanes: Mutex<HashMap<Arc<BucketTarget>, Lane>>,
 }
 
@@ -152,16 +151,24 @@ impl Admission {
     /// `batch_max` 1 means one call per reservation, sent by the request
     /// itself (no lane, no task).
     pub fn new(core: Arc<Core>, args: ReserveArgs, batching: Batching) -> Self {
+        let batching = Batching {
+            max: batching.max.max(1),
+            in_flight: batching.in_flight.max(1),
+            ..batching
+        };
         Self {
             inner: Arc::new(Inner {
                 core,
                 args,
-                batch_max: batching.max.max(1),
-                in_flight: batching.in_flight.max(1),
-                linger: batching.linger,
+                batching,
                 lanes: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// New, empty lanes with other script arguments and the same batching.
+    pub fn with_args(&self, args: ReserveArgs) -> Self {
+        Self::new(self.inner.core.clone(), args, self.inner.batching)
     }
 
     pub fn args(&self) -> &ReserveArgs {
@@ -171,28 +178,27 @@ impl Admission {
     /// Decides one request: alone when batching is off, else in its lane's
     /// next call.
     pub async fn reserve(&self, target: BucketTarget, ask: Ask) -> Result<Vec<String>, RedisError> {
-        if self.inner.batch_max == 1 {
+        if self.inner.batching.max == 1 {
             metrics::histogram!("stockd_reserve_batch_size").record(1.0);
             let mut replies = call(&self.inner.core, &self.inner.args, &target, &[&ask]).await?;
             return Ok(replies.pop().expect("call checks one reply per request"));
         }
         let (reply, answer) = oneshot::channel();
+        let target = Arc::new(target);
         let start = {
             let mut lanes = self.inner.lanes.lock().expect("lanes lock");
-            let target = Arc::new(target);
             let lane = lanes.entry(target.clone()).or_insert_with(|| Lane {
-                target: target.clone(),
                 queue: Vec::new(),
                 drivers: 0,
             });
             lane.queue.push(Pending { ask, reply });
-            let room = lane.drivers < self.inner.in_flight;
+            let room = lane.drivers < self.inner.batching.in_flight;
             if room {
                 lane.drivers += 1;
             }
-            room.then(|| lane.target.clone())
+            room
         };
-        if let Some(target) = start {
+        if start {
             tokio::spawn(self.inner.clone().drive(target));
         }
         answer
@@ -205,10 +211,11 @@ impl Inner {
     /// Sends the lane's calls one after the other until its queue is empty;
     /// the last driver to leave drops the lane.
     async fn drive(self: Arc<Self>, key: Arc<BucketTarget>) {
+        let Batching { max, linger, .. } = self.batching;
         let mut first = true;
         loop {
-            if !first && !self.linger.is_zero() && self.queued(&key) < self.batch_max {
-                tokio::time::sleep(self.linger).await;
+            if !first && !linger.is_zero() && self.queued(&key) < max {
+                tokio::time::sleep(linger).await;
             }
             first = false;
             let batch: Vec<Pending> = {
@@ -223,7 +230,7 @@ impl Inner {
                     }
                     return;
                 }
-                let take = lane.queue.len().min(self.batch_max);
+                let take = lane.queue.len().min(max);
                 lane.queue.drain(..take).collect()
             };
             metrics::histogram!("stockd_reserve_batch_size").record(batch.len() as f64);

@@ -50,8 +50,6 @@ pub struct Reservations {
     /// The reserve script's lanes (`admission.rs`); holds the script's
     /// arguments (time to pay, retention, outbox bound, buyer rate).
     admission: Admission,
-    /// `redis.batch_*`, to rebuild the lanes with new arguments.
-    batching: Batching,
 }
 
 impl Reservations {
@@ -65,7 +63,6 @@ impl Reservations {
             admission: Admission::new(core.clone(), args, batching),
             core,
             buckets,
-            batching,
         }
     }
 
@@ -75,7 +72,7 @@ impl Reservations {
             buyer_rate: (per_second, burst),
             ..*self.admission.args()
         };
-        self.admission = Admission::new(self.core.clone(), args, self.batching);
+        self.admission = self.admission.with_args(args);
     }
 
     /// How long a reservation record lives in Redis from its creation: the
@@ -85,7 +82,8 @@ impl Reservations {
         args.ttl_ms + args.retention_ms
     }
 
-    /// Stage 1: the atomic admission decision (one EVALSHA round trip). A
+    /// Stage 1: the atomic admission decision (one EVALSHA round trip,
+    /// shared with the concurrent requests of its bucket: `admission.rs`). A
     /// split SKU's dry bucket is refilled first (`redis/buckets/refill.rs`).
     pub async fn reserve(
         &self,

@@ -4,16 +4,13 @@
 //! CPU per reservation. Ratios of one run, like every row of the table.
 
 use super::efficiency::{of, total};
-use crate::bench::results::{key, row, Goal, PhaseResult, Ratio};
+use super::ratios::Lookup;
+use crate::bench::results::{key, row, Goal, Ratio};
 
 /// The rows; `None` values where a phase did not run.
-pub fn rows(phases: &[PhaseResult]) -> Vec<Ratio> {
-    let find = |k: &str| phases.iter().find(|p| p.key == k);
-    let with_cpu = |k: &str| find(k).filter(|p| !p.cpu_ms.is_empty());
-    let rate = |a: &str, b: &str| {
-        let (x, y) = (find(a)?.throughput, find(b)?.throughput);
-        (y > 0.0).then(|| (x / y, format!("{a} {x:.0} req/s / {b} {y:.0} req/s")))
-    };
+pub(super) fn rows(run: &Lookup<'_>) -> Vec<Ratio> {
+    let with_cpu = |k: &str| run.find(k).filter(|p| !p.cpu_ms.is_empty());
+    let rate = |a: &str, b: &str| run.quotient(a, b);
     let cpu = |process: Option<&str>| {
         let (q, c) = (with_cpu(key::RESERVE_QUEUE)?, with_cpu(key::CEILING)?);
         let (x, y, what) = match process {
@@ -57,6 +54,7 @@ pub fn rows(phases: &[PhaseResult]) -> Vec<Ratio> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::results::PhaseResult;
 
     fn phase(key: &'static str, throughput: f64, cpu: &[(&str, f64)]) -> PhaseResult {
         let mut p = PhaseResult::from_rate(key, String::new(), "req/s", 1000, Default::default());
@@ -78,7 +76,7 @@ mod tests {
             ),
             phase(key::RESERVE_FAN_IN, 40_000.0, &[]),
         ];
-        let rows = rows(&phases);
+        let rows = rows(&Lookup(&phases));
         let get = |n: &str| rows.iter().find(|r| r.name.starts_with(n)).unwrap();
         assert_eq!(get("batched ceiling").value, Some(2.5));
         assert_eq!(get("reserve (queue) at 64").met, Some(false));
@@ -90,6 +88,6 @@ mod tests {
 
     #[test]
     fn rows_without_their_phases_are_not_measured() {
-        assert!(rows(&[]).iter().all(|r| r.value.is_none()));
+        assert!(rows(&Lookup(&[])).iter().all(|r| r.value.is_none()));
     }
 }

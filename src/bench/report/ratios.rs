@@ -6,15 +6,15 @@ use super::numbers::thousands;
 use crate::bench::results::{key, row, Goal, Memory, PhaseResult, Ratio};
 
 /// The phases of one run, looked up by key.
-struct Lookup<'a>(&'a [PhaseResult]);
+pub(super) struct Lookup<'a>(pub(super) &'a [PhaseResult]);
 
 impl Lookup<'_> {
-    fn find(&self, k: &str) -> Option<&PhaseResult> {
+    pub(super) fn find(&self, k: &str) -> Option<&PhaseResult> {
         self.0.iter().find(|p| p.key == k)
     }
 
     /// `a`'s throughput over `b`'s, with the numbers behind it.
-    fn quotient(&self, a: &str, b: &str) -> Option<(f64, String)> {
+    pub(super) fn quotient(&self, a: &str, b: &str) -> Option<(f64, String)> {
         let (x, unit_x) = self.find(a).map(|p| (p.throughput, p.unit))?;
         let (y, unit_y) = self.find(b).map(|p| (p.throughput, p.unit))?;
         (y > 0.0).then(|| {
@@ -118,7 +118,7 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
         ),
     ];
     rows.extend(super::efficiency::rows(phases));
-    rows.extend(super::fan_in::rows(phases));
+    rows.extend(super::fan_in::rows(&run));
     rows.extend(super::buckets::rows(phases));
     rows
 }
