@@ -16,6 +16,11 @@ use crate::seed::Rng;
 /// One HTTP request never waits longer than this (a frozen dependency must
 /// show as a slow answer, not hang the suite).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long the harness keeps an idle keep-alive connection: under actix's
+/// 5 s keep-alive, so the client never sends on a connection the api is
+/// closing at that moment (a race HTTP allows: the request fails with
+/// "connection closed before message completed" and proves nothing).
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The retries of refused reservations stop sending after this.
 const RETRY_LIMIT: Duration = Duration::from_secs(60);
 
@@ -210,6 +215,7 @@ impl Load {
             base: base.to_string(),
             client: reqwest::Client::builder()
                 .timeout(REQUEST_TIMEOUT)
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
                 .pool_max_idle_per_host(plan.concurrency)
                 .build()
                 .unwrap(),

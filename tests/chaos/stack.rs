@@ -134,6 +134,7 @@ impl Stack {
             base: format!("http://{api_ip}:{api_port}"),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
+                .pool_idle_timeout(crate::load::POOL_IDLE_TIMEOUT)
                 .build()
                 .unwrap(),
             role_ports: BTreeMap::from([("api".to_string(), api_port)]),

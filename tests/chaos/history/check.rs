@@ -102,7 +102,15 @@ fn check_reservation(
         }
         return;
     };
-    let forgot = allow.may_forget(first_ok.invoked_ms);
+    // The first attempt that may have written the id's Redis record: an ok,
+    // or an unanswered one that ran (both are lost alike by a rollback).
+    let first_effect_ms = reserves
+        .iter()
+        .filter(|e| matches!(e.outcome(), Outcome::Ok | Outcome::Info))
+        .map(|e| e.invoked_ms)
+        .min()
+        .unwrap_or(first_ok.invoked_ms);
+    let forgot = allow.may_forget(first_effect_ms);
     match row {
         None if oks
             .iter()

@@ -126,6 +126,22 @@ fn an_unanswered_reserve_counts_as_taken_when_only_it_can_have_made_the_row() {
 }
 
 #[test]
+fn an_unanswered_attempt_that_ran_before_a_rollback_may_be_admitted_anew() {
+    // The 503 ran: its deduction is in the ledger (expires 1 s later than the
+    // second admission answered), its Redis record was rolled back, so the
+    // replay after the rollback was admitted anew with another expiry.
+    let h = [reserve("a", 0, 503), reserve("a", 500, 201)];
+    let mut first_run = row("a", "RESERVED", None);
+    first_run.expires_at_ms = EXPIRES_MS - 1_000;
+    let rows = [first_run];
+    assert_eq!(check(&h, &rows, &strict()).unexpected.count, 1);
+    assert!(check(&h, &rows, &stale_at(100)).passed());
+    // A rollback before the unanswered attempt cannot have lost its record.
+    let h = [reserve("a", 200, 503), reserve("a", 500, 201)];
+    assert_eq!(check(&h, &rows, &stale_at(100)).unexpected.count, 1);
+}
+
+#[test]
 fn a_retry_refused_after_an_ok_is_unexpected_unless_redis_forgot_the_id() {
     let h = [reserve("a", 0, 201), reserve("a", 100, 409)];
     let rows = [row("a", "RESERVED", None)];

@@ -58,11 +58,12 @@ impl Allowances {
         unpublished && self.declared.iter().any(|d| invoked_ms < d.to_ms)
     }
 
-    /// An id first acknowledged at `first_ok_invoked_ms` may have lost its
-    /// Redis record to a stale state: a later attempt may be admitted again
-    /// or refused.
-    pub fn may_forget(&self, first_ok_invoked_ms: u64) -> bool {
-        self.stale().any(|d| first_ok_invoked_ms < d.to_ms)
+    /// An id whose first attempt that may have written its Redis record (an
+    /// ok, or an unanswered one) was invoked at `first_effect_ms` may have
+    /// lost that record to a stale state: a later attempt may be admitted
+    /// again or refused.
+    pub fn may_forget(&self, first_effect_ms: u64) -> bool {
+        self.stale().any(|d| first_effect_ms < d.to_ms)
     }
 
     /// A reservation acknowledged at `completed_ms` may have been admitted by

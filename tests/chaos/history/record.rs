@@ -45,7 +45,8 @@ impl Body {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {
     pub status: u16,
-    /// Problem `code`, or the transport error (`timeout`, `connect`, `transport`).
+    /// Problem `code`, or the transport error (`timeout`, `connect`, `transport`)
+    /// with its innermost cause in parentheses.
     pub code: String,
     /// The answer carried `Idempotent-Replayed: true`.
     pub replayed: bool,
@@ -79,16 +80,20 @@ impl Completion {
     }
 
     fn transport(err: &reqwest::Error) -> Self {
-        let code = if err.is_timeout() {
+        let kind = if err.is_timeout() {
             "timeout"
         } else if err.is_connect() {
             "connect"
         } else {
             "transport"
         };
+        let mut cause: &dyn std::error::Error = err;
+        while let Some(inner) = cause.source() {
+            cause = inner;
+        }
         Self {
             status: 0,
-            code: code.to_string(),
+            code: format!("{kind} ({cause})"),
             replayed: false,
             body: None,
         }

@@ -94,6 +94,25 @@ impl Verdict {
         )
     }
 
+    /// The scenario's failure line: the counts and the first offending ops,
+    /// so the panic message alone says what went wrong.
+    pub fn failure(&self) -> String {
+        let mut text = format!(
+            "history: lost {}, duplicated {}, unexpected {}",
+            self.lost.count, self.duplicated.count, self.unexpected.count
+        );
+        for (name, f) in [
+            ("lost", &self.lost),
+            ("duplicated", &self.duplicated),
+            ("unexpected", &self.unexpected),
+        ] {
+            for what in &f.first {
+                text.push_str(&format!("\n    {name}: {what}"));
+            }
+        }
+        text
+    }
+
     /// The line, what the declared loss allowed, and the first offending ops.
     pub fn print(&self, scenario: &str) {
         println!("[{scenario}] {}", self.line());

@@ -279,10 +279,7 @@ impl Scenario {
         let verdict = history::check(&self.history.entries(), &ledger, &allow);
         verdict.print(&self.name);
         if !verdict.passed() {
-            self.failures.push(format!(
-                "history: lost {}, duplicated {}, unexpected {}",
-                verdict.lost.count, verdict.duplicated.count, verdict.unexpected.count
-            ));
+            self.failures.push(verdict.failure());
         }
     }
 }
