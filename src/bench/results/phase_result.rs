@@ -19,8 +19,14 @@ pub mod key {
     pub const RESERVE_REDIS_LIMITED: &str = "reserve_redis_limited";
     /// `reserve_redis` again while a console polls `/v1/admin/overview` every second.
     pub const RESERVE_REDIS_CONSOLE: &str = "reserve_redis_console";
+    /// `reserve_redis` again, unchanged, in a child started right before the
+    /// secured one: the "off" side of its ratio, measured next to it.
+    pub const RESERVE_REDIS_CONTROL: &str = "reserve_redis_control";
     /// `reserve_redis` again with TLS on the listener and a client token required.
     pub const RESERVE_REDIS_SECURED: &str = "reserve_redis_secured";
+    /// `reserve_redis` again, unchanged, right after the secured child: with
+    /// the control before it, brackets it (a drift over the run cancels).
+    pub const RESERVE_REDIS_CONTROL_AFTER: &str = "reserve_redis_control_after";
     /// `reserve_queue` again with spans exported over OTLP at a 1 % sample.
     pub const RESERVE_QUEUE_TRACED: &str = "reserve_queue_traced";
     /// `reserve_queue` again with every trace sampled and exported.

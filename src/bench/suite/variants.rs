@@ -2,7 +2,10 @@
 //! own with one thing changed, so `ratios.rs` can say what that one thing
 //! costs the hot path: generous rate limits (`reserve_redis_limited`), a
 //! console polling the overview (`reserve_redis_console`), and TLS on the
-//! listener plus a required client token (`reserve_redis_secured`); and of
+//! listener plus a required client token (`reserve_redis_secured`, bracketed
+//! by two unchanged children, `reserve_redis_control` before it and
+//! `reserve_redis_control_after` after it, so its "off" is measured next to
+//! it and not minutes earlier on a box whose speed drifts); and of
 //! `reserve_queue`, distributed tracing exported to a collector stand-in at a
 //! 1 % sample (`reserve_queue_traced`) and at 100 % (`reserve_queue_traced_all`).
 
@@ -62,7 +65,22 @@ pub async fn run(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyho
     if !variant_reserve(args, ns, out, console).await? {
         return Ok(false);
     }
-    secured_reserve(args, ns, out).await
+    let control = |label, key| Variant {
+        label,
+        key,
+        title: "POST reservations, durability: redis, unchanged (control)",
+        env: Vec::new(),
+        console_polling: false,
+        secured: None,
+        durability: Durability::Redis,
+        sink: None,
+    };
+    let before = control("child-redis-control", key::RESERVE_REDIS_CONTROL);
+    if !variant_reserve(args, ns, out, before).await? || !secured_reserve(args, ns, out).await? {
+        return Ok(false);
+    }
+    let after = control("child-redis-control-after", key::RESERVE_REDIS_CONTROL_AFTER);
+    variant_reserve(args, ns, out, after).await
 }
 
 /// `reserve_redis` again over TLS with a client token (`auth.required`).
