@@ -20,6 +20,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0003_buckets",
         include_str!("../../sql/0003_buckets.sql"),
     ),
+    (
+        4,
+        "0004_stock_movements",
+        include_str!("../../sql/0004_stock_movements.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

@@ -5,6 +5,7 @@ pub mod console;
 pub mod invariants;
 pub mod ledger;
 pub mod migrate;
+pub mod movements;
 pub mod pool;
 pub mod sku;
 pub mod sql_text;

@@ -1,6 +1,7 @@
 //! Operations that span stores (MySQL decides, Redis mirrors). Each is callable
 //! from an HTTP handler, a CLI subcommand or a background role alike.
 
+pub mod adjustment;
 pub mod dlq;
 pub mod invariants;
 pub mod lifecycle;

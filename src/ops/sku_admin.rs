@@ -6,7 +6,11 @@
 //! The bucket count (`redis/buckets`) is set here too: at creation, or later
 //! by a re-split, which is refused while any buyer state of the SKU lives in
 //! Redis (records within retention, outbox entries, transfers).
+//!
+//! Every change of the total is a `stock_movements` row (`create`, `restock`)
+//! written in the same transaction; an unchanged total writes none.
 
+use crate::db::movements::{self, MovementKind, NewMovement};
 use crate::db::{ledger, sku, Db, DbError};
 use crate::domain::SkuId;
 use crate::redis::buckets::Layout;
@@ -34,7 +38,8 @@ pub enum SkuAdminError {
 }
 
 /// Creates the SKU or sets its new total and limit (and, when given, its
-/// bucket count), in MySQL and Redis.
+/// bucket count), in MySQL and Redis. `actor` names who asked, for the
+/// movement row.
 pub async fn upsert(
     db: &Db,
     redis: &RedisStore,
@@ -42,33 +47,50 @@ pub async fn upsert(
     total: i64,
     limit_per_user: u32,
     buckets: Option<u16>,
+    actor: &str,
 ) -> Result<SkuState, SkuAdminError> {
+    let wanted = Wanted {
+        total,
+        limit_per_user,
+        buckets,
+    };
     tokio::time::timeout(
         db.operation_bound(),
-        upsert_unbounded(db, redis, sku_id, total, limit_per_user, buckets),
+        upsert_unbounded(db, redis, sku_id, wanted, actor),
     )
     .await
     .map_err(|_| SkuAdminError::Db(DbError::QueryTimeout))?
+}
+
+/// What a `PUT` asks the SKU to be.
+struct Wanted {
+    total: i64,
+    limit_per_user: u32,
+    buckets: Option<u16>,
 }
 
 async fn upsert_unbounded(
     db: &Db,
     redis: &RedisStore,
     sku_id: SkuId,
-    total: i64,
-    limit_per_user: u32,
-    buckets: Option<u16>,
+    wanted: Wanted,
+    actor: &str,
 ) -> Result<SkuState, SkuAdminError> {
+    let Wanted {
+        total,
+        limit_per_user,
+        buckets,
+    } = wanted;
     let mut conn = db.conn().await?;
     let mut tx = conn
         .start_transaction(ledger::tx_opts())
         .await
         .map_err(DbError::from)?;
-    let (delta, available_mysql, stored_buckets) = match sku::lock(&mut tx, sku_id).await? {
+    let (kind, before, stored_buckets) = match sku::lock(&mut tx, sku_id).await? {
         None => {
             let n = buckets.unwrap_or(1);
             sku::insert(&mut tx, sku_id, total, limit_per_user, n).await?;
-            (total, total, n)
+            (MovementKind::Create, (0, 0), n)
         }
         Some(row) => {
             if total < row.reserved() {
@@ -79,37 +101,38 @@ async fn upsert_unbounded(
             }
             let delta = total - row.total_stock;
             sku::restock(&mut tx, sku_id, delta, limit_per_user).await?;
-            (delta, row.available_stock + delta, row.buckets)
+            let before = (row.total_stock, row.available_stock);
+            (MovementKind::Restock, before, row.buckets)
         }
     };
+    let delta = total - before.0;
+    let available_mysql = before.1 + delta;
     let wanted = buckets.unwrap_or(stored_buckets);
     let layout = layout_for(redis, sku_id, wanted, u64::from(limit_per_user)).await?;
-    let loaded = redis
-        .skus()
-        .load_sku(
-            &layout,
-            delta,
-            available_mysql,
-            u64::from(limit_per_user),
-            total as u64,
-        )
-        .await?;
-    match loaded {
-        LoadOutcome::Loaded { .. } => {}
-        LoadOutcome::BelowReserved { available } => {
-            return Err(SkuAdminError::BelowReserved {
-                requested: total,
-                reserved: total - available_mysql + (available_mysql - available),
-            })
-        }
-        LoadOutcome::Layout => {
-            return Err(SkuAdminError::BucketsLocked(
-                "the bucket count changed in Redis meanwhile; retry".into(),
-            ))
-        }
-    }
+    let totals = Totals {
+        delta,
+        available_mysql,
+        limit_per_user,
+        total,
+    };
+    load_delta(redis, &layout, totals).await?;
     if wanted != stored_buckets {
         sku::set_buckets(&mut tx, sku_id, wanted).await?;
+    }
+    if delta != 0 || kind == MovementKind::Create {
+        let movement = NewMovement {
+            sku_id,
+            kind,
+            delta,
+            total_before: before.0,
+            available_before: before.1,
+            reason: None,
+            reference: None,
+            actor,
+            adjustment_id: None,
+            created_at_ms: crate::clock::unix_ms(),
+        };
+        movements::insert(&mut tx, &movement).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(SkuState {
@@ -121,10 +144,58 @@ async fn upsert_unbounded(
     })
 }
 
+/// A change of a SKU's stock, as MySQL has it after the change.
+pub(crate) struct Totals {
+    /// Units added to (or, negative, removed from) total and available.
+    pub delta: i64,
+    /// MySQL's available after the change (what Redis starts from when it
+    /// does not hold the SKU yet).
+    pub available_mysql: i64,
+    pub limit_per_user: u32,
+    /// The total after the change.
+    pub total: i64,
+}
+
+/// Moves the SKU's stock in Redis by `totals.delta` without touching live
+/// reservations (`load_sku.lua`); refused, with nothing written, when the cut
+/// would take Redis below what it already promised.
+pub(crate) async fn load_delta(
+    redis: &RedisStore,
+    layout: &Layout,
+    totals: Totals,
+) -> Result<(), SkuAdminError> {
+    let Totals {
+        delta,
+        available_mysql,
+        limit_per_user,
+        total,
+    } = totals;
+    let loaded = redis
+        .skus()
+        .load_sku(
+            layout,
+            delta,
+            available_mysql,
+            u64::from(limit_per_user),
+            total as u64,
+        )
+        .await?;
+    match loaded {
+        LoadOutcome::Loaded { .. } => Ok(()),
+        LoadOutcome::BelowReserved { available } => Err(SkuAdminError::BelowReserved {
+            requested: total,
+            reserved: total - available_mysql + (available_mysql - available),
+        }),
+        LoadOutcome::Layout => Err(SkuAdminError::BucketsLocked(
+            "the bucket count changed in Redis meanwhile; retry".into(),
+        )),
+    }
+}
+
 /// The layout the SKU is to have: its current one when the count stays, a
 /// fresh one for a SKU not loaded yet, or a re-split when nothing of its
 /// buyers lives in Redis.
-async fn layout_for(
+pub(crate) async fn layout_for(
     redis: &RedisStore,
     sku_id: SkuId,
     wanted: u16,

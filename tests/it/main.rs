@@ -24,6 +24,7 @@ mod proxy;
 #[path = "../support/servers/mod.rs"]
 mod servers;
 
+mod adjustments;
 mod audit;
 mod auth;
 mod bad_input;

@@ -226,7 +226,10 @@ mod tests {
         let without_controls = compute(&phases[..3], &[]);
         let row = without_controls
             .iter()
-            .find(|r| r.name.starts_with("reserve with TLS + client tokens on / off"))
+            .find(|r| {
+                r.name
+                    .starts_with("reserve with TLS + client tokens on / off")
+            })
             .unwrap();
         assert_eq!(row.value, None, "no bracket, no ratio");
     }

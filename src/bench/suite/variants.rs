@@ -79,7 +79,10 @@ pub async fn run(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyho
     if !variant_reserve(args, ns, out, before).await? || !secured_reserve(args, ns, out).await? {
         return Ok(false);
     }
-    let after = control("child-redis-control-after", key::RESERVE_REDIS_CONTROL_AFTER);
+    let after = control(
+        "child-redis-control-after",
+        key::RESERVE_REDIS_CONTROL_AFTER,
+    );
     variant_reserve(args, ns, out, after).await
 }
 

@@ -44,6 +44,12 @@ pub enum ApiError {
     BelowReserved(String),
     #[error("{0}")]
     BucketsLocked(String),
+    /// An adjustment's `expected_available` is not MySQL's available (carried).
+    #[error("available is {current}, not the expected {expected}; read it again and retry")]
+    Stale { expected: i64, current: i64 },
+    /// An `adjustment_id` applied before with another body.
+    #[error("{0}")]
+    AdjustmentMismatch(String),
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
@@ -76,6 +82,8 @@ impl ApiError {
             Self::ReservationRejected => "RESERVATION_REJECTED",
             Self::BelowReserved(_) => "BELOW_RESERVED",
             Self::BucketsLocked(_) => "BUCKETS_LOCKED",
+            Self::Stale { .. } => "STALE",
+            Self::AdjustmentMismatch(_) => "IDEMPOTENCY_MISMATCH",
             Self::Conflict(_) => "CONFLICT",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::RateLimited { .. } => "RATE_LIMITED",
@@ -109,8 +117,11 @@ impl ResponseError for ApiError {
             | Self::ReservationRejected
             | Self::BelowReserved(_)
             | Self::BucketsLocked(_)
+            | Self::Stale { .. }
             | Self::Conflict(_) => StatusCode::CONFLICT,
-            Self::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::IdempotencyMismatch | Self::AdjustmentMismatch(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
@@ -119,13 +130,17 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let status = self.status_code();
-        let body = json!({
+        let mut body = json!({
             "type": "about:blank",
             "title": status.canonical_reason().unwrap_or("Error"),
             "status": status.as_u16(),
             "detail": self.to_string(),
             "code": self.code(),
         });
+        if let Self::Stale { current, .. } = self {
+            // The value to compare against next time (RFC 9457 extension member).
+            body["current_available"] = json!(current);
+        }
         let mut response = HttpResponse::build(status);
         response.content_type("application/problem+json");
         if status == StatusCode::SERVICE_UNAVAILABLE {
@@ -185,6 +200,19 @@ mod tests {
             (ApiError::Unauthorized, 401, "UNAUTHORIZED"),
             (ApiError::Unauthenticated, 401, "UNAUTHENTICATED"),
             (ApiError::Forbidden("read"), 403, "FORBIDDEN"),
+            (
+                ApiError::Stale {
+                    expected: 1,
+                    current: 2,
+                },
+                409,
+                "STALE",
+            ),
+            (
+                ApiError::AdjustmentMismatch("x".into()),
+                422,
+                "IDEMPOTENCY_MISMATCH",
+            ),
             (
                 ApiError::RateLimited {
                     retry_after_secs: 1,

@@ -1,7 +1,8 @@
 //! A split SKU through the operations around the sale: a Redis that lost it
 //! (warm-up into the pool and the buyers' buckets), a request id reused by a
 //! buyer of another bucket, a transfer abandoned between debit and credit,
-//! and a re-split while no buyer state lives.
+//! a re-split while no buyer state lives, and a stock adjustment while the
+//! buckets sell.
 
 use serde_json::json;
 
@@ -119,5 +120,60 @@ async fn a_sku_without_buyers_is_resplit_and_keeps_its_stock() {
     let (status, code) = app.put_sku_problem(1, &body).await;
     assert_eq!((status, code.as_str()), (409, "BUCKETS_LOCKED"));
     wait_split_drained(&app, 1, 1).await;
+    finish_reconciled(app, 1).await;
+}
+
+/// An adjustment of a split SKU while its buckets hold leased stock: an
+/// addition goes to the pool and buyers of every bucket can take it; a cut
+/// first gathers the buckets' stock back; both stores agree once drained.
+#[tokio::test]
+async fn a_split_sku_is_adjusted_by_a_delta_while_its_buckets_sell() {
+    let app = TestApp::spawn().await;
+    create(&app, 1, 6, 1, 3).await;
+    let by_bucket = buyers(10, 3, 4);
+    let mut sold = 0;
+    for (b, users) in by_bucket.iter().enumerate() {
+        let user = users[0];
+        assert_eq!(
+            app.reserve(1, &format!("a-{b}"), user, 1).await.status(),
+            201
+        );
+        sold += 1;
+    }
+    let adjust = |delta: i64| {
+        let url = app.url("/v1/admin/skus/1/adjustments");
+        let body = json!({"delta": delta, "reason": "split"});
+        let request = app
+            .client
+            .post(url)
+            .bearer_auth(crate::helpers::ADMIN_TOKEN);
+        crate::helpers::send_for_json(request.json(&body))
+    };
+    let (status, m) = adjust(9).await;
+    assert_eq!(status, 201, "{m}");
+    assert_eq!(view(&app, 1).await.available, 12, "6 - 3 sold + 9");
+    for (b, users) in by_bucket.iter().enumerate() {
+        for user in &users[1..] {
+            let answer = app.reserve(1, &format!("b-{b}-{user}"), *user, 1).await;
+            assert_eq!(
+                answer.status(),
+                201,
+                "bucket {b}: the added stock is within reach"
+            );
+            sold += 1;
+        }
+    }
+    let (status, m) = adjust(-2).await;
+    assert_eq!(status, 201, "{m}");
+    assert_eq!(view(&app, 1).await.available, 12 - 9 - 2);
+    let (status, problem) = adjust(-5).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("BELOW_RESERVED"))
+    );
+    wait_split_drained(&app, 1, sold).await;
+    assert_eq!(app.mysql_total(1).await, 6 + 9 - 2);
+    assert_eq!(app.mysql_available(1).await, Some(6 + 9 - 2 - sold as i64));
+    app.assert_conserved(1).await;
     finish_reconciled(app, 1).await;
 }

@@ -89,7 +89,9 @@ pub async fn put_sku(
     let (total, limit) = body.validate()?;
     let buckets = body.buckets(state.res.settings.redis.max_buckets)?;
     let redis = &state.res.redis;
-    let result = sku_admin::upsert(&state.res.db, redis, sku_id, total, limit, buckets).await;
+    let actor = super::adjustments::actor(&req, &state);
+    let result =
+        sku_admin::upsert(&state.res.db, redis, sku_id, total, limit, buckets, &actor).await;
     let sku = result.map_err(|err| match err {
         SkuAdminError::BelowReserved { .. } => ApiError::BelowReserved(err.to_string()),
         SkuAdminError::BucketsLocked(_) => ApiError::BucketsLocked(err.to_string()),

@@ -140,6 +140,14 @@ problems! {
     /// still lives in Redis (`BUCKETS_LOCKED`: reservation records within
     /// their retention, outbox entries or stock transfers).
     BelowReserved = 409 ["BELOW_RESERVED", "BUCKETS_LOCKED"];
+    /// Not adjusted: `expected_available` is not MySQL's available any more
+    /// (`STALE`; the body's `current_available` has the value now), or the
+    /// cut would take the total below what is reserved or sold, or Redis
+    /// below what it already promised (`BELOW_RESERVED`). Nothing was changed.
+    AdjustConflict = 409 ["STALE", "BELOW_RESERVED"];
+    /// This `adjustment_id` was already applied with another delta, reason or
+    /// reference. Nothing was changed.
+    AdjustmentMismatch = 422 ["IDEMPOTENCY_MISMATCH"];
     /// Deductions are in flight between Redis and MySQL; retry when drained or
     /// use `?force=true`.
     WarmupConflict = 409 ["CONFLICT"];

@@ -1,6 +1,7 @@
 //! Route table of the HTTP API (contract §6) and the extractor error handlers that
 //! turn malformed input into 400 problem+json before any handler runs.
 
+pub mod adjustments;
 pub mod admin;
 pub mod console;
 pub mod contract;
@@ -70,6 +71,14 @@ fn register_admin(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/admin/skus/{sku_id}", "PUT").route(web::put().to(admin::put_sku)))
         .service(
             resource("/v1/admin/skus/{sku_id}/warmup", "POST").route(web::post().to(admin::warmup)),
+        )
+        .service(
+            resource("/v1/admin/skus/{sku_id}/adjustments", "POST")
+                .route(web::post().to(adjustments::adjust)),
+        )
+        .service(
+            resource("/v1/admin/skus/{sku_id}/movements", "GET")
+                .route(web::get().to(adjustments::list)),
         )
         .service(resource("/v1/admin/dlq", "GET").route(web::get().to(dlq::list)))
         .service(resource("/v1/admin/dlq/replay", "POST").route(web::post().to(dlq::replay)))

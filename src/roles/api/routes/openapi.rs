@@ -16,7 +16,7 @@ use super::contract::{
     problem_response, problem_schema, Liveness, Readiness, ReconcileReport, SkuReconcileLine,
     StuckWhere, Verdict, ADMIN_SECURITY, CLIENT_SECURITY, PROBLEMS,
 };
-use super::{admin, console, dlq, health, lifecycle, reservations, skus};
+use super::{adjustments, admin, console, dlq, health, lifecycle, reservations, skus};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -39,6 +39,8 @@ use super::{admin, console, dlq, health, lifecycle, reservations, skus};
         skus::get,
         admin::put_sku,
         admin::warmup,
+        adjustments::adjust,
+        adjustments::list,
         admin::reconcile_now,
         admin::last_reconcile,
         dlq::list,
@@ -166,6 +168,11 @@ mod tests {
             ApiError::ReservationRejected,
             ApiError::BelowReserved("x".into()),
             ApiError::BucketsLocked("x".into()),
+            ApiError::Stale {
+                expected: 1,
+                current: 2,
+            },
+            ApiError::AdjustmentMismatch("x".into()),
             ApiError::Conflict("x".into()),
             ApiError::Unavailable("x".into()),
             ApiError::RateLimited {
@@ -191,6 +198,8 @@ mod tests {
             ("/v1/skus/{sku_id}", "get"),
             ("/v1/admin/skus/{sku_id}", "put"),
             ("/v1/admin/skus/{sku_id}/warmup", "post"),
+            ("/v1/admin/skus/{sku_id}/adjustments", "post"),
+            ("/v1/admin/skus/{sku_id}/movements", "get"),
             ("/v1/admin/reconcile", "post"),
             ("/v1/admin/reconcile", "get"),
             ("/v1/admin/dlq", "get"),

@@ -1,0 +1,156 @@
+//! Adjusting a SKU's stock during a live sale
+//! (`POST /v1/admin/skus/{id}/adjustments`): add or remove units in both
+//! stores by a delta, never by setting a value, so the reservations Redis is
+//! admitting meanwhile and the deductions the consumer is applying are
+//! neither refused nor clobbered.
+//!
+//! MySQL decides, under the SKU row lock every ledger writer takes first:
+//! - an `adjustment_id` seen before answers the recorded movement again
+//!   (idempotent), or a mismatch when the body differs;
+//! - `expected_available` makes it a compare-and-set against MySQL's
+//!   available (the ledger's count, `mysql_available` in the admin view):
+//!   `Stale` with the current value when it moved;
+//! - the total never drops below what is live (`BelowReserved`), and Redis
+//!   refuses a cut deeper than what it has not promised yet.
+//!
+//! Then Redis moves by the same delta (`load_sku.lua`), the movement row is
+//! written, and the transaction commits. If Redis refuses, MySQL rolls back.
+
+use crate::db::movements::{self, Movement, MovementKind, NewMovement};
+use crate::db::{ledger, sku, Db, DbError};
+use crate::domain::SkuId;
+use crate::ops::sku_admin::{self, SkuAdminError, Totals};
+use crate::redis::RedisStore;
+
+/// One adjustment as asked.
+#[derive(Debug, Clone)]
+pub struct Adjustment<'a> {
+    pub delta: i64,
+    pub reason: &'a str,
+    pub reference: Option<&'a str>,
+    pub expected_available: Option<i64>,
+    pub adjustment_id: Option<&'a str>,
+    /// Who asked: a client's name or `admin-token`.
+    pub actor: &'a str,
+}
+
+/// What became of an adjustment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Adjusted {
+    /// Applied now.
+    Applied(Movement),
+    /// The `adjustment_id` was applied before: its movement, unchanged.
+    Replayed(Movement),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdjustError {
+    #[error("SKU {0} does not exist")]
+    UnknownSku(u64),
+    #[error("available is {current}, not the expected {expected}")]
+    Stale { expected: i64, current: i64 },
+    #[error(
+        "adjustment_id {0} was applied with another delta, reason or reference; \
+         use a new id for a new adjustment"
+    )]
+    Mismatch(String),
+    #[error(transparent)]
+    Admin(#[from] SkuAdminError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// Applies `adj` to the SKU in MySQL and Redis, within `mysql.query_timeout_ms`.
+pub async fn adjust(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    adj: &Adjustment<'_>,
+) -> Result<Adjusted, AdjustError> {
+    tokio::time::timeout(
+        db.operation_bound(),
+        adjust_unbounded(db, redis, sku_id, adj),
+    )
+    .await
+    .map_err(|_| AdjustError::Db(DbError::QueryTimeout))?
+}
+
+async fn adjust_unbounded(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    adj: &Adjustment<'_>,
+) -> Result<Adjusted, AdjustError> {
+    let mut conn = db.conn().await?;
+    let mut tx = conn
+        .start_transaction(ledger::tx_opts())
+        .await
+        .map_err(DbError::from)?;
+    let row = sku::lock(&mut tx, sku_id)
+        .await?
+        .ok_or(AdjustError::UnknownSku(sku_id.get()))?;
+    if let Some(id) = adj.adjustment_id {
+        if let Some(seen) = movements::by_adjustment_id(&mut tx, sku_id, id).await? {
+            return replay(seen, adj);
+        }
+    }
+    if let Some(expected) = adj.expected_available {
+        if expected != row.available_stock {
+            return Err(AdjustError::Stale {
+                expected,
+                current: row.available_stock,
+            });
+        }
+    }
+    let total = row.total_stock + adj.delta;
+    if total < row.reserved() {
+        return Err(SkuAdminError::BelowReserved {
+            requested: total,
+            reserved: row.reserved(),
+        }
+        .into());
+    }
+    sku::restock(&mut tx, sku_id, adj.delta, row.limit_per_user).await?;
+    let limit = u64::from(row.limit_per_user);
+    let layout = sku_admin::layout_for(redis, sku_id, row.buckets, limit).await?;
+    let totals = Totals {
+        delta: adj.delta,
+        available_mysql: row.available_stock + adj.delta,
+        limit_per_user: row.limit_per_user,
+        total,
+    };
+    sku_admin::load_delta(redis, &layout, totals).await?;
+    let movement = NewMovement {
+        sku_id,
+        kind: MovementKind::Adjustment,
+        delta: adj.delta,
+        total_before: row.total_stock,
+        available_before: row.available_stock,
+        reason: Some(adj.reason),
+        reference: adj.reference,
+        actor: adj.actor,
+        adjustment_id: adj.adjustment_id,
+        created_at_ms: crate::clock::unix_ms(),
+    };
+    let id = movements::insert(&mut tx, &movement).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    let recorded = movement.recorded(id);
+    tracing::info!(sku.id = %sku_id, delta = adj.delta, movement.id = recorded.id,
+        actor = adj.actor, "admin.adjustment: applied in MySQL and Redis");
+    Ok(Adjusted::Applied(recorded))
+}
+
+/// The answer to an `adjustment_id` seen before: its movement when the body
+/// is the same, a mismatch otherwise.
+fn replay(seen: Movement, adj: &Adjustment<'_>) -> Result<Adjusted, AdjustError> {
+    let same = seen.delta == adj.delta
+        && seen.reason.as_deref() == Some(adj.reason)
+        && seen.reference.as_deref() == adj.reference;
+    if same {
+        Ok(Adjusted::Replayed(seen))
+    } else {
+        Err(AdjustError::Mismatch(
+            seen.adjustment_id.clone().unwrap_or_default(),
+        ))
+    }
+}
