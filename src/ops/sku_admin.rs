@@ -99,13 +99,14 @@ async fn upsert_unbounded(
                     reserved: row.reserved(),
                 });
             }
-            let delta = total - row.total_stock;
-            sku::restock(&mut tx, sku_id, delta, limit_per_user).await?;
             let before = (row.total_stock, row.available_stock);
             (MovementKind::Restock, before, row.buckets)
         }
     };
     let delta = total - before.0;
+    if kind == MovementKind::Restock {
+        sku::restock(&mut tx, sku_id, delta, limit_per_user).await?;
+    }
     let available_mysql = before.1 + delta;
     let wanted = buckets.unwrap_or(stored_buckets);
     let layout = layout_for(redis, sku_id, wanted, u64::from(limit_per_user)).await?;

@@ -14,7 +14,7 @@ use crate::helpers::{send_for_json, TestApp, ADMIN_TOKEN};
 
 impl TestApp {
     /// `POST /v1/admin/skus/{sku}/adjustments` with the admin token.
-    async fn adjust(&self, sku: u64, body: &Value) -> (u16, Value) {
+    pub async fn adjust(&self, sku: u64, body: &Value) -> (u16, Value) {
         let url = self.url(&format!("/v1/admin/skus/{sku}/adjustments"));
         send_for_json(self.client.post(url).bearer_auth(ADMIN_TOKEN).json(body)).await
     }

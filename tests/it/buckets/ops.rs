@@ -140,16 +140,7 @@ async fn a_split_sku_is_adjusted_by_a_delta_while_its_buckets_sell() {
         );
         sold += 1;
     }
-    let adjust = |delta: i64| {
-        let url = app.url("/v1/admin/skus/1/adjustments");
-        let body = json!({"delta": delta, "reason": "split"});
-        let request = app
-            .client
-            .post(url)
-            .bearer_auth(crate::helpers::ADMIN_TOKEN);
-        crate::helpers::send_for_json(request.json(&body))
-    };
-    let (status, m) = adjust(9).await;
+    let (status, m) = app.adjust(1, &json!({"delta": 9, "reason": "split"})).await;
     assert_eq!(status, 201, "{m}");
     assert_eq!(view(&app, 1).await.available, 12, "6 - 3 sold + 9");
     for (b, users) in by_bucket.iter().enumerate() {
@@ -163,10 +154,14 @@ async fn a_split_sku_is_adjusted_by_a_delta_while_its_buckets_sell() {
             sold += 1;
         }
     }
-    let (status, m) = adjust(-2).await;
+    let (status, m) = app
+        .adjust(1, &json!({"delta": -2, "reason": "split"}))
+        .await;
     assert_eq!(status, 201, "{m}");
     assert_eq!(view(&app, 1).await.available, 12 - 9 - 2);
-    let (status, problem) = adjust(-5).await;
+    let (status, problem) = app
+        .adjust(1, &json!({"delta": -5, "reason": "split"}))
+        .await;
     assert_eq!(
         (status, problem["code"].as_str()),
         (409, Some("BELOW_RESERVED"))

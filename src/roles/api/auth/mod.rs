@@ -77,9 +77,12 @@ impl Gate {
         }
     }
 
-    /// Whether the request comes from a known client with scope `admin`.
-    pub fn admits_admin(&self, req: &HttpRequest) -> bool {
-        matches!(self.identify(req), Caller::Client(known) if known.may(Scope::Admin))
+    /// The name of the request's client when it is known and has scope `admin`.
+    pub fn admin_client(&self, req: &HttpRequest) -> Option<std::sync::Arc<str>> {
+        match self.identify(req) {
+            Caller::Client(known) if known.may(Scope::Admin) => Some(known.name),
+            _ => None,
+        }
     }
 }
 

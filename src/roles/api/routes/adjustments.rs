@@ -11,12 +11,10 @@ use super::contract::{
     Unavailable,
 };
 use super::sku_from;
-use crate::config::Scope;
 use crate::db::movements::{self, Movement};
 use crate::db::sku;
 use crate::ops::adjustment::{self, AdjustError, Adjusted, Adjustment};
 use crate::ops::sku_admin::SkuAdminError;
-use crate::roles::api::auth::Caller;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::TOTAL_STOCK_MAX;
 use crate::roles::api::ApiState;
@@ -28,8 +26,6 @@ const ADJUSTMENT_ID_MAX: usize = 64;
 /// Movements per page when `limit` is absent, and the most one page holds.
 const PAGE_DEFAULT: u32 = 100;
 const PAGE_MAX: u32 = 1_000;
-/// The actor of a change made with `admin.token` (not a named client).
-pub const ADMIN_TOKEN_ACTOR: &str = "admin-token";
 
 /// `POST /v1/admin/skus/{sku_id}/adjustments`.
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
@@ -101,14 +97,6 @@ impl AdjustmentBody {
     }
 }
 
-/// Who made an admin call: the client's name, or `admin-token`.
-pub fn actor(req: &HttpRequest, state: &ApiState) -> String {
-    match state.auth.identify(req) {
-        Caller::Client(known) if known.may(Scope::Admin) => known.name.to_string(),
-        _ => ADMIN_TOKEN_ACTOR.to_string(),
-    }
-}
-
 /// Add or remove stock while the sale runs, in MySQL and Redis.
 ///
 /// The delta is applied to what the stores hold at that moment: reservations
@@ -137,21 +125,20 @@ pub fn actor(req: &HttpRequest, state: &ApiState) -> String {
     )
 )]
 pub async fn adjust(
-    _admin: Admin,
+    admin: Admin,
     req: HttpRequest,
     state: web::Data<ApiState>,
     body: web::Json<AdjustmentBody>,
 ) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     body.validate()?;
-    let actor = actor(&req, &state);
     let asked = Adjustment {
         delta: body.delta,
         reason: body.reason.trim(),
         reference: body.reference.as_deref(),
         expected_available: body.expected_available,
         adjustment_id: body.adjustment_id.as_deref(),
-        actor: &actor,
+        actor: admin.actor(),
     };
     let res = &state.res;
     let outcome = adjustment::adjust(&res.db, &res.redis, sku_id, &asked)

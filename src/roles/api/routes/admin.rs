@@ -2,6 +2,8 @@
 //! constant time, or the token of a client with scope `admin`; with neither
 //! configured every admin call is 401.
 
+use std::sync::Arc;
+
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use subtle::ConstantTimeEq;
@@ -18,11 +20,24 @@ use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{AdminSkuView, SkuBody, SplitView, WarmupView};
 use crate::roles::api::ApiState;
 
+/// The actor of a change made with `admin.token` (not a named client).
+pub const ADMIN_TOKEN_ACTOR: &str = "admin-token";
+
 /// Extractor that refuses the request unless it carries the admin bearer
 /// token. It is the first argument of every admin handler, so the token is
 /// checked before the body is read: an anonymous caller gets 401, never a
-/// body validation error.
-pub struct Admin;
+/// body validation error. It keeps who was admitted, for the records of
+/// the changes the call makes.
+pub struct Admin {
+    actor: Arc<str>,
+}
+
+impl Admin {
+    /// The client's name (`auth.clients`), or [`ADMIN_TOKEN_ACTOR`].
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+}
 
 impl actix_web::FromRequest for Admin {
     type Error = ApiError;
@@ -30,7 +45,7 @@ impl actix_web::FromRequest for Admin {
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
         let verdict = match req.app_data::<web::Data<ApiState>>() {
-            Some(state) => require_admin(req, state).map(|()| Admin),
+            Some(state) => admitted(req, state).map(|actor| Admin { actor }),
             None => Err(ApiError::Unauthorized),
         };
         std::future::ready(verdict)
@@ -40,8 +55,14 @@ impl actix_web::FromRequest for Admin {
 /// Refuses the request unless it carries the admin bearer token or the token
 /// of a client with scope `admin` (`auth.clients`).
 pub fn require_admin(req: &HttpRequest, state: &ApiState) -> Result<(), ApiError> {
-    if state.auth.admits_admin(req) {
-        return Ok(());
+    admitted(req, state).map(drop)
+}
+
+/// Who [`require_admin`] admits: the admin-scoped client's name, or
+/// [`ADMIN_TOKEN_ACTOR`] for the admin token.
+fn admitted(req: &HttpRequest, state: &ApiState) -> Result<Arc<str>, ApiError> {
+    if let Some(client) = state.auth.admin_client(req) {
+        return Ok(client);
     }
     let Some(expected) = state.res.settings.admin.token.as_deref() else {
         return Err(ApiError::Unauthorized);
@@ -53,7 +74,7 @@ pub fn require_admin(req: &HttpRequest, state: &ApiState) -> Result<(), ApiError
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
     if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
-        Ok(())
+        Ok(Arc::from(ADMIN_TOKEN_ACTOR))
     } else {
         Err(ApiError::Unauthorized)
     }
@@ -80,7 +101,7 @@ pub fn require_admin(req: &HttpRequest, state: &ApiState) -> Result<(), ApiError
     )
 )]
 pub async fn put_sku(
-    _admin: Admin,
+    admin: Admin,
     req: HttpRequest,
     state: web::Data<ApiState>,
     body: web::Json<SkuBody>,
@@ -89,9 +110,9 @@ pub async fn put_sku(
     let (total, limit) = body.validate()?;
     let buckets = body.buckets(state.res.settings.redis.max_buckets)?;
     let redis = &state.res.redis;
-    let actor = super::adjustments::actor(&req, &state);
+    let actor = admin.actor();
     let result =
-        sku_admin::upsert(&state.res.db, redis, sku_id, total, limit, buckets, &actor).await;
+        sku_admin::upsert(&state.res.db, redis, sku_id, total, limit, buckets, actor).await;
     let sku = result.map_err(|err| match err {
         SkuAdminError::BelowReserved { .. } => ApiError::BelowReserved(err.to_string()),
         SkuAdminError::BucketsLocked(_) => ApiError::BucketsLocked(err.to_string()),
