@@ -41,6 +41,7 @@ pub mod clock;
 pub mod config;
 pub mod db;
 pub mod domain;
+pub mod events;
 pub mod health;
 pub mod mq;
 pub mod ops;

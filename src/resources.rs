@@ -35,7 +35,8 @@ impl Resources {
         let mysql = |e: anyhow::Error| Unreachable::new("mysql", e);
         let db = Db::new(&settings.mysql)
             .context("mysql.url")
-            .map_err(mysql)?;
+            .map_err(mysql)?
+            .with_events(crate::events::EventPolicy::from_settings(&settings.events));
         db.ping()
             .await
             .context("connecting to MySQL (mysql.url)")

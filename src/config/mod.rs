@@ -46,8 +46,8 @@ pub use self::listener_tls::{read_certificates, read_private_key, ListenerTls};
 pub use self::load::{config_dir, env_name};
 pub use self::mysql::{MysqlSettings, MysqlTls};
 pub use self::pipeline::{
-    CloserSettings, ConsumerSettings, Durability, RelaySettings, ReservationSettings,
-    SoldOutSettings,
+    CloserSettings, ConsumerSettings, Durability, EventSettings, RelaySettings,
+    ReservationSettings, SoldOutSettings,
 };
 pub use self::production::{ADMIN_TOKEN_LEN_MIN, EXAMPLE_ADMIN_TOKENS};
 pub use self::reconcile::{ReconcileSettings, WebhookFormat};
@@ -73,6 +73,7 @@ pub struct Settings {
     pub consumer: ConsumerSettings,
     pub closer: CloserSettings,
     pub soldout: SoldOutSettings,
+    pub events: EventSettings,
     pub reconcile: ReconcileSettings,
     pub metrics: MetricsSettings,
     pub logging: LoggingSettings,
@@ -93,6 +94,7 @@ impl Settings {
         self.amqp.validate()?;
         self.reservation.validate()?;
         self.consumer.validate()?;
+        self.events.validate()?;
         self.telemetry.otlp.validate()?;
         self.reconcile.validate(self.relay.idle_ms)
     }

@@ -101,3 +101,50 @@ pub struct SoldOutSettings {
     /// the SKU is not short-circuited (replays could not be told apart).
     pub max_tracked_winners: usize,
 }
+
+/// Events out (`events`; docs/operations.md, "Events").
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSettings {
+    /// Whether any event is published.
+    pub enabled: bool,
+    /// Types published, as AMQP topic patterns (`stockd.#`: all).
+    pub types: Vec<String>,
+    /// The CloudEvents `source` attribute.
+    pub source: String,
+    /// Time between event-relay passes that found less than a full batch.
+    pub relay_interval_ms: u64,
+    /// Events one relay pass takes from the outbox table.
+    pub relay_batch: usize,
+}
+
+impl EventSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let patterns_ok = self
+            .types
+            .iter()
+            .all(|p| crate::events::filter::is_valid_pattern(p));
+        check::all(&[
+            (
+                patterns_ok,
+                "events.types",
+                "each pattern is dot-separated non-empty words (`*` one word, `#` any)",
+            ),
+            (
+                !self.source.trim().is_empty(),
+                "events.source",
+                "must not be empty",
+            ),
+            (
+                self.relay_interval_ms >= 1,
+                "events.relay_interval_ms",
+                "must be >= 1",
+            ),
+            (
+                (1..=5000).contains(&self.relay_batch),
+                "events.relay_batch",
+                "must be in 1..=5000",
+            ),
+        ])
+    }
+}

@@ -45,6 +45,7 @@ pub async fn first_skus(db: &Db, limit: usize) -> Result<(Vec<SkuRow>, bool), Db
                     available_stock,
                     limit_per_user,
                     buckets,
+                    low_stock_threshold: None,
                 })
             },
         )

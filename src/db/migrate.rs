@@ -25,6 +25,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0004_stock_movements",
         include_str!("../../sql/0004_stock_movements.sql"),
     ),
+    (
+        5,
+        "0005_event_outbox",
+        include_str!("../../sql/0005_event_outbox.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

@@ -9,6 +9,8 @@ use mysql_async::{Row, Transaction};
 
 use super::DbError;
 use crate::domain::SkuId;
+use crate::events::{Event, Outgoing};
+use serde_json::json;
 
 /// Why a SKU's stock moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +112,39 @@ fn from_row(mut row: Row) -> Movement {
         adjustment_id: row.take(11).unwrap_or_default(),
         created_at_ms: row.take(12).unwrap_or_default(),
     }
+}
+
+/// Notes the `stockd.sku.adjusted` event of movement `id` in `out`, and the
+/// stock it moved, so a restock of a sold-out SKU is also `back_in_stock` (a
+/// creation is not: there was no stock to come back).
+pub fn note(out: &mut Outgoing, m: &NewMovement<'_>, id: u64, low_threshold: Option<u32>) {
+    let recorded = m.recorded(id);
+    if m.kind == MovementKind::Create {
+        out.locked(
+            m.sku_id,
+            recorded.total_after,
+            recorded.available_after,
+            low_threshold,
+        );
+    } else {
+        out.locked(m.sku_id, m.total_before, m.available_before, low_threshold);
+        out.moved(m.sku_id, m.delta, m.delta);
+    }
+    let data = json!({
+        "sku_id": m.sku_id.get(),
+        "movement_id": id,
+        "kind": m.kind.as_str(),
+        "delta": m.delta,
+        "total_before": recorded.total_before,
+        "total_after": recorded.total_after,
+        "available_before": recorded.available_before,
+        "available_after": recorded.available_after,
+        "reason": m.reason.unwrap_or(m.kind.as_str()),
+        "reference": m.reference,
+        "actor": m.actor,
+        "adjustment_id": m.adjustment_id,
+    });
+    out.push(Event::adjusted(m.sku_id, id, data, m.created_at_ms));
 }
 
 /// Records `m` in the caller's transaction; returns the new row's id.

@@ -1,6 +1,7 @@
 //! The MySQL pool. mysql_async's pool is lazy, so start-up pings it to fail fast,
 //! and shutdown disconnects it so the server sees clean closes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
@@ -9,12 +10,16 @@ use mysql_async::{ClientIdentity, Conn, Opts, OptsBuilder, Pool, PoolConstraints
 
 use super::DbError;
 use crate::config::{MysqlSettings, MysqlTls};
+use crate::events::EventPolicy;
 
 #[derive(Clone)]
 pub struct Db {
     pool: Pool,
     connect_timeout: Duration,
     query_timeout: Duration,
+    /// The events a transaction stages in `event_outbox` (`events.*`); off
+    /// until [`Db::with_events`] turns them on.
+    events: Arc<EventPolicy>,
 }
 
 impl Db {
@@ -44,7 +49,19 @@ impl Db {
             pool: Pool::new(builder),
             connect_timeout: Duration::from_secs(settings.connect_timeout_secs),
             query_timeout: Duration::from_millis(settings.query_timeout_ms),
+            events: Arc::new(EventPolicy::off()),
         })
+    }
+
+    /// Stages events per `policy` in the transactions that change stock.
+    pub fn with_events(mut self, policy: EventPolicy) -> Self {
+        self.events = Arc::new(policy);
+        self
+    }
+
+    /// Which events a transaction stages (`db::event_outbox::stage`).
+    pub fn events(&self) -> &EventPolicy {
+        &self.events
     }
 
     /// A connection, or [`DbError::Timeout`] when none comes in time.

@@ -5,6 +5,7 @@ use mysql_async::Transaction;
 
 use super::DbError;
 use crate::domain::SkuId;
+use crate::events::Outgoing;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SkuRow {
@@ -14,6 +15,8 @@ pub struct SkuRow {
     pub limit_per_user: u32,
     /// Stock buckets in Redis (`redis/buckets`; 1 = not split).
     pub buckets: u16,
+    /// `stockd.sku.low_stock` is published when available falls to or below it.
+    pub low_stock_threshold: Option<u32>,
 }
 
 impl SkuRow {
@@ -23,7 +26,7 @@ impl SkuRow {
     }
 }
 
-type RawRow = (u64, i64, i64, u32, u16);
+type RawRow = (u64, i64, i64, u32, u16, Option<u32>);
 
 fn from_raw(raw: RawRow) -> SkuRow {
     SkuRow {
@@ -32,10 +35,12 @@ fn from_raw(raw: RawRow) -> SkuRow {
         available_stock: raw.2,
         limit_per_user: raw.3,
         buckets: raw.4,
+        low_stock_threshold: raw.5,
     }
 }
 
-const COLUMNS: &str = "sku_id, total_stock, available_stock, limit_per_user, buckets";
+const COLUMNS: &str =
+    "sku_id, total_stock, available_stock, limit_per_user, buckets, low_stock_threshold";
 
 /// Reads one SKU without locking.
 pub async fn get<Q: Queryable>(q: &mut Q, sku: SkuId) -> Result<Option<SkuRow>, DbError> {
@@ -57,6 +62,34 @@ pub async fn lock(tx: &mut Transaction<'_>, sku: SkuId) -> Result<Option<SkuRow>
         )
         .await?;
     Ok(raw.map(from_raw))
+}
+
+/// [`lock`], noting the SKU's stock in `out` so the transaction's events
+/// know where its available started (`events::Outgoing`).
+pub async fn lock_noted(
+    tx: &mut Transaction<'_>,
+    sku: SkuId,
+    out: &mut Outgoing,
+) -> Result<Option<SkuRow>, DbError> {
+    let row = lock(tx, sku).await?;
+    if let Some(r) = &row {
+        out.locked(sku, r.total_stock, r.available_stock, r.low_stock_threshold);
+    }
+    Ok(row)
+}
+
+/// Sets or clears the low-stock threshold.
+pub async fn set_low_stock_threshold(
+    tx: &mut Transaction<'_>,
+    sku: SkuId,
+    threshold: Option<u32>,
+) -> Result<(), DbError> {
+    tx.exec_drop(
+        "UPDATE sku_stock SET low_stock_threshold = ? WHERE sku_id = ?",
+        (threshold, sku.get()),
+    )
+    .await?;
+    Ok(())
 }
 
 pub async fn insert(

@@ -59,6 +59,18 @@ impl SqlText {
         self.raw("NULL")
     }
 
+    /// Any bytes as a hex literal (`X'7b22...'`): text stockd did not choose
+    /// (an event's JSON, a subject) travels without a quote or a backslash
+    /// to escape, whatever the server's `sql_mode`.
+    pub fn hex(&mut self, bytes: &[u8]) -> &mut Self {
+        self.0.push_str("X'");
+        for b in bytes {
+            let _ = write!(self.0, "{b:02x}");
+        }
+        self.0.push('\'');
+        self
+    }
+
     /// `sep` between items, `item` renders each.
     pub fn list<T>(
         &mut self,

@@ -215,11 +215,40 @@ impl Publisher {
         payload: &[u8],
         props: BasicProperties,
     ) -> Result<(), PublishError> {
+        self.publish_with(exchange, routing_key, payload, props, true)
+            .await
+    }
+
+    /// Publishes one message of events to `<p>events` and waits for its
+    /// confirm. Not mandatory: an event no subscriber has bound a queue for
+    /// has nobody to reach, and the broker confirms it.
+    pub async fn publish_events(
+        &self,
+        message: &crate::events::cloud::EventMessage,
+    ) -> Result<(), PublishError> {
+        let props = BasicProperties::default()
+            .with_message_id(message.message_id.as_str().into())
+            .with_content_type(message.content_type.into())
+            .with_type(message.routing_key.into())
+            .with_delivery_mode(PERSISTENT);
+        let exchange = self.topology.events_exchange.clone();
+        self.publish_with(&exchange, message.routing_key, &message.body, props, false)
+            .await
+    }
+
+    async fn publish_with(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        payload: &[u8],
+        props: BasicProperties,
+        mandatory: bool,
+    ) -> Result<(), PublishError> {
         let attempt = async {
             let link = self.current_link().await?;
             let index = self.next_channel.fetch_add(1, Ordering::Relaxed) % link.channels.len();
             let options = BasicPublishOptions {
-                mandatory: true,
+                mandatory,
                 immediate: false,
             };
             let confirm = link.channels[index]

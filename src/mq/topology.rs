@@ -8,6 +8,7 @@
 //!                                              <p>expiry           (closer)
 //! <p>deduct  ──(failed batch)──► <p>deduct.retry (TTL = retry delay) ──► back to <p>deduct
 //! <p>deduct  ──(poison, or delivery limit, or retries used up)──► <p>dlx ──► <p>deduct.dlq
+//! events ──► <p>events (topic, key = event type) ──► subscribers' own queues
 //! ```
 //!
 //! One publish feeds both the work queue and the delay queue, so a reservation
@@ -27,6 +28,8 @@ use crate::config::AmqpSettings;
 #[derive(Debug, Clone)]
 pub struct Topology {
     pub reservations_exchange: String,
+    /// Events out: a durable topic exchange, routing key = event type.
+    pub events_exchange: String,
     pub dead_letter_exchange: String,
     pub deduct_queue: String,
     pub deduct_retry_queue: String,
@@ -46,6 +49,7 @@ impl Topology {
         let p = &settings.queue_prefix;
         Self {
             reservations_exchange: format!("{p}reservations"),
+            events_exchange: format!("{p}events"),
             dead_letter_exchange: format!("{p}dlx"),
             group_size: settings.quorum_initial_group_size,
             deduct_queue: format!("{p}deduct"),
@@ -72,6 +76,13 @@ impl Topology {
         ch.exchange_declare(
             name(&self.reservations_exchange),
             ExchangeKind::Fanout,
+            durable,
+            FieldTable::default(),
+        )
+        .await?;
+        ch.exchange_declare(
+            name(&self.events_exchange),
+            ExchangeKind::Topic,
             durable,
             FieldTable::default(),
         )
@@ -168,7 +179,11 @@ impl Topology {
             ch.queue_delete(name(queue), QueueDeleteOptions::default())
                 .await?;
         }
-        for exchange in [&self.reservations_exchange, &self.dead_letter_exchange] {
+        for exchange in [
+            &self.reservations_exchange,
+            &self.events_exchange,
+            &self.dead_letter_exchange,
+        ] {
             ch.exchange_delete(name(exchange), ExchangeDeleteOptions::default())
                 .await?;
         }

@@ -17,8 +17,9 @@
 //! written, and the transaction commits. If Redis refuses, MySQL rolls back.
 
 use crate::db::movements::{self, Movement, MovementKind, NewMovement};
-use crate::db::{ledger, sku, Db, DbError};
+use crate::db::{event_outbox, ledger, sku, Db, DbError};
 use crate::domain::SkuId;
+use crate::events::Outgoing;
 use crate::ops::sku_admin::{self, SkuAdminError, Totals};
 use crate::redis::RedisStore;
 
@@ -133,6 +134,9 @@ async fn adjust_unbounded(
         created_at_ms: crate::clock::unix_ms(),
     };
     let id = movements::insert(&mut tx, &movement).await?;
+    let mut out = Outgoing::default();
+    movements::note(&mut out, &movement, id, row.low_stock_threshold);
+    event_outbox::stage(&mut tx, db.events(), out, movement.created_at_ms).await?;
     tx.commit().await.map_err(DbError::from)?;
     let recorded = movement.recorded(id);
     tracing::info!(sku.id = %sku_id, delta = adj.delta, movement.id = recorded.id,

@@ -11,8 +11,9 @@
 //! written in the same transaction; an unchanged total writes none.
 
 use crate::db::movements::{self, MovementKind, NewMovement};
-use crate::db::{ledger, sku, Db, DbError};
+use crate::db::{event_outbox, ledger, sku, Db, DbError};
 use crate::domain::SkuId;
+use crate::events::Outgoing;
 use crate::redis::buckets::Layout;
 use crate::redis::{LoadOutcome, RedisError, RedisStore};
 
@@ -86,6 +87,7 @@ async fn upsert_unbounded(
         .start_transaction(ledger::tx_opts())
         .await
         .map_err(DbError::from)?;
+    let mut low_threshold = None;
     let (kind, before, stored_buckets) = match sku::lock(&mut tx, sku_id).await? {
         None => {
             let n = buckets.unwrap_or(1);
@@ -100,6 +102,7 @@ async fn upsert_unbounded(
                 });
             }
             let before = (row.total_stock, row.available_stock);
+            low_threshold = row.low_stock_threshold;
             (MovementKind::Restock, before, row.buckets)
         }
     };
@@ -133,7 +136,10 @@ async fn upsert_unbounded(
             adjustment_id: None,
             created_at_ms: crate::clock::unix_ms(),
         };
-        movements::insert(&mut tx, &movement).await?;
+        let id = movements::insert(&mut tx, &movement).await?;
+        let mut out = Outgoing::default();
+        movements::note(&mut out, &movement, id, low_threshold);
+        event_outbox::stage(&mut tx, db.events(), out, movement.created_at_ms).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(SkuState {

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::OutboxAcker;
 use crate::domain::Deduction;
+use crate::events::{cloud, Event, EventPolicy, EventType, ReservationFacts};
 use crate::mq::trace_context::TraceContext;
 use crate::mq::{message, PublishError, Publisher};
 use crate::redis::outbox::OutboxStream;
@@ -32,6 +33,9 @@ struct Pending {
     msg: Deduction,
     /// The publishing request's trace context, carried in the message headers.
     trace: Option<TraceContext>,
+    /// The bucket's available after the script (the `reserved` event's
+    /// `available`); `None` when republished from the outbox.
+    available: Option<i64>,
     done: oneshot::Sender<Result<(), PublishError>>,
 }
 
@@ -58,6 +62,7 @@ impl GroupCommit {
         publisher: Arc<Publisher>,
         acker: OutboxAcker,
         shape: GroupShape,
+        reserved_events: ReservedEvents,
         cancel: CancellationToken,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(PENDING_CAPACITY);
@@ -67,7 +72,7 @@ impl GroupCommit {
             linger: shape.linger,
         };
         let caller_wait = publisher.confirm_timeout();
-        let task = tokio::spawn(run(publisher, acker, rx, shape, cancel));
+        let task = tokio::spawn(run(publisher, acker, rx, shape, reserved_events, cancel));
         (Self { tx, caller_wait }, task)
     }
 
@@ -83,17 +88,19 @@ impl GroupCommit {
         entry_id: String,
         msg: Deduction,
     ) -> Result<(), PublishError> {
-        self.publish_traced(stream, entry_id, msg, None).await
+        self.publish_traced(stream, entry_id, msg, None, None).await
     }
 
-    /// [`Self::publish`] of a deduction whose trace context (the request's
-    /// publish span) travels with it to the consumer.
+    /// [`Self::publish`] of a deduction just admitted: its trace context (the
+    /// request's publish span) travels with it to the consumer, and the
+    /// bucket's `available` after the script goes into its `reserved` event.
     pub async fn publish_traced(
         &self,
         stream: OutboxStream,
         entry_id: String,
         msg: Deduction,
         trace: Option<TraceContext>,
+        available: Option<i64>,
     ) -> Result<(), PublishError> {
         let (done, confirmed) = oneshot::channel();
         let pending = Pending {
@@ -101,6 +108,7 @@ impl GroupCommit {
             entry_id,
             msg,
             trace,
+            available,
             done,
         };
         if self.tx.try_send(pending).is_err() {
@@ -118,6 +126,7 @@ async fn run(
     acker: OutboxAcker,
     mut rx: mpsc::Receiver<Pending>,
     shape: GroupShape,
+    reserved_events: ReservedEvents,
     cancel: CancellationToken,
 ) {
     let group_max = shape.max;
@@ -151,21 +160,56 @@ async fn run(
         }
         let publisher = publisher.clone();
         let acker = acker.clone();
+        let events = reserved_events.clone();
         tokio::spawn(async move {
-            publish_batch(&publisher, &acker, batch).await;
+            publish_batch(&publisher, &acker, &events, batch).await;
             drop(permit);
         });
     }
 }
 
-async fn publish_batch(publisher: &Publisher, acker: &OutboxAcker, batch: Vec<Pending>) {
+/// Whether a batch also publishes the `reserved` events of its deductions,
+/// and their `source` (`None`: events off, or `stockd.reservation.reserved`
+/// filtered out).
+#[derive(Clone, Default)]
+pub struct ReservedEvents(Option<Arc<str>>);
+
+impl ReservedEvents {
+    pub fn from_policy(policy: &EventPolicy) -> Self {
+        Self(
+            policy
+                .wants(EventType::Reserved)
+                .then(|| Arc::from(policy.source())),
+        )
+    }
+}
+
+/// Publishes a batch's deductions and, when on, their `reserved` events side
+/// by side; the entries are removed from the outbox only when both are
+/// confirmed, so the relay republishes whatever half is missing (a
+/// duplicate deduction is skipped by the consumer, a duplicate event by its
+/// id at the subscriber).
+async fn publish_batch(
+    publisher: &Publisher,
+    acker: &OutboxAcker,
+    events: &ReservedEvents,
+    batch: Vec<Pending>,
+) {
     let msgs: Vec<Deduction> = batch.iter().map(|p| p.msg.clone()).collect();
     metrics::histogram!("stockd_publish_batch_size").record(msgs.len() as f64);
     let traces: Vec<Option<TraceContext>> = match batch.iter().any(|p| p.trace.is_some()) {
         true => batch.iter().map(|p| p.trace.clone()).collect(),
         false => Vec::new(),
     };
-    let result = publisher.publish_traced(&msgs, &traces).await;
+    let deductions = publisher.publish_traced(&msgs, &traces);
+    let result = match &events.0 {
+        None => deductions.await,
+        Some(source) => {
+            let (sent, told) =
+                tokio::join!(deductions, publish_reserved(publisher, source, &batch));
+            sent.and(told)
+        }
+    };
     // The broker's outage line: publishes that time out or fail answer 202,
     // not 503, so nothing else in the api would log them.
     match &result {
@@ -182,4 +226,32 @@ async fn publish_batch(publisher: &Publisher, acker: &OutboxAcker, batch: Vec<Pe
         };
         let _ = pending.done.send(outcome);
     }
+}
+
+/// The `reserved` events of a batch, one message (several if over the
+/// per-message bound); timed by the reservation, so a republish is the same event.
+async fn publish_reserved(
+    publisher: &Publisher,
+    source: &str,
+    batch: &[Pending],
+) -> Result<(), PublishError> {
+    let events: Vec<Event> = (batch.iter())
+        .map(|p| {
+            let facts = ReservationFacts::from(&p.msg);
+            Event::reservation(
+                EventType::Reserved,
+                &facts,
+                p.available,
+                None,
+                p.msg.created_ms,
+            )
+        })
+        .collect();
+    let with_ids: Vec<(String, &Event)> = events.iter().map(|e| (e.id.clone(), e)).collect();
+    for message in cloud::messages(&with_ids, source) {
+        publisher.publish_events(&message).await?;
+        metrics::counter!("stockd_events_published_total", "type" => message.routing_key)
+            .increment(message.events as u64);
+    }
+    Ok(())
 }

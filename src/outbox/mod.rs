@@ -4,7 +4,8 @@
 //!
 //! - [`group`]: publish entries with confirms, group-committed (several
 //!   deductions per broker message, several messages awaiting confirms at once);
-//!   a confirmed entry is handed to the acker.
+//!   a confirmed entry is handed to the acker. With events on, a batch's
+//!   `reserved` events are published beside it (`events`, module doc).
 //! - [`acker`]: removes confirmed entries from the stream in batches (XDEL).
 //! - [`relay`]: re-publishes entries left behind (api crash, broker down, timeout).
 
@@ -13,5 +14,5 @@ pub mod group;
 pub mod relay;
 
 pub use acker::OutboxAcker;
-pub use group::GroupCommit;
+pub use group::{GroupCommit, ReservedEvents};
 pub use relay::Relay;

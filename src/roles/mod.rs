@@ -1,5 +1,6 @@
 //! The roles one `stockd` binary can run (`--role`), how `all` combines them,
-//! and the polled gauges every role runs beside its work (`gauges`).
+//! and what every role runs beside its work: the polled gauges (`gauges`) and
+//! the event relay (`events::relay`).
 
 pub mod api;
 pub mod closer;
@@ -16,6 +17,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
+use crate::events::relay::EventRelay;
 use crate::ops::reconcile::Reconciler;
 use crate::resources::Resources;
 
@@ -92,6 +94,12 @@ pub async fn run(
         res.clone(),
         cancel.clone(),
     )));
+    if res.settings.events.enabled {
+        // Every role relays the event outbox: whichever roles a host runs,
+        // the events their transactions staged leave from there too.
+        let relay = EventRelay::new(res.db.clone(), res.publisher.clone(), &res.settings.events);
+        workers.push(tokio::spawn(relay.run_until_stopped(cancel.clone())));
+    }
     if matches!(role, Role::Consumer | Role::All) {
         let consumer = consumer::Consumer::from_resources(&res);
         workers.push(tokio::spawn(consumer.run_until_stopped(cancel.clone())));

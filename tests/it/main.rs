@@ -37,6 +37,7 @@ mod console;
 mod crate_layers;
 mod deploy;
 mod dlq;
+mod events;
 mod kubernetes;
 mod lifecycle;
 mod listener_tls;

@@ -316,6 +316,7 @@ async fn deductions_within_the_linger_leave_as_one_broker_message() {
         app.res.publisher.clone(),
         acker,
         shape,
+        Default::default(),
         cancel.child_token(),
     );
     let queue = app.res.publisher.topology().deduct_queue.clone();

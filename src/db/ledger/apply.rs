@@ -15,13 +15,16 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
-use super::insert::{insert_rows, NewRow};
+use super::insert::{insert_rows, note_inserted, NewRow};
 use super::{reason, tx_opts, BatchReport, Readmission, INSERT_CHUNK_ROWS};
+use crate::clock::unix_ms;
+use crate::db::event_outbox;
 use crate::db::sku::{self, SkuRow};
 use crate::db::sql_text::SqlText;
 use crate::db::{Db, DbError};
 use crate::domain::admission::{admit, Claim, Refusal};
 use crate::domain::{Deduction, ReservationStatus, SkuId, UserId};
+use crate::events::Outgoing;
 
 /// Applies a batch, retrying the whole transaction on deadlock or lock timeout.
 pub async fn apply_batch(
@@ -51,6 +54,7 @@ async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, D
         by_sku.entry(msg.sku_id).or_default().push(msg);
     }
     let mut report = BatchReport::default();
+    let mut out = Outgoing::default();
     let mut conn = db.conn().await?;
     let mut tx = conn.start_transaction(tx_opts()).await?;
     for (sku_id, mut msgs) in by_sku {
@@ -59,22 +63,25 @@ async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, D
         let before = msgs.len();
         msgs.retain(|m| seen.insert(m.request_id.clone()));
         report.duplicates += before - msgs.len();
-        apply_sku(&mut tx, sku_id, msgs, &mut report).await?;
+        apply_sku(&mut tx, sku_id, msgs, &mut report, &mut out).await?;
     }
+    event_outbox::stage(&mut tx, db.events(), out, unix_ms()).await?;
     tx.commit().await?;
     Ok(report)
 }
 
 /// Applies one SKU's deductions inside `tx` (locks the SKU row first). Shared
 /// by the consumer's batch and by a lifecycle transition that finds the
-/// consumer behind, so both apply a deduction the same way.
+/// consumer behind, so both apply a deduction the same way — and note the
+/// same events in `out`.
 pub async fn apply_sku(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
     msgs: Vec<&Deduction>,
     report: &mut BatchReport,
+    out: &mut Outgoing,
 ) -> Result<(), DbError> {
-    let row = sku::lock(tx, sku_id).await?;
+    let row = sku::lock_noted(tx, sku_id, out).await?;
     let existing = existing_rows(tx, sku_id, &msgs).await?;
     let fresh = skip_known(msgs, &existing, report);
     if fresh.is_empty() {
@@ -88,6 +95,7 @@ pub async fn apply_sku(
                 (msg, ReservationStatus::Rejected, Some(reason::UNKNOWN_SKU))
             })
             .collect();
+        note_inserted(out, &rows, unix_ms());
         return insert_rows(tx, &rows).await;
     };
     let held = buyers_live_units(tx, sku_id, &fresh).await?;
@@ -99,6 +107,7 @@ pub async fn apply_sku(
             "the SKU row is locked and the fit was computed under the lock"
         );
     }
+    note_inserted(out, &rows, unix_ms());
     insert_rows(tx, &rows).await
 }
 

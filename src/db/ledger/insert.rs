@@ -8,6 +8,7 @@ use super::INSERT_CHUNK_ROWS;
 use crate::db::sql_text::SqlText;
 use crate::db::DbError;
 use crate::domain::{Deduction, ReservationStatus};
+use crate::events::{Event, EventType, Outgoing, ReservationFacts};
 
 /// A row to insert: the deduction, its status, and the reason of a rejection.
 pub(super) type NewRow<'a> = (&'a Deduction, ReservationStatus, Option<&'static str>);
@@ -51,4 +52,25 @@ pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Resul
         tx.query_drop(sql.finish()).await?;
     }
     Ok(())
+}
+
+/// The events of rows just inserted, in order: `persisted` for a `RESERVED`
+/// row (its units leave the SKU's available, as `sku::take` took them),
+/// `rejected` and `released` with their reason. `available` is the SKU's as
+/// the transaction has it after each row (0 for a SKU MySQL does not have).
+pub fn note_inserted(out: &mut Outgoing, rows: &[NewRow<'_>], time_ms: u64) {
+    for (msg, status, why) in rows {
+        let kind = match status {
+            ReservationStatus::Reserved => {
+                out.moved(msg.sku_id, -i64::from(msg.count), 0);
+                EventType::Persisted
+            }
+            ReservationStatus::Rejected => EventType::Rejected,
+            ReservationStatus::Released => EventType::Released,
+            ReservationStatus::Confirmed => EventType::Confirmed,
+        };
+        let available = out.available(msg.sku_id).or(Some(0));
+        let facts = ReservationFacts::from(*msg);
+        out.push(Event::reservation(kind, &facts, available, *why, time_ms));
+    }
 }

@@ -14,7 +14,7 @@ use mysql_async::{IsolationLevel, TxOpts};
 pub use crate::domain::Readmission;
 use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId, UserId};
 pub use apply::{apply_batch, apply_sku};
-pub use insert::insert_rows;
+pub use insert::{insert_rows, note_inserted};
 pub use read::{
     buyers_over_limit, expired_for_update, find, find_for_update, live_ids_since, live_units,
     page_since, pending_mirrors,

@@ -9,14 +9,17 @@ use mysql_async::Transaction;
 use super::LedgerRow;
 use crate::db::{sku, DbError};
 use crate::domain::{RequestId, ReservationStatus, SkuId};
+use crate::events::{Event, EventType, Outgoing, ReservationFacts};
 
-/// The conditional update of one RESERVED row (SKU and row already locked).
+/// The conditional update of one RESERVED row (SKU and row already locked,
+/// the SKU with [`sku::lock_noted`]), and its event noted in `out`.
 pub async fn finish_locked(
     tx: &mut Transaction<'_>,
     row: &LedgerRow,
     target: ReservationStatus,
     why: Option<&str>,
     now_ms: u64,
+    out: &mut Outgoing,
 ) -> Result<(), DbError> {
     // Programmer error, not an operating one: only RESERVED has exits.
     assert!(
@@ -38,9 +41,23 @@ pub async fn finish_locked(
     )
     .await?;
     assert_eq!(tx.affected_rows(), 1, "the row is locked and was RESERVED");
-    if target == ReservationStatus::Released {
+    let kind = if target == ReservationStatus::Released {
         sku::give_back(tx, row.sku_id, i64::from(row.count)).await?;
-    }
+        out.moved(row.sku_id, i64::from(row.count), 0);
+        EventType::Released
+    } else {
+        EventType::Confirmed
+    };
+    let facts = ReservationFacts {
+        sku_id: row.sku_id,
+        request_id: row.request_id.to_string(),
+        user_id: row.user_id.get(),
+        count: row.count,
+        reserved_at_ms: row.reserved_at_ms,
+        expires_at_ms: row.expires_at_ms,
+    };
+    let available = out.available(row.sku_id);
+    out.push(Event::reservation(kind, &facts, available, why, now_ms));
     Ok(())
 }
 

@@ -24,8 +24,9 @@
 
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, settle, LedgerRow};
-use crate::db::{sku, Db, DbError};
+use crate::db::{event_outbox, sku, Db, DbError};
 use crate::domain::{Deduction, RequestId, Reservation, ReservationStatus, SkuId};
+use crate::events::Outgoing;
 use crate::redis::{FinishOutcome, RedisError, RedisStore};
 
 mod recovered;
@@ -202,14 +203,15 @@ async fn decide(
         .await
         .map_err(DbError::from)?;
     // The ledger lock protocol: the SKU row first, then the ledger row.
-    if sku::lock(&mut tx, sku_id).await?.is_none() {
+    let mut out = Outgoing::default();
+    if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
         return Ok(TransitionOutcome::NotFound);
     }
     let mut row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
     if let (None, Some(msg)) = (&row, pending_apply) {
         // The consumer is behind: apply the deduction now, exactly as it would.
         let mut report = ledger::BatchReport::default();
-        ledger::apply_sku(&mut tx, sku_id, vec![&msg], &mut report).await?;
+        ledger::apply_sku(&mut tx, sku_id, vec![&msg], &mut report, &mut out).await?;
         row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
     }
     let Some(row) = row else {
@@ -217,11 +219,14 @@ async fn decide(
     };
     if let Some(outcome) = settled_already(&row, transition, now_ms) {
         // Commit, not roll back: a deduction applied above must stay.
+        event_outbox::stage(&mut tx, db.events(), out, now_ms).await?;
         tx.commit().await.map_err(DbError::from)?;
         return Ok(outcome);
     }
     let target = transition.target();
-    settle::finish_locked(&mut tx, &row, target, transition.reason(), now_ms).await?;
+    let why = transition.reason();
+    settle::finish_locked(&mut tx, &row, target, why, now_ms, &mut out).await?;
+    event_outbox::stage(&mut tx, db.events(), out, now_ms).await?;
     tx.commit().await.map_err(DbError::from)?;
     let row = LedgerRow {
         status: target,
@@ -343,7 +348,8 @@ pub async fn release_expired(
         .start_transaction(ledger::tx_opts())
         .await
         .map_err(DbError::from)?;
-    if sku::lock(&mut tx, sku_id).await?.is_none() {
+    let mut out = Outgoing::default();
+    if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
         return Ok(Vec::new());
     }
     let rows = ledger::expired_for_update(&mut tx, sku_id, cutoff_ms, limit).await?;
@@ -356,6 +362,7 @@ pub async fn release_expired(
             ReservationStatus::Released,
             Some(reason::EXPIRED),
             now,
+            &mut out,
         )
         .await?;
         released.push(LedgerRow {
@@ -365,6 +372,7 @@ pub async fn release_expired(
             ..row
         });
     }
+    event_outbox::stage(&mut tx, db.events(), out, now).await?;
     tx.commit().await.map_err(DbError::from)?;
     Ok(released)
 }

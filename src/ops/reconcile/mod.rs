@@ -41,6 +41,8 @@ use super::rebuild::rebuild_buyer_side;
 use super::stuck::{self, DeadLettered};
 use crate::alert::{Alerter, Finding};
 use crate::db::Db;
+
+mod findings;
 use crate::domain::SkuId;
 use crate::mq::Publisher;
 use crate::redis::{AdjustOutcome, RedisError, RedisStore};
@@ -216,8 +218,25 @@ impl Reconciler {
             checked_at: crate::clock::rfc3339_ms(crate::clock::unix_ms()),
             skus: lines,
         };
-        *self.last.lock().expect("lock poisoned") = Some(report.clone());
+        let previous = self
+            .last
+            .lock()
+            .expect("lock poisoned")
+            .replace(report.clone());
+        self.tell(&report, previous.as_ref()).await;
         Ok(report)
+    }
+
+    /// Publishes the pass's findings (`stockd.reconcile.drift`: an unhealthy
+    /// verdict, once until it changes; `stockd.reconcile.repaired`: every
+    /// repair). A failure to stage them is logged; the report stands.
+    async fn tell(&self, report: &Report, previous: Option<&Report>) {
+        let out = findings::events(report, previous, crate::clock::unix_ms());
+        if let Err(err) =
+            crate::db::event_outbox::stage_alone(&self.db, out, crate::clock::unix_ms()).await
+        {
+            tracing::warn!(error = %err, "reconcile.events: findings not staged");
+        }
     }
 
     /// Deductions in the deduct DLQ, by SKU. A broker failure is logged and

@@ -24,9 +24,10 @@ use actix_web::{web, App, HttpServer};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::events::EventPolicy;
 use crate::ops::reconcile::Reconciler;
 use crate::outbox::group::GroupShape;
-use crate::outbox::{GroupCommit, OutboxAcker, Relay};
+use crate::outbox::{GroupCommit, OutboxAcker, Relay, ReservedEvents};
 use crate::resources::Resources;
 use crate::soldout::{subscriber, SoldOutBoard};
 
@@ -167,6 +168,7 @@ fn spawn_outbox(
             in_flight: amqp.group_in_flight,
             linger: Duration::from_millis(amqp.group_linger_ms),
         },
+        ReservedEvents::from_policy(&EventPolicy::from_settings(&res.settings.events)),
         cancel.child_token(),
     );
     let relay = Relay::new(res.redis.clone(), group.clone(), res.settings.relay.clone());

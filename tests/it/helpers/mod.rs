@@ -9,6 +9,7 @@
 
 #![allow(dead_code)]
 
+pub mod events;
 mod http;
 mod metrics;
 mod operator;

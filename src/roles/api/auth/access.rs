@@ -23,7 +23,13 @@ pub enum Access {
 }
 
 /// Paths that never need a client.
-const OPEN_PATHS: [&str; 4] = ["/livez", "/readyz", "/openapi.json", "/metrics"];
+const OPEN_PATHS: [&str; 5] = [
+    "/livez",
+    "/readyz",
+    "/openapi.json",
+    "/asyncapi.json",
+    "/metrics",
+];
 
 /// The scope of each public route, by method and pattern.
 pub const SCOPED_ROUTES: [(&str, &str, Scope); 5] = [

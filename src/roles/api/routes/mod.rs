@@ -3,6 +3,7 @@
 
 pub mod adjustments;
 pub mod admin;
+pub mod asyncapi;
 pub mod console;
 pub mod contract;
 pub mod dlq;
@@ -64,7 +65,8 @@ fn register_public(cfg: &mut web::ServiceConfig) {
     .service(resource("/v1/skus/{sku_id}", "GET").route(web::get().to(skus::get)))
     .service(resource("/livez", "GET").route(web::get().to(health::livez)))
     .service(resource("/readyz", "GET").route(web::get().to(health::readyz)))
-    .service(resource("/openapi.json", "GET").route(web::get().to(openapi::serve)));
+    .service(resource("/openapi.json", "GET").route(web::get().to(openapi::serve)))
+    .service(resource("/asyncapi.json", "GET").route(web::get().to(asyncapi::serve)));
 }
 
 fn register_admin(cfg: &mut web::ServiceConfig) {

@@ -16,7 +16,7 @@ use super::contract::{
     problem_response, problem_schema, Liveness, Readiness, ReconcileReport, SkuReconcileLine,
     StuckWhere, Verdict, ADMIN_SECURITY, CLIENT_SECURITY, PROBLEMS,
 };
-use super::{adjustments, admin, console, dlq, health, lifecycle, reservations, skus};
+use super::{adjustments, admin, asyncapi, console, dlq, health, lifecycle, reservations, skus};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -48,6 +48,7 @@ use super::{adjustments, admin, console, dlq, health, lifecycle, reservations, s
         console::overview,
         health::livez,
         health::readyz,
+        asyncapi::serve,
         health::metrics,
         serve,
     ),
@@ -209,6 +210,7 @@ mod tests {
             ("/readyz", "get"),
             ("/metrics", "get"),
             ("/openapi.json", "get"),
+            ("/asyncapi.json", "get"),
         ];
         let mut described = 0;
         for (path, ops) in doc["paths"].as_object().unwrap() {

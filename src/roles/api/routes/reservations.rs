@@ -163,7 +163,7 @@ async fn answer(
             reservation,
             outbox_id,
             bucket,
-            ..
+            available_after,
         } => {
             let msg = Deduction::from(&reservation);
             let stream = OutboxStream {
@@ -175,7 +175,7 @@ async fn answer(
             let group_commit = state.group_commit.clone();
             let publish = async move {
                 let published = group_commit
-                    .publish_traced(stream, outbox_id, msg, trace)
+                    .publish_traced(stream, outbox_id, msg, trace, Some(available_after as i64))
                     .await;
                 let outcome = published
                     .as_ref()

@@ -1,0 +1,249 @@
+//! Events out: what became of reservations and stock, told to the rest of the
+//! platform as CloudEvents 1.0 on the durable topic exchange `<prefix>events`
+//! (docs/operations.md, "Events"; the AsyncAPI document docs/asyncapi.json).
+//!
+//! Why two ways out:
+//! - a change MySQL decides (a deduction persisted or rejected, a confirm, a
+//!   release, a movement of stock, a reconciler's finding) is staged as a row
+//!   of the `event_outbox` table **in the transaction that makes the change**
+//!   (`db::event_outbox`), and [`relay`] publishes committed rows with
+//!   confirms: an event is emitted only once its change is committed, and is
+//!   never lost once it is;
+//! - a reservation Redis admitted (`reserved`) travels with its deduction: the
+//!   outbox group commit publishes both and removes the outbox entry only when
+//!   both are confirmed, and the Redis outbox relay republishes both
+//!   (`outbox::group`). A refusal writes no outbox entry, so it has no event.
+//!
+//! Delivery is at least once. An event's `id` names the change, not the
+//! delivery: the same change always has the same id ([`Event::id`]), so a
+//! subscriber deduplicates redeliveries by id.
+
+pub mod cloud;
+pub mod filter;
+pub mod outgoing;
+pub mod relay;
+
+use serde_json::{json, Value};
+
+use crate::domain::{Deduction, ReservationStatus, SkuId};
+
+pub use filter::EventPolicy;
+pub use outgoing::Outgoing;
+
+/// Every event type stockd publishes; the routing key of a message equals it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventType {
+    Reserved,
+    Persisted,
+    Confirmed,
+    Released,
+    Rejected,
+    SoldOut,
+    BackInStock,
+    LowStock,
+    Adjusted,
+    Drift,
+    Repaired,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 11] = [
+        Self::Reserved,
+        Self::Persisted,
+        Self::Confirmed,
+        Self::Released,
+        Self::Rejected,
+        Self::SoldOut,
+        Self::BackInStock,
+        Self::LowStock,
+        Self::Adjusted,
+        Self::Drift,
+        Self::Repaired,
+    ];
+
+    /// The CloudEvents `type` (and the AMQP routing key).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reserved => "stockd.reservation.reserved",
+            Self::Persisted => "stockd.reservation.persisted",
+            Self::Confirmed => "stockd.reservation.confirmed",
+            Self::Released => "stockd.reservation.released",
+            Self::Rejected => "stockd.reservation.rejected",
+            Self::SoldOut => "stockd.sku.sold_out",
+            Self::BackInStock => "stockd.sku.back_in_stock",
+            Self::LowStock => "stockd.sku.low_stock",
+            Self::Adjusted => "stockd.sku.adjusted",
+            Self::Drift => "stockd.reconcile.drift",
+            Self::Repaired => "stockd.reconcile.repaired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+
+    /// The last word of the type: the change an id names (`…#persisted`).
+    pub fn word(self) -> &'static str {
+        let full = self.as_str();
+        full.rsplit('.').next().unwrap_or(full)
+    }
+}
+
+/// The facts of one reservation an event carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationFacts {
+    pub sku_id: SkuId,
+    pub request_id: String,
+    pub user_id: u64,
+    pub count: u32,
+    pub reserved_at_ms: u64,
+    pub expires_at_ms: u64,
+}
+
+impl From<&Deduction> for ReservationFacts {
+    fn from(d: &Deduction) -> Self {
+        Self {
+            sku_id: d.sku_id,
+            request_id: d.request_id.to_string(),
+            user_id: d.user_id.get(),
+            count: d.count,
+            reserved_at_ms: d.created_ms,
+            expires_at_ms: d.expires_ms,
+        }
+    }
+}
+
+/// Appended to the id of an event that can happen many times to one subject
+/// (a SKU sold out, back in stock, sold out again): the publisher replaces it
+/// with `@<seq>`, the event's `event_outbox` row number, fixed at the commit
+/// that staged it and so the same on every redelivery.
+pub const SEQUENCED: char = '@';
+
+/// One event, before its envelope (`cloud`) is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub kind: EventType,
+    /// Stable: the same change always has the same id. Ends with
+    /// [`SEQUENCED`] when the outbox row number completes it.
+    pub id: String,
+    pub subject: String,
+    pub time_ms: u64,
+    pub data: Value,
+}
+
+impl Event {
+    /// A reservation's change: `kind` is one of the five reservation types;
+    /// `available` the SKU's available after it (`None`: unknown, only for
+    /// `reserved` republished from the outbox); `reason` for a release or a
+    /// rejection (stored upper case in the ledger, lower case on the wire).
+    pub fn reservation(
+        kind: EventType,
+        facts: &ReservationFacts,
+        available: Option<i64>,
+        reason: Option<&str>,
+        time_ms: u64,
+    ) -> Self {
+        let status = match kind {
+            EventType::Confirmed => ReservationStatus::Confirmed,
+            EventType::Released => ReservationStatus::Released,
+            EventType::Rejected => ReservationStatus::Rejected,
+            _ => ReservationStatus::Reserved,
+        };
+        let subject = format!(
+            "skus/{}/reservations/{}",
+            facts.sku_id.get(),
+            facts.request_id
+        );
+        let mut data = json!({
+            "sku_id": facts.sku_id.get(),
+            "request_id": facts.request_id,
+            "user_id": facts.user_id,
+            "count": facts.count,
+            "status": status.as_str(),
+            "reserved_at_ms": facts.reserved_at_ms,
+            "expires_at_ms": facts.expires_at_ms,
+        });
+        if let Some(available) = available {
+            data["available"] = json!(available.max(0));
+        }
+        if let Some(reason) = reason {
+            data["reason"] = json!(reason.to_ascii_lowercase());
+        }
+        Self {
+            kind,
+            id: format!("{subject}#{}", kind.word()),
+            subject,
+            time_ms,
+            data,
+        }
+    }
+
+    /// A SKU-wide event that may happen again (stock crossings, reconciler
+    /// findings): its id is completed by the outbox row number.
+    pub fn sku(kind: EventType, sku_id: SkuId, data: Value, time_ms: u64) -> Self {
+        let subject = format!("skus/{}", sku_id.get());
+        Self {
+            kind,
+            id: format!("{subject}#{}{SEQUENCED}", kind.word()),
+            subject,
+            time_ms,
+            data,
+        }
+    }
+
+    /// A movement of stock (create, restock, adjustment): named by its
+    /// `stock_movements` row.
+    pub fn adjusted(sku_id: SkuId, movement_id: u64, data: Value, time_ms: u64) -> Self {
+        let subject = format!("skus/{}", sku_id.get());
+        Self {
+            kind: EventType::Adjusted,
+            id: format!("{subject}/movements/{movement_id}#adjusted"),
+            subject,
+            time_ms,
+            data,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> ReservationFacts {
+        ReservationFacts {
+            sku_id: SkuId::new(7).unwrap(),
+            request_id: "r-1".into(),
+            user_id: 42,
+            count: 2,
+            reserved_at_ms: 10,
+            expires_at_ms: 20,
+        }
+    }
+
+    #[test]
+    fn a_reservation_event_is_named_by_its_subject_and_change() {
+        let e = Event::reservation(EventType::Released, &facts(), Some(5), Some("EXPIRED"), 1);
+        assert_eq!(e.id, "skus/7/reservations/r-1#released");
+        assert_eq!(e.subject, "skus/7/reservations/r-1");
+        assert_eq!(e.data["status"], "RELEASED");
+        assert_eq!(e.data["reason"], "expired");
+        assert_eq!(e.data["available"], 5);
+        let again = Event::reservation(EventType::Released, &facts(), Some(9), Some("EXPIRED"), 2);
+        assert_eq!(again.id, e.id, "the same change has the same id");
+        let reserved = Event::reservation(EventType::Reserved, &facts(), None, None, 1);
+        assert!(reserved.data.get("available").is_none());
+        assert!(reserved.data.get("reason").is_none());
+        assert_eq!(reserved.data["status"], "RESERVED");
+    }
+
+    #[test]
+    fn every_type_parses_back_and_names_its_change() {
+        for kind in EventType::ALL {
+            assert_eq!(EventType::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(EventType::SoldOut.word(), "sold_out");
+        assert_eq!(EventType::parse("stockd.nothing"), None);
+        let e = Event::sku(EventType::SoldOut, SkuId::new(3).unwrap(), json!({}), 0);
+        assert_eq!(e.id, "skus/3#sold_out@");
+    }
+}

@@ -1,0 +1,212 @@
+//! Events out (docs/operations.md, "Events"): one CloudEvent per committed
+//! transition, of the right type, none for a refusal or a replay; ids stable
+//! across a republish of the outbox and across a redelivered deduction; every
+//! message parsed by the CloudEvents SDK and valid against docs/asyncapi.json.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::events::EventTap;
+use crate::helpers::{poll_until_steady, TestApp, TestOptions};
+
+/// How long the events of a few transitions may take to arrive (relay pass
+/// of 100 ms, the closer's expiry after `ttl_secs` + grace, a busy machine).
+const ARRIVAL: Duration = Duration::from_secs(30);
+
+fn count_by_type(pairs: &[(String, String)]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for (kind, _) in pairs {
+        *counts.entry(kind.clone()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// A sale of three units told event by event: created, three reserved and
+/// persisted, sold out, a refusal (nothing), a replay (nothing), a confirm, a
+/// cancel (released + back in stock), an expiry (released), an adjustment.
+/// Every id is unique, every message passes the SDK and the AsyncAPI schemas,
+/// and a republish of the whole event outbox repeats the same ids.
+#[tokio::test]
+async fn every_committed_transition_is_one_event_and_a_refusal_is_none() {
+    let app = TestApp::with(TestOptions {
+        closer: true,
+        ttl_secs: 3,
+        ..TestOptions::default()
+    })
+    .await;
+    let tap = EventTap::bind(&app, "#").await;
+    let relay_cancel = CancellationToken::new();
+    let relay = app.start_event_relay(relay_cancel.clone());
+
+    app.create_sku(1, 3, 5).await;
+    for (rid, user) in [("ev-a", 1), ("ev-b", 2), ("ev-c", 3)] {
+        app.reserve_ok(1, rid, user, 1).await;
+    }
+    assert_eq!(
+        app.reserve(1, "ev-d", 4, 1).await.status(),
+        409,
+        "sold out: a refusal"
+    );
+    assert_eq!(app.reserve(1, "ev-c", 3, 1).await.status(), 200, "a replay");
+    app.wait_ledger_rows(3).await;
+    assert_eq!(app.confirm(1, "ev-a").await.0, 200);
+    assert_eq!(app.cancel(1, "ev-b").await.0, 200);
+    let (status, body) = app
+        .adjust(
+            1,
+            &json!({"delta": 2, "reason": "found in the back", "reference": "po-7"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+
+    let expected: BTreeMap<String, usize> = [
+        ("stockd.sku.adjusted", 2),
+        ("stockd.reservation.reserved", 3),
+        ("stockd.reservation.persisted", 3),
+        ("stockd.sku.sold_out", 1),
+        ("stockd.reservation.confirmed", 1),
+        ("stockd.reservation.released", 2),
+        ("stockd.sku.back_in_stock", 1),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n))
+    .collect();
+    let arrived = poll_until_steady(ARRIVAL, || async {
+        count_by_type(&tap.kinds_and_ids()) == expected
+    })
+    .await;
+    let first = tap.kinds_and_ids();
+    assert!(
+        arrived,
+        "events by type: {:?}\nwant {expected:?}",
+        count_by_type(&first)
+    );
+    let mut ids: Vec<&String> = first.iter().map(|(_, id)| id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        first.len(),
+        "each change has an id of its own: {first:?}"
+    );
+    for rid in ["ev-a", "ev-b", "ev-c"] {
+        let id = format!("skus/1/reservations/{rid}#reserved");
+        assert!(first.iter().any(|(_, i)| *i == id), "{id} missing");
+    }
+    assert!(
+        !first.iter().any(|(_, id)| id.contains("ev-d")),
+        "no event for a refusal"
+    );
+    let events = tap.events();
+    let released: Vec<&str> = (events.iter())
+        .filter(|e| e["type"] == "stockd.reservation.released")
+        .map(|e| e["data"]["reason"].as_str().unwrap())
+        .collect();
+    assert!(
+        released.contains(&"cancelled") && released.contains(&"expired"),
+        "{released:?}"
+    );
+    let report = tap.check_with_sdk_and_asyncapi();
+    assert!(report.contains(" 0 errors"), "{report}");
+
+    // The outbox republished whole (a relay whose commit was lost): the
+    // same MySQL-decided events arrive again under the same ids.
+    let mut db = app.mysql().await;
+    db.query_drop("UPDATE event_outbox SET published_at_ms = NULL")
+        .await
+        .unwrap();
+    let staged: u64 = db
+        .query_first("SELECT COUNT(*) FROM event_outbox")
+        .await
+        .unwrap()
+        .unwrap();
+    let before = first.len();
+    let again = poll_until_steady(ARRIVAL, || async {
+        tap.kinds_and_ids().len() == before + staged as usize
+    })
+    .await;
+    let all = tap.kinds_and_ids();
+    assert!(
+        again,
+        "{} events after the republish, want {}",
+        all.len(),
+        before + staged as usize
+    );
+    for pair in &all[before..] {
+        assert!(
+            first.contains(pair),
+            "a republished event got a new id: {pair:?}"
+        );
+    }
+    relay_cancel.cancel();
+    relay.await.unwrap();
+    tap.close().await;
+    app.finish_drained_and_conserved(1).await;
+}
+
+/// A deduction delivered twice (a consumer crash before its ack, a relay
+/// republish) is applied once and told once: one `persisted` row staged.
+#[tokio::test]
+async fn a_redelivered_deduction_stages_no_second_event() {
+    let app = TestApp::spawn_with_sku(1, 5, 5).await;
+    app.reserve_ok(1, "dup-1", 1, 1).await;
+    app.wait_ledger_rows(1).await;
+    let msg = stockd::domain::Deduction {
+        request_id: stockd::domain::RequestId::parse("dup-1").unwrap(),
+        sku_id: TestApp::sku(1),
+        user_id: stockd::domain::UserId::new(1).unwrap(),
+        count: 1,
+        created_ms: 1,
+        expires_ms: 2,
+    };
+    let report = stockd::db::ledger::apply_batch(&app.res.db, &[msg.clone(), msg], 0)
+        .await
+        .unwrap();
+    assert_eq!(report.applied, 0);
+    let mut db = app.mysql().await;
+    let persisted: u64 = db
+        .query_first(
+            "SELECT COUNT(*) FROM event_outbox WHERE type = 'stockd.reservation.persisted'
+             AND event_id = 'skus/1/reservations/dup-1#persisted'",
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(persisted, 1);
+    app.finish_drained_and_conserved(1).await;
+}
+
+/// `events.enabled: false` stages nothing, and `GET /asyncapi.json` serves
+/// the checked-in document without a token.
+#[tokio::test]
+async fn events_off_stage_nothing_and_the_asyncapi_document_is_served() {
+    let app = TestApp::with(TestOptions {
+        tweak: Some(std::sync::Arc::new(|s: &mut stockd::config::Settings| {
+            s.events.enabled = false;
+        })),
+        ..TestOptions::default()
+    })
+    .await;
+    app.create_sku(1, 2, 2).await;
+    app.reserve_ok(1, "off-1", 1, 1).await;
+    app.wait_ledger_rows(1).await;
+    assert_eq!(app.cancel(1, "off-1").await.0, 200);
+    let mut db = app.mysql().await;
+    let staged: u64 = db
+        .query_first("SELECT COUNT(*) FROM event_outbox")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(staged, 0);
+    let resp = app.get("/asyncapi.json").await;
+    assert_eq!(resp.status(), 200);
+    let doc: serde_json::Value = resp.json().await.unwrap();
+    let file: serde_json::Value =
+        serde_json::from_str(include_str!("../../docs/asyncapi.json")).unwrap();
+    assert_eq!(doc, file);
+    app.finish_drained_and_conserved(1).await;
+}
