@@ -24,6 +24,17 @@ pub struct SkuState {
     pub available_mysql: i64,
     pub limit_per_user: u32,
     pub buckets: u16,
+    pub low_stock_threshold: Option<u32>,
+}
+
+/// What a `PUT` may set beside the total and the limit; `None` keeps the
+/// SKU's current value (a new SKU: 1 bucket, no threshold).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SkuOptions {
+    /// Redis buckets the SKU is split into.
+    pub buckets: Option<u16>,
+    /// `stockd.sku.low_stock` at or below this many units; `Some(0)` clears it.
+    pub low_stock_threshold: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,13 +58,14 @@ pub async fn upsert(
     sku_id: SkuId,
     total: i64,
     limit_per_user: u32,
-    buckets: Option<u16>,
+    options: SkuOptions,
     actor: &str,
 ) -> Result<SkuState, SkuAdminError> {
     let wanted = Wanted {
         total,
         limit_per_user,
-        buckets,
+        buckets: options.buckets,
+        low_stock_threshold: options.low_stock_threshold,
     };
     tokio::time::timeout(
         db.operation_bound(),
@@ -68,6 +80,7 @@ struct Wanted {
     total: i64,
     limit_per_user: u32,
     buckets: Option<u16>,
+    low_stock_threshold: Option<u32>,
 }
 
 async fn upsert_unbounded(
@@ -81,6 +94,7 @@ async fn upsert_unbounded(
         total,
         limit_per_user,
         buckets,
+        low_stock_threshold,
     } = wanted;
     let mut conn = db.conn().await?;
     let mut tx = conn
@@ -123,6 +137,10 @@ async fn upsert_unbounded(
     if wanted != stored_buckets {
         sku::set_buckets(&mut tx, sku_id, wanted).await?;
     }
+    if let Some(threshold) = low_stock_threshold {
+        low_threshold = (threshold > 0).then_some(threshold);
+        sku::set_low_stock_threshold(&mut tx, sku_id, low_threshold).await?;
+    }
     if delta != 0 || kind == MovementKind::Create {
         let movement = NewMovement {
             sku_id,
@@ -148,6 +166,7 @@ async fn upsert_unbounded(
         available_mysql,
         limit_per_user,
         buckets: wanted,
+        low_stock_threshold: low_threshold,
     })
 }
 

@@ -25,6 +25,7 @@ pub async fn run_until_stopped(res: Resources, cancel: CancellationToken) {
 pub async fn refresh(res: &Resources) {
     let redis_ok = stores_up(res).await;
     broker_up(res).await;
+    events_pending(res).await;
     if !redis_ok {
         return;
     }
@@ -33,6 +34,24 @@ pub async fn refresh(res: &Resources) {
     outbox_backlog(res).await;
     pool_connections(res).await;
     sku_stock(res).await;
+}
+
+/// `stockd_events_outbox_pending`: events committed and not yet confirmed
+/// by the broker (a count that only grows: the relays cannot publish).
+async fn events_pending(res: &Resources) {
+    if !res.settings.events.enabled {
+        return;
+    }
+    let counted = res
+        .db
+        .bounded(async {
+            let mut conn = res.db.conn().await?;
+            crate::db::event_outbox::pending(&mut conn).await
+        })
+        .await;
+    if let Ok(n) = counted {
+        metrics::gauge!("stockd_events_outbox_pending").set(n as f64);
+    }
 }
 
 /// 1.0 for up, 0.0 for down.

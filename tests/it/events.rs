@@ -210,3 +210,53 @@ async fn events_off_stage_nothing_and_the_asyncapi_document_is_served() {
     assert_eq!(doc, file);
     app.finish_drained_and_conserved(1).await;
 }
+
+/// A SKU with a low-stock threshold tells `low_stock` once on the way down
+/// and `sold_out` (not `low_stock`) when it empties; the threshold is set and
+/// answered by `PUT /v1/admin/skus/{id}`, and a bad one is a 400.
+#[tokio::test]
+async fn low_stock_is_told_once_on_the_way_down() {
+    let app = TestApp::spawn().await;
+    let tap = EventTap::bind(&app, "stockd.sku.*").await;
+    let relay_cancel = CancellationToken::new();
+    let relay = app.start_event_relay(relay_cancel.clone());
+    let body = json!({"total_stock": 4, "limit_per_user": 4, "low_stock_threshold": -1});
+    assert_eq!(app.put_sku_json(1, &body).await.0, 400);
+    let body = json!({"total_stock": 4, "limit_per_user": 4, "low_stock_threshold": 2});
+    let (status, sku) = app.put_sku_json(1, &body).await;
+    assert_eq!(
+        (status, &sku["low_stock_threshold"]),
+        (200, &json!(2)),
+        "{sku}"
+    );
+    for (i, user) in (1..=4).enumerate() {
+        app.reserve_ok(1, &format!("low-{i}"), user, 1).await;
+        app.wait_ledger_rows(i as u64 + 1).await;
+    }
+    let want = |kinds: &[(String, String)]| {
+        let mut types: Vec<&str> = kinds.iter().map(|(k, _)| k.as_str()).collect();
+        types.sort();
+        types
+            == [
+                "stockd.sku.adjusted",
+                "stockd.sku.low_stock",
+                "stockd.sku.sold_out",
+            ]
+    };
+    let arrived = poll_until_steady(ARRIVAL, || async { want(&tap.kinds_and_ids()) }).await;
+    assert!(arrived, "{:?}", tap.kinds_and_ids());
+    let low = (tap.events().into_iter())
+        .find(|e| e["type"] == "stockd.sku.low_stock")
+        .unwrap();
+    assert_eq!(
+        (
+            low["data"]["available"].as_i64(),
+            low["data"]["threshold"].as_i64()
+        ),
+        (Some(2), Some(2))
+    );
+    relay_cancel.cancel();
+    relay.await.unwrap();
+    tap.close().await;
+    app.finish_drained_and_conserved(1).await;
+}

@@ -116,7 +116,7 @@ async fn drain(
     let mut violations = Vec::new();
     let sku = SkuId::new(sku_raw)?;
     let total = i64::try_from(count)?;
-    crate::ops::sku_admin::upsert(db, redis, sku, total, 1, None, "bench").await?;
+    crate::ops::sku_admin::upsert(db, redis, sku, total, 1, Default::default(), "bench").await?;
     let ttl_ms = ns.settings.reservation.ttl_secs * 1000;
     preload(publisher, sku, (count, group), ttl_ms, key).await?;
     let mut settings = ns.settings.clone();

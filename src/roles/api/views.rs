@@ -63,10 +63,18 @@ pub struct SkuBody {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 1024, example = 1)]
     pub buckets: Option<i64>,
+    /// `stockd.sku.low_stock` is published when available falls to or below
+    /// this many units (docs/operations.md, "Events"); 0 clears it. Absent:
+    /// the SKU's current threshold (none for a new SKU).
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1_000_000_000, example = 10)]
+    pub low_stock_threshold: Option<i64>,
 }
 
 /// Largest stock one SKU may hold; keeps every sum far from overflow.
 pub const TOTAL_STOCK_MAX: i64 = 1_000_000_000_000;
+/// Largest low-stock threshold (fits the column's INT UNSIGNED with room).
+pub const LOW_STOCK_THRESHOLD_MAX: i64 = 1_000_000_000;
 /// Largest per-user limit (a reservation takes at most 1,000 units).
 pub const LIMIT_PER_USER_MAX: i64 = 1_000_000;
 
@@ -78,6 +86,17 @@ impl SkuBody {
             Some(n) if (1..=i64::from(max)).contains(&n) => Ok(Some(n as u16)),
             Some(_) => Err(ApiError::InvalidRequest(format!(
                 "buckets must be in 1..={max} (redis.max_buckets)"
+            ))),
+        }
+    }
+
+    /// The low-stock threshold asked for, within `0..=LOW_STOCK_THRESHOLD_MAX`.
+    pub fn low_stock_threshold(&self) -> Result<Option<u32>, ApiError> {
+        match self.low_stock_threshold {
+            None => Ok(None),
+            Some(n) if (0..=LOW_STOCK_THRESHOLD_MAX).contains(&n) => Ok(Some(n as u32)),
+            Some(_) => Err(ApiError::InvalidRequest(format!(
+                "low_stock_threshold must be in 0..={LOW_STOCK_THRESHOLD_MAX}"
             ))),
         }
     }
@@ -238,6 +257,9 @@ pub struct AdminSkuView {
     pub sold_out: bool,
     #[schema(minimum = 1)]
     pub limit_per_user: u64,
+    /// The low-stock threshold of `stockd.sku.low_stock`; null: none.
+    #[schema(minimum = 1)]
+    pub low_stock_threshold: Option<u32>,
     #[serde(flatten)]
     pub split: SplitView,
 }

@@ -14,7 +14,7 @@ use super::contract::{
 };
 use super::sku_from;
 use crate::ops::observe::ObserveError;
-use crate::ops::sku_admin::{self, SkuAdminError};
+use crate::ops::sku_admin::{self, SkuAdminError, SkuOptions};
 use crate::ops::warmup::{self as warm, WarmupOutcome};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{AdminSkuView, SkuBody, SplitView, WarmupView};
@@ -108,11 +108,14 @@ pub async fn put_sku(
 ) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let (total, limit) = body.validate()?;
-    let buckets = body.buckets(state.res.settings.redis.max_buckets)?;
+    let options = SkuOptions {
+        buckets: body.buckets(state.res.settings.redis.max_buckets)?,
+        low_stock_threshold: body.low_stock_threshold()?,
+    };
     let redis = &state.res.redis;
     let actor = admin.actor();
     let result =
-        sku_admin::upsert(&state.res.db, redis, sku_id, total, limit, buckets, actor).await;
+        sku_admin::upsert(&state.res.db, redis, sku_id, total, limit, options, actor).await;
     let sku = result.map_err(|err| match err {
         SkuAdminError::BelowReserved { .. } => ApiError::BelowReserved(err.to_string()),
         SkuAdminError::BucketsLocked(_) => ApiError::BucketsLocked(err.to_string()),
@@ -134,6 +137,7 @@ pub async fn put_sku(
         mysql_available: sku.available_mysql,
         sold_out: snapshot.sold_out,
         limit_per_user: u64::from(sku.limit_per_user),
+        low_stock_threshold: sku.low_stock_threshold,
         split: SplitView::of(&snapshot),
     }))
 }
