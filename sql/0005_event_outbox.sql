@@ -20,3 +20,12 @@ CREATE TABLE IF NOT EXISTS event_outbox (
 -- when available falls to or below it (NULL: no such event).
 ALTER TABLE sku_stock
   ADD COLUMN IF NOT EXISTS low_stock_threshold INT UNSIGNED NULL;
+
+-- Corrections of Redis' count to MySQL's truth (a reconciler repair, a
+-- warm-up that changed what Redis held) are movements too (kinds `repair`,
+-- `warmup`): MySQL's total and available do not move (delta 0); these two
+-- columns keep what Redis held before and after (NULL for other kinds;
+-- before is NULL when Redis held nothing).
+ALTER TABLE stock_movements
+  ADD COLUMN IF NOT EXISTS redis_available_before BIGINT NULL,
+  ADD COLUMN IF NOT EXISTS redis_available_after  BIGINT NULL;

@@ -86,6 +86,8 @@ pub enum Only {
     HotSku,
     /// The two ceiling phases (single-call and batched), no HTTP, no child.
     Ceiling,
+    /// `reserve_queue` with events on, bracketed by two children with events off.
+    Events,
 }
 
 impl BenchArgs {

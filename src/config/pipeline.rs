@@ -120,10 +120,7 @@ pub struct EventSettings {
 
 impl EventSettings {
     pub fn validate(&self) -> anyhow::Result<()> {
-        let patterns_ok = self
-            .types
-            .iter()
-            .all(|p| crate::events::filter::is_valid_pattern(p));
+        let patterns_ok = self.types.iter().all(|p| is_topic_pattern(p));
         check::all(&[
             (
                 patterns_ok,
@@ -146,5 +143,25 @@ impl EventSettings {
                 "must be in 1..=5000",
             ),
         ])
+    }
+}
+
+/// Whether `pattern` is a well-formed AMQP topic pattern: dot-separated
+/// non-empty words (`*` and `#` are words too).
+fn is_topic_pattern(pattern: &str) -> bool {
+    !pattern.is_empty() && pattern.split('.').all(|w| !w.is_empty())
+}
+
+#[cfg(test)]
+mod event_tests {
+    use super::is_topic_pattern;
+
+    #[test]
+    fn event_type_patterns_are_dot_separated_words() {
+        assert!(is_topic_pattern("stockd.#"));
+        assert!(is_topic_pattern("stockd.reservation.*"));
+        assert!(!is_topic_pattern("stockd..x"));
+        assert!(!is_topic_pattern(""));
+        assert!(!is_topic_pattern("stockd."));
     }
 }

@@ -21,6 +21,10 @@ pub enum MovementKind {
     Restock,
     /// `POST /v1/admin/skus/{id}/adjustments`.
     Adjustment,
+    /// The reconciler brought Redis' available to MySQL's truth.
+    Repair,
+    /// A warm-up rebuilt Redis from MySQL and changed what Redis held.
+    Warmup,
 }
 
 impl MovementKind {
@@ -29,6 +33,8 @@ impl MovementKind {
             Self::Create => "create",
             Self::Restock => "restock",
             Self::Adjustment => "adjustment",
+            Self::Repair => "repair",
+            Self::Warmup => "warmup",
         }
     }
 }
@@ -46,6 +52,9 @@ pub struct NewMovement<'a> {
     pub actor: &'a str,
     pub adjustment_id: Option<&'a str>,
     pub created_at_ms: u64,
+    /// A correction's Redis available before (`None`: Redis held nothing)
+    /// and after; `None` for the kinds that move MySQL.
+    pub redis_available: Option<(Option<i64>, i64)>,
 }
 
 impl NewMovement<'_> {
@@ -65,6 +74,8 @@ impl NewMovement<'_> {
             actor: self.actor.to_string(),
             adjustment_id: self.adjustment_id.map(str::to_string),
             created_at_ms: self.created_at_ms,
+            redis_available_before: self.redis_available.and_then(|r| r.0),
+            redis_available_after: self.redis_available.map(|r| r.1),
         }
     }
 }
@@ -75,7 +86,8 @@ pub struct Movement {
     /// Position in the SKU's history; pass the last one seen as `after`.
     pub id: u64,
     pub sku_id: u64,
-    /// `create`, `restock` or `adjustment`.
+    /// `create`, `restock`, `adjustment` (MySQL and Redis moved by `delta`),
+    /// or `repair`, `warmup` (Redis corrected to MySQL's count: `delta` 0).
     pub kind: String,
     /// Units added (positive) or removed (negative), from total and available alike.
     pub delta: i64,
@@ -91,10 +103,15 @@ pub struct Movement {
     pub adjustment_id: Option<String>,
     /// When it was committed, milliseconds since the Unix epoch.
     pub created_at_ms: u64,
+    /// `repair` and `warmup`: Redis' available before (null: Redis held
+    /// nothing) and after the correction; null for the other kinds.
+    pub redis_available_before: Option<i64>,
+    pub redis_available_after: Option<i64>,
 }
 
 const COLUMNS: &str = "id, sku_id, kind, delta, total_before, total_after, available_before, \
-     available_after, reason, reference, actor, adjustment_id, created_at_ms";
+     available_after, reason, reference, actor, adjustment_id, created_at_ms, \
+     redis_available_before, redis_available_after";
 
 fn from_row(mut row: Row) -> Movement {
     Movement {
@@ -111,6 +128,8 @@ fn from_row(mut row: Row) -> Movement {
         actor: row.take(10).unwrap_or_default(),
         adjustment_id: row.take(11).unwrap_or_default(),
         created_at_ms: row.take(12).unwrap_or_default(),
+        redis_available_before: row.take(13).unwrap_or_default(),
+        redis_available_after: row.take(14).unwrap_or_default(),
     }
 }
 
@@ -143,31 +162,38 @@ pub fn note(out: &mut Outgoing, m: &NewMovement<'_>, id: u64, low_threshold: Opt
         "reference": m.reference,
         "actor": m.actor,
         "adjustment_id": m.adjustment_id,
+        "redis_available_before": recorded.redis_available_before,
+        "redis_available_after": recorded.redis_available_after,
     });
     out.push(Event::adjusted(m.sku_id, id, data, m.created_at_ms));
 }
 
 /// Records `m` in the caller's transaction; returns the new row's id.
 pub async fn insert(tx: &mut Transaction<'_>, m: &NewMovement<'_>) -> Result<u64, DbError> {
+    let redis_before = m.redis_available.and_then(|r| r.0);
+    let redis_after = m.redis_available.map(|r| r.1);
+    let params: Vec<mysql_async::Value> = vec![
+        m.sku_id.get().into(),
+        m.kind.as_str().into(),
+        m.delta.into(),
+        m.total_before.into(),
+        (m.total_before + m.delta).into(),
+        m.available_before.into(),
+        (m.available_before + m.delta).into(),
+        m.reason.into(),
+        m.reference.into(),
+        m.actor.into(),
+        m.adjustment_id.into(),
+        m.created_at_ms.into(),
+        redis_before.into(),
+        redis_after.into(),
+    ];
     tx.exec_drop(
         "INSERT INTO stock_movements (sku_id, kind, delta, total_before, total_after,
            available_before, available_after, reason, reference, actor, adjustment_id,
-           created_at_ms)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            m.sku_id.get(),
-            m.kind.as_str(),
-            m.delta,
-            m.total_before,
-            m.total_before + m.delta,
-            m.available_before,
-            m.available_before + m.delta,
-            m.reason,
-            m.reference,
-            m.actor,
-            m.adjustment_id,
-            m.created_at_ms,
-        ),
+           created_at_ms, redis_available_before, redis_available_after)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        params,
     )
     .await?;
     Ok(tx.last_insert_id().unwrap_or_default())

@@ -63,11 +63,6 @@ fn matches_words(pattern: &[&str], key: &[&str]) -> bool {
     }
 }
 
-/// Whether `pattern` is a well-formed topic pattern (non-empty words).
-pub fn is_valid_pattern(pattern: &str) -> bool {
-    !pattern.is_empty() && pattern.split('.').all(|w| !w.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,9 +83,6 @@ mod tests {
         assert!(topic_matches("stockd.#.sold_out", "stockd.sku.sold_out"));
         assert!(topic_matches("stockd.sku.sold_out", "stockd.sku.sold_out"));
         assert!(!topic_matches("stockd.sku", "stockd.sku.sold_out"));
-        assert!(is_valid_pattern("stockd.#"));
-        assert!(!is_valid_pattern("stockd..x"));
-        assert!(!is_valid_pattern(""));
     }
 
     #[test]

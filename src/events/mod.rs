@@ -6,8 +6,8 @@
 //! - a change MySQL decides (a deduction persisted or rejected, a confirm, a
 //!   release, a movement of stock, a reconciler's finding) is staged as a row
 //!   of the `event_outbox` table **in the transaction that makes the change**
-//!   (`db::event_outbox`), and [`relay`] publishes committed rows with
-//!   confirms: an event is emitted only once its change is committed, and is
+//!   (`db::event_outbox`), and the event relay (`outbox::event_relay`)
+//!   publishes committed rows with confirms: an event is emitted only once its change is committed, and is
 //!   never lost once it is;
 //! - a reservation Redis admitted (`reserved`) travels with its deduction: the
 //!   outbox group commit publishes both and removes the outbox entry only when
@@ -21,7 +21,6 @@
 pub mod cloud;
 pub mod filter;
 pub mod outgoing;
-pub mod relay;
 
 use serde_json::{json, Value};
 

@@ -132,6 +132,7 @@ async fn adjust_unbounded(
         actor: adj.actor,
         adjustment_id: adj.adjustment_id,
         created_at_ms: crate::clock::unix_ms(),
+        redis_available: None,
     };
     let id = movements::insert(&mut tx, &movement).await?;
     let mut out = Outgoing::default();

@@ -2,6 +2,7 @@
 //! from an HTTP handler, a CLI subcommand or a background role alike.
 
 pub mod adjustment;
+pub mod correction;
 pub mod dlq;
 pub mod invariants;
 pub mod lifecycle;

@@ -153,6 +153,7 @@ async fn upsert_unbounded(
             actor,
             adjustment_id: None,
             created_at_ms: crate::clock::unix_ms(),
+            redis_available: None,
         };
         let id = movements::insert(&mut tx, &movement).await?;
         let mut out = Outgoing::default();

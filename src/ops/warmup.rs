@@ -11,8 +11,10 @@
 //! reservations Redis still knows to be unapplied, so even a forced warm-up
 //! does not put Redis above the truth for them.
 
+use super::correction::{self, Correction};
 use super::observe::{observe, ObserveError};
 use super::rebuild::rebuild_buyer_side;
+use crate::db::movements::MovementKind;
 use crate::db::Db;
 use crate::domain::SkuId;
 use crate::mq::Publisher;
@@ -84,6 +86,20 @@ pub async fn warmup(
         .await?;
     rebaseline_adjust(redis, sku_id, obs.total_stock, max_winners).await?;
     tracing::info!(sku.id = %sku_id, available, forced = force, "warmup: loaded into Redis");
+    let before = obs.redis.as_ref().map(|r| r.available);
+    if before != Some(available) {
+        let correction = Correction {
+            sku_id,
+            kind: MovementKind::Warmup,
+            redis_before: before,
+            redis_after: available,
+            reason: if force { "warm-up (forced)" } else { "warm-up" },
+            actor: correction::WARMUP,
+        };
+        if let Err(err) = correction::record(db, &correction).await {
+            tracing::warn!(sku.id = %sku_id, error = %err, "warmup: the movement was not recorded (the warm-up stands)");
+        }
+    }
     Ok(WarmupOutcome::Warmed {
         available,
         limit_per_user: limit,

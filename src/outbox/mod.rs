@@ -8,11 +8,15 @@
 //!   `reserved` events are published beside it (`events`, module doc).
 //! - [`acker`]: removes confirmed entries from the stream in batches (XDEL).
 //! - [`relay`]: re-publishes entries left behind (api crash, broker down, timeout).
+//! - [`event_relay`]: the same for the other outbox, MySQL's `event_outbox`:
+//!   publishes the events committed transactions staged (`events`).
 
 pub mod acker;
+pub mod event_relay;
 pub mod group;
 pub mod relay;
 
 pub use acker::OutboxAcker;
+pub use event_relay::EventRelay;
 pub use group::{GroupCommit, ReservedEvents};
 pub use relay::Relay;

@@ -17,8 +17,8 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
-use crate::events::relay::EventRelay;
 use crate::ops::reconcile::Reconciler;
+use crate::outbox::EventRelay;
 use crate::resources::Resources;
 
 /// The roles `--role` accepts.

@@ -18,6 +18,7 @@
 
 mod audit;
 mod drain;
+mod events_model;
 mod history;
 mod load;
 mod net;

@@ -311,5 +311,13 @@ async fn adjustments_racing_reservations_keep_both_stores_exact() {
         adjusted.iter().filter(|s| **s == 201).count() >= 7,
         "{adjusted:?}"
     );
+    let audit = stockd::ops::invariants::run(&app.res, &[], &mut |_, _| {})
+        .await
+        .unwrap();
+    assert!(
+        audit.failed().is_empty(),
+        "stockd audit:\n{}",
+        audit.table()
+    );
     app.finish_conserved(1).await;
 }

@@ -134,7 +134,8 @@ fn output_dir() -> PathBuf {
 /// fall while buyers reserve, sees the sold-out badge after the last unit, warms
 /// the SKU up and runs a reconcile check through the page's confirmations; then
 /// at phone width (390×844 CSS pixels) the page does not scroll sideways and SKU
-/// 1's id, stock in both stores and badge are on screen and readable. Saves
+/// 1's id, stock in both stores and badge are on screen and readable; last,
+/// the restock form puts 4 units back through an adjustment. Saves
 /// `<browser>.png` (1280×1300) and `<browser>-phone.png` to the output dir.
 async fn operator_watches_a_sale(engine: Engine) {
     let tools = tokio::task::spawn_blocking(move || webdriver::ensure_installed(engine))
@@ -163,6 +164,7 @@ async fn operator_watches_a_sale(engine: Engine) {
         }
     }
     check_sku_one_at_phone_width(&browser, &out, name).await;
+    restock_sku_one_through_an_adjustment(&app, &admin, &browser).await;
     app.cleanup().await;
 }
 
@@ -254,6 +256,36 @@ async fn warm_up_and_reconcile_from_the_page(app: &TestApp, browser: &Browser) {
     browser
         .wait_text("#health", SEEN_WITHIN, |t| t.contains("Broker up"))
         .await;
+}
+
+/// The restock form of a sold-out SKU 1, total 5 → 9 with its limit
+/// unchanged, adds the difference as an adjustment (reservations made
+/// meanwhile are kept): the page shows 4 on sale again, and the SKU's
+/// movements end with that adjustment.
+async fn restock_sku_one_through_an_adjustment(app: &TestApp, admin: &str, browser: &Browser) {
+    browser.click("#sku-1-restock").await;
+    browser.type_into("#restock-total", "9").await;
+    browser.click("#restock button[type=submit]").await;
+    browser.click("#confirm-ok").await;
+    let done = browser
+        .wait_text("#action-result", SEEN_WITHIN, |t| t.starts_with("SKU 1"))
+        .await;
+    assert!(done.starts_with("SKU 1 adjusted by +4: total 9"), "{done}");
+    wait_sku_one(browser, "4", "On sale").await;
+    let url = format!("{admin}/v1/admin/skus/1/movements?limit=100");
+    let (status, page) = send_for_json(app.client.get(url).bearer_auth(ADMIN_TOKEN)).await;
+    assert_eq!(status, 200, "{page}");
+    let last = page["movements"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (last["kind"].as_str(), last["delta"].as_i64()),
+        (Some("adjustment"), Some(4)),
+        "{last}"
+    );
 }
 
 /// At 390×844 the page does not scroll sideways and SKU 1's id, stock in

@@ -19,6 +19,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("health", 1),
     ("sdnotify", 1),
     ("tls", 2),
+    ("events", 2),
     ("redis", 3),
     ("mq", 3),
     ("db", 3),

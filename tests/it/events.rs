@@ -260,3 +260,51 @@ async fn low_stock_is_told_once_on_the_way_down() {
     tap.close().await;
     app.finish_drained_and_conserved(1).await;
 }
+
+/// A split SKU (3 buckets): each admitted reservation is told `reserved`
+/// by the bucket that took it and `persisted` once by MySQL; a refusal is
+/// told nothing; the SKU's `sold_out` comes from MySQL's count, once.
+#[tokio::test]
+async fn a_split_sku_tells_each_reservation_once() {
+    let app = TestApp::spawn().await;
+    let tap = EventTap::bind(&app, "#").await;
+    let relay_cancel = CancellationToken::new();
+    let relay = app.start_event_relay(relay_cancel.clone());
+    let body = json!({"total_stock": 6, "limit_per_user": 6, "buckets": 3});
+    assert_eq!(app.put_sku_json(1, &body).await.0, 200);
+    let mut taken = 0;
+    for user in 1..=9u64 {
+        let rid = format!("split-{user}");
+        let mut status = app.reserve(1, &rid, user, 1).await.status().as_u16();
+        // 503: stock moving between buckets; the same request id again.
+        for _ in 0..50 {
+            if status != 503 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            status = app.reserve(1, &rid, user, 1).await.status().as_u16();
+        }
+        assert!(matches!(status, 201 | 202 | 409), "{rid}: {status}");
+        taken += usize::from(status != 409);
+    }
+    assert!((1..=6).contains(&taken), "{taken} taken of 6");
+    app.wait_ledger_rows(taken as u64).await;
+    let sold_out = usize::from(taken == 6);
+    let want = |pairs: &[(String, String)]| {
+        let counts = count_by_type(pairs);
+        let n = |k: &str| counts.get(k).copied().unwrap_or(0);
+        n("stockd.reservation.reserved") == taken
+            && n("stockd.reservation.persisted") == taken
+            && n("stockd.sku.sold_out") == sold_out
+            && n("stockd.sku.adjusted") == 1
+            && counts.len() == 3 + sold_out
+    };
+    let arrived = poll_until_steady(ARRIVAL, || async { want(&tap.kinds_and_ids()) }).await;
+    assert!(arrived, "{:?}", count_by_type(&tap.kinds_and_ids()));
+    let report = tap.check_with_sdk_and_asyncapi();
+    assert!(report.contains(" 0 errors"), "{report}");
+    relay_cancel.cancel();
+    relay.await.unwrap();
+    tap.close().await;
+    app.finish_drained_and_conserved(1).await;
+}

@@ -13,6 +13,17 @@ use stockd::ops::warmup::{warmup, WarmupOutcome};
 
 use crate::helpers::{poll_until, TestApp, TestOptions};
 
+/// The SKU's movements of `kind`, oldest first.
+async fn movements_of(app: &TestApp, sku: u64, kind: &str) -> Vec<serde_json::Value> {
+    let path = format!("/v1/admin/skus/{sku}/movements?limit=1000");
+    let (status, page) = app.get_json_admin(&path).await;
+    assert_eq!(status, 200, "{page}");
+    (page["movements"].as_array().unwrap().iter())
+        .filter(|m| m["kind"] == kind)
+        .cloned()
+        .collect()
+}
+
 async fn warm(app: &TestApp, sku: u64, force: bool) -> (u16, serde_json::Value) {
     let q = if force { "?force=true" } else { "" };
     app.post_json_admin(&format!("/v1/admin/skus/{sku}/warmup{q}"))
@@ -62,6 +73,19 @@ async fn warmup_is_refused_while_in_flight_and_a_lost_sku_waits_for_it() {
     );
     let (status, _) = warm(&app, 1, false).await;
     assert_eq!(status, 200);
+    // Only the warm-up that changed what Redis held is a movement.
+    let warmups = movements_of(&app, 1, "warmup").await;
+    assert_eq!(warmups.len(), 1, "{warmups:?}");
+    let w = &warmups[0];
+    assert_eq!(
+        (
+            w["delta"].as_i64(),
+            w["redis_available_before"].is_null(),
+            w["redis_available_after"].as_i64()
+        ),
+        (Some(0), true, Some(8)),
+        "{w}"
+    );
     app.reserve_ok(1, "f2", 2, 1).await;
     app.wait_ledger_rows(2).await;
     app.wait_drained(1).await;
@@ -92,6 +116,22 @@ async fn lost_redis_writes_are_found_repaired_and_never_oversold() {
         "{line:?}"
     );
     assert_eq!(app.redis_available(1).await, Some(10));
+    let repairs = movements_of(&app, 1, "repair").await;
+    assert_eq!(repairs.len(), 1, "{repairs:?}");
+    let r = &repairs[0];
+    assert_eq!(
+        (
+            r["delta"].as_i64(),
+            r["redis_available_before"].as_i64(),
+            r["redis_available_after"].as_i64()
+        ),
+        (Some(0), Some(20), Some(10)),
+        "{r}"
+    );
+    assert_eq!(
+        (r["actor"].as_str(), r["reason"].as_str()),
+        (Some("reconciler"), Some("REDIS_AHEAD"))
+    );
     assert_eq!(app.reconcile(false).await.skus[0].verdict, Verdict::Ok);
     // Unrepaired over-admission: Redis believes in 3 phantom units.
     app.redis_incr_available(1, 3).await;

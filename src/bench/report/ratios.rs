@@ -142,6 +142,15 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
             Goal::AtLeast(0.97),
             quotient(key::RESERVE_QUEUE_TRACED, key::RESERVE_QUEUE),
         ),
+        row(
+            "reserve with events on / off (durability: queue)",
+            Goal::AtLeast(0.9),
+            run.over_bracket(
+                key::RESERVE_QUEUE_EVENTS_ON,
+                key::RESERVE_QUEUE_EVENTS_OFF,
+                key::RESERVE_QUEUE_EVENTS_OFF_AFTER,
+            ),
+        ),
     ];
     rows.extend(super::efficiency::rows(phases));
     rows.extend(super::fan_in::rows(&run));

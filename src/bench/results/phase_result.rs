@@ -31,6 +31,14 @@ pub mod key {
     pub const RESERVE_QUEUE_TRACED: &str = "reserve_queue_traced";
     /// `reserve_queue` again with every trace sampled and exported.
     pub const RESERVE_QUEUE_TRACED_ALL: &str = "reserve_queue_traced_all";
+    /// `reserve_queue` again with events off (`events.enabled: false`), in a
+    /// child right before the events-on one.
+    pub const RESERVE_QUEUE_EVENTS_OFF: &str = "reserve_queue_events_off";
+    /// `reserve_queue` again with events on (the default), between two
+    /// children with events off: the cost of telling the platform.
+    pub const RESERVE_QUEUE_EVENTS_ON: &str = "reserve_queue_events_on";
+    /// `reserve_queue` again with events off, right after the events-on child.
+    pub const RESERVE_QUEUE_EVENTS_OFF_AFTER: &str = "reserve_queue_events_off_after";
     /// `--target`: the running stockd's durability is whatever it was started with.
     pub const RESERVE_TARGET: &str = "reserve_target";
     pub const SOLD_OUT: &str = "sold_out";

@@ -120,6 +120,10 @@ pub async fn run_phases(
         on_cluster::run(args, ns, out).await?;
         return Ok(());
     }
+    if args.only == Some(Only::Events) {
+        variants::events(args, ns, out).await?;
+        return Ok(());
+    }
     let conc = args.concurrency;
     for (batched, what) in [(false, "one call each"), (true, "batch admission")] {
         note(&format!(
@@ -223,6 +227,9 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
             return Ok(false);
         }
         if durability == Durability::Queue && !variants::traced(args, ns, out).await? {
+            return Ok(false);
+        }
+        if durability == Durability::Queue && !variants::events(args, ns, out).await? {
             return Ok(false);
         }
     }

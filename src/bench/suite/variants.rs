@@ -7,7 +7,9 @@
 //! `reserve_redis_control_after` after it, so its "off" is measured next to
 //! it and not minutes earlier on a box whose speed drifts); and of
 //! `reserve_queue`, distributed tracing exported to a collector stand-in at a
-//! 1 % sample (`reserve_queue_traced`) and at 100 % (`reserve_queue_traced_all`).
+//! 1 % sample (`reserve_queue_traced`) and at 100 % (`reserve_queue_traced_all`),
+//! and events on (`reserve_queue_events_on`) bracketed by two children with
+//! events off.
 
 use std::path::Path;
 use std::time::Duration;
@@ -150,6 +152,49 @@ pub async fn traced(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> an
             secured: None,
             durability: Durability::Queue,
             sink: Some(&sink),
+        };
+        if !variant_reserve(args, ns, out, variant).await? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// `reserve_queue` with events on (the default: `reserved` events beside the
+/// deductions, `persisted` staged by the consumer and published by the
+/// event relay), bracketed by two children with `events.enabled: false`.
+pub async fn events(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyhow::Result<bool> {
+    let runs = [
+        (
+            "child-queue-events-off",
+            key::RESERVE_QUEUE_EVENTS_OFF,
+            "false",
+        ),
+        (
+            "child-queue-events-on",
+            key::RESERVE_QUEUE_EVENTS_ON,
+            "true",
+        ),
+        (
+            "child-queue-events-off-after",
+            key::RESERVE_QUEUE_EVENTS_OFF_AFTER,
+            "false",
+        ),
+    ];
+    for (label, key, enabled) in runs {
+        let variant = Variant {
+            label,
+            key,
+            title: if enabled == "true" {
+                "POST reservations, durability: queue, events on"
+            } else {
+                "POST reservations, durability: queue, events off"
+            },
+            env: vec![("STOCKD__EVENTS__ENABLED", enabled)],
+            console_polling: false,
+            secured: None,
+            durability: Durability::Queue,
+            sink: None,
         };
         if !variant_reserve(args, ns, out, variant).await? {
             return Ok(false);

@@ -40,7 +40,9 @@ use super::observe::{observe, Observation, ObserveError};
 use super::rebuild::rebuild_buyer_side;
 use super::stuck::{self, DeadLettered};
 use crate::alert::{Alerter, Finding};
+use crate::db::movements::MovementKind;
 use crate::db::Db;
+use crate::ops::correction::{self, Correction};
 
 mod findings;
 use crate::domain::SkuId;
@@ -477,6 +479,17 @@ impl Reconciler {
         if applied {
             tracing::warn!(sku.id = %obs.sku_id, verdict = verdict.as_str(), drift_units = drift,
                 "reconcile.repair: Redis available brought to the truth");
+            let correction = Correction {
+                sku_id: obs.sku_id,
+                kind: MovementKind::Repair,
+                redis_before: Some(redis.available),
+                redis_after: new_available,
+                reason: verdict.as_str(),
+                actor: correction::RECONCILER,
+            };
+            if let Err(err) = correction::record(&self.db, &correction).await {
+                tracing::warn!(sku.id = %obs.sku_id, error = %err, "reconcile.repair: the movement was not recorded (the repair stands)");
+            }
             self.previous
                 .lock()
                 .expect("lock poisoned")

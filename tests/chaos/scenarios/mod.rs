@@ -39,6 +39,7 @@ mod reconcile;
 
 use std::time::{Duration, Instant};
 
+use crate::events_model::EventModel;
 use crate::history::{self, History, RedisLoss, Request};
 use crate::load::{Load, LoadPlan, LoadReport, Op};
 use crate::seed::{run_seed, scenario_seed, Rng};
@@ -58,6 +59,9 @@ pub struct Scenario {
     failures: Vec<String>,
     /// Every client operation of the scenario, checked at [`Self::finish`].
     pub history: History,
+    /// An order service keeping its view from events alone, compared with
+    /// the ledger at [`Self::finish`] ([`Self::watch_events`]).
+    events: Option<EventModel>,
 }
 
 impl Scenario {
@@ -150,6 +154,7 @@ impl Scenario {
             stack,
             failures: Vec::new(),
             history: History::new(started),
+            events: None,
         }
     }
 
@@ -227,6 +232,13 @@ impl Scenario {
         self.history.declare(kind, what, from_ms);
     }
 
+    /// Starts an order service that keeps its view from events alone; at
+    /// [`Self::finish`] its view must equal the ledger.
+    pub async fn watch_events(&mut self) {
+        self.note("events: an order service model subscribes to stockd.reservation.#");
+        self.events = Some(EventModel::start(&self.stack).await);
+    }
+
     /// Sleeps `base_ms` plus seeded jitter up to `jitter_ms`.
     pub async fn pause(&mut self, base_ms: u64, jitter_ms: u64) {
         let d = self.rng.jitter_ms(base_ms, jitter_ms);
@@ -251,6 +263,11 @@ impl Scenario {
         let failed = audit::audit_all(&self.stack, &accepted).await;
         self.failures.extend(failed);
         self.check_history().await;
+        if let Some(model) = self.events.take() {
+            let ledger = stores::ledger(&self.stack).await;
+            let failed = model.compare(&self.stack, &ledger).await;
+            self.failures.extend(failed);
+        }
         let secs = self.secs();
         if self.failures.is_empty() {
             println!("[{}] PASSED in {secs:.1} s", self.name);

@@ -172,7 +172,7 @@ impl TestApp {
     /// Runs the event relay (every role runs one; the test app starts the
     /// roles one by one, so it asks for it) until `cancel`.
     pub fn start_event_relay(&self, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-        let relay = stockd::events::relay::EventRelay::new(
+        let relay = stockd::outbox::EventRelay::new(
             self.res.db.clone(),
             self.res.publisher.clone(),
             &self.res.settings.events,

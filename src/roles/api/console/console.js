@@ -404,6 +404,21 @@
       result(`Refused: SKU ${id} already has ${fmt.format(s.total_stock - s.mysql_available)} units reserved or sold; the total cannot go below that.`, false);
       return;
     }
+    if (s && limit === s.limit_per_user) {
+      // Stock only: an adjustment by the difference, which keeps every
+      // reservation made meanwhile (a PUT would set the total).
+      const delta = total - s.total_stock;
+      if (delta === 0) { result(`Nothing to do: SKU ${id} already has ${fmt.format(total)} units in total.`, false); return; }
+      const signed = `${delta > 0 ? "+" : "−"}${fmt.format(Math.abs(delta))}`;
+      if (!await confirmAction(`Adjust SKU ${id} by ${signed} units (total ${fmt.format(s.total_stock)} → ${fmt.format(total)})? Buyers see the change at once; reservations made meanwhile are kept.`)) return;
+      const body = {
+        delta, reason: "restock from the console",
+        adjustment_id: `console-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`,
+      };
+      await act("POST", `/v1/admin/skus/${id}/adjustments`, body,
+        (j) => `SKU ${id} adjusted by ${signed}: total ${fmt.format(j.total_after)}, ${fmt.format(j.available_after)} available in MySQL.`);
+      return;
+    }
     const what = s ? `Set SKU ${id}'s total stock from ${fmt.format(s.total_stock)} to ${fmt.format(total)}`
       : `Create SKU ${id} with ${fmt.format(total)} units`;
     if (!await confirmAction(`${what}, limit ${fmt.format(limit)} per buyer? Buyers see the change at once.`)) return;

@@ -14,10 +14,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::cloud;
-use super::EventPolicy;
 use crate::clock::unix_ms;
 use crate::db::{event_outbox, ledger, Db, DbError};
+use crate::events::{cloud, Event, EventPolicy};
 use crate::mq::{PublishError, Publisher};
 
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +79,7 @@ impl EventRelay {
         if staged.is_empty() {
             return Ok(0);
         }
-        let with_ids: Vec<(String, &super::Event)> = (staged.iter())
+        let with_ids: Vec<(String, &Event)> = (staged.iter())
             .map(|s| (cloud::final_id(&s.event.id, s.seq), &s.event))
             .collect();
         let messages = cloud::messages(&with_ids, self.policy.source());
