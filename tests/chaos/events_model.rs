@@ -210,6 +210,15 @@ async fn declare(url: &str, queue: &str, exchange: &str) {
         ..Default::default()
     };
     ch.queue_declare(queue.into(), durable, args).await.unwrap();
+    // Before any role ran, the exchange is not there yet: declared as stockd
+    // declares it (an equivalent declaration is a no-op).
+    let topic = lapin::options::ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.exchange_declare(exchange.into(), lapin::ExchangeKind::Topic, topic, FieldTable::default())
+        .await
+        .unwrap();
     ch.queue_bind(
         queue.into(),
         exchange.into(),
