@@ -216,9 +216,14 @@ async fn declare(url: &str, queue: &str, exchange: &str) {
         durable: true,
         ..Default::default()
     };
-    ch.exchange_declare(exchange.into(), lapin::ExchangeKind::Topic, topic, FieldTable::default())
-        .await
-        .unwrap();
+    ch.exchange_declare(
+        exchange.into(),
+        lapin::ExchangeKind::Topic,
+        topic,
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
     ch.queue_bind(
         queue.into(),
         exchange.into(),

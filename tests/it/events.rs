@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::helpers::events::EventTap;
 use crate::helpers::{poll_until_steady, TestApp, TestOptions};
@@ -39,8 +38,6 @@ async fn every_committed_transition_is_one_event_and_a_refusal_is_none() {
     })
     .await;
     let tap = EventTap::bind(&app, "#").await;
-    let relay_cancel = CancellationToken::new();
-    let relay = app.start_event_relay(relay_cancel.clone());
 
     app.create_sku(1, 3, 5).await;
     for (rid, user) in [("ev-a", 1), ("ev-b", 2), ("ev-c", 3)] {
@@ -142,8 +139,6 @@ async fn every_committed_transition_is_one_event_and_a_refusal_is_none() {
             "a republished event got a new id: {pair:?}"
         );
     }
-    relay_cancel.cancel();
-    relay.await.unwrap();
     tap.close().await;
     app.finish_drained_and_conserved(1).await;
 }
@@ -218,8 +213,6 @@ async fn events_off_stage_nothing_and_the_asyncapi_document_is_served() {
 async fn low_stock_is_told_once_on_the_way_down() {
     let app = TestApp::spawn().await;
     let tap = EventTap::bind(&app, "stockd.sku.*").await;
-    let relay_cancel = CancellationToken::new();
-    let relay = app.start_event_relay(relay_cancel.clone());
     let body = json!({"total_stock": 4, "limit_per_user": 4, "low_stock_threshold": -1});
     assert_eq!(app.put_sku_json(1, &body).await.0, 400);
     let body = json!({"total_stock": 4, "limit_per_user": 4, "low_stock_threshold": 2});
@@ -255,8 +248,6 @@ async fn low_stock_is_told_once_on_the_way_down() {
         ),
         (Some(2), Some(2))
     );
-    relay_cancel.cancel();
-    relay.await.unwrap();
     tap.close().await;
     app.finish_drained_and_conserved(1).await;
 }
@@ -268,8 +259,6 @@ async fn low_stock_is_told_once_on_the_way_down() {
 async fn a_split_sku_tells_each_reservation_once() {
     let app = TestApp::spawn().await;
     let tap = EventTap::bind(&app, "#").await;
-    let relay_cancel = CancellationToken::new();
-    let relay = app.start_event_relay(relay_cancel.clone());
     let body = json!({"total_stock": 6, "limit_per_user": 6, "buckets": 3});
     assert_eq!(app.put_sku_json(1, &body).await.0, 200);
     let mut taken = 0;
@@ -303,8 +292,6 @@ async fn a_split_sku_tells_each_reservation_once() {
     assert!(arrived, "{:?}", count_by_type(&tap.kinds_and_ids()));
     let report = tap.check_with_sdk_and_asyncapi();
     assert!(report.contains(" 0 errors"), "{report}");
-    relay_cancel.cancel();
-    relay.await.unwrap();
     tap.close().await;
     app.finish_drained_and_conserved(1).await;
 }

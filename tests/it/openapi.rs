@@ -152,25 +152,9 @@ async fn unknown_routes_and_methods_are_problem_json() {
     app.cleanup().await;
 }
 
-/// Runs `scripts/test-tools.sh schemathesis` and returns the `st` it names;
-/// panics (never skips) when it cannot be installed.
+/// The pinned `st` (`scripts/test-tools.sh schemathesis`).
 fn schemathesis() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(root.join("scripts/test-tools.sh"))
-        .arg("schemathesis")
-        .output()
-        .expect("run scripts/test-tools.sh (bash)");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "schemathesis is required by this test and could not be installed \
-         (scripts/test-tools.sh schemathesis: {}):\n{stderr}",
-        out.status
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let st = stdout.lines().last().unwrap_or_default().trim();
-    assert!(!st.is_empty(), "test-tools.sh printed no path:\n{stderr}");
-    PathBuf::from(st)
+    crate::helpers::test_tool("schemathesis")
 }
 
 fn examples() -> u32 {

@@ -26,17 +26,7 @@ struct Receiver {
 impl Receiver {
     fn start(id: &str) -> Self {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let tools = Command::new(root.join("scripts/test-tools.sh"))
-            .arg("otlp-receiver")
-            .output()
-            .expect("run scripts/test-tools.sh (bash)");
-        let stdout = String::from_utf8_lossy(&tools.stdout);
-        let python = stdout.lines().last().unwrap_or_default().trim().to_string();
-        assert!(
-            tools.status.success() && !python.is_empty(),
-            "the OTLP receiver is required by this test and could not be installed:\n{}",
-            String::from_utf8_lossy(&tools.stderr)
-        );
+        let python = crate::helpers::test_tool("otlp-receiver");
         let dir = std::env::temp_dir();
         let out = dir.join(format!("stockd-otlp-{id}.jsonl"));
         let port = free_port();

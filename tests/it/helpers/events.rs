@@ -38,11 +38,15 @@ impl Captured {
 pub struct EventTap {
     seen: Arc<Mutex<Vec<Captured>>>,
     conn: lapin::Connection,
+    /// The event relay the tap runs for the app (every role runs one; the
+    /// test app starts its roles one by one, without it).
+    relay: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
 }
 
 impl EventTap {
     /// Binds an exclusive queue to the app's events exchange (declared by
-    /// the app's publisher already) with `binding`.
+    /// the app's publisher already) with `binding`, and runs an event relay
+    /// for the app until [`Self::close`].
     pub async fn bind(app: &TestApp, binding: &str) -> Self {
         let conn = super::broker(&app.direct_settings, "event-tap")
             .await
@@ -92,7 +96,18 @@ impl EventTap {
                 let _ = d.ack(BasicAckOptions::default()).await;
             }
         });
-        Self { seen, conn }
+        let cancel = CancellationToken::new();
+        let relay = stockd::outbox::EventRelay::new(
+            app.res.db.clone(),
+            app.res.publisher.clone(),
+            &app.res.settings.events,
+        );
+        let task = tokio::spawn(relay.run_until_stopped(cancel.clone()));
+        Self {
+            seen,
+            conn,
+            relay: Some((cancel, task)),
+        }
     }
 
     pub fn messages(&self) -> Vec<Captured> {
@@ -120,21 +135,7 @@ impl EventTap {
     /// parsed by the CloudEvents SDK and validated against docs/asyncapi.json.
     pub fn check_with_sdk_and_asyncapi(&self) -> String {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let tools = Command::new(root.join("scripts/test-tools.sh"))
-            .arg("events-checker")
-            .output()
-            .expect("run scripts/test-tools.sh (bash)");
-        let stderr = String::from_utf8_lossy(&tools.stderr);
-        assert!(
-            tools.status.success(),
-            "events-checker not installed:\n{stderr}"
-        );
-        let python = String::from_utf8_lossy(&tools.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .to_string();
+        let python = super::test_tool("events-checker");
         let capture: Vec<Value> = (self.messages().iter())
             .map(|m| {
                 json!({"routing_key": m.routing_key, "content_type": m.content_type,
@@ -163,20 +164,12 @@ impl EventTap {
         text
     }
 
-    pub async fn close(self) {
+    /// Stops the relay and closes the tap's connection (its queue goes).
+    pub async fn close(mut self) {
+        if let Some((cancel, task)) = self.relay.take() {
+            cancel.cancel();
+            task.await.unwrap();
+        }
         let _ = self.conn.close(200, "".into()).await;
-    }
-}
-
-impl TestApp {
-    /// Runs the event relay (every role runs one; the test app starts the
-    /// roles one by one, so it asks for it) until `cancel`.
-    pub fn start_event_relay(&self, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-        let relay = stockd::outbox::EventRelay::new(
-            self.res.db.clone(),
-            self.res.publisher.clone(),
-            &self.res.settings.events,
-        );
-        tokio::spawn(relay.run_until_stopped(cancel))
     }
 }

@@ -17,6 +17,7 @@ pub mod private_redis;
 mod purge;
 pub mod sources;
 mod stores;
+mod test_tools;
 pub mod users;
 mod wait;
 
@@ -25,6 +26,7 @@ pub use metrics::series_of;
 pub use operator::success_and_output;
 pub use private_redis::PrivateRedis;
 pub use purge::{broker, purge, standalone_redis, test_settings, undrained};
+pub use test_tools::test_tool;
 pub use wait::{poll_until, poll_until_steady};
 
 use std::net::TcpListener;
