@@ -56,6 +56,12 @@ impl Outgoing {
         self.events.push(event);
     }
 
+    /// The events pushed so far, taken out (the SKU tallies stay, so the
+    /// crossings are still decided at [`Self::into_events`]).
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.events.is_empty() && self.skus.values().all(|t| t.before == t.now)
     }

@@ -1,5 +1,8 @@
 //! `stockd --role consumer`: stage 3. Applies deduction messages to MySQL in
-//! batches — one transaction per batch, acks only after the commit.
+//! batches — one transaction per batch, acks only after the commit and after
+//! the batch's `persisted` / `rejected` events were confirmed by the broker
+//! (events module doc): a batch committed but not told is nacked back, and
+//! its redelivery, all duplicates, tells them again under the same ids.
 //!
 //! Failure handling, by cause (contract §3: a dependency outage is not an attempt):
 //! - MySQL down, read-only, out of connections or too slow (any error that is
@@ -27,6 +30,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
+
+use crate::events::{cloud, Event};
 use lapin::BasicProperties;
 use tokio_util::sync::CancellationToken;
 
@@ -200,9 +205,19 @@ impl Consumer {
         match self.apply_once(&msgs, cancel).await {
             Applied::Committed(report) => {
                 trace.end(&msgs, Some(&report), "committed");
-                channel
-                    .basic_ack(last_tag, BasicAckOptions { multiple: true })
-                    .await?;
+                if self.tell(&report).await {
+                    channel
+                        .basic_ack(last_tag, BasicAckOptions { multiple: true })
+                        .await?;
+                } else {
+                    // Committed, not told: back to the queue, so the
+                    // redelivery (all duplicates) tells the events again.
+                    let requeue = BasicNackOptions {
+                        requeue: true,
+                        multiple: true,
+                    };
+                    channel.basic_nack(last_tag, requeue).await?;
+                }
                 self.after_commit(&msgs, &report).await;
             }
             Applied::Cancelled => trace.end(&msgs, None, "cancelled"),
@@ -256,6 +271,8 @@ impl Consumer {
         for msg in msgs {
             match self.apply_once(std::slice::from_ref(&msg), cancel).await {
                 Applied::Committed(report) => {
+                    // Not told: the whole delivery comes back (requeue below).
+                    parked_all &= self.tell(&report).await;
                     self.after_commit(std::slice::from_ref(&msg), &report).await
                 }
                 // Unacked: the whole delivery comes back after the restart.
@@ -341,6 +358,29 @@ impl Consumer {
             delivery.acker.nack(reject).await?;
         }
         Ok(())
+    }
+
+    /// Publishes the batch's reservation events (`persisted`, `rejected`,
+    /// and again those of duplicates) with confirms, before the ack: the
+    /// ledger's idempotency is the outbox of these events (`BatchReport::told`).
+    /// False when the broker did not confirm them.
+    async fn tell(&self, report: &BatchReport) -> bool {
+        if report.told.is_empty() {
+            return true;
+        }
+        let source = self.db.events().source();
+        let with_ids: Vec<(String, &Event)> =
+            (report.told.iter()).map(|e| (e.id.clone(), e)).collect();
+        for message in cloud::messages(&with_ids, source) {
+            if let Err(err) = self.publisher.publish_events(&message).await {
+                tracing::warn!(error = %err, events = message.events,
+                    "consumer.events: not confirmed; the deliveries go back and are told again");
+                return false;
+            }
+            metrics::counter!("stockd_events_published_total", "type" => message.routing_key)
+                .increment(message.events as u64);
+        }
+        true
     }
 
     async fn after_commit(&self, msgs: &[Deduction], report: &BatchReport) {

@@ -143,13 +143,20 @@ async fn every_committed_transition_is_one_event_and_a_refusal_is_none() {
     app.finish_drained_and_conserved(1).await;
 }
 
-/// A deduction delivered twice (a consumer crash before its ack, a relay
-/// republish) is applied once and told once: one `persisted` row staged.
+/// A deduction delivered again (a consumer that died between its commit and
+/// the publish of the batch's events, a relay republish) is applied once
+/// and told again with the same id: the redelivery is how a `persisted`
+/// event the dead consumer never published still gets out.
 #[tokio::test]
-async fn a_redelivered_deduction_stages_no_second_event() {
+async fn a_redelivered_deduction_is_applied_once_and_told_again_with_the_same_id() {
     let app = TestApp::spawn_with_sku(1, 5, 5).await;
+    let tap = EventTap::bind(&app, "stockd.reservation.persisted").await;
     app.reserve_ok(1, "dup-1", 1, 1).await;
     app.wait_ledger_rows(1).await;
+    let id = "skus/1/reservations/dup-1#persisted";
+    let told = poll_until_steady(ARRIVAL, || async { tap.kinds_and_ids().len() == 1 }).await;
+    assert!(told, "{:?}", tap.kinds_and_ids());
+    assert_eq!(tap.kinds_and_ids()[0].1, id);
     let msg = stockd::domain::Deduction {
         request_id: stockd::domain::RequestId::parse("dup-1").unwrap(),
         sku_id: TestApp::sku(1),
@@ -161,21 +168,25 @@ async fn a_redelivered_deduction_stages_no_second_event() {
     let report = stockd::db::ledger::apply_batch(&app.res.db, &[msg.clone(), msg], 0)
         .await
         .unwrap();
-    assert_eq!(report.applied, 0);
+    assert_eq!((report.applied, report.duplicates), (0, 2));
+    let retold: Vec<&str> = report.told.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(retold, [id], "told again, once, under the first id");
+    assert_eq!(report.told[0].data["status"], "RESERVED");
     let mut db = app.mysql().await;
-    let persisted: u64 = db
-        .query_first(
-            "SELECT COUNT(*) FROM event_outbox WHERE type = 'stockd.reservation.persisted'
-             AND event_id = 'skus/1/reservations/dup-1#persisted'",
-        )
+    let staged: u64 = db
+        .query_first("SELECT COUNT(*) FROM event_outbox WHERE type LIKE 'stockd.reservation.%'")
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(persisted, 1);
+    assert_eq!(
+        staged, 0,
+        "the consumer's events go out through its own path, not the outbox table"
+    );
+    tap.close().await;
     app.finish_drained_and_conserved(1).await;
 }
 
-/// `events.enabled: false` stages nothing, and `GET /asyncapi.json` serves
+/// `events.enabled: false` stages and publishes nothing, and `GET /asyncapi.json` serves
 /// the checked-in document without a token.
 #[tokio::test]
 async fn events_off_stage_nothing_and_the_asyncapi_document_is_served() {
@@ -186,10 +197,15 @@ async fn events_off_stage_nothing_and_the_asyncapi_document_is_served() {
         ..TestOptions::default()
     })
     .await;
+    let tap = EventTap::bind(&app, "#").await;
     app.create_sku(1, 2, 2).await;
     app.reserve_ok(1, "off-1", 1, 1).await;
     app.wait_ledger_rows(1).await;
     assert_eq!(app.cancel(1, "off-1").await.0, 200);
+    // Nothing published either: not by the api, the consumer or the relay.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(tap.messages().len(), 0, "{:?}", tap.kinds_and_ids());
+    tap.close().await;
     let mut db = app.mysql().await;
     let staged: u64 = db
         .query_first("SELECT COUNT(*) FROM event_outbox")

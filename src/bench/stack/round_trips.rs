@@ -15,20 +15,26 @@ const ROUND_TRIPS: &str = "stockd_bucket_round_trips_total";
 /// have been closed as idle). `None` when the target does not serve
 /// `/metrics` there (e.g. `metrics.bind` elsewhere).
 pub async fn read(addr: SocketAddr) -> Option<f64> {
+    read_counter(addr, ROUND_TRIPS, "").await
+}
+
+/// A counter of the child's `/metrics`, summed over its series whose labels
+/// contain `label` (`""`: all); `None` when `/metrics` is not served there.
+pub async fn read_counter(addr: SocketAddr, counter: &str, label: &str) -> Option<f64> {
     let text = Api::new(addr, "").metrics().await.ok()?;
-    Some(parse(&text))
+    Some(counter_sum(&text, counter, label))
 }
 
 /// The counter's value, summed over its labels (one series per operation or
 /// per SKU, whichever the api exports). A counter never touched yet is not
 /// rendered at all by the exporter: that reads as 0, which it is.
-fn parse(text: &str) -> f64 {
+fn counter_sum(text: &str, counter: &str, label: &str) -> f64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|line| {
             let (series, value) = line.rsplit_once(' ')?;
-            let name = series.split_once('{').map_or(series, |(n, _)| n);
-            if name != ROUND_TRIPS {
+            let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+            if name != counter || !labels.contains(label) {
                 return None;
             }
             value.parse::<f64>().ok()
@@ -55,13 +61,20 @@ mod tests {
                     stockd_bucket_round_trips_total_other 99\n\
                     stockd_bucket_round_trips 98\n\
                     stockd_publish_batch_size_sum 100\n";
-        assert_eq!(parse(text), 24.0);
+        assert_eq!(counter_sum(text, ROUND_TRIPS, ""), 24.0);
+        assert_eq!(counter_sum(text, ROUND_TRIPS, "op=\"lease\""), 12.0);
     }
 
     #[test]
     fn an_unlabelled_counter_and_an_absent_one_are_read() {
-        assert_eq!(parse("stockd_bucket_round_trips_total 7\n"), 7.0);
-        assert_eq!(parse("stockd_http_requests_total 7\n"), 0.0);
+        assert_eq!(
+            counter_sum("stockd_bucket_round_trips_total 7\n", ROUND_TRIPS, ""),
+            7.0
+        );
+        assert_eq!(
+            counter_sum("stockd_http_requests_total 7\n", ROUND_TRIPS, ""),
+            0.0
+        );
     }
 
     #[test]

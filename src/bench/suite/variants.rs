@@ -50,6 +50,7 @@ pub async fn run(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyho
         secured: None,
         durability: Durability::Redis,
         sink: None,
+        events: None,
     };
     if !variant_reserve(args, ns, out, limited).await? {
         return Ok(false);
@@ -63,6 +64,7 @@ pub async fn run(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyho
         secured: None,
         durability: Durability::Redis,
         sink: None,
+        events: None,
     };
     if !variant_reserve(args, ns, out, console).await? {
         return Ok(false);
@@ -76,6 +78,7 @@ pub async fn run(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyho
         secured: None,
         durability: Durability::Redis,
         sink: None,
+        events: None,
     };
     let before = control("child-redis-control", key::RESERVE_REDIS_CONTROL);
     if !variant_reserve(args, ns, out, before).await? || !secured_reserve(args, ns, out).await? {
@@ -116,6 +119,7 @@ async fn secured_reserve(
         secured: Some(&secured),
         durability: Durability::Redis,
         sink: None,
+        events: None,
     };
     variant_reserve(args, ns, out, variant).await
 }
@@ -152,6 +156,7 @@ pub async fn traced(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> an
             secured: None,
             durability: Durability::Queue,
             sink: Some(&sink),
+            events: None,
         };
         if !variant_reserve(args, ns, out, variant).await? {
             return Ok(false);
@@ -183,6 +188,7 @@ pub async fn events(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> an
     ];
     for (label, key, enabled) in runs {
         let variant = Variant {
+            events: Some(enabled == "true"),
             label,
             key,
             title: if enabled == "true" {
@@ -203,6 +209,31 @@ pub async fn events(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> an
     Ok(true)
 }
 
+/// The violation, if any, of a child that was to publish events (`on`) or
+/// not: read from its `/metrics` (`stockd_events_published_total` by type),
+/// waiting a little for the consumer and the event relay to catch up.
+async fn events_published(addr: std::net::SocketAddr, key: &str, on: bool) -> Option<String> {
+    use crate::bench::stack::round_trips::read_counter;
+    const PUBLISHED: &str = "stockd_events_published_total";
+    let of = |kind: &'static str| read_counter(addr, PUBLISHED, kind);
+    let seen = wait_until(
+        FIRST_EXPORT_WAIT,
+        Duration::from_millis(100),
+        || async move {
+            let reserved = of("stockd.reservation.reserved").await.unwrap_or(0.0);
+            let persisted = of("stockd.reservation.persisted").await.unwrap_or(0.0);
+            !on || (reserved > 0.0 && persisted > 0.0)
+        },
+    )
+    .await;
+    let all = read_counter(addr, PUBLISHED, "").await.unwrap_or(0.0);
+    match (on, seen, all) {
+        (true, false, _) => Some(format!("{key}: no reserved and persisted events published")),
+        (false, _, n) if n > 0.0 => Some(format!("{key}: {n} events published with events off")),
+        _ => None,
+    }
+}
+
 /// A variant of `reserve_redis` (or `reserve_queue`), measured in its own child.
 struct Variant<'a> {
     label: &'static str,
@@ -217,6 +248,10 @@ struct Variant<'a> {
     durability: Durability,
     /// The child exports spans here; the phase fails if none arrive.
     sink: Option<&'a OtlpSink>,
+    /// Whether the child publishes events: on, the phase fails unless it
+    /// published both `reserved` and `persisted` events; off, unless it
+    /// published none (`None`: not checked).
+    events: Option<bool>,
 }
 
 /// Runs one [`Variant`] of the reserve phase; its ratio to `reserve_redis` is
@@ -265,6 +300,11 @@ async fn variant_reserve(
             let why = format!("{}: the collector received no export", variant.key);
             checked.violations.push(why);
         }
+    }
+    if let Some(on) = variant.events {
+        checked
+            .violations
+            .extend(events_published(child.addr, variant.key, on).await);
     }
     let ok = out.gate(checked).await;
     child.stop().await?;

@@ -24,7 +24,7 @@ use crate::db::sql_text::SqlText;
 use crate::db::{Db, DbError};
 use crate::domain::admission::{admit, Claim, Refusal};
 use crate::domain::{Deduction, ReservationStatus, SkuId, UserId};
-use crate::events::Outgoing;
+use crate::events::{Event, EventType, Outgoing, ReservationFacts};
 
 /// Applies a batch, retrying the whole transaction on deadlock or lock timeout.
 pub async fn apply_batch(
@@ -65,6 +65,10 @@ async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, D
         report.duplicates += before - msgs.len();
         apply_sku(&mut tx, sku_id, msgs, &mut report, &mut out).await?;
     }
+    let policy = db.events();
+    report.told = (out.take_events().into_iter())
+        .filter(|e| policy.wants(e.kind))
+        .collect();
     event_outbox::stage(&mut tx, db.events(), out, unix_ms()).await?;
     tx.commit().await?;
     Ok(report)
@@ -83,6 +87,7 @@ pub async fn apply_sku(
 ) -> Result<(), DbError> {
     let row = sku::lock_noted(tx, sku_id, out).await?;
     let existing = existing_rows(tx, sku_id, &msgs).await?;
+    retell(out, &msgs, &existing, unix_ms());
     let fresh = skip_known(msgs, &existing, report);
     if fresh.is_empty() {
         return Ok(());
@@ -116,29 +121,71 @@ pub async fn apply_sku(
 /// Redis admitted it again after losing its record (`readmitted`).
 fn skip_known<'a>(
     msgs: Vec<&'a Deduction>,
-    existing: &HashMap<String, (u64, u64, u64)>,
+    existing: &HashMap<String, KnownRow>,
     report: &mut BatchReport,
 ) -> Vec<&'a Deduction> {
     let mut fresh = Vec::with_capacity(msgs.len());
     for msg in msgs {
-        let Some(&(created_ms, expires_ms, owner)) = existing.get(msg.request_id.as_str()) else {
+        let Some(known) = existing.get(msg.request_id.as_str()) else {
             fresh.push(msg);
             continue;
         };
         report.duplicates += 1;
-        if owner != msg.user_id.get() {
-            if let Ok(owner) = UserId::new(owner) {
+        if known.user_id != msg.user_id.get() {
+            if let Ok(owner) = UserId::new(known.user_id) {
                 report.foreign.push((msg.clone(), owner));
             }
-        } else if created_ms != msg.created_ms {
+        } else if known.created_ms != msg.created_ms {
             report.readmitted.push(Readmission {
                 msg: msg.clone(),
-                row_created_ms: created_ms,
-                row_expires_ms: expires_ms,
+                row_created_ms: known.created_ms,
+                row_expires_ms: known.expires_ms,
             });
         }
     }
     fresh
+}
+
+/// The events of deductions the ledger already holds, told again from
+/// their rows (`persisted`, or `rejected` with its reason): a duplicate is
+/// most often the redelivery of a batch whose consumer died between its
+/// commit and the publish of its events, which only the redelivery can
+/// still tell. Same ids as the first telling; `available` is the SKU's now.
+fn retell(
+    out: &mut Outgoing,
+    msgs: &[&Deduction],
+    existing: &HashMap<String, KnownRow>,
+    time_ms: u64,
+) {
+    for msg in msgs {
+        let Some(known) = existing.get(msg.request_id.as_str()) else {
+            continue;
+        };
+        let facts = ReservationFacts {
+            sku_id: msg.sku_id,
+            request_id: msg.request_id.to_string(),
+            user_id: known.user_id,
+            count: known.count,
+            reserved_at_ms: known.created_ms,
+            expires_at_ms: known.expires_ms,
+        };
+        let (kind, why) = match known.status.as_str() {
+            "REJECTED" => (EventType::Rejected, known.reason.as_deref()),
+            _ => (EventType::Persisted, None),
+        };
+        let available = out.available(msg.sku_id).or(Some(0));
+        out.push(Event::reservation(kind, &facts, available, why, time_ms));
+    }
+}
+
+/// A ledger row of a deduction being applied again (a duplicate).
+struct KnownRow {
+    created_ms: u64,
+    expires_ms: u64,
+    user_id: u64,
+    count: u32,
+    status: String,
+    reason: Option<String>,
 }
 
 /// The admission rule over the locked SKU `row`: one ledger row per deduction
@@ -173,24 +220,38 @@ fn fit<'a>(
     (rows, admitted.taken)
 }
 
-/// Ledger rows of `msgs` already present: request id → (reserved_at_ms, expires_at_ms).
+/// Ledger rows of `msgs` already present, by request id.
 async fn existing_rows(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
     msgs: &[&Deduction],
-) -> Result<HashMap<String, (u64, u64, u64)>, DbError> {
+) -> Result<HashMap<String, KnownRow>, DbError> {
+    type Raw = (String, u64, u64, u64, u32, String, Option<String>);
     let mut found = HashMap::new();
     for chunk in msgs.chunks(INSERT_CHUNK_ROWS) {
         let mut sql = SqlText::new(
-            "SELECT deduct_request_id, reserved_at_ms, expires_at_ms, user_id FROM stock_deduct_idempotent
-             WHERE sku_id = ",
+            "SELECT deduct_request_id, reserved_at_ms, expires_at_ms, user_id, deduct_count,
+                    status, reason
+             FROM stock_deduct_idempotent WHERE sku_id = ",
         );
         sql.int(sku_id.get())
             .raw(" AND deduct_request_id IN (")
             .request_ids(chunk.iter().map(|m| &m.request_id))
             .raw(")");
-        let rows: Vec<(String, u64, u64, u64)> = tx.query(sql.finish()).await?;
-        found.extend(rows.into_iter().map(|(id, c, e, u)| (id, (c, e, u))));
+        let rows: Vec<Raw> = tx.query(sql.finish()).await?;
+        found.extend(rows.into_iter().map(
+            |(id, created_ms, expires_ms, user_id, count, status, reason)| {
+                let known = KnownRow {
+                    created_ms,
+                    expires_ms,
+                    user_id,
+                    count,
+                    status,
+                    reason,
+                };
+                (id, known)
+            },
+        ));
     }
     Ok(found)
 }

@@ -45,7 +45,7 @@ pub mod reason {
 }
 
 /// What one batch did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct BatchReport {
     /// New rows inserted as `RESERVED` (stock taken).
     pub applied: usize,
@@ -61,6 +61,12 @@ pub struct BatchReport {
     /// buyer: a SKU split into buckets admits a request id once per bucket
     /// (see `RedisStore::reject_foreign_duplicate`).
     pub foreign: Vec<(Deduction, UserId)>,
+    /// The batch's reservation events (`persisted`, `rejected`; the same
+    /// events again for duplicates), for the consumer to publish after the
+    /// commit and before its ack — not staged in `event_outbox`: a delivery
+    /// that is not acked comes back, and its duplicates tell them again
+    /// (same ids). The SKU crossings of the batch are staged as usual.
+    pub told: Vec<crate::events::Event>,
 }
 
 /// A ledger row as the lifecycle and the API read it.
