@@ -7,7 +7,8 @@
 //! there. Each kill returns every message to the queue (a redelivery). Crashes
 //! are not attempts the message caused: nothing may be dead-lettered (the
 //! quorum `x-delivery-limit` does it once a message was returned more often
-//! than the limit).
+//! than the limit). An order service model fed by events alone ends equal to
+//! the ledger.
 
 use std::time::Duration;
 
@@ -23,6 +24,9 @@ const KILLS: usize = 6;
 async fn s07_consumer_kill9_five_times_holding_deliveries_dead_letters_nothing() {
     let mut sc = Scenario::begin("s07", "consumer kill -9 x5 while holding deliveries", &[]).await;
     sc.stack.start_roles(&["api", "closer"]).await;
+    // Every kill returns deliveries the consumer held: the `persisted`
+    // events come from the consumer that finally commits, once per change.
+    sc.watch_events().await;
     let skus = [71];
     sc.stack.create_sku(71, 2_000, 2).await;
     // At most one broker message per request, so 900 requests always leave a
