@@ -77,6 +77,13 @@ events_checker() {
     echo "$venv/bin/python"
 }
 
+# Tests run in parallel and two may ask for the same tool on a fresh clone:
+# one install at a time (flock, util-linux), and the second caller then finds
+# the tool installed instead of removing the first one's half-made venv.
+mkdir -p "$TOOLS_DIR"
+exec 9>"$TOOLS_DIR/.install.lock"
+flock 9
+
 case "${1:-}" in
     schemathesis) schemathesis ;;
     otlp-receiver) otlp_receiver ;;
