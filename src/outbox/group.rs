@@ -9,7 +9,8 @@
 //! full lingers `amqp.group_linger_ms` for more (on the bench box, a
 //! millisecond of latency for messages four times as full). The consumer's idempotency
 //! makes a batch as safe as single messages (a redelivered batch is skipped row
-//! by row).
+//! by row). With events on, the batch's `reserved` events are published beside
+//! it, and its entries leave the outbox only when both are confirmed.
 
 use std::sync::Arc;
 
