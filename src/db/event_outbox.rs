@@ -1,5 +1,5 @@
 //! The `event_outbox` table: events staged by the transaction of their change
-//! and read back by the event relay (`events::relay`). Staging is one
+//! and read back by the event relay (`outbox::event_relay`). Staging is one
 //! multi-row INSERT per transaction, as SQL text with hex literals (an event's
 //! JSON is text stockd did not fully choose: reasons, references).
 

@@ -12,9 +12,9 @@
 //!
 //! Safety comes from the types, not from escaping: only integers, request
 //! ids (whose parser admits `[A-Za-z0-9_.:-]` and nothing else, at the API
-//! and when a broker message is decoded) and the program's own constants are
-//! rendered, so no value can hold a quote or a backslash, whatever the
-//! server's `sql_mode`.
+//! and when a broker message is decoded), the program's own constants and
+//! hex literals of any bytes (`X'…'`, an event's JSON) are rendered, so no
+//! value can hold a quote or a backslash, whatever the server's `sql_mode`.
 
 use std::fmt::Write;
 
@@ -123,6 +123,19 @@ mod tests {
         assert_eq!(
             sql.finish(),
             "SELECT 1 WHERE sku_id = 7 AND id IN ('a-1','b:2') AND x = ('RESERVED',NULL,-3)"
+        );
+    }
+
+    #[test]
+    fn any_bytes_travel_as_a_hex_literal_without_a_quote() {
+        let mut sql = SqlText::new("VALUES (");
+        sql.hex(b"it's \\ \"x\"").raw(",").hex(b"").raw(")");
+        let text = sql.finish();
+        assert_eq!(text, "VALUES (X'69742773205c20227822',X'')");
+        assert_eq!(
+            text.matches('\'').count(),
+            4,
+            "only the literals' own quotes"
         );
     }
 }

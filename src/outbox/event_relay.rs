@@ -47,13 +47,19 @@ impl EventRelay {
     }
 
     /// Passes until cancelled; no sleep after a full pass. A failure is
-    /// logged once per outage by the outage log and retried next pass.
+    /// logged once per outage by the outage log (`outage.start`, dependency
+    /// `amqp` or `mysql`) and retried next pass.
     pub async fn run_until_stopped(self, cancel: CancellationToken) {
         while !cancel.is_cancelled() {
             let full = match self.run_once().await {
                 Ok(published) => published >= self.batch,
-                Err(err) => {
-                    tracing::warn!(error = %err, "events.relay: pass failed; events stay in the outbox");
+                // Once per outage (the outage log), not once per pass.
+                Err(RelayError::Db(err)) => {
+                    crate::health::outage::failed("mysql", &err);
+                    false
+                }
+                Err(RelayError::Publish(err)) => {
+                    crate::health::outage::failed("amqp", &err);
                     false
                 }
             };
@@ -94,6 +100,7 @@ impl EventRelay {
                 tx.commit().await.map_err(DbError::from)
             })
             .await?;
+        crate::health::outage::answered("amqp");
         for m in &messages {
             metrics::counter!("stockd_events_published_total", "type" => m.routing_key)
                 .increment(m.events as u64);
