@@ -8,25 +8,22 @@ use mysql_async::Transaction;
 
 use super::sql_text::SqlText;
 use super::DbError;
-use crate::events::{Event, EventPolicy, EventType, Outgoing};
+use crate::events::{Event, EventType, Outgoing};
 
 /// Rows per INSERT: an event row is ~1 KB of hex, far below `max_allowed_packet`.
 const STAGE_CHUNK_ROWS: usize = 200;
 
-/// Writes the events of `outgoing` that `policy` wants, inside `tx` (before
-/// its commit: they commit or vanish with the change). Returns how many.
+/// Writes the events of `outgoing` (those its policy wants) inside `tx`
+/// (before its commit: they commit or vanish with the change). Returns how many.
 pub async fn stage(
     tx: &mut Transaction<'_>,
-    policy: &EventPolicy,
     outgoing: Outgoing,
     time_ms: u64,
 ) -> Result<usize, DbError> {
-    if !policy.is_on() || outgoing.is_empty() {
+    if outgoing.is_empty() {
         return Ok(0);
     }
-    let events: Vec<Event> = (outgoing.into_events(time_ms).into_iter())
-        .filter(|e| policy.wants(e.kind))
-        .collect();
+    let events = outgoing.into_events(time_ms);
     for chunk in events.chunks(STAGE_CHUNK_ROWS) {
         let mut sql = SqlText::new(
             "INSERT INTO event_outbox (event_id, type, subject, time_ms, data) VALUES ",
@@ -57,13 +54,13 @@ pub async fn stage_alone(
     outgoing: Outgoing,
     time_ms: u64,
 ) -> Result<usize, DbError> {
-    if !db.events().is_on() || outgoing.is_empty() {
+    if outgoing.is_empty() {
         return Ok(0);
     }
     db.bounded(async {
         let mut conn = db.conn().await?;
         let mut tx = conn.start_transaction(super::ledger::tx_opts()).await?;
-        let staged = stage(&mut tx, db.events(), outgoing, time_ms).await?;
+        let staged = stage(&mut tx, outgoing, time_ms).await?;
         tx.commit().await?;
         Ok(staged)
     })

@@ -9,7 +9,7 @@ use mysql_async::{Row, Transaction};
 
 use super::DbError;
 use crate::domain::SkuId;
-use crate::events::{Event, Outgoing};
+use crate::events::{Event, EventType, Outgoing};
 use serde_json::json;
 
 /// Why a SKU's stock moved.
@@ -148,6 +148,9 @@ pub fn note(out: &mut Outgoing, m: &NewMovement<'_>, id: u64, low_threshold: Opt
     } else {
         out.locked(m.sku_id, m.total_before, m.available_before, low_threshold);
         out.moved(m.sku_id, m.delta, m.delta);
+    }
+    if !out.wants(EventType::Adjusted) {
+        return;
     }
     let data = json!({
         "sku_id": m.sku_id.get(),

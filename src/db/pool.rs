@@ -59,9 +59,15 @@ impl Db {
         self
     }
 
-    /// Which events a transaction stages (`db::event_outbox::stage`).
+    /// Which events this process publishes.
     pub fn events(&self) -> &EventPolicy {
         &self.events
+    }
+
+    /// A collector of one transaction's events, keeping what
+    /// [`Db::events`] wants (`db::event_outbox::stage` writes it).
+    pub fn outgoing(&self) -> crate::events::Outgoing {
+        crate::events::Outgoing::new(self.events.clone())
     }
 
     /// A connection, or [`DbError::Timeout`] when none comes in time.

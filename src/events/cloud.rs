@@ -98,17 +98,16 @@ pub fn final_id(staged_id: &str, seq: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::SkuId;
-    use crate::events::ReservationFacts;
+    use crate::domain::{Deduction, RequestId, SkuId, UserId};
 
     fn reservation(kind: EventType, id: &str) -> Event {
-        let facts = ReservationFacts {
+        let facts = Deduction {
             sku_id: SkuId::new(1).unwrap(),
-            request_id: id.into(),
-            user_id: 1,
+            request_id: RequestId::parse(id).unwrap(),
+            user_id: UserId::new(1).unwrap(),
             count: 1,
-            reserved_at_ms: 0,
-            expires_at_ms: 0,
+            created_ms: 0,
+            expires_ms: 0,
         };
         Event::reservation(kind, &facts, Some(1), None, 1_700_000_000_123)
     }

@@ -28,6 +28,16 @@ impl EventPolicy {
         Self::default()
     }
 
+    /// Every type, source `/stockd` (unit tests of the collector).
+    #[cfg(test)]
+    pub fn everything() -> Self {
+        Self {
+            enabled: true,
+            patterns: vec!["#".into()],
+            source: "/stockd".into(),
+        }
+    }
+
     pub fn is_on(&self) -> bool {
         self.enabled
     }

@@ -94,30 +94,6 @@ impl EventType {
     }
 }
 
-/// The facts of one reservation an event carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReservationFacts {
-    pub sku_id: SkuId,
-    pub request_id: String,
-    pub user_id: u64,
-    pub count: u32,
-    pub reserved_at_ms: u64,
-    pub expires_at_ms: u64,
-}
-
-impl From<&Deduction> for ReservationFacts {
-    fn from(d: &Deduction) -> Self {
-        Self {
-            sku_id: d.sku_id,
-            request_id: d.request_id.to_string(),
-            user_id: d.user_id.get(),
-            count: d.count,
-            reserved_at_ms: d.created_ms,
-            expires_at_ms: d.expires_ms,
-        }
-    }
-}
-
 /// Appended to the id of an event that can happen many times to one subject
 /// (a SKU sold out, back in stock, sold out again): the publisher replaces it
 /// with `@<seq>`, the event's `event_outbox` row number, fixed at the commit
@@ -143,7 +119,7 @@ impl Event {
     /// rejection (stored upper case in the ledger, lower case on the wire).
     pub fn reservation(
         kind: EventType,
-        facts: &ReservationFacts,
+        facts: &Deduction,
         available: Option<i64>,
         reason: Option<&str>,
         time_ms: u64,
@@ -161,12 +137,12 @@ impl Event {
         );
         let mut data = json!({
             "sku_id": facts.sku_id.get(),
-            "request_id": facts.request_id,
-            "user_id": facts.user_id,
+            "request_id": facts.request_id.as_str(),
+            "user_id": facts.user_id.get(),
             "count": facts.count,
             "status": status.as_str(),
-            "reserved_at_ms": facts.reserved_at_ms,
-            "expires_at_ms": facts.expires_at_ms,
+            "reserved_at_ms": facts.created_ms,
+            "expires_at_ms": facts.expires_ms,
         });
         if let Some(available) = available {
             data["available"] = json!(available.max(0));
@@ -214,14 +190,14 @@ impl Event {
 mod tests {
     use super::*;
 
-    fn facts() -> ReservationFacts {
-        ReservationFacts {
+    fn facts() -> Deduction {
+        Deduction {
             sku_id: SkuId::new(7).unwrap(),
-            request_id: "r-1".into(),
-            user_id: 42,
+            request_id: crate::domain::RequestId::parse("r-1").unwrap(),
+            user_id: crate::domain::UserId::new(42).unwrap(),
             count: 2,
-            reserved_at_ms: 10,
-            expires_at_ms: 20,
+            created_ms: 10,
+            expires_ms: 20,
         }
     }
 

@@ -2,12 +2,17 @@
 //! moved, so the SKU-wide crossings (sold out, back in stock, low stock) are
 //! decided once per transaction from where the SKU's available started and
 //! where it ended — never for a dip that the same commit undid.
+//!
+//! It knows the process' [`EventPolicy`], so an event nobody wants is never
+//! built: producers ask [`Outgoing::wants`] first, and with events off a
+//! transaction does no event work beyond its stock tally.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Event, EventType};
+use super::{Event, EventPolicy, EventType};
 use crate::domain::SkuId;
 
 /// One SKU's available over a transaction.
@@ -21,13 +26,28 @@ struct Tally {
 
 /// Collected while a transaction runs; `db::event_outbox::stage` writes it
 /// before the commit.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Outgoing {
+    policy: Arc<EventPolicy>,
     events: Vec<Event>,
     skus: BTreeMap<SkuId, Tally>,
 }
 
 impl Outgoing {
+    /// An empty collector keeping the events `policy` wants (`Db::outgoing`).
+    pub fn new(policy: Arc<EventPolicy>) -> Self {
+        Self {
+            policy,
+            events: Vec::new(),
+            skus: BTreeMap::new(),
+        }
+    }
+
+    /// Whether events of `kind` are kept: ask before building one.
+    pub fn wants(&self, kind: EventType) -> bool {
+        self.policy.wants(kind)
+    }
+
     /// The SKU row was locked with this stock (the first lock of the
     /// transaction counts; a second lock of the same row changes nothing).
     pub fn locked(&mut self, sku: SkuId, total: i64, available: i64, low_threshold: Option<u32>) {
@@ -52,8 +72,11 @@ impl Outgoing {
         self.skus.get(&sku).map(|t| t.now)
     }
 
+    /// Keeps `event` if its kind is wanted.
     pub fn push(&mut self, event: Event) {
-        self.events.push(event);
+        if self.wants(event.kind) {
+            self.events.push(event);
+        }
     }
 
     /// The events pushed so far, taken out (the SKU tallies stay, so the
@@ -62,14 +85,17 @@ impl Outgoing {
         std::mem::take(&mut self.events)
     }
 
+    /// Nothing to stage: no event kept, and no SKU that moved (or events off).
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.skus.values().all(|t| t.before == t.now)
+        !self.policy.is_on()
+            || self.events.is_empty() && self.skus.values().all(|t| t.before == t.now)
     }
 
     /// Every event, the SKU crossings last (stamped `time_ms`).
     pub fn into_events(mut self, time_ms: u64) -> Vec<Event> {
         for (sku, tally) in &self.skus {
-            for kind in crossings(tally.before, tally.now, tally.low_threshold) {
+            let wanted = crossings(tally.before, tally.now, tally.low_threshold);
+            for kind in wanted.into_iter().filter(|k| self.policy.wants(*k)) {
                 let mut data = json!({
                     "sku_id": sku.get(),
                     "total": tally.total.max(0),
@@ -122,13 +148,13 @@ mod tests {
     #[test]
     fn a_transaction_that_undoes_its_own_dip_emits_no_crossing() {
         let sku = SkuId::new(1).unwrap();
-        let mut out = Outgoing::default();
+        let mut out = Outgoing::new(Arc::new(EventPolicy::everything()));
         out.locked(sku, 10, 2, None);
         out.moved(sku, -2, 0);
         out.moved(sku, 1, 0);
         assert_eq!(out.available(sku), Some(1));
         assert!(out.into_events(0).is_empty());
-        let mut out = Outgoing::default();
+        let mut out = Outgoing::new(Arc::new(EventPolicy::everything()));
         out.locked(sku, 10, 2, None);
         out.locked(sku, 10, 99, None);
         out.moved(sku, -2, 0);

@@ -19,7 +19,6 @@
 use crate::db::movements::{self, Movement, MovementKind, NewMovement};
 use crate::db::{event_outbox, ledger, sku, Db, DbError};
 use crate::domain::SkuId;
-use crate::events::Outgoing;
 use crate::ops::sku_admin::{self, SkuAdminError, Totals};
 use crate::redis::RedisStore;
 
@@ -135,9 +134,9 @@ async fn adjust_unbounded(
         redis_available: None,
     };
     let id = movements::insert(&mut tx, &movement).await?;
-    let mut out = Outgoing::default();
+    let mut out = db.outgoing();
     movements::note(&mut out, &movement, id, row.low_stock_threshold);
-    event_outbox::stage(&mut tx, db.events(), out, movement.created_at_ms).await?;
+    event_outbox::stage(&mut tx, out, movement.created_at_ms).await?;
     tx.commit().await.map_err(DbError::from)?;
     let recorded = movement.recorded(id);
     tracing::info!(sku.id = %sku_id, delta = adj.delta, movement.id = recorded.id,

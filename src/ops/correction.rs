@@ -13,7 +13,6 @@ use crate::clock::unix_ms;
 use crate::db::movements::{self, MovementKind, NewMovement};
 use crate::db::{event_outbox, ledger, sku, Db, DbError};
 use crate::domain::SkuId;
-use crate::events::Outgoing;
 
 /// Who a correction's movement names as its actor.
 pub const RECONCILER: &str = "reconciler";
@@ -36,7 +35,7 @@ pub async fn record(db: &Db, c: &Correction<'_>) -> Result<Option<u64>, DbError>
     db.bounded(async {
         let mut conn = db.conn().await?;
         let mut tx = conn.start_transaction(ledger::tx_opts()).await?;
-        let mut out = Outgoing::default();
+        let mut out = db.outgoing();
         let Some(row) = sku::lock_noted(&mut tx, c.sku_id, &mut out).await? else {
             return Ok(None);
         };
@@ -55,7 +54,7 @@ pub async fn record(db: &Db, c: &Correction<'_>) -> Result<Option<u64>, DbError>
         };
         let id = movements::insert(&mut tx, &movement).await?;
         movements::note(&mut out, &movement, id, row.low_stock_threshold);
-        event_outbox::stage(&mut tx, db.events(), out, movement.created_at_ms).await?;
+        event_outbox::stage(&mut tx, out, movement.created_at_ms).await?;
         tx.commit().await?;
         Ok(Some(id))
     })

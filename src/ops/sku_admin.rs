@@ -13,7 +13,6 @@
 use crate::db::movements::{self, MovementKind, NewMovement};
 use crate::db::{event_outbox, ledger, sku, Db, DbError};
 use crate::domain::SkuId;
-use crate::events::Outgoing;
 use crate::redis::buckets::Layout;
 use crate::redis::{LoadOutcome, RedisError, RedisStore};
 
@@ -156,9 +155,9 @@ async fn upsert_unbounded(
             redis_available: None,
         };
         let id = movements::insert(&mut tx, &movement).await?;
-        let mut out = Outgoing::default();
+        let mut out = db.outgoing();
         movements::note(&mut out, &movement, id, low_threshold);
-        event_outbox::stage(&mut tx, db.events(), out, movement.created_at_ms).await?;
+        event_outbox::stage(&mut tx, out, movement.created_at_ms).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(SkuState {

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::OutboxAcker;
 use crate::domain::Deduction;
-use crate::events::{cloud, Event, EventPolicy, EventType, ReservationFacts};
+use crate::events::{cloud, Event, EventPolicy, EventType};
 use crate::mq::trace_context::TraceContext;
 use crate::mq::{message, PublishError, Publisher};
 use crate::redis::outbox::OutboxStream;
@@ -238,14 +238,8 @@ async fn publish_reserved(
 ) -> Result<(), PublishError> {
     let events: Vec<Event> = (batch.iter())
         .map(|p| {
-            let facts = ReservationFacts::from(&p.msg);
-            Event::reservation(
-                EventType::Reserved,
-                &facts,
-                p.available,
-                None,
-                p.msg.created_ms,
-            )
+            let (msg, time_ms) = (&p.msg, p.msg.created_ms);
+            Event::reservation(EventType::Reserved, msg, p.available, None, time_ms)
         })
         .collect();
     let with_ids: Vec<(String, &Event)> = events.iter().map(|e| (e.id.clone(), e)).collect();

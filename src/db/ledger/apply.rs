@@ -24,7 +24,7 @@ use crate::db::sql_text::SqlText;
 use crate::db::{Db, DbError};
 use crate::domain::admission::{admit, Claim, Refusal};
 use crate::domain::{Deduction, ReservationStatus, SkuId, UserId};
-use crate::events::{Event, EventType, Outgoing, ReservationFacts};
+use crate::events::{Event, EventType, Outgoing};
 
 /// Applies a batch, retrying the whole transaction on deadlock or lock timeout.
 pub async fn apply_batch(
@@ -54,7 +54,7 @@ async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, D
         by_sku.entry(msg.sku_id).or_default().push(msg);
     }
     let mut report = BatchReport::default();
-    let mut out = Outgoing::default();
+    let mut out = db.outgoing();
     let mut conn = db.conn().await?;
     let mut tx = conn.start_transaction(tx_opts()).await?;
     for (sku_id, mut msgs) in by_sku {
@@ -65,11 +65,8 @@ async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, D
         report.duplicates += before - msgs.len();
         apply_sku(&mut tx, sku_id, msgs, &mut report, &mut out).await?;
     }
-    let policy = db.events();
-    report.told = (out.take_events().into_iter())
-        .filter(|e| policy.wants(e.kind))
-        .collect();
-    event_outbox::stage(&mut tx, db.events(), out, unix_ms()).await?;
+    report.told = out.take_events();
+    event_outbox::stage(&mut tx, out, unix_ms()).await?;
     tx.commit().await?;
     Ok(report)
 }
@@ -161,17 +158,23 @@ fn retell(
         let Some(known) = existing.get(msg.request_id.as_str()) else {
             continue;
         };
-        let facts = ReservationFacts {
-            sku_id: msg.sku_id,
-            request_id: msg.request_id.to_string(),
-            user_id: known.user_id,
-            count: known.count,
-            reserved_at_ms: known.created_ms,
-            expires_at_ms: known.expires_ms,
-        };
         let (kind, why) = match known.status.as_str() {
             "REJECTED" => (EventType::Rejected, known.reason.as_deref()),
             _ => (EventType::Persisted, None),
+        };
+        let Ok(user_id) = UserId::new(known.user_id) else {
+            continue;
+        };
+        if !out.wants(kind) {
+            continue;
+        }
+        // The row's facts, not the message's: they may differ (a readmission).
+        let facts = Deduction {
+            user_id,
+            count: known.count,
+            created_ms: known.created_ms,
+            expires_ms: known.expires_ms,
+            ..(*msg).clone()
         };
         let available = out.available(msg.sku_id).or(Some(0));
         out.push(Event::reservation(kind, &facts, available, why, time_ms));

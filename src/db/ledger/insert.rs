@@ -8,7 +8,7 @@ use super::INSERT_CHUNK_ROWS;
 use crate::db::sql_text::SqlText;
 use crate::db::DbError;
 use crate::domain::{Deduction, ReservationStatus};
-use crate::events::{Event, EventType, Outgoing, ReservationFacts};
+use crate::events::{Event, EventType, Outgoing};
 
 /// A row to insert: the deduction, its status, and the reason of a rejection.
 pub(super) type NewRow<'a> = (&'a Deduction, ReservationStatus, Option<&'static str>);
@@ -69,8 +69,9 @@ pub fn note_inserted(out: &mut Outgoing, rows: &[NewRow<'_>], time_ms: u64) {
             ReservationStatus::Released => EventType::Released,
             ReservationStatus::Confirmed => EventType::Confirmed,
         };
-        let available = out.available(msg.sku_id).or(Some(0));
-        let facts = ReservationFacts::from(*msg);
-        out.push(Event::reservation(kind, &facts, available, *why, time_ms));
+        if out.wants(kind) {
+            let available = out.available(msg.sku_id).or(Some(0));
+            out.push(Event::reservation(kind, msg, available, *why, time_ms));
+        }
     }
 }

@@ -8,8 +8,9 @@ use mysql_async::Transaction;
 
 use super::LedgerRow;
 use crate::db::{sku, DbError};
+use crate::domain::Deduction;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
-use crate::events::{Event, EventType, Outgoing, ReservationFacts};
+use crate::events::{Event, EventType, Outgoing};
 
 /// The conditional update of one RESERVED row (SKU and row already locked,
 /// the SKU with [`sku::lock_noted`]), and its event noted in `out`.
@@ -48,16 +49,11 @@ pub async fn finish_locked(
     } else {
         EventType::Confirmed
     };
-    let facts = ReservationFacts {
-        sku_id: row.sku_id,
-        request_id: row.request_id.to_string(),
-        user_id: row.user_id.get(),
-        count: row.count,
-        reserved_at_ms: row.reserved_at_ms,
-        expires_at_ms: row.expires_at_ms,
-    };
-    let available = out.available(row.sku_id);
-    out.push(Event::reservation(kind, &facts, available, why, now_ms));
+    if out.wants(kind) {
+        let facts = Deduction::from(&row.to_reservation());
+        let available = out.available(row.sku_id);
+        out.push(Event::reservation(kind, &facts, available, why, now_ms));
+    }
     Ok(())
 }
 

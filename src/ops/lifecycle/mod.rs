@@ -26,7 +26,6 @@ use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, settle, LedgerRow};
 use crate::db::{event_outbox, sku, Db, DbError};
 use crate::domain::{Deduction, RequestId, Reservation, ReservationStatus, SkuId};
-use crate::events::Outgoing;
 use crate::redis::{FinishOutcome, RedisError, RedisStore};
 
 mod recovered;
@@ -203,7 +202,7 @@ async fn decide(
         .await
         .map_err(DbError::from)?;
     // The ledger lock protocol: the SKU row first, then the ledger row.
-    let mut out = Outgoing::default();
+    let mut out = db.outgoing();
     if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
         return Ok(TransitionOutcome::NotFound);
     }
@@ -219,14 +218,14 @@ async fn decide(
     };
     if let Some(outcome) = settled_already(&row, transition, now_ms) {
         // Commit, not roll back: a deduction applied above must stay.
-        event_outbox::stage(&mut tx, db.events(), out, now_ms).await?;
+        event_outbox::stage(&mut tx, out, now_ms).await?;
         tx.commit().await.map_err(DbError::from)?;
         return Ok(outcome);
     }
     let target = transition.target();
     let why = transition.reason();
     settle::finish_locked(&mut tx, &row, target, why, now_ms, &mut out).await?;
-    event_outbox::stage(&mut tx, db.events(), out, now_ms).await?;
+    event_outbox::stage(&mut tx, out, now_ms).await?;
     tx.commit().await.map_err(DbError::from)?;
     let row = LedgerRow {
         status: target,
@@ -348,7 +347,7 @@ pub async fn release_expired(
         .start_transaction(ledger::tx_opts())
         .await
         .map_err(DbError::from)?;
-    let mut out = Outgoing::default();
+    let mut out = db.outgoing();
     if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
         return Ok(Vec::new());
     }
@@ -372,7 +371,7 @@ pub async fn release_expired(
             ..row
         });
     }
-    event_outbox::stage(&mut tx, db.events(), out, now).await?;
+    event_outbox::stage(&mut tx, out, now).await?;
     tx.commit().await.map_err(DbError::from)?;
     Ok(released)
 }

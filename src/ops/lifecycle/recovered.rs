@@ -10,7 +10,6 @@ use super::{Transition, TransitionOutcome};
 use crate::db::ledger::{self, reason, LedgerRow};
 use crate::db::{event_outbox, sku, Db, DbError};
 use crate::domain::{Deduction, RequestId, Reservation, ReservationStatus, SkuId};
-use crate::events::Outgoing;
 use crate::redis::RedisStore;
 
 use super::LifecycleError;
@@ -88,7 +87,7 @@ pub(super) async fn record_release(
     let msg = Deduction::from(record);
     let mut conn = db.conn().await?;
     let mut tx = conn.start_transaction(ledger::tx_opts()).await?;
-    let mut out = Outgoing::default();
+    let mut out = db.outgoing();
     sku::lock_noted(&mut tx, record.sku_id, &mut out).await?;
     if let Some(row) = ledger::find_for_update(&mut tx, record.sku_id, &record.request_id).await? {
         tx.commit().await?;
@@ -97,7 +96,7 @@ pub(super) async fn record_release(
     let rows = [(&msg, ReservationStatus::Released, Some(why))];
     ledger::insert_rows(&mut tx, &rows).await?;
     ledger::note_inserted(&mut out, &rows, now_ms);
-    event_outbox::stage(&mut tx, db.events(), out, now_ms).await?;
+    event_outbox::stage(&mut tx, out, now_ms).await?;
     tx.commit().await?;
     tracing::warn!(sku.id = %record.sku_id, request.id = %record.request_id,
         "lifecycle: a reservation MySQL lost with its release is recorded RELEASED from its Redis record");

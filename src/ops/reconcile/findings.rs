@@ -9,9 +9,13 @@ use super::{Report, SkuReport};
 use crate::domain::SkuId;
 use crate::events::{Event, EventType, Outgoing};
 
-/// The events of `report`, given the pass before it.
-pub fn events(report: &Report, previous: Option<&Report>, time_ms: u64) -> Outgoing {
-    let mut out = Outgoing::default();
+/// The events of `report`, given the pass before it, collected in `out`.
+pub fn events(
+    mut out: Outgoing,
+    report: &Report,
+    previous: Option<&Report>,
+    time_ms: u64,
+) -> Outgoing {
     for line in &report.skus {
         let Ok(sku) = SkuId::new(line.sku_id) else {
             continue;

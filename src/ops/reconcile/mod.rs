@@ -233,7 +233,12 @@ impl Reconciler {
     /// verdict, once until it changes; `stockd.reconcile.repaired`: every
     /// repair). A failure to stage them is logged; the report stands.
     async fn tell(&self, report: &Report, previous: Option<&Report>) {
-        let out = findings::events(report, previous, crate::clock::unix_ms());
+        let out = findings::events(
+            self.db.outgoing(),
+            report,
+            previous,
+            crate::clock::unix_ms(),
+        );
         if let Err(err) =
             crate::db::event_outbox::stage_alone(&self.db, out, crate::clock::unix_ms()).await
         {
