@@ -19,6 +19,10 @@ use crate::owned::OwnedProcess;
 /// A debug stockd connects to MySQL, Redis and RabbitMQ and loads its scripts
 /// in well under a second; a busy 2-core CI machine gets far more.
 const START_LIMIT: Duration = Duration::from_secs(60);
+/// Starts on fresh ports when the ones picked were taken before the child
+/// bound them (`free_port` releases its probe socket; another test's process
+/// can take the port in between: seen once on a clean clone).
+const PORT_TRIES: usize = 3;
 /// Between readiness probes of the child.
 const POLL: Duration = Duration::from_millis(100);
 /// A curl or openssl run against loopback finishes in milliseconds.
@@ -42,6 +46,25 @@ impl ApiChild {
         extra: &[(String, String)],
         drop: &[&str],
     ) -> Self {
+        for _ in 1..PORT_TRIES {
+            if let Some(child) = Self::try_start(app, log_dir, extra, drop).await {
+                return child;
+            }
+        }
+        Self::try_start(app, log_dir, extra, drop)
+            .await
+            .expect("a free port taken before the child bound it, every try")
+    }
+
+    /// One start on two fresh free ports; `None` when another process took
+    /// one of them between `free_port` and the child's bind (the child exits
+    /// "Address already in use"). Any other early exit fails the test.
+    async fn try_start(
+        app: &TestApp,
+        log_dir: &Path,
+        extra: &[(String, String)],
+        drop: &[&str],
+    ) -> Option<Self> {
         let port = crate::ports::free_port();
         let admin_port = crate::ports::free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_stockd"));
@@ -64,7 +87,11 @@ impl ApiChild {
             || TcpStream::connect(("127.0.0.1", admin_port)).is_err()
         {
             if let Some(status) = process.exited() {
-                panic!("stockd exited ({status}):\n{}", process.log_tail());
+                let tail = process.log_tail();
+                if tail.contains("Address already in use") {
+                    return None;
+                }
+                panic!("stockd exited ({status}):\n{tail}");
             }
             assert!(
                 start.elapsed() < START_LIMIT,
@@ -74,11 +101,11 @@ impl ApiChild {
             // Poll period of the start-up wait above (bounded by START_LIMIT).
             tokio::time::sleep(POLL).await;
         }
-        Self {
+        Some(Self {
             process,
             port,
             admin_port,
-        }
+        })
     }
 
     /// Sends SIGHUP to the child (by its pid: a process this test started).
