@@ -56,7 +56,7 @@ impl Resources {
             .await
             .context("loading Lua scripts into Redis")
             .map_err(redis)?;
-        let topology = Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+        let topology = Topology::new(&settings.amqp, &settings.reservation);
         let publisher = Publisher::new(
             settings.amqp.broker_urls(),
             name,

@@ -23,7 +23,20 @@ pub struct ReservationSettings {
     pub ttl_secs: u64,
     pub durability: Durability,
     pub max_count: u32,
+    /// Seconds one extension adds to a reservation's `expires_at` (the hold
+    /// while the buyer pays: `POST .../extend`).
+    pub extend_secs: u64,
+    /// Extensions one reservation may have; 0 turns extending off (409
+    /// `EXTENSION_LIMIT` at once).
+    pub max_extensions: u32,
 }
+
+/// Most extensions one reservation may be given: a bound on how long one
+/// buyer can keep a unit off sale (`MAX_EXTENSIONS` × `extend_secs`).
+pub const MAX_EXTENSIONS: u32 = 10;
+
+/// The `reservation.max_extensions` error names the bound as a literal.
+const _: () = assert!(MAX_EXTENSIONS == 10);
 
 /// The `reservation.max_count` error names the bound as a literal.
 const _: () = assert!(crate::domain::COUNT_MAX == 1000);
@@ -39,6 +52,17 @@ impl ReservationSettings {
                 // A literal because the check table holds &str; the assertion
                 // above ties it to COUNT_MAX.
                 "must be in 1..=1000",
+            ),
+            (
+                self.extend_secs >= 1,
+                "reservation.extend_secs",
+                "must be >= 1",
+            ),
+            (
+                self.max_extensions <= MAX_EXTENSIONS,
+                "reservation.max_extensions",
+                // A literal like max_count's; the assertion below ties it to the constant.
+                "must be in 0..=10",
             ),
         ])
     }

@@ -30,6 +30,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0005_event_outbox",
         include_str!("../../sql/0005_event_outbox.sql"),
     ),
+    (
+        6,
+        "0006_extensions",
+        include_str!("../../sql/0006_extensions.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

@@ -6,6 +6,8 @@
 //!                                                   │ dead-letter at-least-once
 //!                                                   ▼
 //!                                              <p>expiry           (closer)
+//!                                                   ▲ dead-letter
+//! closer (an extended reservation) ──► <p>expiry.delay.<E>s (TTL E = extend_secs)
 //! <p>deduct  ──(failed batch)──► <p>deduct.retry (TTL = retry delay) ──► back to <p>deduct
 //! <p>deduct  ──(poison, or delivery limit, or retries used up)──► <p>dlx ──► <p>deduct.dlq
 //! events ──► <p>events (topic, key = event type) ──► subscribers' own queues
@@ -15,6 +17,13 @@
 //! costs the broker one confirm. The delay queue's name carries its TTL because a
 //! queue's arguments cannot change: a new `reservation.ttl_secs` gets a new queue
 //! (one quorum queue per delay level, as RocketMQ has delay levels).
+//!
+//! An extended reservation (`POST .../extend`) outlives its first delay
+//! message: the closer finds MySQL's `expires_at` later than the message's
+//! time and sends the message once more, through the default exchange, into
+//! the second delay level `<p>expiry.delay.<E>s` (E = `reservation.extend_secs`,
+//! the most one extension moves the time). Every delay level dead-letters into
+//! the same expiry queue.
 
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
@@ -22,7 +31,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{Channel, ExchangeKind};
 
 use super::MqError;
-use crate::config::AmqpSettings;
+use crate::config::{AmqpSettings, ReservationSettings};
 
 /// Every name stockd uses on the broker, derived from `amqp.queue_prefix`.
 #[derive(Debug, Clone)]
@@ -35,18 +44,24 @@ pub struct Topology {
     pub deduct_retry_queue: String,
     pub deduct_dlq: String,
     pub expiry_delay_queue: String,
+    /// The delay level an extended reservation's expiry waits in again (the
+    /// closer publishes into it by name; nothing is bound to it). The same
+    /// queue as `expiry_delay_queue` when `extend_secs == ttl_secs`.
+    pub expiry_extended_queue: String,
     pub expiry_queue: String,
     pub expiry_dlq: String,
     delivery_limit: u32,
     retry_delay_ms: u64,
     expiry_delay_ms: u64,
+    extended_delay_ms: u64,
     /// `x-quorum-initial-group-size` (0: not sent).
     group_size: u32,
 }
 
 impl Topology {
-    pub fn new(settings: &AmqpSettings, reservation_ttl_secs: u64) -> Self {
+    pub fn new(settings: &AmqpSettings, reservation: &ReservationSettings) -> Self {
         let p = &settings.queue_prefix;
+        let (ttl_secs, extend_secs) = (reservation.ttl_secs, reservation.extend_secs);
         Self {
             reservations_exchange: format!("{p}reservations"),
             events_exchange: format!("{p}events"),
@@ -55,12 +70,14 @@ impl Topology {
             deduct_queue: format!("{p}deduct"),
             deduct_retry_queue: format!("{p}deduct.retry"),
             deduct_dlq: format!("{p}deduct.dlq"),
-            expiry_delay_queue: format!("{p}expiry.delay.{reservation_ttl_secs}s"),
+            expiry_delay_queue: format!("{p}expiry.delay.{ttl_secs}s"),
+            expiry_extended_queue: format!("{p}expiry.delay.{extend_secs}s"),
             expiry_queue: format!("{p}expiry"),
             expiry_dlq: format!("{p}expiry.dlq"),
             delivery_limit: settings.delivery_limit,
             retry_delay_ms: settings.retry_delay_ms,
-            expiry_delay_ms: reservation_ttl_secs * 1000,
+            expiry_delay_ms: ttl_secs * 1000,
+            extended_delay_ms: extend_secs * 1000,
         }
     }
 
@@ -133,6 +150,11 @@ impl Topology {
             "",
         )
         .await?;
+        if self.expiry_extended_queue != self.expiry_delay_queue {
+            let extended = self.timed(self.extended_delay_ms, &self.expiry_queue);
+            self.declare_queue(conn, &self.expiry_extended_queue, extended)
+                .await?;
+        }
         let _ = channel.close(200, "declared".into()).await;
         Ok(())
     }
@@ -173,6 +195,7 @@ impl Topology {
             &self.deduct_retry_queue,
             &self.deduct_dlq,
             &self.expiry_delay_queue,
+            &self.expiry_extended_queue,
             &self.expiry_queue,
             &self.expiry_dlq,
         ] {

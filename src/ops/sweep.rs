@@ -89,7 +89,8 @@ pub async fn pass(
 }
 
 /// Of one SKU's rows due for release, confirms those whose Redis mirror says
-/// CONFIRMED (the transition re-applies the lost confirm); returns how many.
+/// CONFIRMED (the transition re-applies the lost confirm; returns how many),
+/// and extends again those whose mirror holds a later time to pay.
 /// A Redis error skips the check for this pass and the release waits with it:
 /// releasing unchecked could free a paid unit.
 async fn reapply_lost_confirms(
@@ -114,7 +115,19 @@ async fn reapply_lost_confirms(
             .reservations()
             .reservation(sku_id, &request_id)
             .await?;
-        if record.is_some_and(|r| r.status == ReservationStatus::Confirmed) {
+        let Some(record) = record else { continue };
+        let confirmed = record.status == ReservationStatus::Confirmed;
+        // Still reserved in Redis, extended, with a time not yet due: an
+        // extension MySQL may have lost; the expiry re-applies it if so
+        // (`lifecycle::recovered`). The count is read only in that case.
+        let extended = record.status == ReservationStatus::Reserved
+            && record.expires_at_ms >= cutoff_ms
+            && redis
+                .reservations()
+                .mirrored_extensions(sku_id, &request_id, record.user_id)
+                .await?
+                > 0;
+        if confirmed || extended {
             transition(
                 db,
                 redis,
@@ -124,7 +137,7 @@ async fn reapply_lost_confirms(
                 unix_ms(),
             )
             .await?;
-            reapplied += 1;
+            reapplied += usize::from(confirmed);
         }
     }
     Ok(reapplied)

@@ -252,6 +252,71 @@ impl Reservations {
         )))
     }
 
+    /// Mirrors an extension decided in MySQL: the record's new `expires_ms`
+    /// (see `extend.lua`; idempotent). Returns whether the record changed.
+    pub async fn extend(
+        &self,
+        sku_id: SkuId,
+        request_id: &RequestId,
+        user_id: UserId,
+        expires_ms: u64,
+        extensions: u32,
+    ) -> Result<bool, RedisError> {
+        let mut layout = self.buckets.layout(sku_id).await?;
+        for _ in 0..2 {
+            let tag = layout.tag(layout.bucket_of(user_id));
+            let mut invocation = super::scripts::EXTEND.prepare_invoke();
+            invocation
+                .key(self.core.keys.sku_at(tag))
+                .key(self.core.keys.reservation_at(tag, request_id))
+                .key(self.core.keys.user_at(tag, user_id))
+                .arg(expires_ms)
+                .arg(self.admission.args().retention_ms)
+                .arg(layout.n())
+                .arg(extensions);
+            let reply: Vec<String> = self
+                .core
+                .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+                .await?;
+            match reply.first().map(String::as_str) {
+                Some("APPLIED") => return Ok(true),
+                Some("SAME" | "ALREADY" | "MISSING") => return Ok(false),
+                Some("LAYOUT") => layout = self.buckets.read_layout(sku_id).await?,
+                _ => return Err(RedisError::BadReply(format!("{reply:?}"))),
+            }
+        }
+        Err(RedisError::BadReply(format!(
+            "SKU {sku_id}: bucket layout changed twice during one extension"
+        )))
+    }
+
+    /// The extensions the record mirrors (`ext`, written by `extend.lua`; 0
+    /// when it was never extended or is gone). Read only when the record's
+    /// time is later than MySQL's: the proof of an extension MySQL lost.
+    pub async fn mirrored_extensions(
+        &self,
+        sku_id: SkuId,
+        request_id: &RequestId,
+        user_id: UserId,
+    ) -> Result<u32, RedisError> {
+        let layout = self.buckets.layout(sku_id).await?;
+        let key = self
+            .core
+            .keys
+            .reservation_at(layout.tag(layout.bucket_of(user_id)), request_id);
+        let ext: Option<u32> = self
+            .core
+            .run(|mut c| async move {
+                redis::cmd("HGET")
+                    .arg(&key)
+                    .arg("ext")
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(ext.unwrap_or(0))
+    }
+
     /// The reservation record held in Redis, if it still exists.
     pub async fn reservation(
         &self,

@@ -52,6 +52,8 @@ pub static RESERVE: LuaScript = LuaScript::new("reserve", include_str!("lua/rese
 pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
 pub static FINISH: LuaScript = LuaScript::new("finish", include_str!("lua/finish.lua"));
+/// The Redis mirror of an extension of the time to pay (`reservation.rs`).
+pub static EXTEND: LuaScript = LuaScript::new("extend", include_str!("lua/extend.lua"));
 /// The reconciler's atomic read of a SKU (`drift/mod.rs`).
 pub static SNAPSHOT: LuaScript = LuaScript::new("snapshot", include_str!("lua/snapshot.lua"));
 /// The reconciler's compare-and-set repair (`drift/mod.rs`).
@@ -80,10 +82,11 @@ pub static TRANSFER_CREDIT: LuaScript =
     LuaScript::new("transfer_credit", include_str!("lua/transfer_credit.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 14] = [
+pub static ALL: [&LuaScript; 15] = [
     &RESERVE,
     &LOAD_SKU,
     &FINISH,
+    &EXTEND,
     &SNAPSHOT,
     &ADJUST,
     &WARMUP,

@@ -168,10 +168,38 @@ impl Closer {
         .await;
         let label = result.as_ref().map_or("error", traces::transition_outcome);
         otel::end(span, label, result.is_err());
-        if let TransitionOutcome::Done { changed: true, .. } = result? {
-            metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
+        match result? {
+            TransitionOutcome::Done { changed: true, .. } => {
+                metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
+            }
+            TransitionOutcome::NotYetExpired => self.wait_again(msg).await,
+            _ => {}
         }
         Ok(())
+    }
+
+    /// An expiry that came before MySQL's time (the reservation was extended):
+    /// the message waits once more, in the extension's delay level, which
+    /// ends at or after the new time (the message came at or after the old
+    /// one, and one extension moves it by at most that level's TTL). A failed
+    /// publish is left to the sweep, which releases by MySQL's time too.
+    async fn wait_again(&self, msg: &Deduction) {
+        let publisher = &self.res.publisher;
+        let queue = publisher.topology().expiry_extended_queue.clone();
+        let props = lapin::BasicProperties::default()
+            .with_message_id(message::message_id(msg).into())
+            .with_content_type("application/json".into())
+            .with_delivery_mode(crate::mq::publisher::PERSISTENT);
+        let body = message::encode(std::slice::from_ref(msg));
+        match publisher.publish("", &queue, &body, props).await {
+            Ok(()) => {
+                metrics::counter!("stockd_closer_expiries_deferred_total").increment(1);
+            }
+            Err(err) => {
+                tracing::warn!(sku.id = %msg.sku_id, request.id = %msg.request_id, error = %err,
+                    "closer: an extended reservation's expiry not queued again; the sweep releases it at its time");
+            }
+        }
     }
 
     async fn sweep_until_stopped(&self, cancel: CancellationToken) {

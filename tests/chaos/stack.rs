@@ -113,7 +113,7 @@ impl Stack {
         let api_ip = place("api").ip;
         let env = servers.stockd_env(&format!("{api_ip}:{api_port}"), extra);
         let settings = load_settings(name, &env);
-        let topology = Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+        let topology = Topology::new(&settings.amqp, &settings.reservation);
         let keys = Keys::new(&settings.redis.key_prefix);
         let harness_store = servers.cluster.as_ref().map(|_| {
             RedisStore::new(&settings.redis, settings.reservation.ttl_secs)

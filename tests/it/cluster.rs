@@ -54,7 +54,7 @@ async fn queues_of_an_older_build_are_still_accepted() {
     let app = TestApp::spawn().await;
     let mut settings = (*app.res.settings).clone();
     settings.amqp.queue_prefix = format!("{}old.", settings.amqp.queue_prefix);
-    let old = stockd::mq::Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+    let old = stockd::mq::Topology::new(&settings.amqp, &settings.reservation);
     let conn = crate::helpers::broker(&settings, "upgrade").await.unwrap();
     let ch = conn.create_channel().await.unwrap();
     let mut args = FieldTable::default();

@@ -38,6 +38,7 @@ mod crate_layers;
 mod deploy;
 mod dlq;
 mod events;
+mod extend;
 mod kubernetes;
 mod lifecycle;
 mod listener_tls;

@@ -90,7 +90,7 @@ impl Namespace {
     }
 
     pub fn topology(&self) -> Topology {
-        Topology::new(&self.settings.amqp, self.settings.reservation.ttl_secs)
+        Topology::new(&self.settings.amqp, &self.settings.reservation)
     }
 
     /// Takes the namespace for this run: a MySQL named lock (`GET_LOCK`) held

@@ -1,7 +1,7 @@
 //! The conditional updates that settle a reservation in the ledger: the
 //! `RESERVED` → final-state update (with the stock given back on a release),
-//! clearing the Redis-mirror flag, and the sweep's search for SKUs with
-//! expired rows. `ops::lifecycle` decides when; the SQL lives here.
+//! the extension of a `RESERVED` row's time to pay, clearing the Redis-mirror
+//! flag, and the sweep's search for SKUs with expired rows. `ops::lifecycle` decides when; the SQL lives here.
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
@@ -55,6 +55,42 @@ pub async fn finish_locked(
         out.push(Event::reservation(kind, &facts, available, why, now_ms));
     }
     Ok(())
+}
+
+/// Moves a locked `RESERVED` row's `expires_at_ms` by `by_ms`, unless it had
+/// `max` extensions already. Returns the row's extensions now, or `None`
+/// when it did not move. The SKU and the row are locked (ledger lock
+/// protocol), so only the count can refuse it.
+pub async fn extend_locked(
+    tx: &mut Transaction<'_>,
+    row: &LedgerRow,
+    by_ms: u64,
+    max: u32,
+) -> Result<Option<u32>, DbError> {
+    assert_eq!(
+        row.status,
+        ReservationStatus::Reserved,
+        "only a RESERVED row has a time to pay"
+    );
+    tx.exec_drop(
+        "UPDATE stock_deduct_idempotent
+         SET expires_at_ms = expires_at_ms + ?, extensions = extensions + 1
+         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'
+           AND extensions < ?",
+        (by_ms, row.sku_id.get(), row.request_id.as_str(), max),
+    )
+    .await?;
+    if tx.affected_rows() != 1 {
+        return Ok(None);
+    }
+    let extensions: Option<u32> = tx
+        .exec_first(
+            "SELECT extensions FROM stock_deduct_idempotent
+             WHERE sku_id = ? AND deduct_request_id = ?",
+            (row.sku_id.get(), row.request_id.as_str()),
+        )
+        .await?;
+    Ok(extensions)
 }
 
 /// Marks a decided row's Redis mirror as done.

@@ -25,10 +25,15 @@
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, settle, LedgerRow};
 use crate::db::{event_outbox, sku, Db, DbError};
-use crate::domain::{Deduction, RequestId, Reservation, ReservationStatus, SkuId};
+use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::redis::{FinishOutcome, RedisError, RedisStore};
+use locate::{Located, Locked};
 
+mod extend;
+mod locate;
 mod recovered;
+
+pub use extend::{extend, ExtendOutcome, Extension};
 
 /// Deadlock / lock-timeout retries of one transition.
 const TRANSITION_RETRIES: u32 = 5;
@@ -140,40 +145,6 @@ async fn decide_with_retries(
     }
 }
 
-/// What Redis holds of a reservation the ledger lacks (see [`locate_in_redis`]).
-enum OnlyInRedis {
-    /// Reserved or confirmed: the deduction to apply first.
-    Live(Deduction),
-    /// Released: MySQL lost both the deduction and the release.
-    Released(Reservation),
-    /// Redis does not know it either.
-    Nowhere,
-}
-
-/// Looks in Redis for a reservation the ledger has no row of.
-async fn locate_in_redis(
-    redis: &RedisStore,
-    sku_id: SkuId,
-    request_id: &RequestId,
-) -> Result<OnlyInRedis, LifecycleError> {
-    Ok(
-        match redis.reservations().reservation(sku_id, request_id).await? {
-            // A CONFIRMED record whose row MySQL lost is applied like a
-            // reserved one, then confirmed (see the module doc).
-            Some(r)
-                if matches!(
-                    r.status,
-                    ReservationStatus::Reserved | ReservationStatus::Confirmed
-                ) =>
-            {
-                OnlyInRedis::Live(Deduction::from(&r))
-            }
-            Some(r) if r.status == ReservationStatus::Released => OnlyInRedis::Released(r),
-            _ => OnlyInRedis::Nowhere,
-        },
-    )
-}
-
 /// One attempt at the decision: one transaction under the ledger lock protocol.
 async fn decide(
     db: &Db,
@@ -184,37 +155,15 @@ async fn decide(
     now_ms: u64,
 ) -> Result<TransitionOutcome, LifecycleError> {
     let mut conn = db.conn().await?;
-    let known = ledger::find(&mut conn, sku_id, request_id).await?;
-    let pending_apply = match known {
-        Some(_) => None,
-        None => match locate_in_redis(redis, sku_id, request_id).await? {
-            OnlyInRedis::Live(deduction) => Some(deduction),
-            OnlyInRedis::Released(record) => {
-                drop(conn);
-                let row = recovered::record_release(db, &record, transition, now_ms).await?;
-                return Ok(recovered::outcome_of_release(row, transition));
-            }
-            OnlyInRedis::Nowhere => return Ok(TransitionOutcome::NotFound),
-        },
-    };
-    let mut tx = conn
-        .start_transaction(ledger::tx_opts())
-        .await
-        .map_err(DbError::from)?;
-    // The ledger lock protocol: the SKU row first, then the ledger row.
-    let mut out = db.outgoing();
-    if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
-        return Ok(TransitionOutcome::NotFound);
-    }
-    let mut row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
-    if let (None, Some(msg)) = (&row, pending_apply) {
-        // The consumer is behind: apply the deduction now, exactly as it would.
-        let mut report = ledger::BatchReport::default();
-        ledger::apply_sku(&mut tx, sku_id, vec![&msg], &mut report, &mut out).await?;
-        row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
-    }
-    let Some(row) = row else {
-        return Ok(TransitionOutcome::NotFound);
+    let locked = locate::lock(&mut conn, db, redis, sku_id, request_id, transition, now_ms);
+    let Locked {
+        mut tx,
+        row,
+        mut out,
+    } = match locked.await? {
+        Located::Locked(locked) => locked,
+        Located::ReleaseRecorded(row) => return Ok(recovered::outcome_of_release(row, transition)),
+        Located::NotFound => return Ok(TransitionOutcome::NotFound),
     };
     if let Some(outcome) = settled_already(&row, transition, now_ms) {
         // Commit, not roll back: a deduction applied above must stay.

@@ -4,7 +4,12 @@
 //! or holds no row at all, is a decision MySQL made and then lost with a
 //! failover to a lagging replica. Any transition asked of such a reservation
 //! re-applies that decision first, and answers as if it had won the race:
-//! a paid unit is never released, a released one never confirmed.
+//! a paid unit is never released, a released one never confirmed. The same
+//! holds for an extension: a RESERVED record with a later time than MySQL's
+//! row of the same admission is an extension MySQL lost, and an expiry
+//! re-applies it instead of releasing a unit the buyer was told is held.
+
+use mysql_async::prelude::Queryable;
 
 use super::{Transition, TransitionOutcome};
 use crate::db::ledger::{self, reason, LedgerRow};
@@ -33,7 +38,10 @@ pub(super) async fn transition(
             ledger::find(&mut conn, sku_id, request_id).await
         })
         .await?;
-    if row.is_some_and(|r| r.status != ReservationStatus::Reserved) {
+    if row
+        .as_ref()
+        .is_some_and(|r| r.status != ReservationStatus::Reserved)
+    {
         return Ok(asked); // MySQL decided already: its state stands
     }
     let record = match redis.reservations().reservation(sku_id, request_id).await {
@@ -44,6 +52,18 @@ pub(super) async fn transition(
         }
         Err(err) => return Err(err.into()),
     };
+    if let (Transition::Expire, Some(row), Some(record)) = (asked, &row, &record) {
+        if later_in_redis(row, record) {
+            let reservations = redis.reservations();
+            let mirrored = reservations
+                .mirrored_extensions(sku_id, request_id, record.user_id)
+                .await?;
+            if mirrored > 0 {
+                reapply_extension(db, record, mirrored).await?;
+            }
+            // The decision reads the row again: the later time, if re-applied.
+        }
+    }
     let proven = match record.as_ref().map(|r| r.status) {
         Some(ReservationStatus::Confirmed) => Transition::Confirm,
         Some(ReservationStatus::Released) => release_of(record.as_ref(), asked, now_ms),
@@ -55,6 +75,49 @@ pub(super) async fn transition(
             "lifecycle: Redis mirrors a decision MySQL does not have (lost by a failover); re-applying it");
     }
     Ok(proven)
+}
+
+/// Whether the Redis record may mirror an extension MySQL lost: both still
+/// reserved, the same admission (a readmitted record has another creation
+/// time, and its later time is no extension), and the record's time later.
+/// The proof is the record's count of extensions (`ext`), read only then.
+fn later_in_redis(row: &LedgerRow, record: &Reservation) -> bool {
+    row.status == ReservationStatus::Reserved
+        && record.status == ReservationStatus::Reserved
+        && record.created_at_ms == row.reserved_at_ms
+        && record.expires_at_ms > row.expires_at_ms
+}
+
+/// Moves the row's time and count of extensions to the record's, when the
+/// row has fewer extensions (MySQL lost the commit of the difference) and an
+/// earlier time. The guards make it a no-op for anything else.
+async fn reapply_extension(db: &Db, record: &Reservation, mirrored: u32) -> Result<(), DbError> {
+    let reapplied = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            conn.exec_drop(
+                "UPDATE stock_deduct_idempotent SET expires_at_ms = ?, extensions = ?
+                 WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'
+                   AND extensions < ? AND expires_at_ms < ?",
+                (
+                    record.expires_at_ms,
+                    mirrored,
+                    record.sku_id.get(),
+                    record.request_id.as_str(),
+                    mirrored,
+                    record.expires_at_ms,
+                ),
+            )
+            .await?;
+            Ok(conn.affected_rows() == 1)
+        })
+        .await?;
+    if reapplied {
+        metrics::counter!("stockd_lost_decisions_reapplied_total").increment(1);
+        tracing::warn!(sku.id = %record.sku_id, request.id = %record.request_id,
+            "lifecycle: Redis mirrors an extension MySQL does not have (lost by a failover); re-applied it");
+    }
+    Ok(())
 }
 
 /// The release a RELEASED record stands for: the one asked if it is a

@@ -40,6 +40,9 @@ pub enum ApiError {
     ReservationConfirmed,
     #[error("the reservation was rejected")]
     ReservationRejected,
+    /// `reservation.max_extensions` used up (carried: the limit).
+    #[error("the time to pay was extended {0} times already, the most allowed")]
+    ExtensionLimit(u32),
     #[error("{0}")]
     BelowReserved(String),
     #[error("{0}")]
@@ -80,6 +83,7 @@ impl ApiError {
             Self::ReservationReleased => "RESERVATION_RELEASED",
             Self::ReservationConfirmed => "RESERVATION_CONFIRMED",
             Self::ReservationRejected => "RESERVATION_REJECTED",
+            Self::ExtensionLimit(_) => "EXTENSION_LIMIT",
             Self::BelowReserved(_) => "BELOW_RESERVED",
             Self::BucketsLocked(_) => "BUCKETS_LOCKED",
             Self::Stale { .. } => "STALE",
@@ -115,6 +119,7 @@ impl ResponseError for ApiError {
             | Self::ReservationReleased
             | Self::ReservationConfirmed
             | Self::ReservationRejected
+            | Self::ExtensionLimit(_)
             | Self::BelowReserved(_)
             | Self::BucketsLocked(_)
             | Self::Stale { .. }
@@ -197,6 +202,7 @@ mod tests {
             (ApiError::ReservationNotFound, 404, "RESERVATION_NOT_FOUND"),
             (ApiError::ReservationReleased, 409, "RESERVATION_RELEASED"),
             (ApiError::ReservationConfirmed, 409, "RESERVATION_CONFIRMED"),
+            (ApiError::ExtensionLimit(1), 409, "EXTENSION_LIMIT"),
             (ApiError::Unauthorized, 401, "UNAUTHORIZED"),
             (ApiError::Unauthenticated, 401, "UNAUTHENTICATED"),
             (ApiError::Forbidden("read"), 403, "FORBIDDEN"),

@@ -24,7 +24,7 @@ pub async fn purge(settings: &Settings) {
     }
     if let Ok(amqp) = broker(settings, "cleanup").await {
         if let Ok(ch) = amqp.create_channel().await {
-            let topology = stockd::mq::Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+            let topology = stockd::mq::Topology::new(&settings.amqp, &settings.reservation);
             let _ = topology.delete(&ch).await;
         }
         let _ = amqp.close(200, "".into()).await;
@@ -136,7 +136,7 @@ pub fn test_settings(id: &str, opts: &TestOptions) -> Settings {
 /// (they hold messages by design) and the expiry queue, which the delay queue
 /// fills on its own clock (TTL) whether or not a test runs a closer.
 pub async fn undrained(settings: &Settings) -> Vec<(String, u32)> {
-    let topology = stockd::mq::Topology::new(&settings.amqp, settings.reservation.ttl_secs);
+    let topology = stockd::mq::Topology::new(&settings.amqp, &settings.reservation);
     let Ok(amqp) = broker(settings, "drain-check").await else {
         return Vec::new();
     };

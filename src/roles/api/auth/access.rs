@@ -32,7 +32,7 @@ const OPEN_PATHS: [&str; 5] = [
 ];
 
 /// The scope of each public route, by method and pattern.
-pub const SCOPED_ROUTES: [(&str, &str, Scope); 5] = [
+pub const SCOPED_ROUTES: [(&str, &str, Scope); 6] = [
     ("POST", "/v1/skus/{sku_id}/reservations", Scope::Reserve),
     (
         "GET",
@@ -47,6 +47,11 @@ pub const SCOPED_ROUTES: [(&str, &str, Scope); 5] = [
     (
         "POST",
         "/v1/skus/{sku_id}/reservations/{request_id}/cancel",
+        Scope::Lifecycle,
+    ),
+    (
+        "POST",
+        "/v1/skus/{sku_id}/reservations/{request_id}/extend",
         Scope::Lifecycle,
     ),
     ("GET", "/v1/skus/{sku_id}", Scope::Read),

@@ -135,6 +135,10 @@ problems! {
     /// Not cancelled: the reservation is confirmed (paid; run the refund flow)
     /// or was rejected by the ledger.
     CancelConflict = 409 ["RESERVATION_CONFIRMED", "RESERVATION_REJECTED"];
+    /// Not extended: the reservation is final (`RESERVATION_RELEASED`,
+    /// `RESERVATION_CONFIRMED`, `RESERVATION_REJECTED`), or it was extended
+    /// `reservation.max_extensions` times already (`EXTENSION_LIMIT`).
+    ExtendConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_CONFIRMED", "RESERVATION_REJECTED", "EXTENSION_LIMIT"];
     /// The new `total_stock` is below what is already reserved or sold
     /// (`BELOW_RESERVED`), or `buckets` changes while buyer state of the SKU
     /// still lives in Redis (`BUCKETS_LOCKED`: reservation records within

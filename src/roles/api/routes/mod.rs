@@ -7,6 +7,7 @@ pub mod asyncapi;
 pub mod console;
 pub mod contract;
 pub mod dlq;
+pub mod extend;
 pub mod health;
 pub mod lifecycle;
 pub mod openapi;
@@ -61,6 +62,10 @@ fn register_public(cfg: &mut web::ServiceConfig) {
     .service(
         resource("/v1/skus/{sku_id}/reservations/{request_id}/cancel", "POST")
             .route(web::post().to(lifecycle::cancel)),
+    )
+    .service(
+        resource("/v1/skus/{sku_id}/reservations/{request_id}/extend", "POST")
+            .route(web::post().to(extend::extend)),
     )
     .service(resource("/v1/skus/{sku_id}", "GET").route(web::get().to(skus::get)))
     .service(resource("/livez", "GET").route(web::get().to(health::livez)))

@@ -16,7 +16,9 @@ use super::contract::{
     problem_response, problem_schema, Liveness, Readiness, ReconcileReport, SkuReconcileLine,
     StuckWhere, Verdict, ADMIN_SECURITY, CLIENT_SECURITY, PROBLEMS,
 };
-use super::{adjustments, admin, asyncapi, console, dlq, health, lifecycle, reservations, skus};
+use super::{
+    adjustments, admin, asyncapi, console, dlq, extend, health, lifecycle, reservations, skus,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -36,6 +38,7 @@ use super::{adjustments, admin, asyncapi, console, dlq, health, lifecycle, reser
         reservations::get,
         lifecycle::confirm,
         lifecycle::cancel,
+        extend::extend,
         skus::get,
         admin::put_sku,
         admin::warmup,
@@ -167,6 +170,7 @@ mod tests {
             ApiError::ReservationReleased,
             ApiError::ReservationConfirmed,
             ApiError::ReservationRejected,
+            ApiError::ExtensionLimit(1),
             ApiError::BelowReserved("x".into()),
             ApiError::BucketsLocked("x".into()),
             ApiError::Stale {
@@ -196,6 +200,7 @@ mod tests {
                 "post",
             ),
             ("/v1/skus/{sku_id}/reservations/{request_id}/cancel", "post"),
+            ("/v1/skus/{sku_id}/reservations/{request_id}/extend", "post"),
             ("/v1/skus/{sku_id}", "get"),
             ("/v1/admin/skus/{sku_id}", "put"),
             ("/v1/admin/skus/{sku_id}/warmup", "post"),

@@ -1,0 +1,156 @@
+//! A hold while the buyer pays: `POST .../extend` moves a `RESERVED`
+//! reservation's `expires_at` by `reservation.extend_secs`, at most
+//! `reservation.max_extensions` times (contract §5, "Extending the time to
+//! pay").
+//!
+//! MySQL decides, as for every transition: the row is locked under the ledger
+//! lock protocol and moved by a conditional update, so an extension racing
+//! the closer's expiry has one winner. The expiry first locks the same row:
+//! if it wins, the extension finds `RELEASED`; if the extension wins, the
+//! expiry finds the later time and leaves the reservation (`NotYetExpired`).
+//! An extension that comes after `expires_at` but before the closer acted
+//! still wins, as a late payment does: the row is what decides, not the clock.
+//!
+//! Redis mirrors the new time into the reservation record afterwards
+//! (`extend.lua`), for replays and reads, and as the proof a lost commit is
+//! judged by (`recovered::extension_lost`). A failed mirror changes no
+//! decision: the closer and the sweep read MySQL's time.
+
+use super::locate::{self, Located, Locked};
+use super::{LifecycleError, Transition, TRANSITION_RETRIES};
+use crate::db::ledger::{settle, LedgerRow};
+use crate::db::{event_outbox, Db, DbError};
+use crate::domain::{RequestId, ReservationStatus, SkuId};
+use crate::redis::RedisStore;
+
+/// How far one extension moves the time, and how many a reservation may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extension {
+    /// `reservation.extend_secs` in ms.
+    pub by_ms: u64,
+    /// `reservation.max_extensions`.
+    pub max: u32,
+}
+
+impl Extension {
+    pub fn from_settings(settings: &crate::config::ReservationSettings) -> Self {
+        Self {
+            by_ms: settings.extend_secs * 1000,
+            max: settings.max_extensions,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExtendOutcome {
+    /// Moved: `row.expires_at_ms` is the new time, `extensions` the count
+    /// of extensions the row has had now.
+    Extended { row: LedgerRow, extensions: u32 },
+    /// The reservation is final (`row.status` says how): nothing to extend.
+    Final { row: LedgerRow },
+    /// It had `max_extensions` extensions already; `row` as it stands.
+    LimitReached { row: LedgerRow },
+    /// No such reservation in MySQL or Redis.
+    NotFound,
+}
+
+/// Extends one reservation: the MySQL decision (within one
+/// `mysql.query_timeout_ms`, deadlocks retried), then the Redis mirror.
+pub async fn extend(
+    db: &Db,
+    redis: &RedisStore,
+    extension: Extension,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    now_ms: u64,
+) -> Result<ExtendOutcome, LifecycleError> {
+    let decision = decide_with_retries(db, redis, extension, sku_id, request_id, now_ms);
+    let outcome = match tokio::time::timeout(db.operation_bound(), decision).await {
+        Ok(result) => result?,
+        Err(_) => return Err(LifecycleError::Db(DbError::QueryTimeout)),
+    };
+    if let ExtendOutcome::Extended { row, extensions } = &outcome {
+        let mirrored = redis
+            .reservations()
+            .extend(
+                sku_id,
+                request_id,
+                row.user_id,
+                row.expires_at_ms,
+                *extensions,
+            )
+            .await;
+        if let Err(err) = mirrored {
+            // MySQL decided; the record shows the old time until a later
+            // extension or the record's end. Nothing reads it to decide.
+            crate::health::outage::failed("redis", &err);
+        }
+        metrics::counter!("stockd_reservation_extensions_total").increment(1);
+    }
+    Ok(outcome)
+}
+
+async fn decide_with_retries(
+    db: &Db,
+    redis: &RedisStore,
+    extension: Extension,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    now_ms: u64,
+) -> Result<ExtendOutcome, LifecycleError> {
+    let mut attempt = 0;
+    loop {
+        match decide(db, redis, extension, sku_id, request_id, now_ms).await {
+            Err(LifecycleError::Db(err)) if err.is_retryable() && attempt < TRANSITION_RETRIES => {
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// One attempt: one transaction under the ledger lock protocol.
+async fn decide(
+    db: &Db,
+    redis: &RedisStore,
+    extension: Extension,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    now_ms: u64,
+) -> Result<ExtendOutcome, LifecycleError> {
+    let mut conn = db.conn().await?;
+    // A release recorded from Redis came, like a late payment, too late:
+    // `Confirm` makes it an expiry or a cancel by the record's time.
+    let locked = locate::lock(
+        &mut conn,
+        db,
+        redis,
+        sku_id,
+        request_id,
+        Transition::Confirm,
+        now_ms,
+    );
+    let Locked { mut tx, row, out } = match locked.await? {
+        Located::Locked(locked) => locked,
+        Located::ReleaseRecorded(row) => return Ok(ExtendOutcome::Final { row }),
+        Located::NotFound => return Ok(ExtendOutcome::NotFound),
+    };
+    let outcome = if row.status != ReservationStatus::Reserved {
+        ExtendOutcome::Final { row }
+    } else {
+        match settle::extend_locked(&mut tx, &row, extension.by_ms, extension.max).await? {
+            Some(extensions) => ExtendOutcome::Extended {
+                row: LedgerRow {
+                    expires_at_ms: row.expires_at_ms + extension.by_ms,
+                    ..row
+                },
+                extensions,
+            },
+            None => ExtendOutcome::LimitReached { row },
+        }
+    };
+    // Committed whatever the outcome: a deduction applied by the lock step stays.
+    event_outbox::stage(&mut tx, out, now_ms).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(outcome)
+}
