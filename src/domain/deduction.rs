@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{RequestId, Reservation, SkuId, UserId};
+use super::{OrderLines, RequestId, Reservation, SkuId, UserId};
 
 /// Most units one reservation may take (contract §6: `count` is 1..=1000). The
 /// config's `reservation.max_count`, the wire check and the API schema all use it.
@@ -24,6 +24,15 @@ pub struct Deduction {
     pub created_ms: u64,
     /// Time after which an unpaid reservation is released, ms since epoch.
     pub expires_ms: u64,
+    /// Set when this deduction is one line of an order (its `request_id` is
+    /// the order id): every line of the order, this one included, so whoever
+    /// holds one line's deduction knows the whole order (`domain::order`).
+    /// Absent on the wire for a single reservation, so a single's message is
+    /// what it always was; a consumer that does not know the field refuses
+    /// an order's message whole (`deny_unknown_fields`) and never applies
+    /// part of one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<OrderLines>,
 }
 
 /// A request id Redis admitted twice: the ledger already holds a row for it
@@ -37,6 +46,30 @@ pub struct Readmission {
 }
 
 impl Deduction {
+    /// The deductions of every line of an order, in SKU order: one per line,
+    /// each carrying the whole line list.
+    pub fn of_order(
+        order_id: &RequestId,
+        user_id: UserId,
+        lines: &OrderLines,
+        created_ms: u64,
+        expires_ms: u64,
+    ) -> Vec<Self> {
+        lines
+            .lines()
+            .iter()
+            .map(|line| Self {
+                request_id: order_id.clone(),
+                sku_id: line.sku_id,
+                user_id,
+                count: line.count,
+                created_ms,
+                expires_ms,
+                order: Some(lines.clone()),
+            })
+            .collect()
+    }
+
     /// Whether `count` is in 1..=[`COUNT_MAX`]; a deduction outside is poison.
     pub fn count_in_range(&self) -> bool {
         (1..=COUNT_MAX).contains(&self.count)
@@ -52,6 +85,7 @@ impl From<&Reservation> for Deduction {
             count: r.count,
             created_ms: r.created_at_ms,
             expires_ms: r.expires_at_ms,
+            order: None,
         }
     }
 }

@@ -5,10 +5,12 @@
 pub mod admission;
 pub mod deduction;
 pub mod ids;
+pub mod order;
 pub mod outcome;
 pub mod reservation;
 
 pub use deduction::{Deduction, Readmission, COUNT_MAX};
 pub use ids::{RequestId, SkuId, UserId};
+pub use order::{OrderLine, OrderLines};
 pub use outcome::ReserveOutcome;
 pub use reservation::{Reservation, ReservationStatus};

@@ -108,6 +108,7 @@ mod tests {
             count: 1,
             created_ms: 0,
             expires_ms: 0,
+            order: None,
         };
         Event::reservation(kind, &facts, Some(1), None, 1_700_000_000_123)
     }

@@ -198,6 +198,7 @@ mod tests {
             count: 2,
             created_ms: 10,
             expires_ms: 20,
+            order: None,
         }
     }
 

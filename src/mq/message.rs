@@ -96,6 +96,7 @@ mod tests {
             count: 3,
             created_ms: 10,
             expires_ms: 20,
+            order: None,
         };
         assert_eq!(from_bytes(&to_bytes(&msg)).unwrap(), msg);
         assert_eq!(

@@ -11,6 +11,7 @@
 //! | `<p>{<sku>}:outbox`                | stream | deductions not yet confirmed by the MQ  |
 //! | `<p>{<sku>}:winners`               | set    | request ids that took stock             |
 //! | `<p>{<sku>}:op:<op_id>`            | string | a restock already applied (60 s TTL)    |
+//! | `<p>{o:<order_id>}:order`          | hash   | an order: `user`, `lines`, `status`, times |
 //! | `<p>{<tag>}:xout`                  | hash   | stock transfers out, not yet settled    |
 //! | `<p>{<tag>}:xin`                   | set    | stock transfers in, already credited    |
 //! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
@@ -124,6 +125,12 @@ impl Keys {
 
     pub fn winners(&self, sku: SkuId) -> String {
         self.tagged(sku, "winners")
+    }
+
+    /// The record of an order (`order.lua`: user, lines, status, times),
+    /// under a tag of its own: on a cluster it lives in the order id's slot.
+    pub fn order(&self, order_id: &RequestId) -> String {
+        self.at(&format!("o:{order_id}"), "order")
     }
 
     /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`) events.

@@ -10,7 +10,7 @@ use deadpool_redis::redis;
 use super::buckets::Buckets;
 use super::core::Core;
 use super::RedisError;
-use crate::domain::{Deduction, RequestId, SkuId, UserId};
+use crate::domain::{Deduction, OrderLines, RequestId, SkuId, UserId};
 
 /// One outbox stream: a SKU's, or one bucket's of a split SKU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -47,6 +47,12 @@ impl OutboxEntry {
             count: u32::try_from(num("count")?).map_err(|_| bad("count"))?,
             created_ms: num("created_ms")?,
             expires_ms: num("expires_ms")?,
+            // A line of an order (`order.lua`) carries the whole line list, so
+            // a republished entry still names every line of its order.
+            order: match fields.get("order") {
+                Some(text) => Some(OrderLines::decode(text).map_err(|_| bad("order"))?),
+                None => None,
+            },
         };
         Ok(Self {
             id,

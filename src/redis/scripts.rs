@@ -48,6 +48,8 @@ impl Deref for LuaScript {
 
 /// Admission: one atomic reservation (`reservation.rs`).
 pub static RESERVE: LuaScript = LuaScript::new("reserve", include_str!("lua/reserve.lua"));
+/// Admission of a whole order on a standalone Redis (`orders.rs`).
+pub static ORDER: LuaScript = LuaScript::new("order", include_str!("lua/order.lua"));
 /// Loading or restocking a SKU (`sku.rs`).
 pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
@@ -82,8 +84,9 @@ pub static TRANSFER_CREDIT: LuaScript =
     LuaScript::new("transfer_credit", include_str!("lua/transfer_credit.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 15] = [
+pub static ALL: [&LuaScript; 16] = [
     &RESERVE,
+    &ORDER,
     &LOAD_SKU,
     &FINISH,
     &EXTEND,

@@ -6,6 +6,7 @@
 //! | accessor           | type               | file                         |
 //! |--------------------|--------------------|------------------------------|
 //! | `reservations()`   | [`Reservations`]   | `reservation.rs`, `readmit.rs` |
+//! | `orders()`         | [`Orders`]         | `orders.rs`                  |
 //! | `skus()`           | [`Skus`]           | `sku.rs`                     |
 //! | `buckets()`        | [`Buckets`]        | `buckets/`                   |
 //! | `outbox()`         | [`OutboxStreams`]  | `outbox.rs`                  |
@@ -37,6 +38,7 @@ use super::inspect::Inspection;
 use super::link::RedisLink;
 use super::local_link::LocalLinks;
 use super::nodes::Nodes;
+use super::orders::Orders;
 use super::outbox::OutboxStreams;
 use super::reservation::Reservations;
 use super::scripts;
@@ -48,6 +50,7 @@ use crate::config::{RedisMode, RedisSettings};
 pub struct RedisStore {
     core: Arc<Core>,
     reservations: Reservations,
+    orders: Orders,
     skus: Skus,
     buckets: Buckets,
     outbox: OutboxStreams,
@@ -83,16 +86,19 @@ impl RedisStore {
         ));
         let buckets = Buckets::new(core.clone(), i64::from(settings.bucket_lease_max));
         let skus = Skus::new(core.clone(), buckets.clone());
+        let args = ReserveArgs {
+            ttl_ms: reservation_ttl_secs * 1000,
+            retention_ms: settings.reservation_retention_secs * 1000,
+            outbox_max_len: settings.outbox_max_len,
+            buyer_rate: (0.0, 0),
+        };
+        let cluster = settings.mode == RedisMode::Cluster;
         Ok(Self {
+            orders: Orders::new(core.clone(), args, cluster),
             reservations: Reservations::new(
                 core.clone(),
                 buckets.clone(),
-                ReserveArgs {
-                    ttl_ms: reservation_ttl_secs * 1000,
-                    retention_ms: settings.reservation_retention_secs * 1000,
-                    outbox_max_len: settings.outbox_max_len,
-                    buyer_rate: (0.0, 0),
-                },
+                args,
                 Batching {
                     max: settings.batch_max,
                     in_flight: settings.batch_in_flight,
@@ -118,6 +124,10 @@ impl RedisStore {
 
     pub fn reservations(&self) -> &Reservations {
         &self.reservations
+    }
+
+    pub fn orders(&self) -> &Orders {
+        &self.orders
     }
 
     pub fn skus(&self) -> &Skus {

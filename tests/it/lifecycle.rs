@@ -205,6 +205,7 @@ async fn duplicate_expiries_and_cancels_release_exactly_once() {
         count: 2,
         created_ms: 0,
         expires_ms: 0,
+        order: None,
     };
     let closer = Closer::from_resources(&app.res);
     let (a, b, c, d) = tokio::join!(
@@ -255,6 +256,7 @@ async fn pay_and_expiry_racing_have_exactly_one_winner_each() {
                 count: 1,
                 created_ms: 0,
                 expires_ms: 0,
+                order: None,
             };
             let ((status, body), expired) = tokio::join!(app.confirm(1, &rid), closer.expire(&msg));
             assert!(expired.is_ok());

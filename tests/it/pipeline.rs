@@ -22,6 +22,7 @@ fn message(sku: u64, rid: &str, user: u64, count: u32) -> Deduction {
         count,
         created_ms: 1,
         expires_ms: u64::MAX / 4,
+        order: None,
     }
 }
 
@@ -62,6 +63,7 @@ async fn a_duplicate_delivery_is_applied_once() {
         count: 2,
         created_ms: 1,
         expires_ms: u64::MAX / 4,
+        order: None,
     };
     app.publish_raw(&message::to_bytes(&msg)).await;
     app.publish_raw(&message::to_bytes(&msg)).await;

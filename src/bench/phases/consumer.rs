@@ -182,6 +182,7 @@ async fn preload(
         count: 1,
         created_ms: now_ms,
         expires_ms: now_ms + ttl_ms,
+        order: None,
     };
     let group = group as u64;
     let results: Vec<_> = futures_util::stream::iter((0..count).step_by(group as usize))

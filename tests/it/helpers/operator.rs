@@ -151,6 +151,7 @@ impl TestApp {
             count: r.count,
             created_ms: r.created_at_ms,
             expires_ms: r.expires_at_ms,
+            order: None,
         }
     }
 

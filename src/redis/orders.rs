@@ -1,0 +1,241 @@
+//! Orders in Redis: the admission of a whole order on a standalone Redis in
+//! one script call (`order.lua`: every line held or none), and the order
+//! record. Each line is held as a reservation of its SKU whose request id is
+//! the order id (`domain::order`), so the finish, extend and readmit scripts
+//! of single reservations serve a line unchanged.
+//!
+//! Not here yet (docs/architecture.md, "Orders"): a Redis Cluster, where the
+//! lines live in different slots and no one script can span them, and split
+//! SKUs, whose lines would go to buckets on other shards. The script refuses
+//! a split SKU's line (`SPLIT`), and [`Orders::reserve`] refuses on a cluster
+//! before calling Redis.
+
+use std::sync::Arc;
+
+use super::admission::ReserveArgs;
+use super::core::Core;
+use super::RedisError;
+use crate::domain::{OrderLines, RequestId, ReservationStatus, SkuId, UserId};
+
+/// Why one line of an order could not be held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineRefusal {
+    /// The SKU is not in Redis (unknown, or not warmed up).
+    NotLoaded,
+    /// A split SKU: not on the standalone path.
+    Split,
+    LimitExceeded {
+        bought: u64,
+        limit: u64,
+    },
+    SoldOut,
+    Insufficient {
+        available: u64,
+    },
+}
+
+/// One line as held: its outbox entry and the SKU's available after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLine {
+    pub sku_id: SkuId,
+    pub count: u32,
+    pub entry_id: String,
+    pub available_after: u64,
+}
+
+/// What the order script decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderOutcome {
+    /// Every line is held.
+    Reserved {
+        created_ms: u64,
+        expires_ms: u64,
+        lines: Vec<HeldLine>,
+    },
+    /// The order was held before: its record as stored.
+    Replayed {
+        status: ReservationStatus,
+        created_ms: u64,
+        expires_ms: u64,
+    },
+    /// The order id was used with another buyer or other lines.
+    Mismatch,
+    /// The first line (in SKU order) that could not be held; nothing is held.
+    Refused { sku_id: SkuId, why: LineRefusal },
+    /// A line's outbox is full (the broker is not confirming).
+    Backpressure,
+    /// Orders are not served on this deployment yet (Redis Cluster).
+    Unsupported,
+}
+
+/// The order script and record.
+pub struct Orders {
+    core: Arc<Core>,
+    /// Time to pay, record retention and outbox bound, as reservations have.
+    args: ReserveArgs,
+    /// A Redis Cluster: no script may span the lines' slots.
+    cluster: bool,
+}
+
+impl Orders {
+    pub(super) fn new(core: Arc<Core>, args: ReserveArgs, cluster: bool) -> Self {
+        Self {
+            core,
+            args,
+            cluster,
+        }
+    }
+
+    /// Holds every line of the order or none, in one `order.lua` call.
+    pub async fn reserve(
+        &self,
+        order_id: &RequestId,
+        user_id: UserId,
+        lines: &OrderLines,
+    ) -> Result<OrderOutcome, RedisError> {
+        if self.cluster {
+            return Ok(OrderOutcome::Unsupported);
+        }
+        let keys = &self.core.keys;
+        let mut invocation = super::scripts::ORDER.prepare_invoke();
+        invocation.key(keys.order(order_id));
+        for line in lines.lines() {
+            invocation
+                .key(keys.sku(line.sku_id))
+                .key(keys.reservation(line.sku_id, order_id))
+                .key(keys.user(line.sku_id, user_id))
+                .key(keys.outbox(line.sku_id))
+                .key(keys.winners(line.sku_id));
+        }
+        invocation
+            .arg(order_id.as_str())
+            .arg(user_id.get())
+            .arg(self.args.ttl_ms)
+            .arg(self.args.retention_ms)
+            .arg(self.args.outbox_max_len)
+            .arg(keys.soldout_channel())
+            .arg(lines.encode());
+        for line in lines.lines() {
+            invocation.arg(line.sku_id.get()).arg(line.count);
+        }
+        let reply: Vec<String> = self
+            .core
+            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+            .await?;
+        parse_reply(lines, &reply)
+    }
+}
+
+fn parse_reply(lines: &OrderLines, reply: &[String]) -> Result<OrderOutcome, RedisError> {
+    let bad = || RedisError::BadReply(format!("order script: {reply:?}"));
+    let num = |i: usize| -> Result<u64, RedisError> {
+        reply.get(i).and_then(|v| v.parse().ok()).ok_or_else(bad)
+    };
+    Ok(match reply.first().map(String::as_str) {
+        Some("OK") => {
+            let mut held = Vec::with_capacity(lines.len());
+            for (i, line) in lines.lines().iter().enumerate() {
+                held.push(HeldLine {
+                    sku_id: line.sku_id,
+                    count: line.count,
+                    entry_id: reply.get(3 + 2 * i).ok_or_else(bad)?.clone(),
+                    available_after: num(4 + 2 * i)?,
+                });
+            }
+            OrderOutcome::Reserved {
+                created_ms: num(1)?,
+                expires_ms: num(2)?,
+                lines: held,
+            }
+        }
+        Some("REPLAY") => OrderOutcome::Replayed {
+            status: reply
+                .get(1)
+                .and_then(|s| ReservationStatus::parse(s))
+                .ok_or_else(bad)?,
+            created_ms: num(2)?,
+            expires_ms: num(3)?,
+        },
+        Some("MISMATCH") => OrderOutcome::Mismatch,
+        Some("BACKPRESSURE") => OrderOutcome::Backpressure,
+        Some("REFUSED") => {
+            let index = usize::try_from(num(1)?).map_err(|_| bad())?;
+            let line = index
+                .checked_sub(1)
+                .and_then(|i| lines.lines().get(i))
+                .ok_or_else(bad)?;
+            let why = match reply.get(2).map(String::as_str) {
+                Some("NOT_LOADED") => LineRefusal::NotLoaded,
+                Some("SPLIT") => LineRefusal::Split,
+                Some("LIMIT") => LineRefusal::LimitExceeded {
+                    bought: num(3)?,
+                    limit: num(4)?,
+                },
+                Some("SOLD_OUT") => LineRefusal::SoldOut,
+                Some("INSUFFICIENT") => LineRefusal::Insufficient { available: num(3)? },
+                _ => return Err(bad()),
+            };
+            OrderOutcome::Refused {
+                sku_id: line.sku_id,
+                why,
+            }
+        }
+        _ => return Err(bad()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::OrderLine;
+
+    fn two_lines() -> OrderLines {
+        let line = |sku, count| OrderLine {
+            sku_id: SkuId::new(sku).unwrap(),
+            count,
+        };
+        OrderLines::new(vec![line(3, 1), line(1, 2)], 20).unwrap()
+    }
+
+    fn strings(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_held_order_names_each_line_in_sku_order() {
+        let reply = strings(&["OK", "10", "20", "1-0", "4", "2-0", "0"]);
+        let OrderOutcome::Reserved { lines, .. } = parse_reply(&two_lines(), &reply).unwrap()
+        else {
+            panic!("not reserved")
+        };
+        assert_eq!(lines[0].sku_id.get(), 1);
+        assert_eq!((lines[0].count, lines[0].available_after), (2, 4));
+        assert_eq!(
+            (lines[1].entry_id.as_str(), lines[1].available_after),
+            ("2-0", 0)
+        );
+    }
+
+    #[test]
+    fn a_refusal_names_its_line_and_a_broken_reply_is_an_error() {
+        let reply = strings(&["REFUSED", "2", "LIMIT", "1", "1"]);
+        assert_eq!(
+            parse_reply(&two_lines(), &reply).unwrap(),
+            OrderOutcome::Refused {
+                sku_id: SkuId::new(3).unwrap(),
+                why: LineRefusal::LimitExceeded {
+                    bought: 1,
+                    limit: 1
+                },
+            }
+        );
+        for broken in [
+            strings(&["REFUSED", "3", "SOLD_OUT"]),
+            strings(&["REFUSED", "0", "SOLD_OUT"]),
+            strings(&["OK", "1", "2", "1-0"]),
+            strings(&["WHAT"]),
+        ] {
+            assert!(parse_reply(&two_lines(), &broken).is_err(), "{broken:?}");
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! The order script on a standalone Redis (`order.lua`, issue 26's first
+//! layer): every line of an order is held in one atomic call, or none is.
+//! What it writes for each line is what a single reservation writes, so the
+//! buyer's `limit_per_user` counts order lines and single reservations
+//! together; each line's outbox entry carries the whole line list.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deadpool_redis::redis;
+
+use stockd::domain::{OrderLine, OrderLines, RequestId, ReservationStatus, UserId};
+use stockd::redis::{LineRefusal, OrderOutcome, OutboxEntry};
+
+use crate::helpers::{TestApp, TestOptions};
+
+/// The shared standalone Redis, also in `make test-cluster`: the script is
+/// the standalone path (on a cluster, `Orders::reserve` answers
+/// `Unsupported` without calling Redis, checked below).
+const STANDALONE_REDIS: &str = "redis://127.0.0.1:6379";
+
+/// The relay never finds these entries stale during a test: nothing but the
+/// script is under test, and no consumer knows orders yet.
+fn no_relay() -> TestOptions {
+    TestOptions {
+        redis_url: Some(STANDALONE_REDIS.into()),
+        tweak: Some(Arc::new(|s| s.relay.idle_ms = 3_600_000)),
+        ..TestOptions::default()
+    }
+}
+
+fn lines(parts: &[(u64, u32)]) -> OrderLines {
+    let lines = parts
+        .iter()
+        .map(|&(sku, count)| OrderLine {
+            sku_id: TestApp::sku(sku),
+            count,
+        })
+        .collect();
+    OrderLines::new(lines, 20).unwrap()
+}
+
+fn id(text: &str) -> RequestId {
+    RequestId::parse(text).unwrap()
+}
+
+fn user(n: u64) -> UserId {
+    UserId::new(n).unwrap()
+}
+
+async fn order(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) -> OrderOutcome {
+    app.res
+        .redis
+        .orders()
+        .reserve(&id(order_id), user(buyer), &lines(parts))
+        .await
+        .unwrap()
+}
+
+async fn hgetall(app: &TestApp, key: &str) -> HashMap<String, String> {
+    let mut conn = app.redis_conn().await;
+    redis::cmd("HGETALL")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+/// A buyer's live units of a SKU in Redis (`n` of the buyer hash).
+async fn units(app: &TestApp, sku: u64, buyer: u64) -> u64 {
+    let key = app.res.redis.keys().user(TestApp::sku(sku), user(buyer));
+    hgetall(app, &key)
+        .await
+        .get("n")
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Every outbox entry of a SKU, parsed as the relay parses them.
+async fn outbox(app: &TestApp, sku: u64) -> Vec<OutboxEntry> {
+    app.res
+        .redis
+        .outbox()
+        .stale(TestApp::sku(sku), 0, 1000)
+        .await
+        .unwrap()
+}
+
+/// The entries are the test's, not the pipeline's: removed before cleanup.
+async fn drop_outboxes(app: &TestApp, skus: &[u64]) {
+    for &sku in skus {
+        let key = app.res.redis.keys().outbox(TestApp::sku(sku));
+        app.redis_cmd(&["DEL", &key]).await;
+    }
+}
+
+/// One line short: nothing is held anywhere (stock, records, buyer units,
+/// outboxes, order record). Then the order that fits holds every line,
+/// exactly as single reservations would, and each entry names the order.
+#[tokio::test]
+async fn an_order_is_held_whole_or_not_at_all() {
+    let app = TestApp::with(no_relay()).await;
+    app.create_sku(1, 5, 5).await;
+    app.create_sku(2, 1, 5).await;
+    app.create_sku(3, 5, 5).await;
+    let refused = order(&app, "o-1", 7, &[(3, 1), (1, 2), (2, 2)]).await;
+    assert_eq!(
+        refused,
+        OrderOutcome::Refused {
+            sku_id: TestApp::sku(2),
+            why: LineRefusal::Insufficient { available: 1 }
+        }
+    );
+    for (sku, left) in [(1, 5), (2, 1), (3, 5)] {
+        assert_eq!(app.redis_available(sku).await, Some(left), "sku {sku}");
+        assert_eq!(units(&app, sku, 7).await, 0);
+        assert!(outbox(&app, sku).await.is_empty());
+        let record = app
+            .res
+            .redis
+            .keys()
+            .reservation(TestApp::sku(sku), &id("o-1"));
+        assert!(hgetall(&app, &record).await.is_empty());
+    }
+    assert!(hgetall(&app, &app.res.redis.keys().order(&id("o-1")))
+        .await
+        .is_empty());
+
+    let held = order(&app, "o-1", 7, &[(3, 1), (1, 2), (2, 1)]).await;
+    let OrderOutcome::Reserved {
+        lines: held,
+        expires_ms,
+        ..
+    } = held
+    else {
+        panic!("not held: {held:?}")
+    };
+    let skus: Vec<u64> = held.iter().map(|l| l.sku_id.get()).collect();
+    assert_eq!(skus, [1, 2, 3], "lines in SKU order");
+    let the_lines = lines(&[(1, 2), (2, 1), (3, 1)]);
+    for (sku, left, count) in [(1, 3, 2u32), (2, 0, 1), (3, 4, 1)] {
+        assert_eq!(app.redis_available(sku).await, Some(left), "sku {sku}");
+        assert_eq!(units(&app, sku, 7).await, u64::from(count));
+        let record = app
+            .res
+            .redis
+            .reservations()
+            .reservation(TestApp::sku(sku), &id("o-1"))
+            .await
+            .unwrap()
+            .expect("line record");
+        assert_eq!(
+            (record.status, record.count, record.expires_at_ms),
+            (ReservationStatus::Reserved, count, expires_ms)
+        );
+        let entries = outbox(&app, sku).await;
+        assert_eq!(entries.len(), 1);
+        let deduction = &entries[0].message;
+        assert_eq!((deduction.count, deduction.user_id), (count, user(7)));
+        assert_eq!(deduction.order.as_ref(), Some(&the_lines));
+    }
+    let record = hgetall(&app, &app.res.redis.keys().order(&id("o-1"))).await;
+    assert_eq!(record["lines"], "1:2,2:1,3:1");
+    assert_eq!(record["status"], "RESERVED");
+    drop_outboxes(&app, &[1, 2, 3]).await;
+    app.cleanup().await;
+}
+
+/// The same order again is a replay with the stored times; the same id with
+/// other lines or another buyer is a mismatch; neither holds anything more.
+#[tokio::test]
+async fn a_replay_answers_the_stored_order_and_a_changed_one_is_a_mismatch() {
+    let app = TestApp::with(no_relay()).await;
+    app.create_sku(1, 10, 10).await;
+    app.create_sku(2, 10, 10).await;
+    let OrderOutcome::Reserved {
+        created_ms,
+        expires_ms,
+        ..
+    } = order(&app, "o-2", 1, &[(1, 1), (2, 1)]).await
+    else {
+        panic!("not held")
+    };
+    assert_eq!(
+        order(&app, "o-2", 1, &[(2, 1), (1, 1)]).await,
+        OrderOutcome::Replayed {
+            status: ReservationStatus::Reserved,
+            created_ms,
+            expires_ms
+        }
+    );
+    for (buyer, parts) in [
+        (1, vec![(1, 1), (2, 2)]),
+        (1, vec![(1, 1)]),
+        (2, vec![(1, 1), (2, 1)]),
+    ] {
+        assert_eq!(
+            order(&app, "o-2", buyer, &parts).await,
+            OrderOutcome::Mismatch
+        );
+    }
+    assert_eq!(app.redis_available(1).await, Some(9));
+    assert_eq!(app.redis_available(2).await, Some(9));
+    assert_eq!(outbox(&app, 1).await.len(), 1);
+    drop_outboxes(&app, &[1, 2]).await;
+    app.cleanup().await;
+}
+
+/// `limit_per_user` counts a buyer's single reservations and order lines of
+/// a SKU together, both ways round.
+#[tokio::test]
+async fn the_buyer_limit_spans_order_lines_and_single_reservations() {
+    let app = TestApp::with(no_relay()).await;
+    app.create_sku(1, 10, 2).await;
+    app.create_sku(2, 10, 5).await;
+    app.reserve_ok(1, "single-1", 7, 1).await;
+    assert_eq!(
+        order(&app, "o-3", 7, &[(1, 2), (2, 1)]).await,
+        OrderOutcome::Refused {
+            sku_id: TestApp::sku(1),
+            why: LineRefusal::LimitExceeded {
+                bought: 1,
+                limit: 2
+            }
+        }
+    );
+    assert!(matches!(
+        order(&app, "o-3", 7, &[(1, 1), (2, 1)]).await,
+        OrderOutcome::Reserved { .. }
+    ));
+    let refused = app.reserve(1, "single-2", 7, 1).await;
+    assert_eq!(refused.status(), 409);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "LIMIT_EXCEEDED");
+    drop_outboxes(&app, &[2]).await;
+    // SKU 1's outbox holds the single reservation's entry too: wait for the
+    // pipeline to take it, then drop the order line's.
+    app.wait_ledger_rows(1).await;
+    drop_outboxes(&app, &[1]).await;
+    app.cleanup().await;
+}
+
+/// A line on a SKU that is not loaded, on a split SKU, or whose SKU already
+/// holds a single reservation of the order's id: refused, nothing held.
+#[tokio::test]
+async fn lines_the_standalone_script_cannot_hold_are_refused_whole() {
+    let app = TestApp::with(no_relay()).await;
+    app.create_sku(1, 10, 10).await;
+    let (status, _) = app
+        .put_sku_json(
+            2,
+            &serde_json::json!({"total_stock": 10, "limit_per_user": 10, "buckets": 2}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        order(&app, "o-4", 1, &[(1, 1), (99, 1)]).await,
+        OrderOutcome::Refused {
+            sku_id: TestApp::sku(99),
+            why: LineRefusal::NotLoaded
+        }
+    );
+    assert_eq!(
+        order(&app, "o-4", 1, &[(1, 1), (2, 1)]).await,
+        OrderOutcome::Refused {
+            sku_id: TestApp::sku(2),
+            why: LineRefusal::Split
+        }
+    );
+    app.reserve_ok(1, "o-5", 1, 1).await;
+    assert_eq!(
+        order(&app, "o-5", 1, &[(1, 1)]).await,
+        OrderOutcome::Mismatch
+    );
+    assert_eq!(app.redis_available(1).await, Some(9));
+    app.finish_drained_and_conserved(1).await;
+}
+
+/// 40 buyers race 2-line orders for SKUs A and B (10 units each), lines
+/// given in either order: exactly 10 orders are held, each with both lines,
+/// and every other one holds nothing.
+#[tokio::test]
+async fn racing_two_line_orders_sell_exactly_the_stock_and_never_half_an_order() {
+    const BUYERS: u64 = 40;
+    let app = TestApp::with(no_relay()).await;
+    app.create_sku(1, 10, 1).await;
+    app.create_sku(2, 10, 1).await;
+    let races = (1..=BUYERS).map(|buyer| {
+        let app = &app;
+        async move {
+            let parts = if buyer % 2 == 0 {
+                [(1, 1), (2, 1)]
+            } else {
+                [(2, 1), (1, 1)]
+            };
+            let outcome = order(app, &format!("race-{buyer}"), buyer, &parts).await;
+            (buyer, matches!(outcome, OrderOutcome::Reserved { .. }))
+        }
+    });
+    let results = futures_util::future::join_all(races).await;
+    let held = results.iter().filter(|(_, held)| *held).count();
+    assert_eq!(held, 10);
+    for (buyer, held) in results {
+        for sku in [1, 2] {
+            let record = app
+                .res
+                .redis
+                .reservations()
+                .reservation(TestApp::sku(sku), &id(&format!("race-{buyer}")))
+                .await
+                .unwrap();
+            assert_eq!(record.is_some(), held, "buyer {buyer}, sku {sku}");
+        }
+    }
+    assert_eq!(app.redis_available(1).await, Some(0));
+    assert_eq!(app.redis_available(2).await, Some(0));
+    drop_outboxes(&app, &[1, 2]).await;
+    app.cleanup().await;
+}
+
+/// On a Redis Cluster the order script is never run: its lines live in
+/// different slots, which one script cannot span (CROSSSLOT). Until the
+/// intent protocol lands, the store says so before calling Redis.
+#[tokio::test]
+async fn a_cluster_store_refuses_orders_without_calling_redis() {
+    let mut settings = crate::helpers::test_settings("orders-cluster", &TestOptions::default());
+    settings.redis.mode = stockd::config::RedisMode::Cluster;
+    settings.redis.urls = vec!["redis://127.0.0.1:1".into()];
+    let store = stockd::redis::RedisStore::new(&settings.redis, 60).unwrap();
+    let outcome = store
+        .orders()
+        .reserve(&id("o-c"), user(1), &lines(&[(1, 1), (2, 1)]))
+        .await
+        .unwrap();
+    assert_eq!(outcome, OrderOutcome::Unsupported);
+}
+
+/// Until the consumer applies an order whole, a message carrying order
+/// lines is dead-lettered with its reason and never applied line by line
+/// (issue 26, rolling upgrades: a consumer never misapplies what it does
+/// not know).
+#[tokio::test]
+async fn the_consumer_dead_letters_order_lines_instead_of_applying_part_of_an_order() {
+    let app = TestApp::with(no_relay()).await;
+    app.create_sku(1, 10, 10).await;
+    app.create_sku(2, 10, 10).await;
+    let lines = lines(&[(1, 1), (2, 1)]);
+    let deductions = stockd::domain::Deduction::of_order(&id("o-dl"), user(3), &lines, 1, 2);
+    let payload = stockd::mq::message::encode(&deductions[..1]);
+    let queue = app.res.publisher.topology().deduct_queue.clone();
+    app.publish_to_queue(&queue, &payload, lapin::BasicProperties::default())
+        .await;
+    app.eventually(
+        "dead-lettered",
+        std::time::Duration::from_secs(10),
+        || async { app.dlq_depth().await == 1 },
+    )
+    .await;
+    assert_eq!(app.ledger_rows().await, 0);
+    assert_eq!(app.mysql_available(1).await, Some(10));
+    app.cleanup().await;
+}
