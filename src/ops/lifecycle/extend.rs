@@ -17,7 +17,7 @@
 //! decision: the closer and the sweep read MySQL's time.
 
 use super::locate::{self, Located, Locked};
-use super::{LifecycleError, Transition, TRANSITION_RETRIES};
+use super::{retried, within_query_bound, LifecycleError, Transition};
 use crate::db::ledger::{settle, LedgerRow};
 use crate::db::{event_outbox, Db, DbError};
 use crate::domain::{RequestId, ReservationStatus, SkuId};
@@ -64,11 +64,8 @@ pub async fn extend(
     request_id: &RequestId,
     now_ms: u64,
 ) -> Result<ExtendOutcome, LifecycleError> {
-    let decision = decide_with_retries(db, redis, extension, sku_id, request_id, now_ms);
-    let outcome = match tokio::time::timeout(db.operation_bound(), decision).await {
-        Ok(result) => result?,
-        Err(_) => return Err(LifecycleError::Db(DbError::QueryTimeout)),
-    };
+    let decision = retried(|| decide(db, redis, extension, sku_id, request_id, now_ms));
+    let outcome = within_query_bound(db, decision).await?;
     if let ExtendOutcome::Extended { row, extensions } = &outcome {
         let mirrored = redis
             .reservations()
@@ -88,25 +85,6 @@ pub async fn extend(
         metrics::counter!("stockd_reservation_extensions_total").increment(1);
     }
     Ok(outcome)
-}
-
-async fn decide_with_retries(
-    db: &Db,
-    redis: &RedisStore,
-    extension: Extension,
-    sku_id: SkuId,
-    request_id: &RequestId,
-    now_ms: u64,
-) -> Result<ExtendOutcome, LifecycleError> {
-    let mut attempt = 0;
-    loop {
-        match decide(db, redis, extension, sku_id, request_id, now_ms).await {
-            Err(LifecycleError::Db(err)) if err.is_retryable() && attempt < TRANSITION_RETRIES => {
-                attempt += 1;
-            }
-            other => return other,
-        }
-    }
 }
 
 /// One attempt: one transaction under the ledger lock protocol.

@@ -100,10 +100,7 @@ pub async fn transition(
     now_ms: u64,
 ) -> Result<TransitionOutcome, LifecycleError> {
     let decision = decide_with_retries(db, redis, sku_id, request_id, transition, now_ms);
-    let (outcome, applied) = match tokio::time::timeout(db.operation_bound(), decision).await {
-        Ok(result) => result?,
-        Err(_) => return Err(LifecycleError::Db(DbError::QueryTimeout)),
-    };
+    let (outcome, applied) = within_query_bound(db, decision).await?;
     match &outcome {
         TransitionOutcome::Done { row, changed: true } => {
             mirror_then_clear_later(db, redis, row).await;
@@ -134,13 +131,37 @@ async fn decide_with_retries(
     now_ms: u64,
 ) -> Result<(TransitionOutcome, Transition), LifecycleError> {
     let transition = recovered::transition(db, redis, sku_id, request_id, asked, now_ms).await?;
-    let mut attempt = 0;
+    let outcome = retried(|| decide(db, redis, sku_id, request_id, transition, now_ms)).await?;
+    Ok((outcome, transition))
+}
+
+/// `decision` within one `mysql.query_timeout_ms` (its reads and every
+/// retry): past it, `QueryTimeout` (docs/architecture.md, "Every wait is
+/// bounded").
+async fn within_query_bound<T>(
+    db: &Db,
+    decision: impl std::future::Future<Output = Result<T, LifecycleError>>,
+) -> Result<T, LifecycleError> {
+    match tokio::time::timeout(db.operation_bound(), decision).await {
+        Ok(result) => result,
+        Err(_) => Err(LifecycleError::Db(DbError::QueryTimeout)),
+    }
+}
+
+/// Runs `attempt` again on a deadlock or lock-wait timeout, at most
+/// [`TRANSITION_RETRIES`] more times.
+async fn retried<T, F, Fut>(mut attempt: F) -> Result<T, LifecycleError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, LifecycleError>>,
+{
+    let mut retries = 0;
     loop {
-        match decide(db, redis, sku_id, request_id, transition, now_ms).await {
-            Err(LifecycleError::Db(err)) if err.is_retryable() && attempt < TRANSITION_RETRIES => {
-                attempt += 1;
+        match attempt().await {
+            Err(LifecycleError::Db(err)) if err.is_retryable() && retries < TRANSITION_RETRIES => {
+                retries += 1;
             }
-            other => return Ok((other?, transition)),
+            other => return other,
         }
     }
 }
