@@ -35,6 +35,7 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0006_extensions",
         include_str!("../../sql/0006_extensions.sql"),
     ),
+    (7, "0007_orders", include_str!("../../sql/0007_orders.sql")),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

@@ -188,14 +188,6 @@ impl Consumer {
         let mut valid = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
             match message::decode(&delivery.data) {
-                // Not applied line by line: that could leave part of an order
-                // live in MySQL. Until the consumer applies a whole order in
-                // one transaction (docs/architecture.md, "Orders"), a message
-                // with order lines is dead-lettered, never misapplied.
-                Ok(msgs) if msgs.iter().any(|m| m.order.is_some()) => {
-                    let reason = "an order's lines: not applied by this consumer";
-                    self.dead_letter(delivery, reason).await?;
-                }
                 Ok(msgs) => valid.push((delivery, msgs)),
                 Err(why) => {
                     let reason = format!("poison: {why}");

@@ -334,28 +334,120 @@ async fn a_cluster_store_refuses_orders_without_calling_redis() {
     assert_eq!(outcome, OrderOutcome::Unsupported);
 }
 
-/// Until the consumer applies an order whole, a message carrying order
-/// lines is dead-lettered with its reason and never applied line by line
-/// (issue 26, rolling upgrades: a consumer never misapplies what it does
-/// not know).
-#[tokio::test]
-async fn the_consumer_dead_letters_order_lines_instead_of_applying_part_of_an_order() {
-    let app = TestApp::with(no_relay()).await;
-    app.create_sku(1, 10, 10).await;
-    app.create_sku(2, 10, 10).await;
-    let lines = lines(&[(1, 1), (2, 1)]);
-    let deductions = stockd::domain::Deduction::of_order(&id("o-dl"), user(3), &lines, 1, 2);
+/// The orders row and the ledger rows of an order, as MySQL has them:
+/// `(status, reason, failed_sku_id)` and `sku -> (status, reason)`.
+async fn mysql_order(
+    app: &TestApp,
+    order_id: &str,
+) -> (
+    Option<(String, Option<String>, Option<u64>)>,
+    HashMap<u64, (String, Option<String>)>,
+) {
+    use mysql_async::prelude::Queryable;
+    let mut db = app.mysql().await;
+    let order = db
+        .exec_first(
+            "SELECT status, reason, failed_sku_id FROM orders WHERE order_id = ?",
+            (order_id,),
+        )
+        .await
+        .unwrap();
+    let lines: Vec<(u64, String, Option<String>, u8)> = db
+        .exec(
+            "SELECT sku_id, status, reason, order_line FROM stock_deduct_idempotent
+             WHERE deduct_request_id = ?",
+            (order_id,),
+        )
+        .await
+        .unwrap();
+    assert!(
+        lines.iter().all(|l| l.3 == 1),
+        "every row is marked an order line"
+    );
+    let lines = lines
+        .into_iter()
+        .map(|(sku, st, why, _)| (sku, (st, why)))
+        .collect();
+    (order, lines)
+}
+
+/// Publishes one line's deduction of an order, as the relay republishes one
+/// line's outbox entry: the consumer expands it into the whole order.
+async fn publish_one_line(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) {
+    let lines = lines(parts);
+    let deductions =
+        stockd::domain::Deduction::of_order(&id(order_id), user(buyer), &lines, 1, u64::MAX / 2);
     let payload = stockd::mq::message::encode(&deductions[..1]);
     let queue = app.res.publisher.topology().deduct_queue.clone();
     app.publish_to_queue(&queue, &payload, lapin::BasicProperties::default())
         .await;
-    app.eventually(
-        "dead-lettered",
-        std::time::Duration::from_secs(10),
-        || async { app.dlq_depth().await == 1 },
-    )
-    .await;
-    assert_eq!(app.ledger_rows().await, 0);
-    assert_eq!(app.mysql_available(1).await, Some(10));
+}
+
+/// One line's message is enough: the consumer applies every line of the
+/// order, and the order row, in one transaction; the other line's message
+/// is a duplicate.
+#[tokio::test]
+async fn the_consumer_applies_a_whole_order_from_any_one_of_its_lines() {
+    let app = TestApp::with(no_relay()).await;
+    app.create_sku(1, 10, 10).await;
+    app.create_sku(2, 10, 10).await;
+    publish_one_line(&app, "o-w", 3, &[(1, 2), (2, 1)]).await;
+    app.wait_ledger_rows(2).await;
+    let (order, lines) = mysql_order(&app, "o-w").await;
+    assert_eq!(order, Some(("RESERVED".into(), None, None)));
+    assert_eq!(lines[&1], ("RESERVED".into(), None));
+    assert_eq!(lines[&2], ("RESERVED".into(), None));
+    assert_eq!(app.mysql_available(1).await, Some(8));
+    assert_eq!(app.mysql_available(2).await, Some(9));
+    // The second line's message: a duplicate, nothing moves.
+    let lines = self::lines(&[(1, 2), (2, 1)]);
+    let deductions =
+        stockd::domain::Deduction::of_order(&id("o-w"), user(3), &lines, 1, u64::MAX / 2);
+    let payload = stockd::mq::message::encode(&deductions[1..]);
+    let queue = app.res.publisher.topology().deduct_queue.clone();
+    app.publish_to_queue(&queue, &payload, lapin::BasicProperties::default())
+        .await;
+    app.wait_drained(2).await;
+    assert_eq!(app.ledger_rows().await, 2);
+    assert_eq!(app.mysql_available(1).await, Some(8));
+    app.cleanup().await;
+}
+
+/// MySQL cannot cover one line (Redis was ahead, or the buyer's limit in
+/// MySQL is reached): the whole order is REJECTED, every line with it, and
+/// no line takes stock — nothing of the order is live in MySQL.
+#[tokio::test]
+async fn an_order_with_one_line_mysql_cannot_cover_is_rejected_whole() {
+    let app = TestApp::with(no_relay()).await;
+    app.create_sku(1, 10, 10).await;
+    app.create_sku(2, 10, 1).await;
+    app.create_sku(3, 1, 10).await;
+    // Over the buyer's limit of SKU 2 in MySQL.
+    publish_one_line(&app, "o-lim", 5, &[(1, 1), (2, 2)]).await;
+    // More than SKU 3 has.
+    publish_one_line(&app, "o-over", 6, &[(1, 1), (3, 2)]).await;
+    app.wait_ledger_rows(4).await;
+    let (order, lines) = mysql_order(&app, "o-lim").await;
+    assert_eq!(
+        order,
+        Some(("REJECTED".into(), Some("LIMIT_EXCEEDED".into()), Some(2)))
+    );
+    assert_eq!(
+        lines[&1],
+        ("REJECTED".into(), Some("ORDER_REJECTED".into()))
+    );
+    assert_eq!(
+        lines[&2],
+        ("REJECTED".into(), Some("LIMIT_EXCEEDED".into()))
+    );
+    let (order, lines) = mysql_order(&app, "o-over").await;
+    assert_eq!(
+        order,
+        Some(("REJECTED".into(), Some("OVER_ADMITTED".into()), Some(3)))
+    );
+    assert_eq!(lines[&3], ("REJECTED".into(), Some("OVER_ADMITTED".into())));
+    for (sku, total) in [(1, 10), (2, 10), (3, 1)] {
+        assert_eq!(app.mysql_available(sku).await, Some(total), "sku {sku}");
+    }
     app.cleanup().await;
 }

@@ -49,14 +49,27 @@ fn is_duplicate(err: &DbError) -> bool {
 }
 
 async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, DbError> {
+    let (singles, orders) = super::apply_order::expand(batch);
     let mut by_sku: BTreeMap<SkuId, Vec<&Deduction>> = BTreeMap::new();
-    for msg in batch {
+    for msg in singles {
         by_sku.entry(msg.sku_id).or_default().push(msg);
     }
     let mut report = BatchReport::default();
     let mut out = db.outgoing();
     let mut conn = db.conn().await?;
     let mut tx = conn.start_transaction(tx_opts()).await?;
+    if !orders.is_empty() {
+        // One lock order for the whole transaction: every SKU of the batch,
+        // singles' and orders' lines alike, ascending; the per-SKU steps
+        // below lock them again (a no-op), so no two consumers deadlock.
+        let mut every_sku: Vec<SkuId> = by_sku.keys().copied().collect();
+        every_sku.extend(orders.values().flatten().map(|line| line.sku_id));
+        every_sku.sort_unstable();
+        every_sku.dedup();
+        for sku_id in every_sku {
+            sku::lock_noted(&mut tx, sku_id, &mut out).await?;
+        }
+    }
     for (sku_id, mut msgs) in by_sku {
         msgs.sort_by_key(|m| (m.created_ms, m.request_id.clone()));
         let mut seen = HashSet::new();
@@ -64,6 +77,9 @@ async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, D
         msgs.retain(|m| seen.insert(m.request_id.clone()));
         report.duplicates += before - msgs.len();
         apply_sku(&mut tx, sku_id, msgs, &mut report, &mut out).await?;
+    }
+    for lines in orders.values() {
+        super::apply_order::apply_order(&mut tx, lines, &mut report, &mut out).await?;
     }
     report.told = out.take_events();
     event_outbox::stage(&mut tx, out, unix_ms()).await?;

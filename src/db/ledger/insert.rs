@@ -22,7 +22,8 @@ pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Resul
     for chunk in rows.chunks(INSERT_CHUNK_ROWS) {
         let mut sql = SqlText::new(
             "INSERT INTO stock_deduct_idempotent (sku_id, deduct_request_id, user_id,
-               deduct_count, status, reason, reserved_at_ms, expires_at_ms, redis_pending)
+               deduct_count, status, reason, reserved_at_ms, expires_at_ms, redis_pending,
+               order_line)
              VALUES ",
         );
         sql.list(chunk, ",", |s, (msg, status, why)| {
@@ -47,6 +48,8 @@ pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Resul
                 .int(msg.expires_ms)
                 .raw(",")
                 .int(u8::from(*status == ReservationStatus::Rejected))
+                .raw(",")
+                .int(u8::from(msg.order.is_some()))
                 .raw(")");
         });
         tx.query_drop(sql.finish()).await?;

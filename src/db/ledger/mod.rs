@@ -4,6 +4,7 @@
 //! ([`snapshot`]). This file holds the row and report types they share.
 
 mod apply;
+mod apply_order;
 mod insert;
 mod read;
 pub mod settle;
@@ -34,13 +35,17 @@ pub mod reason {
     pub const LIMIT_EXCEEDED: &str = "LIMIT_EXCEEDED";
     /// The SKU does not exist in MySQL.
     pub const UNKNOWN_SKU: &str = "UNKNOWN_SKU";
+    /// Another line of the same order did not fit: the whole order is
+    /// refused, and this line's unit, which MySQL still has, goes back in
+    /// Redis with the quota.
+    pub const ORDER_REJECTED: &str = "ORDER_REJECTED";
     pub const CANCELLED: &str = "CANCELLED";
     pub const EXPIRED: &str = "EXPIRED";
 
     /// Whether a `REJECTED` row with this reason still has its unit in MySQL's
     /// stock, so Redis must return the unit it took (not only the quota).
     pub fn rejection_returns_stock(reason: Option<&str>) -> bool {
-        reason == Some(LIMIT_EXCEEDED)
+        matches!(reason, Some(LIMIT_EXCEEDED | ORDER_REJECTED))
     }
 }
 

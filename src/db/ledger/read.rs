@@ -87,7 +87,7 @@ pub async fn expired_for_update(
         .exec(
             format!(
                 "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND status = 'RESERVED' AND expires_at_ms < ?
+                 WHERE sku_id = ? AND status = 'RESERVED' AND expires_at_ms < ? AND order_line = 0
                  ORDER BY expires_at_ms LIMIT {limit} FOR UPDATE SKIP LOCKED"
             ),
             (sku_id.get(), cutoff_ms),

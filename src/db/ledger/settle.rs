@@ -109,6 +109,8 @@ pub async fn clear_redis_pending<Q: Queryable>(
 }
 
 /// SKUs holding `RESERVED` rows that expired before `cutoff_ms`, at most `limit`.
+/// Order lines are left out here and in the sweep's other reads: a line is
+/// released with its whole order, never alone (docs/architecture.md, "Orders").
 pub async fn skus_with_expired<Q: Queryable>(
     q: &mut Q,
     cutoff_ms: u64,
@@ -118,7 +120,7 @@ pub async fn skus_with_expired<Q: Queryable>(
         .exec(
             format!(
                 "SELECT DISTINCT sku_id FROM stock_deduct_idempotent
-                 WHERE status = 'RESERVED' AND expires_at_ms < ? LIMIT {limit}"
+                 WHERE status = 'RESERVED' AND expires_at_ms < ? AND order_line = 0 LIMIT {limit}"
             ),
             (cutoff_ms,),
         )
@@ -139,7 +141,7 @@ pub async fn expired_ids<Q: Queryable>(
         .exec(
             format!(
                 "SELECT deduct_request_id FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND status = 'RESERVED' AND expires_at_ms < ?
+                 WHERE sku_id = ? AND status = 'RESERVED' AND expires_at_ms < ? AND order_line = 0
                  ORDER BY expires_at_ms LIMIT {limit}"
             ),
             (sku_id.get(), cutoff_ms),
