@@ -7,6 +7,7 @@ pub mod invariants;
 pub mod ledger;
 pub mod migrate;
 pub mod movements;
+pub mod orders;
 pub mod pool;
 pub mod sku;
 pub mod sql_text;

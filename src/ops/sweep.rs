@@ -20,7 +20,10 @@ use crate::db::Db;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
 
-use super::lifecycle::{mirror, release_expired, transition, LifecycleError, Transition};
+use super::lifecycle::{
+    mirror, release_expired, transition, transition_order, LifecycleError, OrderTransitionOutcome,
+    Transition,
+};
 
 /// SKUs examined per pass: bounds one step's work and the SKU list it reads.
 pub const SKUS_MAX: usize = 100;
@@ -73,6 +76,9 @@ pub async fn pass(
             mirror(db, redis, row).await;
         }
     }
+    let (released, full) = release_expired_orders(db, redis, cutoff_ms, batch).await?;
+    swept.released += released;
+    swept.full |= full;
     let older_than = unix_ms().saturating_sub(PENDING_MIRROR_AGE_MS);
     let pending = db
         .bounded(async {
@@ -86,6 +92,34 @@ pub async fn pass(
     swept.mirrors_retried = pending.len();
     swept.full |= pending.len() >= batch;
     Ok(swept)
+}
+
+/// Up to `batch` orders expired before `cutoff_ms`, each released whole
+/// (`lifecycle::transition_order`; its lines are left out of the per-SKU
+/// release). Returns how many were released and whether the batch was full.
+async fn release_expired_orders(
+    db: &Db,
+    redis: &RedisStore,
+    cutoff_ms: u64,
+    batch: usize,
+) -> Result<(usize, bool), LifecycleError> {
+    let ids = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            crate::db::orders::expired_ids(&mut conn, cutoff_ms, batch).await
+        })
+        .await?;
+    let mut released = 0;
+    for raw in &ids {
+        let Ok(order_id) = RequestId::parse(raw) else {
+            continue; // every stored id went through the parser on its way in
+        };
+        let outcome = transition_order(db, redis, &order_id, Transition::Expire, unix_ms()).await?;
+        if let OrderTransitionOutcome::Done { changed: true, .. } = outcome {
+            released += 1;
+        }
+    }
+    Ok((released, ids.len() >= batch))
 }
 
 /// Of one SKU's rows due for release, confirms those whose Redis mirror says

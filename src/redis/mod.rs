@@ -39,7 +39,7 @@ pub use inspect::Inspection;
 pub use keys::Keys;
 pub use link::{NodeAddr, RedisLink};
 pub use nodes::Nodes;
-pub use orders::{HeldLine, LineRefusal, OrderOutcome, Orders};
+pub use orders::{HeldLine, LineRefusal, OrderOutcome, OrderRecord, Orders};
 pub use outbox::{OutboxEntry, OutboxStream, OutboxStreams};
 pub use readmit::ReadmitOutcome;
 pub use reservation::{FinishOutcome, Reservations};

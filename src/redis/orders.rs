@@ -126,6 +126,61 @@ impl Orders {
     }
 }
 
+/// An order's Redis record (`order.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRecord {
+    pub user_id: UserId,
+    pub lines: OrderLines,
+    pub status: ReservationStatus,
+    pub created_ms: u64,
+    pub expires_ms: u64,
+}
+
+impl Orders {
+    /// The order's record, if Redis still has it.
+    pub async fn record(&self, order_id: &RequestId) -> Result<Option<OrderRecord>, RedisError> {
+        let key = self.core.keys.order(order_id);
+        let map: std::collections::HashMap<String, String> = self
+            .core
+            .run(|mut c| async move {
+                deadpool_redis::redis::cmd("HGETALL")
+                    .arg(&key)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        if map.is_empty() {
+            return Ok(None);
+        }
+        let bad = || RedisError::BadReply(format!("order record {map:?}"));
+        let field = |name: &str| map.get(name).ok_or_else(bad);
+        let num = |name: &str| field(name)?.parse::<u64>().map_err(|_| bad());
+        Ok(Some(OrderRecord {
+            user_id: UserId::new(num("user")?).map_err(|_| bad())?,
+            lines: OrderLines::decode(field("lines")?).map_err(|_| bad())?,
+            status: ReservationStatus::parse(field("status")?).ok_or_else(bad)?,
+            created_ms: num("created_ms")?,
+            expires_ms: num("expires_ms")?,
+        }))
+    }
+
+    /// Mirrors the order's final status onto its record (`order_mark.lua`).
+    pub async fn mark(
+        &self,
+        order_id: &RequestId,
+        status: ReservationStatus,
+    ) -> Result<(), RedisError> {
+        let mut invocation = super::scripts::ORDER_MARK.prepare_invoke();
+        invocation
+            .key(self.core.keys.order(order_id))
+            .arg(status.as_str());
+        self.core
+            .run(|mut c| async move { invocation.invoke_async::<i64>(&mut c).await })
+            .await
+            .map(|_| ())
+    }
+}
+
 fn parse_reply(lines: &OrderLines, reply: &[String]) -> Result<OrderOutcome, RedisError> {
     let bad = || RedisError::BadReply(format!("order script: {reply:?}"));
     let num = |i: usize| -> Result<u64, RedisError> {

@@ -50,6 +50,8 @@ impl Deref for LuaScript {
 pub static RESERVE: LuaScript = LuaScript::new("reserve", include_str!("lua/reserve.lua"));
 /// Admission of a whole order on a standalone Redis (`orders.rs`).
 pub static ORDER: LuaScript = LuaScript::new("order", include_str!("lua/order.lua"));
+/// An order's final status onto its record (`orders.rs`).
+pub static ORDER_MARK: LuaScript = LuaScript::new("order_mark", include_str!("lua/order_mark.lua"));
 /// Loading or restocking a SKU (`sku.rs`).
 pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
@@ -84,9 +86,10 @@ pub static TRANSFER_CREDIT: LuaScript =
     LuaScript::new("transfer_credit", include_str!("lua/transfer_credit.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 16] = [
+pub static ALL: [&LuaScript; 17] = [
     &RESERVE,
     &ORDER,
+    &ORDER_MARK,
     &LOAD_SKU,
     &FINISH,
     &EXTEND,

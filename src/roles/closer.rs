@@ -28,7 +28,9 @@ use crate::clock::unix_ms;
 use crate::domain::Deduction;
 use crate::mq::batching::{next_batch, Batch, Subscription};
 use crate::mq::{message, MqError};
-use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
+use crate::ops::lifecycle::{
+    self, LifecycleError, OrderTransitionOutcome, Transition, TransitionOutcome,
+};
 use crate::ops::sweep::{self, Swept};
 use crate::otel;
 use crate::resources::Resources;
@@ -122,7 +124,12 @@ impl Closer {
             }
         };
         let parents = traces::contexts_of(&delivery, msgs.len());
+        // An order expires whole, once, whichever of its lines come.
+        let mut orders_seen = std::collections::HashSet::new();
         for (msg, parent) in msgs.iter().zip(parents) {
+            if msg.order.is_some() && !orders_seen.insert(msg.request_id.clone()) {
+                continue;
+            }
             let parent = parent.unwrap_or_default();
             while let Err(err) = self.expire_under(msg, &parent).await {
                 let breaker = &self.res.mysql_breaker;
@@ -149,6 +156,9 @@ impl Closer {
     /// [`Self::expire`] as a span under `parent` (the reservation's trace,
     /// which the expiry message carries from its request).
     async fn expire_under(&self, msg: &Deduction, parent: &Context) -> Result<(), LifecycleError> {
+        if msg.order.is_some() {
+            return self.expire_order(msg).await;
+        }
         let tracing = &self.res.tracing;
         let span = traces::transition_span(
             tracing,
@@ -173,6 +183,26 @@ impl Closer {
                 metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
             }
             TransitionOutcome::NotYetExpired => self.wait_again(msg).await,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Expires the whole order one of whose lines `msg` is.
+    async fn expire_order(&self, msg: &Deduction) -> Result<(), LifecycleError> {
+        let outcome = lifecycle::transition_order(
+            &self.res.db,
+            &self.res.redis,
+            &msg.request_id,
+            Transition::Expire,
+            unix_ms(),
+        )
+        .await?;
+        match outcome {
+            OrderTransitionOutcome::Done { changed: true, .. } => {
+                metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
+            }
+            OrderTransitionOutcome::NotYetExpired => self.wait_again(msg).await,
             _ => {}
         }
         Ok(())

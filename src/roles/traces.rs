@@ -199,6 +199,7 @@ pub fn transition_outcome(outcome: &TransitionOutcome) -> &'static str {
         TransitionOutcome::Done { changed: false, .. } => "repeat",
         TransitionOutcome::Conflict { .. } => "conflict",
         TransitionOutcome::NotYetExpired => "not_yet_expired",
+        TransitionOutcome::OrderLine => "order_line",
         TransitionOutcome::NotFound => "not_found",
     }
 }

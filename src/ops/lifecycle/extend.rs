@@ -52,6 +52,8 @@ pub enum ExtendOutcome {
     LimitReached { row: LedgerRow },
     /// No such reservation in MySQL or Redis.
     NotFound,
+    /// A line of an order: only the whole order is extended.
+    OrderLine,
 }
 
 /// Extends one reservation: the MySQL decision (within one
@@ -112,6 +114,7 @@ async fn decide(
         Located::Locked(locked) => locked,
         Located::ReleaseRecorded(row) => return Ok(ExtendOutcome::Final { row }),
         Located::NotFound => return Ok(ExtendOutcome::NotFound),
+        Located::OrderLine => return Ok(ExtendOutcome::OrderLine),
     };
     let outcome = if row.status != ReservationStatus::Reserved {
         ExtendOutcome::Final { row }

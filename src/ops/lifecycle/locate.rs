@@ -8,6 +8,7 @@
 //! would; a reservation MySQL lost together with its release (the Redis record
 //! says RELEASED) is recorded RELEASED (`recovered::record_release`).
 
+use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Transaction};
 
 use super::{recovered, LifecycleError, Transition};
@@ -31,6 +32,9 @@ pub(super) enum Located<'c> {
     Locked(Locked<'c>),
     /// MySQL lost the reservation with its release; recorded RELEASED now.
     ReleaseRecorded(LedgerRow),
+    /// A line of an order: it moves only with its whole order
+    /// (`lifecycle::order`), never alone.
+    OrderLine,
     /// No such reservation in MySQL or Redis (or no such SKU in MySQL).
     NotFound,
 }
@@ -84,10 +88,21 @@ pub(super) async fn lock<'c>(
         ledger::apply_sku(&mut tx, sku_id, vec![&msg], &mut report, &mut out).await?;
         row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
     }
-    Ok(match row {
-        Some(row) => Located::Locked(Locked { tx, row, out }),
-        None => Located::NotFound,
-    })
+    let Some(row) = row else {
+        return Ok(Located::NotFound);
+    };
+    let order_line: Option<u8> = tx
+        .exec_first(
+            "SELECT order_line FROM stock_deduct_idempotent
+             WHERE sku_id = ? AND deduct_request_id = ?",
+            (sku_id.get(), request_id.as_str()),
+        )
+        .await
+        .map_err(DbError::from)?;
+    if order_line == Some(1) {
+        return Ok(Located::OrderLine);
+    }
+    Ok(Located::Locked(Locked { tx, row, out }))
 }
 
 /// Looks in Redis for a reservation the ledger has no row of.

@@ -31,9 +31,11 @@ use locate::{Located, Locked};
 
 mod extend;
 mod locate;
+mod order;
 mod recovered;
 
 pub use extend::{extend, ExtendOutcome, Extension};
+pub use order::{transition_order, OrderTransitionOutcome};
 
 /// Deadlock / lock-timeout retries of one transition.
 const TRANSITION_RETRIES: u32 = 5;
@@ -75,6 +77,8 @@ pub enum TransitionOutcome {
     NotYetExpired,
     /// No such reservation in MySQL or Redis.
     NotFound,
+    /// A line of an order: only the whole order moves (`transition_order`).
+    OrderLine,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +189,7 @@ async fn decide(
         Located::Locked(locked) => locked,
         Located::ReleaseRecorded(row) => return Ok(recovered::outcome_of_release(row, transition)),
         Located::NotFound => return Ok(TransitionOutcome::NotFound),
+        Located::OrderLine => return Ok(TransitionOutcome::OrderLine),
     };
     if let Some(outcome) = settled_already(&row, transition, now_ms) {
         // Commit, not roll back: a deduction applied above must stay.

@@ -40,6 +40,9 @@ pub enum ApiError {
     ReservationConfirmed,
     #[error("the reservation was rejected")]
     ReservationRejected,
+    /// The reservation is a line of an order: only the whole order moves.
+    #[error("this reservation is a line of an order: confirm, cancel or extend the order")]
+    OrderLine,
     /// `reservation.max_extensions` used up (carried: the limit).
     #[error("the time to pay was extended {0} times already, the most allowed")]
     ExtensionLimit(u32),
@@ -84,6 +87,7 @@ impl ApiError {
             Self::ReservationConfirmed => "RESERVATION_CONFIRMED",
             Self::ReservationRejected => "RESERVATION_REJECTED",
             Self::ExtensionLimit(_) => "EXTENSION_LIMIT",
+            Self::OrderLine => "ORDER_LINE",
             Self::BelowReserved(_) => "BELOW_RESERVED",
             Self::BucketsLocked(_) => "BUCKETS_LOCKED",
             Self::Stale { .. } => "STALE",
@@ -120,6 +124,7 @@ impl ResponseError for ApiError {
             | Self::ReservationConfirmed
             | Self::ReservationRejected
             | Self::ExtensionLimit(_)
+            | Self::OrderLine
             | Self::BelowReserved(_)
             | Self::BucketsLocked(_)
             | Self::Stale { .. }
@@ -203,6 +208,7 @@ mod tests {
             (ApiError::ReservationReleased, 409, "RESERVATION_RELEASED"),
             (ApiError::ReservationConfirmed, 409, "RESERVATION_CONFIRMED"),
             (ApiError::ExtensionLimit(1), 409, "EXTENSION_LIMIT"),
+            (ApiError::OrderLine, 409, "ORDER_LINE"),
             (ApiError::Unauthorized, 401, "UNAUTHORIZED"),
             (ApiError::Unauthenticated, 401, "UNAUTHENTICATED"),
             (ApiError::Forbidden("read"), 403, "FORBIDDEN"),

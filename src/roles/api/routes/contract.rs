@@ -130,15 +130,17 @@ problems! {
     /// This `request_id` was already used with another user or count.
     IdempotencyMismatch = 422 ["IDEMPOTENCY_MISMATCH"];
     /// Not confirmed: the reservation was released (expired or cancelled;
-    /// refund the buyer) or rejected by the ledger.
-    ConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED"];
+    /// refund the buyer) or rejected by the ledger, or it is a line of an
+    /// order (`ORDER_LINE`: only the whole order is confirmed).
+    ConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED", "ORDER_LINE"];
     /// Not cancelled: the reservation is confirmed (paid; run the refund flow)
-    /// or was rejected by the ledger.
-    CancelConflict = 409 ["RESERVATION_CONFIRMED", "RESERVATION_REJECTED"];
+    /// or was rejected by the ledger, or it is a line of an order.
+    CancelConflict = 409 ["RESERVATION_CONFIRMED", "RESERVATION_REJECTED", "ORDER_LINE"];
     /// Not extended: the reservation is final (`RESERVATION_RELEASED`,
     /// `RESERVATION_CONFIRMED`, `RESERVATION_REJECTED`), or it was extended
-    /// `reservation.max_extensions` times already (`EXTENSION_LIMIT`).
-    ExtendConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_CONFIRMED", "RESERVATION_REJECTED", "EXTENSION_LIMIT"];
+    /// `reservation.max_extensions` times already (`EXTENSION_LIMIT`), or it
+    /// is a line of an order (`ORDER_LINE`).
+    ExtendConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_CONFIRMED", "RESERVATION_REJECTED", "EXTENSION_LIMIT", "ORDER_LINE"];
     /// The new `total_stock` is below what is already reserved or sold
     /// (`BELOW_RESERVED`), or `buckets` changes while buyer state of the SKU
     /// still lives in Redis (`BUCKETS_LOCKED`: reservation records within

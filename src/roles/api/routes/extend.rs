@@ -75,5 +75,6 @@ pub async fn extend(
             _ => ApiError::ReservationRejected,
         }),
         ExtendOutcome::NotFound => Err(ApiError::ReservationNotFound),
+        ExtendOutcome::OrderLine => Err(ApiError::OrderLine),
     }
 }

@@ -131,6 +131,7 @@ async fn apply(
             _ => ApiError::ReservationRejected,
         }),
         TransitionOutcome::NotFound => Err(ApiError::ReservationNotFound),
+        TransitionOutcome::OrderLine => Err(ApiError::OrderLine),
         TransitionOutcome::NotYetExpired => unreachable!("only the closer expires"),
     }
 }

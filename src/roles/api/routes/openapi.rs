@@ -171,6 +171,7 @@ mod tests {
             ApiError::ReservationConfirmed,
             ApiError::ReservationRejected,
             ApiError::ExtensionLimit(1),
+            ApiError::OrderLine,
             ApiError::BelowReserved("x".into()),
             ApiError::BucketsLocked("x".into()),
             ApiError::Stale {

@@ -1,0 +1,110 @@
+//! The `orders` table (`sql/0007_orders.sql`): one row per order the
+//! consumer applied, holding the order's own state. Its lines are ledger rows
+//! (`ledger`, `order_line = 1`); `ops::lifecycle::order` decides an order's
+//! transitions over both under the ledger lock protocol.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Transaction;
+
+use super::DbError;
+use crate::domain::{OrderLines, RequestId, ReservationStatus, UserId};
+
+/// An order row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRow {
+    pub order_id: RequestId,
+    pub user_id: UserId,
+    pub lines: OrderLines,
+    pub status: ReservationStatus,
+    pub reason: Option<String>,
+    pub reserved_at_ms: u64,
+    pub expires_at_ms: u64,
+}
+
+type RawOrder = (String, u64, String, String, Option<String>, u64, u64);
+
+const ORDER_COLUMNS: &str =
+    "order_id, user_id, order_lines, status, reason, reserved_at_ms, expires_at_ms";
+
+/// Every value went through the domain's parsers on its way in (as for the
+/// ledger): one that does not parse back is a programmer error.
+fn from_raw(raw: RawOrder) -> OrderRow {
+    OrderRow {
+        order_id: RequestId::parse(&raw.0).expect("valid order id in orders"),
+        user_id: UserId::new(raw.1).expect("valid user id in orders"),
+        lines: OrderLines::decode(&raw.2).expect("valid lines in orders"),
+        status: ReservationStatus::parse(&raw.3).expect("valid status in orders"),
+        reason: raw.4,
+        reserved_at_ms: raw.5,
+        expires_at_ms: raw.6,
+    }
+}
+
+/// One order row, without locking.
+pub async fn find<Q: Queryable>(
+    q: &mut Q,
+    order_id: &RequestId,
+) -> Result<Option<OrderRow>, DbError> {
+    let raw: Option<RawOrder> = q
+        .exec_first(
+            format!("SELECT {ORDER_COLUMNS} FROM orders WHERE order_id = ?"),
+            (order_id.as_str(),),
+        )
+        .await?;
+    Ok(raw.map(from_raw))
+}
+
+/// One order row, locked (take its SKU rows first: the ledger lock protocol).
+pub async fn find_for_update(
+    tx: &mut Transaction<'_>,
+    order_id: &RequestId,
+) -> Result<Option<OrderRow>, DbError> {
+    let raw: Option<RawOrder> = tx
+        .exec_first(
+            format!("SELECT {ORDER_COLUMNS} FROM orders WHERE order_id = ? FOR UPDATE"),
+            (order_id.as_str(),),
+        )
+        .await?;
+    Ok(raw.map(from_raw))
+}
+
+/// The conditional update of a locked `RESERVED` order row to its final state.
+pub async fn finish_locked(
+    tx: &mut Transaction<'_>,
+    order_id: &RequestId,
+    target: ReservationStatus,
+    why: Option<&str>,
+    now_ms: u64,
+) -> Result<(), DbError> {
+    tx.exec_drop(
+        "UPDATE orders SET status = ?, reason = ?, finished_at_ms = ?
+         WHERE order_id = ? AND status = 'RESERVED'",
+        (target.as_str(), why, now_ms, order_id.as_str()),
+    )
+    .await?;
+    assert_eq!(
+        tx.affected_rows(),
+        1,
+        "the order row is locked and was RESERVED"
+    );
+    Ok(())
+}
+
+/// Ids of `RESERVED` orders that expired before `cutoff_ms`, at most `limit`
+/// (index `idx_orders_status_expiry`), oldest first.
+pub async fn expired_ids<Q: Queryable>(
+    q: &mut Q,
+    cutoff_ms: u64,
+    limit: usize,
+) -> Result<Vec<String>, DbError> {
+    let ids = q
+        .exec(
+            format!(
+                "SELECT order_id FROM orders WHERE status = 'RESERVED' AND expires_at_ms < ?
+                 ORDER BY expires_at_ms LIMIT {limit}"
+            ),
+            (cutoff_ms,),
+        )
+        .await?;
+    Ok(ids)
+}

@@ -1,0 +1,162 @@
+//! The lifecycle of a whole order (docs/architecture.md, "Orders"): confirm,
+//! cancel, expire. MySQL decides, as for a single reservation, in one
+//! transaction under the ledger lock protocol: every line's SKU row in
+//! ascending id order, then the order row, then the line rows; the order row
+//! takes the one conditional update that decides (pay and expiry racing have
+//! one winner), and every line follows it in the same transaction, so no
+//! order is ever half confirmed or half released. Then Redis mirrors each
+//! line (`finish.lua`, stock and quota back exactly once) and the order
+//! record (`order_mark.lua`).
+//!
+//! Order of arrival never matters: an order the consumer has not applied yet
+//! is applied first, whole, from its Redis record, exactly as the consumer
+//! would (`ledger::apply_batch`).
+
+use super::{mirror, retried, within_query_bound, LifecycleError, Transition};
+use crate::db::ledger::{self, settle, LedgerRow};
+use crate::db::orders::{self, OrderRow};
+use crate::db::{event_outbox, sku, Db, DbError};
+use crate::domain::{Deduction, RequestId, ReservationStatus};
+use crate::redis::RedisStore;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderTransitionOutcome {
+    /// The order is in the target state (now, or already: a repeat).
+    Done { order: OrderRow, changed: bool },
+    /// The order ended another way; `order.status` says how.
+    Conflict { order: OrderRow },
+    /// An expiry before the order's time (it stays).
+    NotYetExpired,
+    /// No such order in MySQL or Redis.
+    NotFound,
+}
+
+/// Applies `transition` to a whole order: MySQL first, then the mirrors.
+pub async fn transition_order(
+    db: &Db,
+    redis: &RedisStore,
+    order_id: &RequestId,
+    transition: Transition,
+    now_ms: u64,
+) -> Result<OrderTransitionOutcome, LifecycleError> {
+    if !applied_or_applies(db, redis, order_id).await? {
+        return Ok(OrderTransitionOutcome::NotFound);
+    }
+    let decision = retried(|| decide(db, order_id, transition, now_ms));
+    let (outcome, lines) = within_query_bound(db, decision).await?;
+    if let OrderTransitionOutcome::Done {
+        order,
+        changed: true,
+    } = &outcome
+    {
+        for line in &lines {
+            mirror(db, redis, line).await;
+        }
+        if let Err(err) = redis.orders().mark(order_id, order.status).await {
+            crate::health::outage::failed("redis", &err);
+        }
+    }
+    Ok(outcome)
+}
+
+/// Whether MySQL has the order, after applying it whole from its Redis
+/// record when only Redis has it (the consumer is behind).
+async fn applied_or_applies(
+    db: &Db,
+    redis: &RedisStore,
+    order_id: &RequestId,
+) -> Result<bool, LifecycleError> {
+    let known = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            orders::find(&mut conn, order_id).await
+        })
+        .await?;
+    if known.is_some() {
+        return Ok(true);
+    }
+    let Some(record) = redis.orders().record(order_id).await? else {
+        return Ok(false);
+    };
+    let lines = Deduction::of_order(
+        order_id,
+        record.user_id,
+        &record.lines,
+        record.created_ms,
+        record.expires_ms,
+    );
+    let retries = super::TRANSITION_RETRIES;
+    db.bounded(ledger::apply_batch(db, &lines, retries)).await?;
+    Ok(true)
+}
+
+/// One attempt: the decision and the line rows as they are after it.
+async fn decide(
+    db: &Db,
+    order_id: &RequestId,
+    transition: Transition,
+    now_ms: u64,
+) -> Result<(OrderTransitionOutcome, Vec<LedgerRow>), LifecycleError> {
+    let mut conn = db.conn().await?;
+    let Some(unlocked) = orders::find(&mut conn, order_id).await? else {
+        return Ok((OrderTransitionOutcome::NotFound, Vec::new()));
+    };
+    let mut tx = conn
+        .start_transaction(ledger::tx_opts())
+        .await
+        .map_err(DbError::from)?;
+    let mut out = db.outgoing();
+    for line in unlocked.lines.lines() {
+        sku::lock_noted(&mut tx, line.sku_id, &mut out).await?;
+    }
+    let Some(order) = orders::find_for_update(&mut tx, order_id).await? else {
+        return Ok((OrderTransitionOutcome::NotFound, Vec::new()));
+    };
+    let target = transition.target();
+    let settled = if order.status == target {
+        Some(OrderTransitionOutcome::Done {
+            order: order.clone(),
+            changed: false,
+        })
+    } else if order.status != ReservationStatus::Reserved {
+        Some(OrderTransitionOutcome::Conflict {
+            order: order.clone(),
+        })
+    } else if transition == Transition::Expire && order.expires_at_ms > now_ms {
+        Some(OrderTransitionOutcome::NotYetExpired)
+    } else {
+        None
+    };
+    if let Some(outcome) = settled {
+        return Ok((outcome, Vec::new()));
+    }
+    let why = transition.reason();
+    let mut lines = Vec::with_capacity(order.lines.len());
+    for line in order.lines.lines() {
+        let row = ledger::find_for_update(&mut tx, line.sku_id, order_id)
+            .await?
+            .expect("a RESERVED order has a ledger row per line");
+        settle::finish_locked(&mut tx, &row, target, why, now_ms, &mut out).await?;
+        lines.push(LedgerRow {
+            status: target,
+            reason: why.map(str::to_string),
+            redis_pending: true,
+            ..row
+        });
+    }
+    orders::finish_locked(&mut tx, order_id, target, why, now_ms).await?;
+    event_outbox::stage(&mut tx, out, now_ms).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    let order = OrderRow {
+        status: target,
+        reason: why.map(str::to_string),
+        ..order
+    };
+    Ok((
+        OrderTransitionOutcome::Done {
+            order,
+            changed: true,
+        },
+        lines,
+    ))
+}
