@@ -13,8 +13,8 @@
 //!
 //! Redis mirrors the new time into the reservation record afterwards
 //! (`extend.lua`), for replays and reads, and as the proof a lost commit is
-//! judged by (`recovered::extension_lost`). A failed mirror changes no
-//! decision: the closer and the sweep read MySQL's time.
+//! judged by (`recovered::later_in_redis` and the record's `ext`). A failed
+//! mirror changes no decision: the closer and the sweep read MySQL's time.
 
 use super::locate::{self, Located, Locked};
 use super::{retried, within_query_bound, LifecycleError, Transition};
@@ -81,7 +81,9 @@ pub async fn extend(
             .await;
         if let Err(err) = mirrored {
             // MySQL decided; the record shows the old time until a later
-            // extension or the record's end. Nothing reads it to decide.
+            // extension or the record's end. The closer and the sweep decide
+            // by MySQL's time; without the mirror, a failover that loses this
+            // commit has no proof to re-apply it from (`recovered`).
             crate::health::outage::failed("redis", &err);
         }
         metrics::counter!("stockd_reservation_extensions_total").increment(1);
