@@ -46,7 +46,7 @@ pub use self::listener_tls::{read_certificates, read_private_key, ListenerTls};
 pub use self::load::{config_dir, env_name};
 pub use self::mysql::{MysqlSettings, MysqlTls};
 pub use self::pipeline::{
-    CloserSettings, ConsumerSettings, Durability, EventSettings, RelaySettings,
+    CloserSettings, ConsumerSettings, Durability, EventSettings, OrderSettings, RelaySettings,
     ReservationSettings, SoldOutSettings,
 };
 pub use self::production::{ADMIN_TOKEN_LEN_MIN, EXAMPLE_ADMIN_TOKENS};
@@ -69,6 +69,7 @@ pub struct Settings {
     pub redis: RedisSettings,
     pub amqp: AmqpSettings,
     pub reservation: ReservationSettings,
+    pub orders: OrderSettings,
     pub relay: RelaySettings,
     pub consumer: ConsumerSettings,
     pub closer: CloserSettings,
@@ -93,6 +94,7 @@ impl Settings {
         self.redis.validate()?;
         self.amqp.validate()?;
         self.reservation.validate()?;
+        self.orders.validate()?;
         self.consumer.validate()?;
         self.events.validate()?;
         self.telemetry.otlp.validate()?;

@@ -68,6 +68,27 @@ impl ReservationSettings {
     }
 }
 
+/// Orders of several SKUs (`POST /v1/orders`, docs/architecture.md "Orders").
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderSettings {
+    /// Most lines one order may have.
+    pub max_lines: usize,
+}
+
+/// The `orders.max_lines` error names the bound as a literal.
+const _: () = assert!(crate::domain::LINES_MAX == 100);
+
+impl OrderSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        check::all(&[(
+            (1..=crate::domain::LINES_MAX).contains(&self.max_lines),
+            "orders.max_lines",
+            "must be in 1..=100",
+        )])
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RelaySettings {

@@ -19,12 +19,14 @@ pub struct OrderRow {
     pub reason: Option<String>,
     pub reserved_at_ms: u64,
     pub expires_at_ms: u64,
+    /// Extensions of the time to pay granted so far (`POST .../extend`).
+    pub extensions: u32,
 }
 
-type RawOrder = (String, u64, String, String, Option<String>, u64, u64);
+type RawOrder = (String, u64, String, String, Option<String>, u64, u64, u32);
 
 const ORDER_COLUMNS: &str =
-    "order_id, user_id, order_lines, status, reason, reserved_at_ms, expires_at_ms";
+    "order_id, user_id, order_lines, status, reason, reserved_at_ms, expires_at_ms, extensions";
 
 /// Every value went through the domain's parsers on its way in (as for the
 /// ledger): one that does not parse back is a programmer error.
@@ -37,6 +39,7 @@ fn from_raw(raw: RawOrder) -> OrderRow {
         reason: raw.4,
         reserved_at_ms: raw.5,
         expires_at_ms: raw.6,
+        extensions: raw.7,
     }
 }
 
@@ -88,6 +91,23 @@ pub async fn finish_locked(
         "the order row is locked and was RESERVED"
     );
     Ok(())
+}
+
+/// Moves a locked `RESERVED` order row's `expires_at_ms` by `by_ms`, unless
+/// it had `max` extensions already; the row's extensions now, or `None`.
+pub async fn extend_locked(
+    tx: &mut Transaction<'_>,
+    order: &OrderRow,
+    by_ms: u64,
+    max: u32,
+) -> Result<Option<u32>, DbError> {
+    tx.exec_drop(
+        "UPDATE orders SET expires_at_ms = expires_at_ms + ?, extensions = extensions + 1
+         WHERE order_id = ? AND status = 'RESERVED' AND extensions < ?",
+        (by_ms, order.order_id.as_str(), max),
+    )
+    .await?;
+    Ok((tx.affected_rows() == 1).then_some(order.extensions + 1))
 }
 
 /// Ids of `RESERVED` orders that expired before `cutoff_ms`, at most `limit`

@@ -11,6 +11,6 @@ pub mod reservation;
 
 pub use deduction::{Deduction, Readmission, COUNT_MAX};
 pub use ids::{RequestId, SkuId, UserId};
-pub use order::{OrderLine, OrderLines};
+pub use order::{OrderLine, OrderLines, LINES_MAX};
 pub use outcome::ReserveOutcome;
 pub use reservation::{Reservation, ReservationStatus};

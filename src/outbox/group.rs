@@ -37,7 +37,21 @@ struct Pending {
     /// The bucket's available after the script (the `reserved` event's
     /// `available`); `None` when republished from the outbox.
     available: Option<i64>,
+    /// The other lines of an order whose first line `msg` is: not published
+    /// (`msg` names the whole order), but told in `reserved` events and
+    /// removed from the outbox with it.
+    siblings: Vec<OrderLineEntry>,
     done: oneshot::Sender<Result<(), PublishError>>,
+}
+
+/// One line of an order as its script held it: its outbox entry, its
+/// deduction and its SKU's available after the script.
+#[derive(Debug, Clone)]
+pub struct OrderLineEntry {
+    pub stream: OutboxStream,
+    pub entry_id: String,
+    pub msg: Deduction,
+    pub available: Option<i64>,
 }
 
 /// How batches form: at most `max` deductions per message, at most
@@ -110,8 +124,42 @@ impl GroupCommit {
             msg,
             trace,
             available,
+            siblings: Vec::new(),
             done,
         };
+        self.send(pending, confirmed).await
+    }
+
+    /// Publishes a whole order as part of the next batch: one deduction (its
+    /// first line's, which names every line: the consumer applies the order
+    /// whole and the closer expires it once), `reserved` events for every
+    /// line, and every line's entry removed from the outbox on the confirm.
+    /// Answers as [`Self::publish`] does.
+    pub async fn publish_order(
+        &self,
+        mut lines: Vec<OrderLineEntry>,
+        trace: Option<TraceContext>,
+    ) -> Result<(), PublishError> {
+        assert!(!lines.is_empty(), "an order has a line");
+        let first = lines.remove(0);
+        let (done, confirmed) = oneshot::channel();
+        let pending = Pending {
+            stream: first.stream,
+            entry_id: first.entry_id,
+            msg: first.msg,
+            trace,
+            available: first.available,
+            siblings: lines,
+            done,
+        };
+        self.send(pending, confirmed).await
+    }
+
+    async fn send(
+        &self,
+        pending: Pending,
+        confirmed: oneshot::Receiver<Result<(), PublishError>>,
+    ) -> Result<(), PublishError> {
         if self.tx.try_send(pending).is_err() {
             return Err(PublishError::QueueFull);
         }
@@ -221,6 +269,9 @@ async fn publish_batch(
         let outcome = match &result {
             Ok(()) => {
                 acker.ack(pending.stream, pending.entry_id);
+                for sibling in pending.siblings {
+                    acker.ack(sibling.stream, sibling.entry_id);
+                }
                 Ok(())
             }
             Err(err) => Err(err.clone_kind()),
@@ -236,10 +287,13 @@ async fn publish_reserved(
     source: &str,
     batch: &[Pending],
 ) -> Result<(), PublishError> {
-    let events: Vec<Event> = (batch.iter())
-        .map(|p| {
-            let (msg, time_ms) = (&p.msg, p.msg.created_ms);
-            Event::reservation(EventType::Reserved, msg, p.available, None, time_ms)
+    let lines = batch.iter().flat_map(|p| {
+        std::iter::once((&p.msg, p.available))
+            .chain(p.siblings.iter().map(|s| (&s.msg, s.available)))
+    });
+    let events: Vec<Event> = lines
+        .map(|(msg, available)| {
+            Event::reservation(EventType::Reserved, msg, available, None, msg.created_ms)
         })
         .collect();
     let with_ids: Vec<(String, &Event)> = events.iter().map(|e| (e.id.clone(), e)).collect();

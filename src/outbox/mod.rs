@@ -18,5 +18,5 @@ pub mod relay;
 
 pub use acker::OutboxAcker;
 pub use event_relay::EventRelay;
-pub use group::{GroupCommit, ReservedEvents};
+pub use group::{GroupCommit, OrderLineEntry, ReservedEvents};
 pub use relay::Relay;

@@ -181,6 +181,28 @@ impl Orders {
     }
 }
 
+impl Orders {
+    /// Mirrors an extension MySQL granted onto the order's record
+    /// (`order_extend.lua`); the lines are mirrored as reservations.
+    pub async fn extend_record(
+        &self,
+        order_id: &RequestId,
+        expires_ms: u64,
+        extensions: u32,
+    ) -> Result<(), RedisError> {
+        let mut invocation = super::scripts::ORDER_EXTEND.prepare_invoke();
+        invocation
+            .key(self.core.keys.order(order_id))
+            .arg(expires_ms)
+            .arg(self.args.retention_ms)
+            .arg(extensions);
+        self.core
+            .run(|mut c| async move { invocation.invoke_async::<i64>(&mut c).await })
+            .await
+            .map(|_| ())
+    }
+}
+
 fn parse_reply(lines: &OrderLines, reply: &[String]) -> Result<OrderOutcome, RedisError> {
     let bad = || RedisError::BadReply(format!("order script: {reply:?}"));
     let num = |i: usize| -> Result<u64, RedisError> {

@@ -52,6 +52,9 @@ pub static RESERVE: LuaScript = LuaScript::new("reserve", include_str!("lua/rese
 pub static ORDER: LuaScript = LuaScript::new("order", include_str!("lua/order.lua"));
 /// An order's final status onto its record (`orders.rs`).
 pub static ORDER_MARK: LuaScript = LuaScript::new("order_mark", include_str!("lua/order_mark.lua"));
+/// An order's extension onto its record (`orders.rs`).
+pub static ORDER_EXTEND: LuaScript =
+    LuaScript::new("order_extend", include_str!("lua/order_extend.lua"));
 /// Loading or restocking a SKU (`sku.rs`).
 pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
@@ -86,10 +89,11 @@ pub static TRANSFER_CREDIT: LuaScript =
     LuaScript::new("transfer_credit", include_str!("lua/transfer_credit.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 17] = [
+pub static ALL: [&LuaScript; 18] = [
     &RESERVE,
     &ORDER,
     &ORDER_MARK,
+    &ORDER_EXTEND,
     &LOAD_SKU,
     &FINISH,
     &EXTEND,

@@ -201,6 +201,7 @@ impl Closer {
         match outcome {
             OrderTransitionOutcome::Done { changed: true, .. } => {
                 metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
+                metrics::counter!("stockd_orders_total", "result" => "expired").increment(1);
             }
             OrderTransitionOutcome::NotYetExpired => self.wait_again(msg).await,
             _ => {}

@@ -405,6 +405,7 @@ impl Consumer {
             let row = LedgerRow::rejected(msg, why);
             crate::ops::lifecycle::mirror(&self.db, &self.redis, &row).await;
         }
+        self.mark_rejected_orders(report).await;
         for readmission in &report.readmitted {
             self.settle_readmission(readmission).await;
         }
@@ -423,6 +424,28 @@ impl Consumer {
                 }
                 Ok(false) => {}
                 Err(err) => crate::health::outage::failed("redis", &err),
+            }
+        }
+    }
+
+    /// A rejected order's Redis record says so too, so a replay of the
+    /// order answers `REJECTED` (its lines were mirrored one by one above).
+    async fn mark_rejected_orders(&self, report: &BatchReport) {
+        let mut orders = std::collections::BTreeSet::new();
+        for (msg, _) in &report.rejected {
+            if msg.order.is_some() {
+                orders.insert(&msg.request_id);
+            }
+        }
+        for order_id in orders {
+            metrics::counter!("stockd_orders_total", "result" => "rejected").increment(1);
+            let marked = self
+                .redis
+                .orders()
+                .mark(order_id, crate::domain::ReservationStatus::Rejected)
+                .await;
+            if let Err(err) = marked {
+                crate::health::outage::failed("redis", &err);
             }
         }
     }

@@ -32,10 +32,12 @@ use locate::{Located, Locked};
 mod extend;
 mod locate;
 mod order;
+mod order_extend;
 mod recovered;
 
 pub use extend::{extend, ExtendOutcome, Extension};
 pub use order::{transition_order, OrderTransitionOutcome};
+pub use order_extend::{extend_order, OrderExtendOutcome};
 
 /// Deadlock / lock-timeout retries of one transition.
 const TRANSITION_RETRIES: u32 = 5;

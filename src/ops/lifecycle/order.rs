@@ -61,7 +61,7 @@ pub async fn transition_order(
 
 /// Whether MySQL has the order, after applying it whole from its Redis
 /// record when only Redis has it (the consumer is behind).
-async fn applied_or_applies(
+pub(super) async fn applied_or_applies(
     db: &Db,
     redis: &RedisStore,
     order_id: &RequestId,

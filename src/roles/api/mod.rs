@@ -9,6 +9,7 @@ pub mod client_ip;
 pub mod http_metrics;
 pub mod ip_guard;
 pub mod ip_limit;
+pub mod order_views;
 pub mod problem;
 pub mod routes;
 pub mod tls;

@@ -26,6 +26,8 @@ pub enum ApiError {
     SkuNotFound(u64),
     #[error("reservation not found")]
     ReservationNotFound,
+    #[error("order not found")]
+    OrderNotFound,
     #[error("the SKU is sold out")]
     SoldOut,
     #[error("only {available} units left")]
@@ -46,6 +48,11 @@ pub enum ApiError {
     /// `reservation.max_extensions` used up (carried: the limit).
     #[error("the time to pay was extended {0} times already, the most allowed")]
     ExtensionLimit(u32),
+    /// An order refused on one line: the line's SKU and the refusal
+    /// (`SOLD_OUT`, `INSUFFICIENT_STOCK`, `LIMIT_EXCEEDED`, `SKU_NOT_FOUND`),
+    /// whose code and status the answer takes, with a `line` member.
+    #[error("order line sku_id {sku_id}: {refusal}")]
+    OrderRefused { sku_id: u64, refusal: Box<ApiError> },
     #[error("{0}")]
     BelowReserved(String),
     #[error("{0}")]
@@ -79,6 +86,7 @@ impl ApiError {
             Self::Forbidden(_) => "FORBIDDEN",
             Self::SkuNotFound(_) => "SKU_NOT_FOUND",
             Self::ReservationNotFound => "RESERVATION_NOT_FOUND",
+            Self::OrderNotFound => "ORDER_NOT_FOUND",
             Self::SoldOut => "SOLD_OUT",
             Self::InsufficientStock { .. } => "INSUFFICIENT_STOCK",
             Self::LimitExceeded { .. } => "LIMIT_EXCEEDED",
@@ -88,6 +96,7 @@ impl ApiError {
             Self::ReservationRejected => "RESERVATION_REJECTED",
             Self::ExtensionLimit(_) => "EXTENSION_LIMIT",
             Self::OrderLine => "ORDER_LINE",
+            Self::OrderRefused { refusal, .. } => refusal.code(),
             Self::BelowReserved(_) => "BELOW_RESERVED",
             Self::BucketsLocked(_) => "BUCKETS_LOCKED",
             Self::Stale { .. } => "STALE",
@@ -114,9 +123,10 @@ impl ResponseError for ApiError {
             Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized | Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
-            Self::SkuNotFound(_) | Self::ReservationNotFound | Self::RouteNotFound => {
-                StatusCode::NOT_FOUND
-            }
+            Self::SkuNotFound(_)
+            | Self::ReservationNotFound
+            | Self::OrderNotFound
+            | Self::RouteNotFound => StatusCode::NOT_FOUND,
             Self::SoldOut
             | Self::InsufficientStock { .. }
             | Self::LimitExceeded { .. }
@@ -135,6 +145,7 @@ impl ResponseError for ApiError {
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::OrderRefused { refusal, .. } => refusal.status_code(),
         }
     }
 
@@ -150,6 +161,10 @@ impl ResponseError for ApiError {
         if let Self::Stale { current, .. } = self {
             // The value to compare against next time (RFC 9457 extension member).
             body["current_available"] = json!(current);
+        }
+        if let Self::OrderRefused { sku_id, refusal } = self {
+            // The first line that failed and why (RFC 9457 extension member).
+            body["line"] = json!({"sku_id": sku_id, "code": refusal.code()});
         }
         let mut response = HttpResponse::build(status);
         response.content_type("application/problem+json");
@@ -209,6 +224,7 @@ mod tests {
             (ApiError::ReservationConfirmed, 409, "RESERVATION_CONFIRMED"),
             (ApiError::ExtensionLimit(1), 409, "EXTENSION_LIMIT"),
             (ApiError::OrderLine, 409, "ORDER_LINE"),
+            (ApiError::OrderNotFound, 404, "ORDER_NOT_FOUND"),
             (ApiError::Unauthorized, 401, "UNAUTHORIZED"),
             (ApiError::Unauthenticated, 401, "UNAUTHENTICATED"),
             (ApiError::Forbidden("read"), 403, "FORBIDDEN"),
@@ -237,6 +253,24 @@ mod tests {
             assert_eq!(err.status_code().as_u16(), status, "{code}");
             assert_eq!(err.code(), code);
         }
+    }
+
+    #[tokio::test]
+    async fn an_order_refusal_takes_its_lines_code_and_names_the_line() {
+        let err = ApiError::OrderRefused {
+            sku_id: 7,
+            refusal: Box::new(ApiError::InsufficientStock { available: 1 }),
+        };
+        assert_eq!(err.status_code().as_u16(), 409);
+        assert_eq!(err.code(), "INSUFFICIENT_STOCK");
+        let body = actix_web::body::to_bytes(err.error_response().into_body())
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            body["line"],
+            json!({"sku_id": 7, "code": "INSUFFICIENT_STOCK"})
+        );
     }
 
     #[test]

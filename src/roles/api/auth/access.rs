@@ -32,7 +32,7 @@ const OPEN_PATHS: [&str; 5] = [
 ];
 
 /// The scope of each public route, by method and pattern.
-pub const SCOPED_ROUTES: [(&str, &str, Scope); 6] = [
+pub const SCOPED_ROUTES: [(&str, &str, Scope); 11] = [
     ("POST", "/v1/skus/{sku_id}/reservations", Scope::Reserve),
     (
         "GET",
@@ -54,6 +54,11 @@ pub const SCOPED_ROUTES: [(&str, &str, Scope); 6] = [
         "/v1/skus/{sku_id}/reservations/{request_id}/extend",
         Scope::Lifecycle,
     ),
+    ("POST", "/v1/orders", Scope::Reserve),
+    ("GET", "/v1/orders/{order_id}", Scope::Read),
+    ("POST", "/v1/orders/{order_id}/confirm", Scope::Lifecycle),
+    ("POST", "/v1/orders/{order_id}/cancel", Scope::Lifecycle),
+    ("POST", "/v1/orders/{order_id}/extend", Scope::Lifecycle),
     ("GET", "/v1/skus/{sku_id}", Scope::Read),
 ];
 

@@ -54,6 +54,21 @@ pub struct ReservationPath {
     request_id: String,
 }
 
+/// `{order_id}` of the order routes.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // documentation only: handlers parse with `routes::order_from`
+pub struct OrderPath {
+    /// The `order_id` the order was placed with (the `request_id` format).
+    #[param(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_.:-]{1,64}$",
+        example = "order-4711"
+    )]
+    order_id: String,
+}
+
 // ---- problem responses ------------------------------------------------------
 
 /// One kind of problem response: its status and the `code` values it carries.
@@ -120,6 +135,24 @@ problems! {
     SkuNotFound = 404 ["SKU_NOT_FOUND"];
     /// No reservation with this `request_id` for this SKU.
     ReservationNotFound = 404 ["RESERVATION_NOT_FOUND"];
+    /// No order with this `order_id`.
+    OrderNotFound = 404 ["ORDER_NOT_FOUND"];
+    /// A line of the order names a SKU that does not exist; the `line`
+    /// member names it. Nothing was held.
+    OrderSkuNotFound = 404 ["SKU_NOT_FOUND"];
+    /// The order was not held: its first line (by `sku_id`) that could not
+    /// be held is named by the `line` member with why (`SOLD_OUT`,
+    /// `INSUFFICIENT_STOCK`, `LIMIT_EXCEEDED`); nothing is held.
+    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED"];
+    /// Not confirmed: the order was released (expired or cancelled; refund
+    /// the buyer) or rejected by the ledger.
+    OrderConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED"];
+    /// Not cancelled: the order is confirmed (paid; run the refund flow) or
+    /// was rejected by the ledger.
+    OrderCancelConflict = 409 ["RESERVATION_CONFIRMED", "RESERVATION_REJECTED"];
+    /// Not extended: the order is final, or it was extended
+    /// `reservation.max_extensions` times already (`EXTENSION_LIMIT`).
+    OrderExtendConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_CONFIRMED", "RESERVATION_REJECTED", "EXTENSION_LIMIT"];
     /// No route matches the path.
     RouteNotFound = 404 ["NOT_FOUND"];
     /// The route exists but does not serve this method (see `Allow`).
@@ -172,7 +205,47 @@ fn string_schema(description: &str) -> ObjectBuilder {
         .description(Some(description))
 }
 
+/// The problems of an order that name the line they are about.
+const LINE_PROBLEMS: &[&str] = &["OrderSkuNotFound", "OrderRefused"];
+
+/// The `line` member of an order's refusal.
+fn line_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some("The first line that failed, and why"))
+        .property(
+            "sku_id",
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1)),
+        )
+        .property(
+            "code",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some([
+                    "SOLD_OUT",
+                    "INSUFFICIENT_STOCK",
+                    "LIMIT_EXCEEDED",
+                    "SKU_NOT_FOUND",
+                ])),
+        )
+        .required("sku_id")
+        .required("code")
+}
+
 pub fn problem_schema(kind: &ProblemKind) -> RefOr<Schema> {
+    let schema = problem_object(kind);
+    if LINE_PROBLEMS.contains(&kind.name) {
+        return schema
+            .property("line", line_schema())
+            .required("line")
+            .into();
+    }
+    schema.into()
+}
+
+fn problem_object(kind: &ProblemKind) -> ObjectBuilder {
     ObjectBuilder::new()
         .title(Some(kind.name))
         .description(Some(kind.description.trim()))
@@ -200,7 +273,6 @@ pub fn problem_schema(kind: &ProblemKind) -> RefOr<Schema> {
         .required("status")
         .required("detail")
         .required("code")
-        .into()
 }
 
 pub fn problem_response(kind: &ProblemKind) -> RefOr<Response> {

@@ -11,6 +11,8 @@ pub mod extend;
 pub mod health;
 pub mod lifecycle;
 pub mod openapi;
+pub mod order_lifecycle;
+pub mod orders;
 pub mod reservations;
 pub mod skus;
 
@@ -66,6 +68,20 @@ fn register_public(cfg: &mut web::ServiceConfig) {
     .service(
         resource("/v1/skus/{sku_id}/reservations/{request_id}/extend", "POST")
             .route(web::post().to(extend::extend)),
+    )
+    .service(resource("/v1/orders", "POST").route(web::post().to(orders::place)))
+    .service(resource("/v1/orders/{order_id}", "GET").route(web::get().to(orders::get)))
+    .service(
+        resource("/v1/orders/{order_id}/confirm", "POST")
+            .route(web::post().to(order_lifecycle::confirm)),
+    )
+    .service(
+        resource("/v1/orders/{order_id}/cancel", "POST")
+            .route(web::post().to(order_lifecycle::cancel)),
+    )
+    .service(
+        resource("/v1/orders/{order_id}/extend", "POST")
+            .route(web::post().to(order_lifecycle::extend)),
     )
     .service(resource("/v1/skus/{sku_id}", "GET").route(web::get().to(skus::get)))
     .service(resource("/livez", "GET").route(web::get().to(health::livez)))
@@ -134,6 +150,12 @@ pub fn path_config() -> web::PathConfig {
 /// The `{request_id}` path segment, validated.
 pub fn request_from(req: &HttpRequest) -> Result<crate::domain::RequestId, ApiError> {
     let raw = req.match_info().get("request_id").unwrap_or_default();
+    crate::domain::RequestId::parse(raw).map_err(|e| ApiError::InvalidRequest(e.to_string()))
+}
+
+/// The `{order_id}` path segment, validated (the `request_id` format).
+pub fn order_from(req: &HttpRequest) -> Result<crate::domain::RequestId, ApiError> {
+    let raw = req.match_info().get("order_id").unwrap_or_default();
     crate::domain::RequestId::parse(raw).map_err(|e| ApiError::InvalidRequest(e.to_string()))
 }
 

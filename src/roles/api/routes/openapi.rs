@@ -17,7 +17,8 @@ use super::contract::{
     StuckWhere, Verdict, ADMIN_SECURITY, CLIENT_SECURITY, PROBLEMS,
 };
 use super::{
-    adjustments, admin, asyncapi, console, dlq, extend, health, lifecycle, reservations, skus,
+    adjustments, admin, asyncapi, console, dlq, extend, health, lifecycle, order_lifecycle, orders,
+    reservations, skus,
 };
 
 #[derive(OpenApi)]
@@ -39,6 +40,11 @@ use super::{
         lifecycle::confirm,
         lifecycle::cancel,
         extend::extend,
+        orders::place,
+        orders::get,
+        order_lifecycle::confirm,
+        order_lifecycle::cancel,
+        order_lifecycle::extend,
         skus::get,
         admin::put_sku,
         admin::warmup,
@@ -66,6 +72,7 @@ use super::{
     modifiers(&ProblemsAndSecurity),
     tags(
         (name = "reservations", description = "Reserve units and move reservations through their lifecycle"),
+        (name = "orders", description = "Reserve several SKUs all-or-nothing and move the whole order through its lifecycle"),
         (name = "skus", description = "The buyer-facing stock view"),
         (name = "admin", description = "Operator routes; need the admin bearer token"),
         (name = "operations", description = "Probes, metrics and this document"),
@@ -160,6 +167,7 @@ mod tests {
             ApiError::Forbidden("read"),
             ApiError::SkuNotFound(1),
             ApiError::ReservationNotFound,
+            ApiError::OrderNotFound,
             ApiError::SoldOut,
             ApiError::InsufficientStock { available: 1 },
             ApiError::LimitExceeded {
@@ -202,6 +210,11 @@ mod tests {
             ),
             ("/v1/skus/{sku_id}/reservations/{request_id}/cancel", "post"),
             ("/v1/skus/{sku_id}/reservations/{request_id}/extend", "post"),
+            ("/v1/orders", "post"),
+            ("/v1/orders/{order_id}", "get"),
+            ("/v1/orders/{order_id}/confirm", "post"),
+            ("/v1/orders/{order_id}/cancel", "post"),
+            ("/v1/orders/{order_id}/extend", "post"),
             ("/v1/skus/{sku_id}", "get"),
             ("/v1/admin/skus/{sku_id}", "put"),
             ("/v1/admin/skus/{sku_id}/warmup", "post"),

@@ -1,0 +1,315 @@
+//! `POST /v1/orders` and `GET /v1/orders/{order_id}`: a whole order of
+//! several SKUs held all-or-nothing (docs/architecture.md, "Orders").
+//!
+//! The hot path is one EVALSHA of `order.lua` (every line held or none),
+//! then one deduction through the group commit naming every line, as a
+//! single reservation's is: with `durability: queue` the answer waits for
+//! the broker's confirm (201, or 202 when late), with `durability: redis`
+//! it goes out at once.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use super::contract::{
+    Forbidden, IdempotencyMismatch, InvalidRequest, OrderNotFound, OrderPath, OrderRefused,
+    OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable,
+};
+use super::reservations::not_loaded;
+use crate::config::Durability;
+use crate::db::orders;
+use crate::domain::{Deduction, OrderLines, RequestId, SkuId, UserId};
+use crate::outbox::OrderLineEntry;
+use crate::redis::{HeldLine, LineRefusal, OrderOutcome, OutboxStream};
+use crate::roles::api::order_views::{OrderBody, OrderView};
+use crate::roles::api::problem::ApiError;
+use crate::roles::api::ApiState;
+
+/// Reserve every line of an order, or none.
+///
+/// Idempotent on `order_id`: an identical retry replays the first answer
+/// (200 with `Idempotent-Replayed: true`); the same id with another user or
+/// other lines is 422. Each line counts against its SKU's `limit_per_user`
+/// together with the buyer's single reservations. Needs a client token with
+/// scope `reserve` when `auth.required` is true.
+#[utoipa::path(
+    post,
+    path = "/v1/orders",
+    tag = "orders",
+    operation_id = "place_order",
+    security(("client_token" = ["reserve"])),
+    request_body(content = OrderBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Every line is held, and the hand-off to the ledger is confirmed by the broker",
+         body = OrderView,
+         headers(("Location" = String, description = "URL of the order"))),
+        (status = 202, description = "Every line is held; the broker has not confirmed the hand-off yet, the outbox relay will",
+         body = OrderView,
+         headers(("Location" = String, description = "URL of the order"))),
+        (status = 200, description = "An identical replay: the order as the first request made it",
+         body = OrderView,
+         headers(("Idempotent-Replayed" = String, description = "Always `true`"))),
+        (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = OrderSkuNotFound),
+        (status = 409, response = OrderRefused),
+        (status = 422, response = IdempotencyMismatch),
+        (status = 429, response = RateLimited),
+        (status = 503, response = Unavailable),
+    )
+)]
+pub async fn place(
+    state: web::Data<ApiState>,
+    body: web::Json<OrderBody>,
+) -> Result<HttpResponse, ApiError> {
+    let started = std::time::Instant::now();
+    let settings = &state.res.settings;
+    let (user_id, lines) =
+        body.validate(settings.orders.max_lines, settings.reservation.max_count)?;
+    let order_id = &body.order_id;
+    let (label, response) = match short_circuited(&state, order_id, user_id, &lines) {
+        Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
+        None => hold(&state, order_id, user_id, &lines).await,
+    };
+    metrics::counter!("stockd_orders_total", "result" => label).increment(1);
+    metrics::histogram!("stockd_order_lines").record(lines.len() as f64);
+    metrics::histogram!("stockd_order_duration_seconds").record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// The first line (by SKU) whose SKU this node knows is sold out for the
+/// buyer's bucket: the order is refused from memory, without a Redis call.
+fn short_circuited(
+    state: &ApiState,
+    order_id: &RequestId,
+    user_id: UserId,
+    lines: &OrderLines,
+) -> Option<SkuId> {
+    let board = state.soldout.as_ref()?;
+    let buckets = state.res.redis.buckets();
+    lines.lines().iter().map(|l| l.sku_id).find(|&sku_id| {
+        buckets
+            .cached_bucket_of(sku_id, user_id)
+            .is_some_and(|bucket| board.short_circuits(sku_id, bucket, order_id))
+    })
+}
+
+/// The order script, then the answer; with the outcome's metric label.
+async fn hold(
+    state: &ApiState,
+    order_id: &RequestId,
+    user_id: UserId,
+    lines: &OrderLines,
+) -> (&'static str, Result<HttpResponse, ApiError>) {
+    let outcome = state
+        .res
+        .redis
+        .orders()
+        .reserve(order_id, user_id, lines)
+        .await;
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(err) => return ("error", Err(ApiError::unavailable("redis", err))),
+    };
+    flag_sold_out_lines(state, user_id, &outcome);
+    let location = format!("/v1/orders/{order_id}");
+    match outcome {
+        OrderOutcome::Reserved {
+            created_ms,
+            expires_ms,
+            lines: held,
+        } => {
+            let msgs = Deduction::of_order(order_id, user_id, lines, created_ms, expires_ms);
+            let confirmed = publish(state, held, msgs).await;
+            let mut response = if confirmed {
+                HttpResponse::Created()
+            } else {
+                HttpResponse::Accepted()
+            };
+            let view = OrderView::new(
+                order_id,
+                user_id,
+                lines,
+                crate::domain::ReservationStatus::Reserved,
+                expires_ms,
+            );
+            let response = response
+                .insert_header((header::LOCATION, location))
+                .json(view);
+            ("reserved", Ok(response))
+        }
+        OrderOutcome::Replayed {
+            status, expires_ms, ..
+        } => {
+            let view = OrderView::new(order_id, user_id, lines, status, expires_ms);
+            let response = HttpResponse::Ok()
+                .insert_header(("Idempotent-Replayed", "true"))
+                .insert_header((header::LOCATION, location))
+                .json(view);
+            ("replayed", Ok(response))
+        }
+        OrderOutcome::Mismatch => ("mismatch", Err(ApiError::IdempotencyMismatch)),
+        OrderOutcome::Refused { sku_id, why } => refusal(state, sku_id, why).await,
+        OrderOutcome::Backpressure => (
+            "backpressure",
+            Err(ApiError::Unavailable(
+                "the outbox is full: the broker is not confirming; retry shortly".into(),
+            )),
+        ),
+        OrderOutcome::Unsupported => (
+            "unsupported",
+            Err(ApiError::Unavailable(
+                "orders are not served on a Redis Cluster yet (docs/architecture.md, \"Orders\")"
+                    .into(),
+            )),
+        ),
+    }
+}
+
+/// An order's answer naming the line it failed on.
+fn refused(sku_id: SkuId, refusal: ApiError) -> ApiError {
+    ApiError::OrderRefused {
+        sku_id: sku_id.get(),
+        refusal: Box::new(refusal),
+    }
+}
+
+async fn refusal(
+    state: &ApiState,
+    sku_id: SkuId,
+    why: LineRefusal,
+) -> (&'static str, Result<HttpResponse, ApiError>) {
+    let (label, err) = match why {
+        LineRefusal::SoldOut => ("sold_out", refused(sku_id, ApiError::SoldOut)),
+        LineRefusal::Insufficient { available } => (
+            "insufficient",
+            refused(sku_id, ApiError::InsufficientStock { available }),
+        ),
+        LineRefusal::LimitExceeded { bought, limit } => (
+            "limit_exceeded",
+            refused(sku_id, ApiError::LimitExceeded { bought, limit }),
+        ),
+        LineRefusal::NotLoaded => match not_loaded(state, sku_id).await {
+            err @ ApiError::SkuNotFound(_) => ("not_found", refused(sku_id, err)),
+            err => ("not_loaded", err),
+        },
+        LineRefusal::Split => (
+            "unsupported",
+            ApiError::Unavailable(format!(
+                "SKU {sku_id} is split into stock buckets; orders over split SKUs are not \
+                 served yet (docs/architecture.md, \"Orders\")"
+            )),
+        ),
+    };
+    (label, Err(err))
+}
+
+/// Hands the order to the pipeline: one deduction naming every line; true
+/// when the broker confirmed it (always, with `durability: redis`, where
+/// the publish runs on after the answer).
+async fn publish(state: &ApiState, held: Vec<HeldLine>, msgs: Vec<Deduction>) -> bool {
+    let entries: Vec<OrderLineEntry> = held
+        .into_iter()
+        .zip(msgs)
+        .map(|(line, msg)| OrderLineEntry {
+            stream: OutboxStream {
+                sku: line.sku_id,
+                bucket: 0,
+            },
+            entry_id: line.entry_id,
+            msg,
+            available: Some(line.available_after as i64),
+        })
+        .collect();
+    let group_commit = state.group_commit.clone();
+    let publish = async move { group_commit.publish_order(entries, None).await.is_ok() };
+    match state.res.settings.reservation.durability {
+        Durability::Redis => {
+            tokio::spawn(publish);
+            true
+        }
+        Durability::Queue => publish.await,
+    }
+}
+
+/// A line that took its SKU's last units, or was refused sold out: flag it
+/// locally without waiting for the Pub/Sub event. Off the response path.
+fn flag_sold_out_lines(state: &ApiState, user_id: UserId, outcome: &OrderOutcome) {
+    let Some(board) = &state.soldout else {
+        return;
+    };
+    let sold_out: Vec<SkuId> = match outcome {
+        OrderOutcome::Reserved { lines, .. } => lines
+            .iter()
+            .filter(|l| l.available_after == 0)
+            .map(|l| l.sku_id)
+            .collect(),
+        OrderOutcome::Refused {
+            sku_id,
+            why: LineRefusal::SoldOut,
+        } => vec![*sku_id],
+        _ => return,
+    };
+    for sku_id in sold_out {
+        let bucket = state.res.redis.buckets().cached_bucket_of(sku_id, user_id);
+        if let Some(bucket) = bucket {
+            if !board.is_bucket_flagged(sku_id, bucket) {
+                let board = board.clone();
+                tokio::spawn(async move { board.refresh(sku_id, bucket).await });
+            }
+        }
+    }
+}
+
+/// Look up an order.
+///
+/// Needs a client token with scope `read` when `auth.required` is true.
+#[utoipa::path(
+    get,
+    path = "/v1/orders/{order_id}",
+    tag = "orders",
+    operation_id = "get_order",
+    params(OrderPath),
+    security(("client_token" = ["read"])),
+    responses(
+        (status = 200, description = "The order; `persisted` tells whether it is in MySQL yet",
+         body = OrderView),
+        (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = Forbidden),
+        (status = 404, response = OrderNotFound),
+        (status = 429, response = RateLimited),
+        (status = 503, response = Unavailable),
+    )
+)]
+pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
+    let order_id = super::order_from(&req)?;
+    let in_redis = state
+        .res
+        .redis
+        .orders()
+        .record(&order_id)
+        .await
+        .map_err(|e| ApiError::unavailable("redis", e))?;
+    let db = &state.res.db;
+    let in_mysql = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            orders::find(&mut conn, &order_id).await
+        })
+        .await
+        .map_err(|e| ApiError::unavailable("mysql", e))?;
+    // MySQL decides final states; Redis may lag behind a transition.
+    let view = match (in_mysql, in_redis) {
+        (Some(row), _) => OrderView {
+            persisted: Some(true),
+            ..OrderView::of_row(&row)
+        },
+        (None, Some(r)) => OrderView {
+            persisted: Some(false),
+            ..OrderView::new(&order_id, r.user_id, &r.lines, r.status, r.expires_ms)
+        },
+        (None, None) => return Err(ApiError::OrderNotFound),
+    };
+    Ok(HttpResponse::Ok().json(view))
+}
