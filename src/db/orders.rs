@@ -128,3 +128,59 @@ pub async fn expired_ids<Q: Queryable>(
         .await?;
     Ok(ids)
 }
+
+/// An order as the invariant check reads it: the row's lines and status,
+/// and the status of each ledger row marked as one of its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderAudit {
+    pub order_id: String,
+    pub lines: OrderLines,
+    pub status: ReservationStatus,
+    /// `(sku_id, status)` of each `order_line = 1` ledger row of the order.
+    pub line_rows: Vec<(u64, String)>,
+}
+
+/// What the invariant check reads of orders.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrdersAudit {
+    pub orders: Vec<OrderAudit>,
+    /// `(order_id, sku_id, status)` of line rows whose order has no row.
+    pub orphan_lines: Vec<(String, u64, String)>,
+}
+
+/// Every order row with its line rows, in one consistent snapshot `q` (two
+/// scans, grouped here: the ledger has no index on the request id alone).
+pub async fn audit_all<Q: Queryable>(q: &mut Q) -> Result<OrdersAudit, DbError> {
+    let rows: Vec<(String, String, String)> = q
+        .query("SELECT order_id, order_lines, status FROM orders ORDER BY order_id")
+        .await?;
+    let lines: Vec<(String, u64, String)> = q
+        .query(
+            "SELECT deduct_request_id, sku_id, status FROM stock_deduct_idempotent
+             WHERE order_line = 1",
+        )
+        .await?;
+    let mut by_order: std::collections::HashMap<String, Vec<(u64, String)>> =
+        std::collections::HashMap::new();
+    for (order_id, sku_id, status) in lines {
+        by_order.entry(order_id).or_default().push((sku_id, status));
+    }
+    let orders = rows
+        .into_iter()
+        .map(|(order_id, lines, status)| OrderAudit {
+            line_rows: by_order.remove(&order_id).unwrap_or_default(),
+            lines: OrderLines::decode(&lines).expect("valid lines in orders"),
+            status: ReservationStatus::parse(&status).expect("valid status in orders"),
+            order_id,
+        })
+        .collect();
+    let mut orphan_lines: Vec<(String, u64, String)> = by_order
+        .into_iter()
+        .flat_map(|(id, rows)| rows.into_iter().map(move |(s, st)| (id.clone(), s, st)))
+        .collect();
+    orphan_lines.sort();
+    Ok(OrdersAudit {
+        orders,
+        orphan_lines,
+    })
+}

@@ -20,6 +20,7 @@
 mod broker;
 mod cross;
 mod mysql;
+mod orders;
 
 use serde::{Deserialize, Serialize};
 
@@ -41,9 +42,12 @@ pub const OUTBOX_EMPTY: &str = "outbox_empty";
 pub const QUEUES_DRAINED: &str = "queues_drained";
 pub const DLQ_EMPTY: &str = "dlq_empty";
 pub const EXPIRED_RELEASED: &str = "expired_released";
+pub const ORDERS_WHOLE: &str = "orders_whole";
+pub const ORDER_LINES_IN_LEDGER: &str = "order_lines_in_ledger";
+pub const ORDER_STATUS_MATCHES: &str = "order_status_matches";
 
 /// Every check, in report order.
-pub const CHECKS: [&str; 12] = [
+pub const CHECKS: [&str; 15] = [
     MYSQL_NON_NEGATIVE,
     MYSQL_CONSERVATION,
     BUYER_LIMIT,
@@ -56,6 +60,9 @@ pub const CHECKS: [&str; 12] = [
     QUEUES_DRAINED,
     DLQ_EMPTY,
     EXPIRED_RELEASED,
+    ORDERS_WHOLE,
+    ORDER_LINES_IN_LEDGER,
+    ORDER_STATUS_MATCHES,
 ];
 
 /// Details kept per check; the rest are summed up in one "… and N more" line.
@@ -221,6 +228,7 @@ pub async fn run(
         cross::check_sku(res, sku, now_ms, &mut checks).await?;
         progress(done + 1, facts.len());
     }
+    orders::check(res, skus, &mut checks).await?;
     broker::check(res, skus, &mut checks).await?;
     Ok(checks.into_report(checked_at))
 }

@@ -47,6 +47,7 @@ mod mysql_lost;
 mod mysql_pool;
 mod openapi;
 mod orders_api;
+mod orders_audit;
 mod orders_lifecycle;
 mod orders_script;
 mod outage;

@@ -32,7 +32,8 @@ where
 }
 
 fn refusal(req: &ServiceRequest) -> Option<ApiError> {
-    if !req.path().starts_with("/v1/skus/") {
+    let path = req.path();
+    if !path.starts_with("/v1/skus/") && path != "/v1/orders" && !path.starts_with("/v1/orders/") {
         return None;
     }
     let state = req.app_data::<web::Data<ApiState>>()?;
