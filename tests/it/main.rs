@@ -48,6 +48,7 @@ mod mysql_pool;
 mod openapi;
 mod orders_api;
 mod orders_audit;
+mod orders_batches;
 mod orders_lifecycle;
 mod orders_script;
 mod outage;

@@ -26,12 +26,23 @@ use crate::domain::admission::{admit, Claim, Refusal};
 use crate::domain::{Deduction, ReservationStatus, SkuId, UserId};
 use crate::events::{Event, EventType, Outgoing};
 
-/// Applies a batch, retrying the whole transaction on deadlock or lock timeout.
+/// Applies a batch: one transaction, or several when its orders have more
+/// lines than one transaction should hold ([`super::order_chunks`]).
 pub async fn apply_batch(
     db: &Db,
     batch: &[Deduction],
     retries: u32,
 ) -> Result<BatchReport, DbError> {
+    let mut report = BatchReport::default();
+    for run in super::order_chunks::split(batch, super::order_chunks::ORDER_LINES_PER_TX) {
+        report.absorb(apply_run(db, run, retries).await?);
+    }
+    Ok(report)
+}
+
+/// Applies one run of messages in one transaction, retrying it whole on
+/// deadlock or lock timeout.
+async fn apply_run(db: &Db, batch: &[Deduction], retries: u32) -> Result<BatchReport, DbError> {
     let mut attempt = 0;
     loop {
         match db.bounded(apply_batch_once(db, batch)).await {

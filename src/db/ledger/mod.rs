@@ -6,6 +6,7 @@
 mod apply;
 mod apply_order;
 mod insert;
+mod order_chunks;
 mod read;
 pub mod settle;
 pub mod snapshot;
@@ -16,6 +17,7 @@ pub use crate::domain::Readmission;
 use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId, UserId};
 pub use apply::{apply_batch, apply_sku};
 pub use insert::{insert_rows, note_inserted};
+pub use order_chunks::ORDER_LINES_PER_TX;
 pub use read::{
     buyers_over_limit, expired_for_update, find, find_for_update, live_ids_since, live_units,
     page_since, pending_mirrors,
