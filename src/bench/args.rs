@@ -88,6 +88,9 @@ pub enum Only {
     Ceiling,
     /// `reserve_queue` with events on, bracketed by two children with events off.
     Events,
+    /// `reserve_queue`, then 3-line orders, in one durability-queue child: the
+    /// CPU of an order next to one reservation (standalone Redis only).
+    Orders,
 }
 
 impl BenchArgs {

@@ -128,7 +128,7 @@ impl Api {
 }
 
 /// The `Authorization` header line of a client token; empty without one.
-fn client_auth(token: Option<&str>) -> String {
+pub(crate) fn client_auth(token: Option<&str>) -> String {
     token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"))
 }
 
@@ -231,7 +231,7 @@ impl Requester for Reserver {
 }
 
 /// Static labels for the expected refusals; anything else keeps its code.
-fn conflict_label(code: Option<String>) -> Cow<'static, str> {
+pub(crate) fn conflict_label(code: Option<String>) -> Cow<'static, str> {
     match code.as_deref() {
         Some("SOLD_OUT") => Cow::Borrowed("409 SOLD_OUT"),
         Some("LIMIT_EXCEEDED") => Cow::Borrowed("409 LIMIT_EXCEEDED"),

@@ -7,6 +7,7 @@ pub mod ceiling;
 pub mod console;
 pub mod consumer;
 pub mod hot_sku;
+pub mod orders;
 pub mod persist_lag;
 pub mod reserve;
 pub mod strawman;

@@ -3,7 +3,9 @@
 //! file here reads the data types of [`crate::bench::results`] and none of them
 //! is read back by a phase.
 //!
-//! - [`ratios`] (with [`efficiency`], [`fan_in`] and [`buckets`]): the target table's rows.
+//! - [`ratios`] (with [`efficiency`], [`fan_in`], [`buckets`] and
+//!   [`order_cost`]): the target table's rows; [`order_cost`] also gives the
+//!   report's line on what a 3-line order costs.
 //! - this module: the phase, CPU and target tables as text and Markdown;
 //!   [`redis_servers`]: CPU per redis-server; [`buckets`]: the stock-bucket
 //!   table; [`svg`]: the chart; [`numbers`]: `12,346`.
@@ -12,6 +14,7 @@ pub mod buckets;
 pub mod efficiency;
 pub mod fan_in;
 pub mod numbers;
+pub mod order_cost;
 pub mod ratios;
 pub mod redis_servers;
 pub mod svg;
@@ -56,6 +59,7 @@ impl Report {
         let _ = write!(out, "{}", self.redis_servers_text());
         let _ = write!(out, "{}", buckets::text(&self.phases));
         let _ = write!(out, "{}", self.stalls_text());
+        let _ = write!(out, "{}", order_cost::text(&self.phases));
         let _ = writeln!(out);
         for m in &self.memory {
             let _ = writeln!(
@@ -146,6 +150,7 @@ impl Report {
         out.push_str(&self.redis_servers_markdown());
         out.push_str(&buckets::markdown(&self.phases));
         out.push_str(&self.batches_markdown());
+        out.push_str(&order_cost::text(&self.phases));
         let stalls = self.stalls_text();
         if !stalls.is_empty() {
             let _ = writeln!(

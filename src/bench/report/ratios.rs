@@ -155,6 +155,7 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
     rows.extend(super::efficiency::rows(phases));
     rows.extend(super::fan_in::rows(&run));
     rows.extend(super::buckets::rows(phases));
+    rows.extend(super::order_cost::rows(phases));
     rows
 }
 

@@ -44,6 +44,9 @@ pub mod key {
     pub const SOLD_OUT: &str = "sold_out";
     /// `reserve_queue`'s load from 1,000 connections (the busy sale's fan-in).
     pub const RESERVE_FAN_IN: &str = "reserve_fan_in";
+    /// `POST /v1/orders` of 3 lines (the same 3 SKUs) in the `reserve_queue`
+    /// child, right after it: the CPU of a whole order next to one reservation.
+    pub const ORDERS: &str = "orders";
     pub const HALF_LOAD: &str = "reserve_half_load";
     pub const PERSIST_LAG: &str = "persist_lag";
     pub const HALF_LOAD_REDIS: &str = "reserve_half_load_redis";
@@ -64,7 +67,7 @@ pub struct PhaseResult {
     pub key: &'static str,
     /// One line saying what was measured.
     pub title: String,
-    /// Unit of `throughput`: `req/s`, `tx/s`, `deductions/s`.
+    /// Unit of `throughput`: `req/s`, `tx/s`, `deductions/s`, `orders/s`.
     pub unit: &'static str,
     /// Concurrent requesters (0 when not applicable).
     pub concurrency: usize,

@@ -2,14 +2,16 @@
 //! database, key prefix and queues of a run ([`namespace`]), the machine and
 //! server versions ([`machine`]), what the stockd reports on its `/metrics`
 //! ([`batches`], [`round_trips`]) and the invariants checked after every phase
-//! ([`check`]), the TLS + client token of the secured child ([`secured`]) and
-//! the collector stand-in of the traced children ([`otlp_sink`]).
+//! ([`check`]; an order's rows: [`order_rows`]), the TLS + client token of the
+//! secured child ([`secured`]) and the collector stand-in of the traced
+//! children ([`otlp_sink`]).
 
 pub mod batches;
 pub mod check;
 pub mod child;
 pub mod machine;
 pub mod namespace;
+pub mod order_rows;
 pub mod otlp_sink;
 pub mod round_trips;
 pub mod secured;

@@ -4,6 +4,7 @@
 //! phase is checked before the next one starts.
 
 mod on_cluster;
+mod orders_run;
 mod variants;
 
 use std::net::SocketAddr;
@@ -44,6 +45,8 @@ const SKU_LAG: u64 = 3;
 const SKU_HOT: [u64; 2] = [4, 5];
 /// The fan-in phase's SKU (after the hot-SKU phase's two).
 const SKU_FAN_IN: u64 = 6;
+/// The orders phase's three SKUs (after the fan-in phase's).
+const SKU_ORDERS: [u64; 3] = [7, 8, 9];
 /// Connections of the fan-in phase: a busy sale's many buyers at once.
 pub const FAN_IN_CONNECTIONS: usize = 1_000;
 /// Share of the measured reserve throughput the persist-lag run offers.
@@ -123,6 +126,9 @@ pub async fn run_phases(
     if args.only == Some(Only::Events) {
         variants::events(args, ns, out).await?;
         return Ok(());
+    }
+    if args.only == Some(Only::Orders) {
+        return orders_run::only(args, ns, out).await;
     }
     let conc = args.concurrency;
     for (batched, what) in [(false, "one call each"), (true, "batch admission")] {
@@ -236,7 +242,8 @@ async fn children(args: &BenchArgs, ns: &Namespace, out: &mut Collected) -> anyh
     Ok(true)
 }
 
-/// Reserve at full speed, sold-out (if asked), then half load with persist lag.
+/// Reserve at full speed, orders and sold-out (if asked), then half load with
+/// persist lag.
 async fn http_phases(
     args: &BenchArgs,
     target: &Target<'_>,
@@ -257,6 +264,9 @@ async fn http_phases(
     let checked =
         phases::reserve::reserve(target, reserve_key, title, sku, plan(args.requests), conc);
     if !out.gate(checked.await?).await {
+        return Ok(false);
+    }
+    if with_sold_out && !orders_run::after_reserve(args, target, out).await? {
         return Ok(false);
     }
     if with_sold_out {
