@@ -142,13 +142,13 @@ async fn hold(
             status, expires_ms, ..
         } => {
             let view = OrderView::new(order_id, user_id, lines, status, expires_ms);
-            let response = HttpResponse::Ok()
-                .insert_header(("Idempotent-Replayed", "true"))
-                .insert_header((header::LOCATION, location))
-                .json(view);
-            ("replayed", Ok(response))
+            ("replayed", Ok(replayed(view, location)))
         }
-        OrderOutcome::Mismatch => ("mismatch", Err(ApiError::IdempotencyMismatch)),
+        OrderOutcome::Mismatch => match stored_in_mysql(state, order_id, user_id, lines).await {
+            Ok(Some(view)) => ("replayed", Ok(replayed(view, location))),
+            Ok(None) => ("mismatch", Err(ApiError::IdempotencyMismatch)),
+            Err(err) => ("error", Err(err)),
+        },
         OrderOutcome::Refused { sku_id, why } => refusal(state, sku_id, why).await,
         OrderOutcome::Backpressure => (
             "backpressure",
@@ -164,6 +164,38 @@ async fn hold(
             )),
         ),
     }
+}
+
+/// 200 with `Idempotent-Replayed`: the order as stored.
+fn replayed(view: OrderView, location: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header(("Idempotent-Replayed", "true"))
+        .insert_header((header::LOCATION, location))
+        .json(view)
+}
+
+/// The order as MySQL stores it, when it is this very order (same buyer,
+/// same lines). Asked only when the script answered a mismatch: Redis lost
+/// the order record while its lines' records are there (a warm-up rebuilds
+/// lines from the ledger, not the order record), and the buyer's retry is
+/// still a replay, not a 422.
+async fn stored_in_mysql(
+    state: &ApiState,
+    order_id: &RequestId,
+    user_id: UserId,
+    lines: &OrderLines,
+) -> Result<Option<OrderView>, ApiError> {
+    let db = &state.res.db;
+    let row = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            orders::find(&mut conn, order_id).await
+        })
+        .await
+        .map_err(|e| ApiError::unavailable("mysql", e))?;
+    Ok(row
+        .filter(|row| row.user_id == user_id && row.lines == *lines)
+        .map(|row| OrderView::of_row(&row)))
 }
 
 /// An order's answer naming the line it failed on.
