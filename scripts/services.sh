@@ -66,7 +66,8 @@ REDIS_COMMANDS=(
 	evalsha eval script\|load script\|exists
 	get set mget incrby decrby del exists pexpire pttl
 	hget hmget hgetall hset hsetnx hdel hexists hincrby hlen
-	sadd smembers sscan scard sismember smismember
+	sadd srem smembers sscan scard sismember smismember
+	zadd zrem zrangebyscore zcard
 	xadd xrange xdel xlen
 	publish subscribe unsubscribe
 	time ping unwatch

@@ -74,6 +74,9 @@ impl ReservationSettings {
 pub struct OrderSettings {
     /// Most lines one order may have.
     pub max_lines: usize,
+    /// How long an order held line by line (a Redis Cluster, a split SKU)
+    /// may take from its intent to its commit; past it the sweeper undoes it.
+    pub hold_timeout_ms: u64,
 }
 
 /// The `orders.max_lines` error names the bound as a literal.
@@ -81,11 +84,18 @@ const _: () = assert!(crate::domain::LINES_MAX == 100);
 
 impl OrderSettings {
     pub fn validate(&self) -> anyhow::Result<()> {
-        check::all(&[(
-            (1..=crate::domain::LINES_MAX).contains(&self.max_lines),
-            "orders.max_lines",
-            "must be in 1..=100",
-        )])
+        check::all(&[
+            (
+                (1..=crate::domain::LINES_MAX).contains(&self.max_lines),
+                "orders.max_lines",
+                "must be in 1..=100",
+            ),
+            (
+                (100..=60_000).contains(&self.hold_timeout_ms),
+                "orders.hold_timeout_ms",
+                "must be in 100..=60000",
+            ),
+        ])
     }
 }
 

@@ -269,7 +269,12 @@ async fn publish_batch(
         let outcome = match &result {
             Ok(()) => {
                 acker.ack(pending.stream, pending.entry_id);
-                for sibling in pending.siblings {
+                // A line of an order held line by line has no entry of its own.
+                for sibling in pending
+                    .siblings
+                    .into_iter()
+                    .filter(|s| !s.entry_id.is_empty())
+                {
                     acker.ack(sibling.stream, sibling.entry_id);
                 }
                 Ok(())

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::GroupCommit;
 use crate::config::RelaySettings;
+use crate::redis::keys::ORDER_SHARDS;
 use crate::redis::outbox::OutboxStream;
 use crate::redis::{RedisError, RedisStore};
 
@@ -51,7 +52,7 @@ impl Relay {
         }
     }
 
-    /// One pass over every SKU's outbox; returns how many entries were confirmed.
+    /// One pass over every SKU's outbox and every order shard's; returns how many entries were confirmed.
     pub async fn run_once(&self) -> Result<usize, RedisError> {
         let mut republished = 0;
         let mut backlog: u64 = 0;
@@ -63,10 +64,22 @@ impl Relay {
                 .await?;
             backlog += stale.len() as u64;
             let results = join_all(stale.into_iter().map(|entry| async move {
-                let stream = OutboxStream {
-                    sku,
-                    bucket: entry.bucket,
-                };
+                let stream = OutboxStream::of_bucket(sku, entry.bucket);
+                self.group.publish(stream, entry.id, entry.message).await
+            }))
+            .await;
+            republished += results.iter().filter(|r| r.is_ok()).count();
+        }
+        // Orders held line by line: one entry per order, in its shard's stream.
+        for shard in 0..ORDER_SHARDS {
+            let stale = self
+                .redis
+                .outbox()
+                .stale_orders(shard, self.settings.idle_ms, self.settings.batch_size)
+                .await?;
+            backlog += stale.len() as u64;
+            let results = join_all(stale.into_iter().map(|entry| async move {
+                let stream = OutboxStream::of_order_shard(shard, entry.message.sku_id);
                 self.group.publish(stream, entry.id, entry.message).await
             }))
             .await;

@@ -11,7 +11,10 @@
 //! | `<p>{<sku>}:outbox`                | stream | deductions not yet confirmed by the MQ  |
 //! | `<p>{<sku>}:winners`               | set    | request ids that took stock             |
 //! | `<p>{<sku>}:op:<op_id>`            | string | a restock already applied (60 s TTL)    |
-//! | `<p>{o:<order_id>}:order`          | hash   | an order: `user`, `lines`, `status`, times |
+//! | `<p>{oi:<n>}:order:<order_id>`     | hash   | an order: `user`, `lines`, `status`, times, `attempt` |
+//! | `<p>{oi:<n>}:intents`              | zset   | orders of shard n being held line by line (score: deadline) |
+//! | `<p>{oi:<n>}:outbox`               | stream | orders held line by line, not yet confirmed by the MQ |
+//! | `<p>{<sku>}:otomb:<order_id>`      | string | the highest attempt of an order undone on this SKU |
 //! | `<p>{<tag>}:xout`                  | hash   | stock transfers out, not yet settled    |
 //! | `<p>{<tag>}:xin`                   | set    | stock transfers in, already credited    |
 //! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
@@ -127,10 +130,28 @@ impl Keys {
         self.tagged(sku, "winners")
     }
 
-    /// The record of an order (`order.lua`: user, lines, status, times),
-    /// under a tag of its own: on a cluster it lives in the order id's slot.
+    /// The record of an order (`order.lua`, `order_intent.lua`: user, lines,
+    /// status, times, attempt), under its shard's tag: on a cluster it lives
+    /// in one slot with the shard's intent index and order outbox.
     pub fn order(&self, order_id: &RequestId) -> String {
-        self.at(&format!("o:{order_id}"), "order")
+        let tag = order_shard_tag(order_shard(order_id));
+        self.at(&tag, &format!("order:{order_id}"))
+    }
+
+    /// The intents of one order shard still holding or being undone (zset,
+    /// score = the deadline in Redis ms), scanned by the sweeper.
+    pub fn order_intents(&self, shard: u8) -> String {
+        self.at(&order_shard_tag(shard), "intents")
+    }
+
+    /// The outbox stream of one order shard: orders held line by line.
+    pub fn order_outbox(&self, shard: u8) -> String {
+        self.at(&order_shard_tag(shard), "outbox")
+    }
+
+    /// The highest attempt of an order undone on one bucket (`order_release.lua`).
+    pub fn order_tombstone_at(&self, tag: &str, order_id: &RequestId) -> String {
+        self.at(tag, &format!("otomb:{order_id}"))
     }
 
     /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`) events.
@@ -148,6 +169,25 @@ impl Keys {
     pub fn nodes(&self) -> String {
         format!("{}nodes", self.prefix)
     }
+}
+
+/// Order shards: an order's record, its intent and its outbox entry live
+/// under the tag `oi:<n>` of one of them.
+pub const ORDER_SHARDS: u8 = 16;
+
+/// The shard of an order id (FNV-1a of its bytes): stable across processes
+/// and releases, as the keys it names must be.
+pub fn order_shard(order_id: &RequestId) -> u8 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in order_id.as_str().bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    (hash % u32::from(ORDER_SHARDS)) as u8
+}
+
+fn order_shard_tag(shard: u8) -> String {
+    format!("oi:{shard}")
 }
 
 #[cfg(test)]
@@ -171,6 +211,24 @@ mod tests {
             assert!(key.starts_with("stockd:{42}:"), "{key}");
         }
         assert_eq!(keys.reservation(sku, &rid), "stockd:{42}:res:r-1");
+    }
+
+    #[test]
+    fn an_order_record_shares_its_shard_tag_with_the_intents_and_the_outbox() {
+        let keys = Keys::new("p:");
+        let order = RequestId::parse("order-1").unwrap();
+        let shard = order_shard(&order);
+        assert!(shard < ORDER_SHARDS);
+        let tag = format!("p:{{oi:{shard}}}:");
+        for key in [
+            keys.order(&order),
+            keys.order_intents(shard),
+            keys.order_outbox(shard),
+        ] {
+            assert!(key.starts_with(&tag), "{key}");
+        }
+        // Fixed for good: another value would lose every live order record.
+        assert_eq!(order_shard(&RequestId::parse("a").unwrap()), 0xc);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::admission::ReserveArgs;
 use super::core::Core;
+use super::outbox::OutboxStream;
 use super::RedisError;
 use crate::domain::{OrderLines, RequestId, ReservationStatus, SkuId, UserId};
 
@@ -39,6 +40,11 @@ pub enum LineRefusal {
 pub struct HeldLine {
     pub sku_id: SkuId,
     pub count: u32,
+    /// The stream of the entry that carries this line: the SKU's
+    /// (`order.lua`), or the order shard's for the first line of an order
+    /// held line by line (whose other lines have no entry of their own).
+    pub stream: OutboxStream,
+    /// Empty when the line has no entry of its own.
     pub entry_id: String,
     pub available_after: u64,
 }
@@ -64,15 +70,20 @@ pub enum OrderOutcome {
     Refused { sku_id: SkuId, why: LineRefusal },
     /// A line's outbox is full (the broker is not confirming).
     Backpressure,
-    /// Orders are not served on this deployment yet (Redis Cluster).
+    /// Orders are not served on this path (a Redis Cluster: `order.lua`
+    /// cannot span the lines' slots; `ops/order_saga.rs` holds them).
     Unsupported,
+    /// Nothing is held, and a retry may succeed: an attempt of this order
+    /// id is in flight or being undone, the attempt ran past its deadline,
+    /// or a split SKU's stock is moving between buckets. The reason.
+    Retry(String),
 }
 
 /// The order script and record.
 pub struct Orders {
-    core: Arc<Core>,
+    pub(super) core: Arc<Core>,
     /// Time to pay, record retention and outbox bound, as reservations have.
-    args: ReserveArgs,
+    pub(super) args: ReserveArgs,
     /// A Redis Cluster: no script may span the lines' slots.
     cluster: bool,
 }
@@ -149,7 +160,10 @@ impl Orders {
                     .await
             })
             .await?;
-        if map.is_empty() {
+        // No record, or an attempt held line by line that is not an order
+        // (yet, or any more): HOLDING, ABORTING, ABORTED.
+        let order_status = map.get("status").and_then(|s| ReservationStatus::parse(s));
+        if map.is_empty() || order_status.is_none() {
             return Ok(None);
         }
         let bad = || RedisError::BadReply(format!("order record {map:?}"));
@@ -215,6 +229,7 @@ fn parse_reply(lines: &OrderLines, reply: &[String]) -> Result<OrderOutcome, Red
                 held.push(HeldLine {
                     sku_id: line.sku_id,
                     count: line.count,
+                    stream: OutboxStream::of_sku(line.sku_id),
                     entry_id: reply.get(3 + 2 * i).ok_or_else(bad)?.clone(),
                     available_after: num(4 + 2 * i)?,
                 });

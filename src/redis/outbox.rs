@@ -12,11 +12,39 @@ use super::core::Core;
 use super::RedisError;
 use crate::domain::{Deduction, OrderLines, RequestId, SkuId, UserId};
 
-/// One outbox stream: a SKU's, or one bucket's of a split SKU.
+/// One outbox stream: a SKU's, one bucket's of a split SKU, or one order
+/// shard's (orders held line by line: `order_commit.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OutboxStream {
+    /// The SKU (an order shard's stream: the order's first line's SKU, for logs).
     pub sku: SkuId,
     pub bucket: u16,
+    /// The order shard, when this is an order shard's stream.
+    pub order_shard: Option<u8>,
+}
+
+impl OutboxStream {
+    /// A SKU's own stream (bucket 0).
+    pub fn of_sku(sku: SkuId) -> Self {
+        Self::of_bucket(sku, 0)
+    }
+
+    pub fn of_bucket(sku: SkuId, bucket: u16) -> Self {
+        Self {
+            sku,
+            bucket,
+            order_shard: None,
+        }
+    }
+
+    /// An order shard's stream; `sku` names the order's first line.
+    pub fn of_order_shard(shard: u8, sku: SkuId) -> Self {
+        Self {
+            sku,
+            bucket: 0,
+            order_shard: Some(shard),
+        }
+    }
 }
 
 /// One outbox entry: the stream id and the deduction it carries.
@@ -81,11 +109,16 @@ impl OutboxStreams {
         if ids.is_empty() {
             return Ok(());
         }
-        let layout = self.buckets.layout(stream.sku).await?;
-        let Some(tag) = layout.checked_tag(stream.bucket) else {
-            return Err(RedisError::BadReply(format!("no bucket {stream:?}")));
+        let key = match stream.order_shard {
+            Some(shard) => self.core.keys.order_outbox(shard),
+            None => {
+                let layout = self.buckets.layout(stream.sku).await?;
+                let Some(tag) = layout.checked_tag(stream.bucket) else {
+                    return Err(RedisError::BadReply(format!("no bucket {stream:?}")));
+                };
+                self.core.keys.outbox_at(tag)
+            }
         };
-        let key = self.core.keys.outbox_at(tag);
         self.core
             .run(|mut c| async move {
                 redis::cmd("XDEL")
@@ -116,6 +149,17 @@ impl OutboxStreams {
             entries.extend(stale);
         }
         Ok(entries)
+    }
+
+    /// Entries of one order shard's stream written more than `idle_ms` ago.
+    pub async fn stale_orders(
+        &self,
+        shard: u8,
+        idle_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<OutboxEntry>, RedisError> {
+        let key = self.core.keys.order_outbox(shard);
+        self.stale_in(key, idle_ms, limit).await
     }
 
     async fn stale_in(

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use deadpool_redis::redis;
 
 use super::admission::{Admission, Ask, Batching, BucketTarget, ReserveArgs};
-use super::buckets::transfer::count_round_trip;
-use super::buckets::{Buckets, Layout, Refill, RefillEnd};
+use super::buckets::{Buckets, Layout};
 use super::core::Core;
 use super::reply::{parse_reserve_reply, ReserveRequest};
+use super::routed::Routed;
 use super::RedisError;
 use crate::domain::{RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId};
 
 /// The bucket `bucket` of `layout` as a reserve call names it.
-fn target(layout: &Layout, bucket: u16) -> BucketTarget {
+pub(super) fn target(layout: &Layout, bucket: u16) -> BucketTarget {
     BucketTarget {
         sku: layout.sku(),
         bucket,
@@ -32,14 +32,6 @@ pub enum FinishOutcome {
     Already,
     Tombstone,
 }
-
-/// Reserve script calls one request may make (a split SKU's dry bucket is
-/// retried after each refill; a stale layout costs one more).
-const RESERVE_CALLS: usize = 16;
-
-/// Refills one request may run itself; waiting for another request's
-/// refill does not count.
-const REFILLS: usize = 4;
 
 /// Reserving, finishing and reading reservations (and settling a request id
 /// admitted twice, `readmit.rs`).
@@ -92,84 +84,26 @@ impl Reservations {
         user_id: UserId,
         count: u32,
     ) -> Result<ReserveOutcome, RedisError> {
-        let mut layout = self.buckets.layout(sku_id).await?;
-        let mut relaid = false;
-        let mut refills = 0;
-        for attempt in 0..RESERVE_CALLS {
-            let bucket = layout.bucket_of(user_id);
-            let generation = layout
-                .is_split()
-                .then(|| self.buckets.refill_generation(sku_id, bucket));
-            if attempt > 0 && layout.is_split() {
-                count_round_trip("reserve");
-            }
-            let reply = self
-                .reserve_in(&layout, bucket, request_id, user_id, count)
-                .await?;
-            let relayout = match reply.first().map(String::as_str) {
-                Some("LAYOUT") => true,
-                // A bucket hash gone (or not created yet): the layout may be new.
-                Some("NOT_LOADED") if bucket > 0 => true,
-                Some("DRY") => {
-                    match self
-                        .buckets
-                        .refill(&layout, bucket, count, generation.unwrap_or(0))
-                        .await?
-                    {
-                        Refill::Layout => true,
-                        // The refill this request waited for drained the
-                        // bucket empty: Redis refuses its buyers from then on.
-                        Refill::ByOther(Some(RefillEnd::SoldOut)) => {
-                            return Ok(ReserveOutcome::SoldOut)
-                        }
-                        Refill::ByOther(_) => false,
-                        Refill::Leased(_) | Refill::Drained { .. } | Refill::Busy => {
-                            refills += 1;
-                            if refills > REFILLS {
-                                break;
-                            }
-                            false
-                        }
-                    }
-                }
-                _ => {
-                    let req = ReserveRequest {
-                        sku_id,
-                        request_id,
-                        user_id,
-                        count,
-                        bucket,
-                    };
-                    return parse_reserve_reply(&req, &reply);
-                }
-            };
-            if relayout {
-                if relaid {
-                    return Err(RedisError::BadReply(format!(
-                        "SKU {sku_id}: bucket layout changed twice during one reservation"
-                    )));
-                }
-                relaid = true;
-                layout = self.buckets.read_layout(sku_id).await?;
-            }
-        }
-        Ok(ReserveOutcome::Rebalancing)
-    }
-
-    async fn reserve_in(
-        &self,
-        layout: &Layout,
-        bucket: u16,
-        request_id: &RequestId,
-        user_id: UserId,
-        count: u32,
-    ) -> Result<Vec<String>, RedisError> {
         let ask = Ask {
             request_id: request_id.clone(),
             user_id,
             count,
         };
-        self.admission.reserve(target(layout, bucket), ask).await
+        let call = |target: BucketTarget| self.admission.reserve(target, ask.clone());
+        match self.routed(sku_id, user_id, count, call).await? {
+            Routed::Reply { bucket, reply } => {
+                let req = ReserveRequest {
+                    sku_id,
+                    request_id,
+                    user_id,
+                    count,
+                    bucket,
+                };
+                parse_reserve_reply(&req, &reply)
+            }
+            Routed::SoldOut => Ok(ReserveOutcome::SoldOut),
+            Routed::Rebalancing => Ok(ReserveOutcome::Rebalancing),
+        }
     }
 
     /// Decides `asks` on `bucket` of `layout` in exactly one reserve script

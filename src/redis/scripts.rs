@@ -55,6 +55,20 @@ pub static ORDER_MARK: LuaScript = LuaScript::new("order_mark", include_str!("lu
 /// An order's extension onto its record (`orders.rs`).
 pub static ORDER_EXTEND: LuaScript =
     LuaScript::new("order_extend", include_str!("lua/order_extend.lua"));
+/// An order held line by line: the intent (`order_intents.rs`).
+pub static ORDER_INTENT: LuaScript =
+    LuaScript::new("order_intent", include_str!("lua/order_intent.lua"));
+/// An order held line by line: one line's hold (`order_holds.rs`).
+pub static ORDER_HOLD: LuaScript = LuaScript::new("order_hold", include_str!("lua/order_hold.lua"));
+/// An order held line by line: the commit (`order_intents.rs`).
+pub static ORDER_COMMIT: LuaScript =
+    LuaScript::new("order_commit", include_str!("lua/order_commit.lua"));
+/// An order held line by line: the abort of an attempt (`order_intents.rs`).
+pub static ORDER_ABORT: LuaScript =
+    LuaScript::new("order_abort", include_str!("lua/order_abort.lua"));
+/// An order held line by line: one line's undo (`order_holds.rs`).
+pub static ORDER_RELEASE: LuaScript =
+    LuaScript::new("order_release", include_str!("lua/order_release.lua"));
 /// Loading or restocking a SKU (`sku.rs`).
 pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
@@ -89,9 +103,14 @@ pub static TRANSFER_CREDIT: LuaScript =
     LuaScript::new("transfer_credit", include_str!("lua/transfer_credit.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 18] = [
+pub static ALL: [&LuaScript; 23] = [
     &RESERVE,
     &ORDER,
+    &ORDER_INTENT,
+    &ORDER_HOLD,
+    &ORDER_COMMIT,
+    &ORDER_ABORT,
+    &ORDER_RELEASE,
     &ORDER_MARK,
     &ORDER_EXTEND,
     &LOAD_SKU,

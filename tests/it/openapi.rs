@@ -192,21 +192,6 @@ async fn schemathesis_finds_no_server_error_or_schema_violation() {
     println!("schemathesis ({n} examples/operation, {took:.1?}):\n{stdout}");
 }
 
-/// Operations left out of the fuzz on this deployment. On a Redis Cluster
-/// (`make test-cluster`) `POST /v1/orders` answers 503 `UNAVAILABLE` by
-/// design until the cluster protocol of orders is built
-/// (docs/architecture.md, "Orders"), which the server-error check counts as a
-/// failure; `tests/it/orders_api.rs` checks that route on a standalone Redis
-/// in both runs. The other order routes stay in: they answer 404 there.
-fn excluded_on_this_deployment() -> Vec<&'static str> {
-    if std::env::var("STOCKD__REDIS__MODE").as_deref() == Ok("cluster") {
-        eprintln!("schemathesis: place_order left out (Redis Cluster: orders answer 503)");
-        vec!["--exclude-operation-id", "place_order"]
-    } else {
-        Vec::new()
-    }
-}
-
 /// `st run` with the four checks of issue 7, deterministic data generation, a
 /// per-request timeout and nothing written to the working tree.
 fn run_schemathesis(st: &Path, schema_url: &str, examples: u32) -> std::process::Output {
@@ -230,7 +215,6 @@ fn run_schemathesis(st: &Path, schema_url: &str, examples: u32) -> std::process:
         // CI run failed on `SystemError: AST constructor recursion depth
         // mismatch` inside schemathesis, not on anything stockd answered.
         .args(["--workers", "1"])
-        .args(excluded_on_this_deployment())
         .args(["--header", &format!("Authorization: Bearer {FUZZ_TOKEN}")])
         .args(["--no-color", "--output-truncate", "false"])
         .env("NO_COLOR", "1")

@@ -4,8 +4,10 @@
 //! order's lifecycle; bad input refused before anything is held; the
 //! sold-out short-circuit; and buyers racing for the last units of two SKUs.
 //!
-//! The order script is the standalone path, so these run against the shared
-//! standalone Redis also in a cluster run (`redis_url`).
+//! On a standalone Redis the order script holds an order; in `make
+//! test-cluster` the same tests run on the local Redis Cluster, where the
+//! lines (SKUs 1, 2, 3, ... hash to different slots) are held line by line
+//! under an intent (`ops/order_saga.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +20,6 @@ use crate::helpers::{PrivateRedis, TestApp, TestOptions};
 fn options(ttl_secs: u64) -> TestOptions {
     TestOptions {
         ttl_secs,
-        redis_url: Some("redis://127.0.0.1:6379".into()),
         tweak: Some(Arc::new(|s| s.closer.grace_ms = 0)),
         ..TestOptions::default()
     }

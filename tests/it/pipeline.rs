@@ -325,10 +325,7 @@ async fn deductions_within_the_linger_leave_as_one_broker_message() {
     let mut published = Vec::new();
     for i in 0..10u64 {
         let group = group.clone();
-        let stream = OutboxStream {
-            sku: TestApp::sku(1),
-            bucket: 0,
-        };
+        let stream = OutboxStream::of_sku(TestApp::sku(1));
         let msg = message(1, &format!("linger-{i}"), 100 + i, 1);
         published.push(tokio::spawn(async move {
             group.publish(stream, format!("1-{i}"), msg).await

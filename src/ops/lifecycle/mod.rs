@@ -298,7 +298,7 @@ async fn clear_pending(db: &Db, row: &LedgerRow) {
 /// A unit went back to one bucket of a split SKU: if other buckets were
 /// drained meanwhile (their buyers refused SOLD_OUT), put stock back within
 /// their reach now rather than at the reconciler's next pass.
-async fn reopen_split_sku(redis: &RedisStore, sku_id: SkuId) {
+pub(crate) async fn reopen_split_sku(redis: &RedisStore, sku_id: SkuId) {
     match redis.buckets().layout(sku_id).await {
         Ok(layout) if layout.is_split() => {}
         _ => return,

@@ -154,7 +154,8 @@ pub fn start(
     })
 }
 
-/// The outbox's group commit, acker and relay; their tasks.
+/// The outbox's group commit, acker and relay, and the sweeper of orders
+/// held line by line (`ops/order_sweeper.rs`); their tasks.
 fn spawn_outbox(
     res: &Resources,
     cancel: &CancellationToken,
@@ -174,7 +175,14 @@ fn spawn_outbox(
     );
     let relay = Relay::new(res.redis.clone(), group.clone(), res.settings.relay.clone());
     let relay_task = tokio::spawn(relay.run_until_stopped(cancel.child_token()));
-    (group, vec![acker_task, relay_task, group_task])
+    let sweeper_task = tokio::spawn(crate::ops::order_sweeper::run_until_stopped(
+        res.redis.clone(),
+        cancel.child_token(),
+    ));
+    (
+        group,
+        vec![acker_task, relay_task, group_task, sweeper_task],
+    )
 }
 
 /// The local sold-out board and its subscriber task, when `soldout.enabled`.

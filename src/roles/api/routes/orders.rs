@@ -1,9 +1,10 @@
 //! `POST /v1/orders` and `GET /v1/orders/{order_id}`: a whole order of
 //! several SKUs held all-or-nothing (docs/architecture.md, "Orders").
 //!
-//! The hot path is one EVALSHA of `order.lua` (every line held or none),
-//! then one deduction through the group commit naming every line, as a
-//! single reservation's is: with `durability: queue` the answer waits for
+//! The hot path is one EVALSHA of `order.lua` (every line held or none; on
+//! a Redis Cluster or with a line on a split SKU, the intent protocol of
+//! `ops/order_saga.rs`), then one deduction through the group commit naming
+//! every line, as a single reservation's is: with `durability: queue` the answer waits for
 //! the broker's confirm (201, or 202 when late), with `durability: redis`
 //! it goes out at once.
 
@@ -19,7 +20,7 @@ use crate::config::Durability;
 use crate::db::orders;
 use crate::domain::{Deduction, OrderLines, RequestId, SkuId, UserId};
 use crate::outbox::OrderLineEntry;
-use crate::redis::{HeldLine, LineRefusal, OrderOutcome, OutboxStream};
+use crate::redis::{HeldLine, LineRefusal, OrderOutcome};
 use crate::roles::api::order_views::{OrderBody, OrderView};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
@@ -101,12 +102,10 @@ async fn hold(
     user_id: UserId,
     lines: &OrderLines,
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
-    let outcome = state
-        .res
-        .redis
-        .orders()
-        .reserve(order_id, user_id, lines)
-        .await;
+    let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
+    let outcome =
+        crate::ops::order_saga::place(&state.res.redis, order_id, user_id, lines, hold_timeout_ms)
+            .await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(err) => return ("error", Err(ApiError::unavailable("redis", err))),
@@ -156,11 +155,11 @@ async fn hold(
                 "the outbox is full: the broker is not confirming; retry shortly".into(),
             )),
         ),
+        OrderOutcome::Retry(reason) => ("retry", Err(ApiError::Unavailable(reason))),
         OrderOutcome::Unsupported => (
             "unsupported",
             Err(ApiError::Unavailable(
-                "orders are not served on a Redis Cluster yet (docs/architecture.md, \"Orders\")"
-                    .into(),
+                "orders cannot be held by one script on a Redis Cluster".into(),
             )),
         ),
     }
@@ -228,8 +227,8 @@ async fn refusal(
         LineRefusal::Split => (
             "unsupported",
             ApiError::Unavailable(format!(
-                "SKU {sku_id} is split into stock buckets; orders over split SKUs are not \
-                 served yet (docs/architecture.md, \"Orders\")"
+                "SKU {sku_id} is split into stock buckets and its layout moved while the \
+                 order was held; retry"
             )),
         ),
     };
@@ -244,10 +243,7 @@ async fn publish(state: &ApiState, held: Vec<HeldLine>, msgs: Vec<Deduction>) ->
         .into_iter()
         .zip(msgs)
         .map(|(line, msg)| OrderLineEntry {
-            stream: OutboxStream {
-                sku: line.sku_id,
-                bucket: 0,
-            },
+            stream: line.stream,
             entry_id: line.entry_id,
             msg,
             available: Some(line.available_after as i64),

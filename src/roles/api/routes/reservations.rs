@@ -166,10 +166,7 @@ async fn answer(
             available_after,
         } => {
             let msg = Deduction::from(&reservation);
-            let stream = OutboxStream {
-                sku: sku_id,
-                bucket,
-            };
+            let stream = OutboxStream::of_bucket(sku_id, bucket);
             let exchange = &state.res.publisher.topology().reservations_exchange;
             let (span, trace) = trace_context::publish_span(&state.res.tracing, exchange, &msg);
             let group_commit = state.group_commit.clone();

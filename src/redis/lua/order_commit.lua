@@ -1,0 +1,33 @@
+#!lua
+-- order_commit.lua: step 3 of an order held line by line, once every line
+-- is held: the intent moves HOLDING -> RESERVED (the point of no return) if
+-- it is still this attempt and its deadline has not passed, leaves the
+-- intent index, and the order's one outbox entry is written beside it (the
+-- first line's deduction, naming every line, as order.lua's entries do).
+-- The sweeper's abort (order_abort.lua) checks the same fields in the same
+-- slot, so exactly one of the two wins.
+--
+-- KEYS[1] order record  KEYS[2] intent index  KEYS[3] order outbox stream
+-- ARGV[1] order_id  ARGV[2] attempt  ARGV[3] first line's sku_id
+-- ARGV[4] first line's count
+--
+-- Returns {'OK', entry_id}, {'LATE'} (the deadline passed: undo and answer
+-- retry) or {'LOST', status} (the attempt is no longer holding).
+
+local record_key, index_key, outbox_key = KEYS[1], KEYS[2], KEYS[3]
+local r = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'deadline_ms', 'user', 'lines',
+  'created_ms', 'expires_ms')
+if r[1] ~= 'HOLDING' or r[2] ~= ARGV[2] then
+  return {'LOST', r[1] or 'MISSING'}
+end
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now_ms > tonumber(r[3]) then
+  return {'LATE'}
+end
+redis.call('HSET', record_key, 'status', 'RESERVED')
+redis.call('HDEL', record_key, 'deadline_ms')
+redis.call('ZREM', index_key, ARGV[1])
+local entry = redis.call('XADD', outbox_key, '*', 'request_id', ARGV[1], 'sku_id', ARGV[3],
+  'user_id', r[4], 'count', ARGV[4], 'created_ms', r[6], 'expires_ms', r[7], 'order', r[5])
+return {'OK', entry}

@@ -1,0 +1,49 @@
+#!lua
+-- order_release.lua: the undo of one line of an aborted order attempt, on
+-- the line's slot (the buyer's bucket of a split SKU). If the line's record
+-- is this order's attempt and still held, its units go back to the stock
+-- and the buyer's quota, the record and its winner go (a retry of the order
+-- is a new attempt); the sold-out marker is cleared when stock is back. The
+-- tombstone is written whether or not the line was held (an "empty
+-- rollback" succeeds), so a hold of this attempt that arrives later is
+-- refused (order_hold.lua). Idempotent.
+--
+-- KEYS[1] sku (bucket) hash  KEYS[2] reservation hash  KEYS[3] buyer hash
+-- KEYS[4] winners set  KEYS[5] tombstone
+-- ARGV[1] order_id  ARGV[2] attempt  ARGV[3] tombstone lifetime ms
+-- ARGV[4] sold-out channel  ARGV[5] event subject
+-- ARGV[6] the bucket count the caller routed with
+--
+-- Returns {'RELEASED'}, {'NONE'} (nothing of this attempt held here) or
+-- {'LAYOUT', buckets}.
+
+local sku_key, res_key, buyer_key, winners_key, tomb_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local order_id, attempt = ARGV[1], ARGV[2]
+
+local sku = redis.call('HMGET', sku_key, 'available', 'buckets')
+if sku[1] and (sku[2] or '1') ~= ARGV[6] then
+  return {'LAYOUT', sku[2] or '1'}
+end
+if tonumber(redis.call('GET', tomb_key) or '0') < tonumber(attempt) then
+  redis.call('SET', tomb_key, attempt, 'PX', tonumber(ARGV[3]))
+end
+local r = redis.call('HMGET', res_key, 'order', 'attempt', 'status', 'count')
+if r[1] ~= order_id or r[2] ~= attempt or r[3] ~= 'RESERVED' then
+  return {'NONE'}
+end
+local count = tonumber(r[4])
+local held = tonumber(redis.call('HGET', buyer_key, 'n') or '0')
+if held - count <= 0 then
+  redis.call('HDEL', buyer_key, 'n')
+else
+  redis.call('HINCRBY', buyer_key, 'n', -count)
+end
+redis.call('DEL', res_key)
+redis.call('SREM', winners_key, order_id)
+if sku[1] then
+  local available = redis.call('HINCRBY', sku_key, 'available', count)
+  if available > 0 and redis.call('HDEL', sku_key, 'soldout') == 1 then
+    redis.call('PUBLISH', ARGV[4], 'A:' .. ARGV[5])
+  end
+end
+return {'RELEASED'}

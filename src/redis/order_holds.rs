@@ -1,0 +1,169 @@
+//! One line of an order held line by line (a Redis Cluster, or a line on a
+//! split SKU: docs/architecture.md, "Orders"): its hold on the buyer's
+//! bucket (`order_hold.lua`, routed and refilled as a single reservation
+//! is) and its undo (`order_release.lua`). The intent that makes the lines
+//! one order is `order_intents.rs`; the protocol is `ops/order_saga.rs`.
+
+use super::admission::BucketTarget;
+use super::orders::LineRefusal;
+use super::reservation::Reservations;
+use super::routed::Routed;
+use super::RedisError;
+use crate::domain::{RequestId, SkuId, UserId};
+
+/// What every line of one attempt shares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub order_id: RequestId,
+    pub user_id: UserId,
+    /// The intent's attempt number (`order_intent.lua`).
+    pub number: u64,
+    pub created_ms: u64,
+    pub expires_ms: u64,
+}
+
+/// What one line's hold decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineHold {
+    /// Held (or held already by this attempt); the bucket's available after it.
+    Held { available_after: u64 },
+    /// The line cannot be held.
+    Refused(LineRefusal),
+    /// The attempt was undone meanwhile (the sweeper took it): stop.
+    Aborted,
+    /// The SKU has a record of this id that is not this attempt's.
+    Mismatch,
+    /// A split SKU's bucket stayed dry through every refill.
+    Rebalancing,
+}
+
+impl Reservations {
+    /// Holds one line of `attempt` on the buyer's bucket of `sku_id`.
+    pub async fn hold_line(
+        &self,
+        attempt: &Attempt,
+        sku_id: SkuId,
+        count: u32,
+    ) -> Result<LineHold, RedisError> {
+        let lifetime = self.record_lifetime_ms();
+        let call = |target: BucketTarget| {
+            let keys = &self.core.keys;
+            let tag = target.tag.as_str();
+            let mut invocation = super::scripts::ORDER_HOLD.prepare_invoke();
+            invocation
+                .key(keys.sku_at(tag))
+                .key(keys.reservation_at(tag, &attempt.order_id))
+                .key(keys.user_at(tag, attempt.user_id))
+                .key(keys.winners_at(tag))
+                .key(keys.order_tombstone_at(tag, &attempt.order_id))
+                .arg(attempt.order_id.as_str())
+                .arg(attempt.user_id.get())
+                .arg(count)
+                .arg(attempt.number)
+                .arg(attempt.created_ms)
+                .arg(attempt.expires_ms)
+                .arg(lifetime)
+                .arg(keys.soldout_channel())
+                .arg(&target.subject)
+                .arg(target.n);
+            self.core
+                .run(|mut c| async move { invocation.invoke_async::<Vec<String>>(&mut c).await })
+        };
+        let reply = match self.routed(sku_id, attempt.user_id, count, call).await? {
+            Routed::Reply { reply, .. } => reply,
+            Routed::SoldOut => return Ok(LineHold::Refused(LineRefusal::SoldOut)),
+            Routed::Rebalancing => return Ok(LineHold::Rebalancing),
+        };
+        parse_hold(&reply)
+    }
+
+    /// Undoes one line of `attempt` if it holds it, and writes the
+    /// tombstone that refuses a later hold of the attempt. True when units
+    /// went back.
+    pub async fn release_line(&self, attempt: &Attempt, sku_id: SkuId) -> Result<bool, RedisError> {
+        let mut layout = self.buckets.layout(sku_id).await?;
+        for _ in 0..2 {
+            let bucket = layout.bucket_of(attempt.user_id);
+            let tag = layout.tag(bucket);
+            let keys = &self.core.keys;
+            let mut invocation = super::scripts::ORDER_RELEASE.prepare_invoke();
+            invocation
+                .key(keys.sku_at(tag))
+                .key(keys.reservation_at(tag, &attempt.order_id))
+                .key(keys.user_at(tag, attempt.user_id))
+                .key(keys.winners_at(tag))
+                .key(keys.order_tombstone_at(tag, &attempt.order_id))
+                .arg(attempt.order_id.as_str())
+                .arg(attempt.number)
+                .arg(self.record_lifetime_ms())
+                .arg(keys.soldout_channel())
+                .arg(layout.event_subject(bucket))
+                .arg(layout.n());
+            let reply: Vec<String> = self
+                .core
+                .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+                .await?;
+            match reply.first().map(String::as_str) {
+                Some("RELEASED") => return Ok(true),
+                Some("NONE") => return Ok(false),
+                Some("LAYOUT") => layout = self.buckets.read_layout(sku_id).await?,
+                _ => return Err(RedisError::BadReply(format!("order release: {reply:?}"))),
+            }
+        }
+        Err(RedisError::BadReply(format!(
+            "SKU {sku_id}: bucket layout changed twice during one line's undo"
+        )))
+    }
+}
+
+fn parse_hold(reply: &[String]) -> Result<LineHold, RedisError> {
+    let bad = || RedisError::BadReply(format!("order hold: {reply:?}"));
+    let num = |i: usize| -> Result<u64, RedisError> {
+        reply.get(i).and_then(|v| v.parse().ok()).ok_or_else(bad)
+    };
+    Ok(match reply.first().map(String::as_str) {
+        Some("OK" | "HELD") => LineHold::Held {
+            available_after: num(1)?,
+        },
+        Some("ABORTED") => LineHold::Aborted,
+        Some("MISMATCH") => LineHold::Mismatch,
+        Some("NOT_LOADED") => LineHold::Refused(LineRefusal::NotLoaded),
+        Some("LIMIT") => LineHold::Refused(LineRefusal::LimitExceeded {
+            bought: num(1)?,
+            limit: num(2)?,
+        }),
+        Some("SOLD_OUT") => LineHold::Refused(LineRefusal::SoldOut),
+        Some("INSUFFICIENT") => LineHold::Refused(LineRefusal::Insufficient { available: num(1)? }),
+        _ => return Err(bad()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn each_reply_of_the_hold_script_has_its_outcome() {
+        let held = LineHold::Held { available_after: 4 };
+        assert_eq!(parse_hold(&strings(&["OK", "4"])).unwrap(), held);
+        assert_eq!(parse_hold(&strings(&["HELD", "4"])).unwrap(), held);
+        assert_eq!(
+            parse_hold(&strings(&["LIMIT", "1", "2"])).unwrap(),
+            LineHold::Refused(LineRefusal::LimitExceeded {
+                bought: 1,
+                limit: 2
+            })
+        );
+        assert_eq!(
+            parse_hold(&strings(&["ABORTED"])).unwrap(),
+            LineHold::Aborted
+        );
+        for broken in [strings(&["OK"]), strings(&["DRY", "0"]), strings(&[])] {
+            assert!(parse_hold(&broken).is_err(), "{broken:?}");
+        }
+    }
+}
