@@ -250,6 +250,9 @@ fn parse_reply(lines: &OrderLines, reply: &[String]) -> Result<OrderOutcome, Red
         },
         Some("MISMATCH") => OrderOutcome::Mismatch,
         Some("BACKPRESSURE") => OrderOutcome::Backpressure,
+        Some("BUSY") => OrderOutcome::Retry(
+            "the order id is being held or undone by another request; retry shortly".into(),
+        ),
         Some("REFUSED") => {
             let index = usize::try_from(num(1)?).map_err(|_| bad())?;
             let line = index

@@ -49,6 +49,7 @@ mod openapi;
 mod orders_api;
 mod orders_audit;
 mod orders_batches;
+mod orders_intents;
 mod orders_lifecycle;
 mod orders_script;
 mod outage;

@@ -34,6 +34,7 @@
 --                       SPLIT (a split SKU: not on this path), LIMIT (a =
 --                       bought, b = limit), SOLD_OUT, INSUFFICIENT (a = left)
 --   {'BACKPRESSURE'}    a line's outbox is full
+--   {'BUSY'}            an attempt of the intent protocol holds this order id
 -- Every value returned is a string, so no number loses precision.
 
 local order_key = KEYS[1]
@@ -46,8 +47,13 @@ local lines_text = ARGV[7]
 local n = (#ARGV - 7) / 2
 
 -- 1. replay: the stored order wins; another user or other lines is a mismatch
+-- (an attempt of the intent protocol, ops/order_saga.rs, shares the record:
+-- one still holding or being undone is BUSY, one undone is no order)
 local prior = redis.call('HMGET', order_key, 'user', 'lines', 'status', 'created_ms', 'expires_ms')
-if prior[1] then
+if prior[3] == 'HOLDING' or prior[3] == 'ABORTING' then
+  return {'BUSY'}
+end
+if prior[1] and prior[3] ~= 'ABORTED' then
   if prior[1] ~= user_id or prior[2] ~= lines_text then
     return {'MISMATCH'}
   end

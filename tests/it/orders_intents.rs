@@ -1,0 +1,281 @@
+//! The intent protocol of orders held line by line (`ops/order_saga.rs`):
+//! on a Redis Cluster (`make test-cluster`) for every order, on a
+//! standalone Redis for an order with a line on a split SKU. An api that
+//! died between line holds is undone by the sweeper within its bound, and
+//! the dead attempt's late hold and commit are refused; the commit and the
+//! sweeper's abort have one winner; a split SKU is one line of an order,
+//! held and refused whole. Each ends with `stockd audit` clean.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use serde_json::{json, Value};
+use stockd::domain::{OrderLine, OrderLines, RequestId, UserId};
+use stockd::ops::invariants;
+use stockd::ops::order_sweeper::{sweep_once, SWEEP_EVERY};
+use stockd::redis::order_holds::{Attempt, LineHold};
+use stockd::redis::order_intents::{CommitOutcome, IntentOutcome};
+
+use crate::helpers::{TestApp, TestOptions};
+
+fn options(hold_timeout_ms: u64) -> TestOptions {
+    TestOptions {
+        tweak: Some(Arc::new(move |s| {
+            s.closer.grace_ms = 0;
+            s.orders.hold_timeout_ms = hold_timeout_ms;
+        })),
+        ..TestOptions::default()
+    }
+}
+
+fn lines(of: &[(u64, u32)]) -> OrderLines {
+    let lines = of
+        .iter()
+        .map(|&(sku, count)| OrderLine {
+            sku_id: TestApp::sku(sku),
+            count,
+        })
+        .collect();
+    OrderLines::new(lines, 20).unwrap()
+}
+
+fn body(order_id: &str, user: u64, of: &[(u64, u32)]) -> Value {
+    let lines: Vec<Value> = of
+        .iter()
+        .map(|&(sku, count)| json!({"sku_id": sku, "count": count}))
+        .collect();
+    json!({"order_id": order_id, "user_id": user, "lines": lines})
+}
+
+async fn place(app: &TestApp, body: &Value) -> (u16, Value) {
+    let resp = app
+        .client
+        .post(app.url("/v1/orders"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
+
+/// The SKU view's `available` (a split SKU's: pool and buckets together).
+async fn available(app: &TestApp, sku: u64) -> i64 {
+    let (status, view) = app.get_json(&format!("/v1/skus/{sku}")).await;
+    assert_eq!(status, 200, "{view}");
+    view["available"].as_i64().unwrap()
+}
+
+async fn order_status(app: &TestApp, order_id: &str) -> Option<String> {
+    let mut db = app.mysql().await;
+    db.exec_first("SELECT status FROM orders WHERE order_id = ?", (order_id,))
+        .await
+        .unwrap()
+}
+
+async fn assert_audit_clean(app: &TestApp) {
+    let report = invariants::run(&app.res, &[], &mut |_, _| {})
+        .await
+        .unwrap();
+    assert!(report.ok, "{}", report.table());
+}
+
+async fn intent(app: &TestApp, order_id: &str, user: u64, of: &OrderLines) -> Attempt {
+    let order_id = RequestId::parse(order_id).unwrap();
+    let user = UserId::new(user).unwrap();
+    let timeout = app.res.settings.orders.hold_timeout_ms;
+    match app
+        .res
+        .redis
+        .orders()
+        .intent(&order_id, user, of, timeout)
+        .await
+        .unwrap()
+    {
+        IntentOutcome::Hold(attempt) => attempt,
+        other => panic!("intent: {other:?}"),
+    }
+}
+
+async fn hold(app: &TestApp, attempt: &Attempt, sku: u64, count: u32) -> LineHold {
+    app.res
+        .redis
+        .reservations()
+        .hold_line(attempt, TestApp::sku(sku), count)
+        .await
+        .unwrap()
+}
+
+/// An api that holds two of three lines and dies (no commit, no undo): a
+/// retry meanwhile is 503 holding nothing more; the sweeper every api node
+/// runs gives both lines back within `hold_timeout_ms` plus a sweep period
+/// (asserted against the 10 s aim); the dead attempt's late hold
+/// of its third line and its commit are refused; the buyer's retry is a new
+/// attempt, held whole and applied by the consumer.
+#[tokio::test]
+async fn an_api_that_died_between_line_holds_is_undone_by_the_sweeper() {
+    let app = TestApp::with(options(500)).await;
+    for sku in 1..=3 {
+        app.create_sku(sku, 5, 5).await;
+    }
+    let of = [(1, 2), (2, 1), (3, 1)];
+    let attempt = intent(&app, "dies", 7, &lines(&of)).await;
+    for (sku, count) in [(1, 2), (2, 1)] {
+        let held = hold(&app, &attempt, sku, count).await;
+        assert!(matches!(held, LineHold::Held { .. }), "{held:?}");
+    }
+    let died = Instant::now();
+    assert_eq!((available(&app, 1).await, available(&app, 2).await), (3, 4));
+
+    let (status, problem) = place(&app, &body("dies", 7, &of)).await;
+    assert_eq!(status, 503, "a retry while the attempt holds: {problem}");
+    assert_eq!(available(&app, 3).await, 5, "the retry held nothing");
+
+    app.eventually(
+        "the dead attempt's units back",
+        Duration::from_secs(10),
+        || async { available(&app, 1).await == 5 && available(&app, 2).await == 5 },
+    )
+    .await;
+    let took = died.elapsed();
+    eprintln!("orders_intents: a dead attempt undone after {took:?} (hold timeout 500 ms, sweep every {SWEEP_EVERY:?})");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+
+    assert_eq!(hold(&app, &attempt, 3, 1).await, LineHold::Aborted);
+    let lost = app
+        .res
+        .redis
+        .orders()
+        .commit(&attempt, &lines(&of))
+        .await
+        .unwrap();
+    assert_eq!(lost, CommitOutcome::Lost);
+    assert_eq!(available(&app, 3).await, 5, "the late hold held nothing");
+    assert_eq!(app.res.redis.orders().open_intents().await.unwrap(), 0);
+
+    let (status, answer) = place(&app, &body("dies", 7, &of)).await;
+    assert_eq!(status, 201, "{answer}");
+    app.wait_ledger_rows(3).await;
+    assert_eq!(
+        order_status(&app, "dies").await.as_deref(),
+        Some("RESERVED")
+    );
+    for sku in 1..=3 {
+        app.wait_drained(sku).await;
+        app.assert_conserved(sku).await;
+    }
+    assert_audit_clean(&app).await;
+    app.cleanup().await;
+}
+
+/// Every line held, then the deadline passes before the commit: the commit
+/// loses (LATE, or LOST when a sweeper took it first) and the units come
+/// back; every line held and committed in time: the sweeper finds nothing.
+#[tokio::test]
+async fn the_commit_and_the_sweepers_abort_have_one_winner() {
+    let app = TestApp::with(options(200)).await;
+    app.create_sku(1, 5, 5).await;
+    app.create_sku(2, 5, 5).await;
+    let of = lines(&[(1, 1), (2, 1)]);
+
+    let late = intent(&app, "late", 1, &of).await;
+    for sku in [1, 2] {
+        assert!(matches!(
+            hold(&app, &late, sku, 1).await,
+            LineHold::Held { .. }
+        ));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let outcome = app.res.redis.orders().commit(&late, &of).await.unwrap();
+    assert!(
+        matches!(outcome, CommitOutcome::Late | CommitOutcome::Lost),
+        "{outcome:?}"
+    );
+    sweep_once(&app.res.redis).await.unwrap();
+    app.eventually(
+        "the late attempt undone",
+        Duration::from_secs(10),
+        || async { available(&app, 1).await == 5 && available(&app, 2).await == 5 },
+    )
+    .await;
+
+    let in_time = intent(&app, "in-time", 2, &of).await;
+    for sku in [1, 2] {
+        assert!(matches!(
+            hold(&app, &in_time, sku, 1).await,
+            LineHold::Held { .. }
+        ));
+    }
+    let outcome = app.res.redis.orders().commit(&in_time, &of).await.unwrap();
+    assert!(
+        matches!(outcome, CommitOutcome::Committed { .. }),
+        "{outcome:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sweep_once(&app.res.redis).await.unwrap(), 0);
+    assert_eq!((available(&app, 1).await, available(&app, 2).await), (4, 4));
+    let record = app
+        .res
+        .redis
+        .orders()
+        .record(&RequestId::parse("in-time").unwrap())
+        .await
+        .unwrap()
+        .expect("the committed order's record");
+    assert_eq!(record.status.as_str(), "RESERVED");
+    // Committed in Redis without the api's publish: the relay hands it on.
+    app.eventually("the relay's hand-off", Duration::from_secs(30), || async {
+        order_status(&app, "in-time").await.is_some()
+    })
+    .await;
+    assert_audit_clean(&app).await;
+    app.cleanup().await;
+}
+
+/// A SKU split into three buckets as one line: an order is held whole
+/// (its line from the buyer's bucket, leasing from the pool) and applied;
+/// an order refused on its other line holds nothing of the split one; the
+/// cancel gives every unit back.
+#[tokio::test]
+async fn a_split_sku_is_one_line_of_an_order() {
+    let app = TestApp::with(options(5000)).await;
+    let (status, answer) = app
+        .put_sku_json(
+            1,
+            &json!({"total_stock": 30, "limit_per_user": 5, "buckets": 3}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    app.create_sku(2, 10, 50).await;
+
+    let (status, answer) = place(&app, &body("split-a", 1, &[(1, 2), (2, 1)])).await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(
+        (available(&app, 1).await, available(&app, 2).await),
+        (28, 9)
+    );
+
+    let (status, problem) = place(&app, &body("split-b", 2, &[(1, 1), (2, 20)])).await;
+    assert_eq!(status, 409, "{problem}");
+    assert_eq!(problem["line"]["sku_id"], 2, "{problem}");
+    assert_eq!(problem["line"]["code"], "INSUFFICIENT_STOCK", "{problem}");
+    assert_eq!(
+        (available(&app, 1).await, available(&app, 2).await),
+        (28, 9),
+        "the refused order held nothing"
+    );
+
+    app.wait_ledger_rows(2).await;
+    assert_eq!(
+        order_status(&app, "split-a").await.as_deref(),
+        Some("RESERVED")
+    );
+    assert_eq!(app.post_json("/v1/orders/split-a/cancel").await.0, 200);
+    app.eventually("every unit back", Duration::from_secs(10), || async {
+        available(&app, 1).await == 30 && available(&app, 2).await == 10
+    })
+    .await;
+    assert_audit_clean(&app).await;
+    app.cleanup().await;
+}
