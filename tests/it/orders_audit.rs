@@ -38,7 +38,6 @@ async fn place(app: &TestApp, order_id: &str, user: u64) {
 #[tokio::test]
 async fn the_order_checks_pass_on_whole_orders_and_name_each_broken_one() {
     let app = TestApp::with(TestOptions {
-        redis_url: Some("redis://127.0.0.1:6379".into()),
         tweak: Some(Arc::new(|s| s.closer.grace_ms = 0)),
         ..TestOptions::default()
     })

@@ -15,14 +15,13 @@ use stockd::roles::closer::Closer;
 
 use crate::helpers::{TestApp, TestOptions};
 
-/// The shared standalone Redis also in a cluster run (the order script is
-/// the standalone path); the relay leaves the order's entries alone.
+/// The deployment's Redis (the local cluster in `make test-cluster`, where
+/// orders are held line by line); the relay leaves the order's entries alone.
 fn options(ttl_secs: u64, consumer: bool, closer: bool) -> TestOptions {
     TestOptions {
         ttl_secs,
         consumer,
         closer,
-        redis_url: Some("redis://127.0.0.1:6379".into()),
         tweak: Some(Arc::new(|s| {
             s.relay.idle_ms = 3_600_000;
             s.closer.grace_ms = 0;
@@ -48,13 +47,11 @@ async fn place(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) 
         .collect();
     let lines = OrderLines::new(lines, 20).unwrap();
     let user = UserId::new(buyer).unwrap();
-    let outcome = app
-        .res
-        .redis
-        .orders()
-        .reserve(&id(order_id), user, &lines)
-        .await
-        .unwrap();
+    let timeout = app.res.settings.orders.hold_timeout_ms;
+    let outcome =
+        stockd::ops::order_saga::place(&app.res.redis, &id(order_id), user, &lines, timeout)
+            .await
+            .unwrap();
     let OrderOutcome::Reserved {
         created_ms,
         expires_ms,
@@ -73,6 +70,10 @@ async fn place(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) 
         let key = app.res.redis.keys().outbox(TestApp::sku(sku));
         app.redis_cmd(&["DEL", &key]).await;
     }
+    // An order held line by line has one entry, in its shard's stream.
+    let shard = stockd::redis::keys::order_shard(&id(order_id));
+    let key = app.res.redis.keys().order_outbox(shard);
+    app.redis_cmd(&["DEL", &key]).await;
 }
 
 async fn order_status(app: &TestApp, order_id: &str) -> Option<String> {
