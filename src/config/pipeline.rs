@@ -77,6 +77,8 @@ pub struct OrderSettings {
     /// How long an order held line by line (a Redis Cluster, a split SKU)
     /// may take from its intent to its commit; past it the sweeper undoes it.
     pub hold_timeout_ms: u64,
+    /// How often each api node's sweeper looks for such intents past it.
+    pub sweep_interval_ms: u64,
 }
 
 /// The `orders.max_lines` error names the bound as a literal.
@@ -94,6 +96,11 @@ impl OrderSettings {
                 (100..=60_000).contains(&self.hold_timeout_ms),
                 "orders.hold_timeout_ms",
                 "must be in 100..=60000",
+            ),
+            (
+                (100..=3_600_000).contains(&self.sweep_interval_ms),
+                "orders.sweep_interval_ms",
+                "must be in 100..=3600000",
             ),
         ])
     }

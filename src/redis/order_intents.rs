@@ -211,11 +211,17 @@ impl Orders {
         })
     }
 
-    /// Up to `limit` order ids of `shard` whose intent deadline passed (by
-    /// the clock of the shard's node, which wrote the deadlines).
-    pub async fn due_intents(&self, shard: u8, limit: usize) -> Result<Vec<RequestId>, RedisError> {
+    /// Up to `limit` order ids of `shard` whose intent deadline passed more
+    /// than `overdue_ms` ago (by the clock of the shard's node, which wrote
+    /// the deadlines): 0 for the sweeper, a margin for the audit.
+    pub async fn due_intents(
+        &self,
+        shard: u8,
+        overdue_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<RequestId>, RedisError> {
         let key = self.core.keys.order_intents(shard);
-        let now_ms = self.core.now_ms_at(&key).await?;
+        let now_ms = self.core.now_ms_at(&key).await?.saturating_sub(overdue_ms);
         let ids: Vec<String> = self
             .core
             .run(|mut c| async move {

@@ -13,17 +13,24 @@ use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
 use stockd::domain::{OrderLine, OrderLines, RequestId, UserId};
 use stockd::ops::invariants;
-use stockd::ops::order_sweeper::{sweep_once, SWEEP_EVERY};
+use stockd::ops::order_sweeper::sweep_once;
 use stockd::redis::order_holds::{Attempt, LineHold};
 use stockd::redis::order_intents::{CommitOutcome, IntentOutcome};
 
 use crate::helpers::{TestApp, TestOptions};
 
 fn options(hold_timeout_ms: u64) -> TestOptions {
+    swept(hold_timeout_ms, 1_000)
+}
+
+/// With the api's sweeper looking every `sweep_interval_ms` (its first
+/// pass runs as the api starts).
+fn swept(hold_timeout_ms: u64, sweep_interval_ms: u64) -> TestOptions {
     TestOptions {
         tweak: Some(Arc::new(move |s| {
             s.closer.grace_ms = 0;
             s.orders.hold_timeout_ms = hold_timeout_ms;
+            s.orders.sweep_interval_ms = sweep_interval_ms;
         })),
         ..TestOptions::default()
     }
@@ -139,7 +146,7 @@ async fn an_api_that_died_between_line_holds_is_undone_by_the_sweeper() {
     )
     .await;
     let took = died.elapsed();
-    eprintln!("orders_intents: a dead attempt undone after {took:?} (hold timeout 500 ms, sweep every {SWEEP_EVERY:?})");
+    eprintln!("orders_intents: a dead attempt undone after {took:?} (hold timeout 500 ms, sweep every 1 s)");
     assert!(took < Duration::from_secs(10), "{took:?}");
 
     assert_eq!(hold(&app, &attempt, 3, 1).await, LineHold::Aborted);
@@ -276,6 +283,43 @@ async fn a_split_sku_is_one_line_of_an_order() {
         available(&app, 1).await == 30 && available(&app, 2).await == 10
     })
     .await;
+    assert_audit_clean(&app).await;
+    app.cleanup().await;
+}
+
+/// No sweeper runs (its next pass is an hour away): an attempt whose api
+/// died stays half held, and `stockd audit`'s `orders_whole` names it once
+/// it is past its deadline by more than the grace; one sweep undoes it and
+/// the audit is clean again.
+#[tokio::test]
+async fn the_audit_names_an_intent_no_sweeper_undid() {
+    let app = TestApp::with(swept(100, 3_600_000)).await;
+    app.create_sku(1, 5, 5).await;
+    app.create_sku(2, 5, 5).await;
+    let of = lines(&[(1, 1), (2, 1)]);
+    let attempt = intent(&app, "stranded", 3, &of).await;
+    assert!(matches!(
+        hold(&app, &attempt, 1, 1).await,
+        LineHold::Held { .. }
+    ));
+    // Past its deadline by more than the audit's grace: move the deadline
+    // back rather than wait.
+    let shard = stockd::redis::keys::order_shard(&attempt.order_id);
+    let index = app.res.redis.keys().order_intents(shard);
+    app.redis_cmd(&["ZADD", &index, "1", "stranded"]).await;
+    let report = invariants::run(&app.res, &[], &mut |_, _| {})
+        .await
+        .unwrap();
+    let whole = report.check(invariants::ORDERS_WHOLE).unwrap();
+    assert!(!whole.ok, "{}", report.table());
+    assert!(
+        whole.details.iter().any(|d| d.contains("order stranded")),
+        "{whole:?}"
+    );
+    // The record's own deadline (100 ms) decides the sweeper's abort.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(sweep_once(&app.res.redis).await.unwrap(), 1);
+    assert_eq!(available(&app, 1).await, 5);
     assert_audit_clean(&app).await;
     app.cleanup().await;
 }

@@ -7,7 +7,9 @@
 //!   live order (`RESERVED`, `CONFIRMED`) has every line live and a final
 //!   one none; in Redis, an order record has its lines' records in its own
 //!   state (a record still `RESERVED` with a line released, or the other way
-//!   round, is half an order).
+//!   round, is half an order), and no order held line by line is left
+//!   half held: an intent more than [`INTENT_GRACE`] past its deadline and
+//!   not undone means no sweeper is running (`ops/order_sweeper.rs`).
 //!
 //! MySQL is read in one read-only snapshot; Redis afterwards, and a Redis
 //! finding gets a second look at both stores, as the cross-store checks do.
@@ -48,6 +50,30 @@ pub(super) async fn check(
         }
         check_mysql(order, checks);
         check_redis(res, order, checks).await?;
+    }
+    if skus.is_empty() {
+        check_intents(res, checks).await?;
+    }
+    Ok(())
+}
+
+/// How long past its deadline an intent may still be open: the sweeper
+/// looks every second, and its undo takes a call per line.
+pub const INTENT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Intents of orders held line by line, open well past their deadline.
+async fn check_intents(res: &Resources, checks: &mut Checks) -> Result<(), InvariantCheckError> {
+    let grace_ms = INTENT_GRACE.as_millis() as u64;
+    for shard in 0..crate::redis::keys::ORDER_SHARDS {
+        for order_id in res.redis.orders().due_intents(shard, grace_ms, 100).await? {
+            checks.one(ORDERS_WHOLE, || {
+                format!(
+                    "order {order_id}: held line by line and still open more than {}s past its \
+                     deadline (is an api node's order sweeper running?)",
+                    INTENT_GRACE.as_secs()
+                )
+            });
+        }
     }
     Ok(())
 }

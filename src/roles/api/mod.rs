@@ -177,6 +177,7 @@ fn spawn_outbox(
     let relay_task = tokio::spawn(relay.run_until_stopped(cancel.child_token()));
     let sweeper_task = tokio::spawn(crate::ops::order_sweeper::run_until_stopped(
         res.redis.clone(),
+        Duration::from_millis(res.settings.orders.sweep_interval_ms),
         cancel.child_token(),
     ));
     (
