@@ -4,11 +4,12 @@
 //! the order id (`domain::order`), so the finish, extend and readmit scripts
 //! of single reservations serve a line unchanged.
 //!
-//! Not here yet (docs/architecture.md, "Orders"): a Redis Cluster, where the
-//! lines live in different slots and no one script can span them, and split
-//! SKUs, whose lines would go to buckets on other shards. The script refuses
-//! a split SKU's line (`SPLIT`), and [`Orders::reserve`] refuses on a cluster
-//! before calling Redis.
+//! Not this script's: a Redis Cluster, where the lines live in different
+//! slots and no one script can span them, and split SKUs, whose lines live
+//! in the buyer's bucket. The script refuses a split SKU's line (`SPLIT`),
+//! and [`Orders::reserve`] refuses on a cluster before calling Redis; both
+//! go through the intent protocol (`order_intents.rs`, `order_holds.rs`,
+//! `ops/order_saga.rs`; docs/architecture.md, "Orders").
 
 use std::sync::Arc;
 

@@ -15,7 +15,7 @@
 -- marker, and one outbox entry in the SKU's stream carrying the whole line
 -- list (`order`), so the relay can publish the whole order from any entry.
 --
--- KEYS[1] order record (`<p>{o:<order_id>}:order`: user, lines, status,
+-- KEYS[1] order record (`<p>{oi:<n>}:order:<order_id>`: user, lines, status,
 --         created_ms, expires_ms)
 -- then per line i (1-based, lines sorted by SKU id):
 -- KEYS[5i-3] sku hash  KEYS[5i-2] reservation hash  KEYS[5i-1] buyer hash

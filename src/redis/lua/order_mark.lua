@@ -1,6 +1,6 @@
 #!lua
 -- order_mark.lua: mirror an order's final state, decided in MySQL, onto its
--- Redis record (`<p>{o:<order_id>}:order`), so a replay answers it. The
+-- Redis record (`<p>{oi:<n>}:order:<order_id>`), so a replay answers it. The
 -- lines are mirrored one by one by finish.lua; this is the order's own
 -- status. A record that is gone stays gone (no key without its TTL).
 --
