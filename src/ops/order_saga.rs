@@ -131,6 +131,11 @@ pub async fn line_by_line(
                 lines: held,
             })
         }
+        // The first call ran and its reply was lost: the order stands, and
+        // the relay publishes its outbox entry.
+        CommitOutcome::AlreadyCommitted => Ok(OrderOutcome::Retry(format!(
+            "order {order_id} is held; its hand-off is pending: retry to read it"
+        ))),
         CommitOutcome::Late | CommitOutcome::Lost => {
             undo(redis, &attempt, lines).await?;
             Ok(OrderOutcome::Retry(format!(
@@ -141,14 +146,22 @@ pub async fn line_by_line(
 }
 
 /// The api gives up its own attempt: the intent `ABORTING`, then
-/// [`release_all`]. Whatever the abort found (the sweeper may have taken the
-/// attempt), the lines are released before the answer goes out.
+/// [`release_all`]. An attempt the sweeper took meanwhile is released
+/// again (idempotent) or found undone; a committed one is never released
+/// (an error: the caller answers 503, and the order stands).
 async fn undo(redis: &RedisStore, attempt: &Attempt, lines: &OrderLines) -> Result<(), RedisError> {
-    redis
+    let taken = redis
         .orders()
         .abort(&attempt.order_id, Some(attempt.number), AbortStep::Own)
         .await?;
-    release_all(redis, attempt, lines).await
+    match taken {
+        AbortOutcome::Undo { .. } => release_all(redis, attempt, lines).await,
+        AbortOutcome::Nothing { status } if status == "ABORTED" => Ok(()),
+        other => Err(RedisError::BadReply(format!(
+            "order {}: attempt {} cannot be undone: {other:?}",
+            attempt.order_id, attempt.number
+        ))),
+    }
 }
 
 /// Every line of an `ABORTING` attempt released in SKU order (the ones

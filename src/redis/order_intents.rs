@@ -38,6 +38,9 @@ pub enum CommitOutcome {
     Committed { entry_id: String },
     /// The deadline passed before the commit: undo the attempt.
     Late,
+    /// This attempt is committed already (a re-sent call: the first one ran
+    /// and its reply was lost); its entry is in the outbox for the relay.
+    AlreadyCommitted,
     /// The attempt is no longer holding (the sweeper undid it).
     Lost,
 }
@@ -64,8 +67,12 @@ pub enum AbortOutcome {
     Done,
     /// The sweeper's intent is not past its deadline yet.
     NotDue,
-    /// Nothing to undo.
-    Nothing,
+    /// Nothing to undo: the record's status (`MISSING` when there is none).
+    /// `ABORTED`: undone already; anything else but `HOLDING`/`ABORTING` is a
+    /// committed order, whose lines must never be released by an undo.
+    Nothing {
+        status: String,
+    },
 }
 
 impl Orders {
@@ -152,6 +159,7 @@ impl Orders {
                     .ok_or_else(|| RedisError::BadReply(format!("order commit: {reply:?}")))?,
             },
             Some("LATE") => CommitOutcome::Late,
+            Some("DONE") => CommitOutcome::AlreadyCommitted,
             Some("LOST") => CommitOutcome::Lost,
             _ => return Err(RedisError::BadReply(format!("order commit: {reply:?}"))),
         })
@@ -206,7 +214,9 @@ impl Orders {
             }
             Some("DONE") => AbortOutcome::Done,
             Some("NOT_DUE") => AbortOutcome::NotDue,
-            Some("NO") => AbortOutcome::Nothing,
+            Some("NO") => AbortOutcome::Nothing {
+                status: reply.get(1).cloned().unwrap_or_default(),
+            },
             _ => return Err(bad()),
         })
     }

@@ -12,12 +12,17 @@
 -- ARGV[4] first line's count
 --
 -- Returns {'OK', entry_id}, {'LATE'} (the deadline passed: undo and answer
--- retry) or {'LOST', status} (the attempt is no longer holding).
+-- retry), {'DONE'} (this attempt is committed already: a re-sent call; its
+-- entry is in the outbox) or {'LOST', status} (the attempt is no longer
+-- holding: undone, or another attempt's).
 
 local record_key, index_key, outbox_key = KEYS[1], KEYS[2], KEYS[3]
 local r = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'deadline_ms', 'user', 'lines',
   'created_ms', 'expires_ms')
 if r[1] ~= 'HOLDING' or r[2] ~= ARGV[2] then
+  if r[2] == ARGV[2] and r[1] ~= 'ABORTING' and r[1] ~= 'ABORTED' then
+    return {'DONE'}
+  end
   return {'LOST', r[1] or 'MISSING'}
 end
 local t = redis.call('TIME')

@@ -3,7 +3,7 @@
 //! usual opening (roles, SKUs, load) and the noted injection of its fault,
 //! the expectations it collects, and the closing drain + audit. Steps that
 //! only some scenarios share live beside them: `cluster`, `mysql_failover`,
-//! `partition` and `partition_run`, `bounds`, `metrics`, `reconcile`.
+//! `partition` and `partition_run`, `bounds`, `metrics`, `reconcile`, `orders`.
 
 mod s01_redis_kill;
 mod s02_redis_empty;
@@ -28,11 +28,14 @@ mod s19_partition_api_broker;
 mod s20_partition_consumer_mysql;
 mod s21_cluster_split_brain;
 mod s22_flapping_redis_link;
+mod s23_orders_api_kill;
+mod s24_orders_consumer_kill;
 
 mod bounds;
 mod cluster;
 mod metrics;
 mod mysql_failover;
+mod orders;
 mod partition;
 mod partition_run;
 mod reconcile;
@@ -268,6 +271,11 @@ impl Scenario {
             let failed = model.compare(&self.stack, &ledger).await;
             self.failures.extend(failed);
         }
+        self.finish_checks();
+    }
+
+    /// Prints the duration and fails with every unmet expectation.
+    pub fn finish_checks(self) {
         let secs = self.secs();
         if self.failures.is_empty() {
             println!("[{}] PASSED in {secs:.1} s", self.name);
