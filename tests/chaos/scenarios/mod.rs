@@ -30,6 +30,7 @@ mod s21_cluster_split_brain;
 mod s22_flapping_redis_link;
 mod s23_orders_api_kill;
 mod s24_orders_consumer_kill;
+mod s25_orders_redis_empty;
 
 mod bounds;
 mod cluster;

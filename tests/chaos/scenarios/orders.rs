@@ -1,4 +1,4 @@
-//! What the order scenarios (s23, s24) share: a seeded load of multi-line
+//! What the order scenarios (s23, s24, s25) share: a seeded load of multi-line
 //! orders over several SKUs (`POST /v1/orders`, one id per order, no
 //! retries), the intents still open in Redis, and the closing checks: every
 //! order answered 201/202 is in MySQL whole (its order row `RESERVED`, a
@@ -36,9 +36,10 @@ pub struct OrderLoad {
 
 /// Orders of `lines` lines over `skus` (distinct, counts 1..=2), buyers
 /// 1..=`buyers`, from `workers` clients each pausing `pause_ms` between
-/// orders.
+/// orders; order ids `<tag>-<worker>-<n>`, so each load needs its own tag.
 pub fn start(
     sc: &mut Scenario,
+    tag: &str,
     skus: &[u64],
     lines: usize,
     buyers: u64,
@@ -57,7 +58,7 @@ pub fn start(
         let (placed, stop, client) = (placed.clone(), stop.clone(), client.clone());
         let url = format!("{}/v1/orders", sc.stack.base);
         let skus = skus.to_vec();
-        let tag = sc.name.clone();
+        let tag = tag.to_string();
         tasks.push(tokio::spawn(async move {
             let mut n = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -97,6 +98,11 @@ fn draw(rng: &mut Rng, skus: &[u64], lines: usize, buyers: u64, order_id: String
         lines: chosen,
         status: 0,
     }
+}
+
+/// Sends `order` again (same id, buyer and lines) to the api at `base`.
+pub async fn resend(client: &reqwest::Client, base: &str, order: &PlacedOrder) -> u16 {
+    send(client, &format!("{base}/v1/orders"), order).await
 }
 
 async fn send(client: &reqwest::Client, url: &str, order: &PlacedOrder) -> u16 {
@@ -172,6 +178,14 @@ pub async fn wait_intents_closed(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     None
+}
+
+/// Every order id MySQL has an order row for.
+pub async fn order_ids_in_mysql(stack: &Stack) -> BTreeSet<String> {
+    let mut db = stack.db().await;
+    let ids: Vec<String> = db.query("SELECT order_id FROM orders").await.unwrap();
+    let _ = db.disconnect().await;
+    ids.into_iter().collect()
 }
 
 /// The closing checks (module doc); fails the scenario through `sc`.

@@ -24,7 +24,7 @@ async fn s23_cluster_api_kill9_between_order_line_holds_strands_nothing() {
     let skus: Vec<u64> = (231..=238).collect();
     sc.open_skus(&skus, 3_000, 20).await;
     cluster::print_placement(&sc, &skus).await;
-    let load = orders::start(&mut sc, &skus, 4, 2_000, 24, 20);
+    let load = orders::start(&mut sc, "s23", &skus, 4, 2_000, 24, 20);
     let mut stranded = 0;
     for round in 1..=2 {
         sc.pause(3_000, 1_500).await;
