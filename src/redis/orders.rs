@@ -109,14 +109,16 @@ impl Orders {
             return Ok(OrderOutcome::Unsupported);
         }
         let keys = &self.core.keys;
+        let shard = super::keys::order_shard(order_id);
         let mut invocation = super::scripts::ORDER.prepare_invoke();
-        invocation.key(keys.order(order_id));
+        invocation
+            .key(keys.order(order_id))
+            .key(keys.order_outbox(shard));
         for line in lines.lines() {
             invocation
                 .key(keys.sku(line.sku_id))
                 .key(keys.reservation(line.sku_id, order_id))
                 .key(keys.user(line.sku_id, user_id))
-                .key(keys.outbox(line.sku_id))
                 .key(keys.winners(line.sku_id));
         }
         invocation
@@ -134,7 +136,7 @@ impl Orders {
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
-        parse_reply(lines, &reply)
+        parse_reply(lines, shard, &reply)
     }
 }
 
@@ -218,21 +220,37 @@ impl Orders {
     }
 }
 
-fn parse_reply(lines: &OrderLines, reply: &[String]) -> Result<OrderOutcome, RedisError> {
+fn parse_reply(
+    lines: &OrderLines,
+    shard: u8,
+    reply: &[String],
+) -> Result<OrderOutcome, RedisError> {
     let bad = || RedisError::BadReply(format!("order script: {reply:?}"));
     let num = |i: usize| -> Result<u64, RedisError> {
         reply.get(i).and_then(|v| v.parse().ok()).ok_or_else(bad)
     };
     Ok(match reply.first().map(String::as_str) {
         Some("OK") => {
+            if reply.len() != 4 + lines.len() {
+                return Err(bad());
+            }
+            let entry_id = reply.get(3).ok_or_else(bad)?;
             let mut held = Vec::with_capacity(lines.len());
             for (i, line) in lines.lines().iter().enumerate() {
+                // The order's one entry rides on its first line.
+                let (stream, entry_id) = match i {
+                    0 => (
+                        OutboxStream::of_order_shard(shard, line.sku_id),
+                        entry_id.clone(),
+                    ),
+                    _ => (OutboxStream::of_sku(line.sku_id), String::new()),
+                };
                 held.push(HeldLine {
                     sku_id: line.sku_id,
                     count: line.count,
-                    stream: OutboxStream::of_sku(line.sku_id),
-                    entry_id: reply.get(3 + 2 * i).ok_or_else(bad)?.clone(),
-                    available_after: num(4 + 2 * i)?,
+                    stream,
+                    entry_id,
+                    available_after: num(4 + i)?,
                 });
             }
             OrderOutcome::Reserved {
@@ -299,16 +317,18 @@ mod tests {
 
     #[test]
     fn a_held_order_names_each_line_in_sku_order() {
-        let reply = strings(&["OK", "10", "20", "1-0", "4", "2-0", "0"]);
-        let OrderOutcome::Reserved { lines, .. } = parse_reply(&two_lines(), &reply).unwrap()
+        let reply = strings(&["OK", "10", "20", "1-0", "4", "0"]);
+        let OrderOutcome::Reserved { lines, .. } = parse_reply(&two_lines(), 3, &reply).unwrap()
         else {
             panic!("not reserved")
         };
         assert_eq!(lines[0].sku_id.get(), 1);
         assert_eq!((lines[0].count, lines[0].available_after), (2, 4));
+        assert_eq!(lines[0].entry_id, "1-0");
+        assert_eq!(lines[0].stream.order_shard, Some(3));
         assert_eq!(
             (lines[1].entry_id.as_str(), lines[1].available_after),
-            ("2-0", 0)
+            ("", 0)
         );
     }
 
@@ -316,7 +336,7 @@ mod tests {
     fn a_refusal_names_its_line_and_a_broken_reply_is_an_error() {
         let reply = strings(&["REFUSED", "2", "LIMIT", "1", "1"]);
         assert_eq!(
-            parse_reply(&two_lines(), &reply).unwrap(),
+            parse_reply(&two_lines(), 0, &reply).unwrap(),
             OrderOutcome::Refused {
                 sku_id: SkuId::new(3).unwrap(),
                 why: LineRefusal::LimitExceeded {
@@ -329,9 +349,10 @@ mod tests {
             strings(&["REFUSED", "3", "SOLD_OUT"]),
             strings(&["REFUSED", "0", "SOLD_OUT"]),
             strings(&["OK", "1", "2", "1-0"]),
+            strings(&["OK", "1", "2", "1-0", "4", "0", "9"]),
             strings(&["WHAT"]),
         ] {
-            assert!(parse_reply(&two_lines(), &broken).is_err(), "{broken:?}");
+            assert!(parse_reply(&two_lines(), 0, &broken).is_err(), "{broken:?}");
         }
     }
 }

@@ -2,7 +2,7 @@
 //! layer): every line of an order is held in one atomic call, or none is.
 //! What it writes for each line is what a single reservation writes, so the
 //! buyer's `limit_per_user` counts order lines and single reservations
-//! together; each line's outbox entry carries the whole line list.
+//! together; the order's one outbox entry carries the whole line list.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -85,10 +85,31 @@ async fn outbox(app: &TestApp, sku: u64) -> Vec<OutboxEntry> {
         .unwrap()
 }
 
-/// The entries are the test's, not the pipeline's: removed before cleanup.
+/// The order's outbox entries (its shard's stream), as the relay reads them.
+async fn order_entries(app: &TestApp, order_id: &str) -> Vec<OutboxEntry> {
+    let shard = stockd::redis::keys::order_shard(&id(order_id));
+    let entries = app
+        .res
+        .redis
+        .outbox()
+        .stale_orders(shard, 0, 1000)
+        .await
+        .unwrap();
+    entries
+        .into_iter()
+        .filter(|e| e.message.request_id.as_str() == order_id)
+        .collect()
+}
+
+/// The entries are the test's, not the pipeline's: removed before cleanup
+/// (the SKUs' streams and every order shard's).
 async fn drop_outboxes(app: &TestApp, skus: &[u64]) {
     for &sku in skus {
         let key = app.res.redis.keys().outbox(TestApp::sku(sku));
+        app.redis_cmd(&["DEL", &key]).await;
+    }
+    for shard in 0..stockd::redis::keys::ORDER_SHARDS {
+        let key = app.res.redis.keys().order_outbox(shard);
         app.redis_cmd(&["DEL", &key]).await;
     }
 }
@@ -114,6 +135,7 @@ async fn an_order_is_held_whole_or_not_at_all() {
         assert_eq!(app.redis_available(sku).await, Some(left), "sku {sku}");
         assert_eq!(units(&app, sku, 7).await, 0);
         assert!(outbox(&app, sku).await.is_empty());
+        assert!(order_entries(&app, "o-1").await.is_empty());
         let record = app
             .res
             .redis
@@ -152,12 +174,17 @@ async fn an_order_is_held_whole_or_not_at_all() {
             (record.status, record.count, record.expires_at_ms),
             (ReservationStatus::Reserved, count, expires_ms)
         );
-        let entries = outbox(&app, sku).await;
-        assert_eq!(entries.len(), 1);
-        let deduction = &entries[0].message;
-        assert_eq!((deduction.count, deduction.user_id), (count, user(7)));
-        assert_eq!(deduction.order.as_ref(), Some(&the_lines));
+        // No entry of its own: the order has one, in its shard's stream.
+        assert!(outbox(&app, sku).await.is_empty(), "sku {sku}");
     }
+    let entries = order_entries(&app, "o-1").await;
+    assert_eq!(entries.len(), 1, "one outbox entry per order");
+    let deduction = &entries[0].message;
+    assert_eq!(
+        (deduction.sku_id, deduction.count, deduction.user_id),
+        (TestApp::sku(1), 2, user(7))
+    );
+    assert_eq!(deduction.order.as_ref(), Some(&the_lines));
     let record = hgetall(&app, &app.res.redis.keys().order(&id("o-1"))).await;
     assert_eq!(record["lines"], "1:2,2:1,3:1");
     assert_eq!(record["status"], "RESERVED");
@@ -200,7 +227,7 @@ async fn a_replay_answers_the_stored_order_and_a_changed_one_is_a_mismatch() {
     }
     assert_eq!(app.redis_available(1).await, Some(9));
     assert_eq!(app.redis_available(2).await, Some(9));
-    assert_eq!(outbox(&app, 1).await.len(), 1);
+    assert_eq!(order_entries(&app, "o-2").await.len(), 1);
     drop_outboxes(&app, &[1, 2]).await;
     app.cleanup().await;
 }
@@ -231,11 +258,10 @@ async fn the_buyer_limit_spans_order_lines_and_single_reservations() {
     assert_eq!(refused.status(), 409);
     let body: serde_json::Value = refused.json().await.unwrap();
     assert_eq!(body["code"], "LIMIT_EXCEEDED");
-    drop_outboxes(&app, &[2]).await;
-    // SKU 1's outbox holds the single reservation's entry too: wait for the
-    // pipeline to take it, then drop the order line's.
+    // SKU 1's outbox holds the single reservation's entry: wait for the
+    // pipeline to take it, then drop the order's.
     app.wait_ledger_rows(1).await;
-    drop_outboxes(&app, &[1]).await;
+    drop_outboxes(&app, &[1, 2]).await;
     app.cleanup().await;
 }
 

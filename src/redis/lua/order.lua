@@ -12,32 +12,36 @@
 -- (reserve.lua): the record `res:<order_id>` (plus `order`, the order id),
 -- the buyer's live units `n` (so `limit_per_user` counts order lines and
 -- single reservations together), the stock, the winners set, the sold-out
--- marker, and one outbox entry in the SKU's stream carrying the whole line
--- list (`order`), so the relay can publish the whole order from any entry.
+-- marker. The order has ONE outbox entry, in its shard's stream (the first
+-- line's deduction carrying the whole line list, `order`), as an order held
+-- line by line has (order_commit.lua): one XADD and one XDEL per order, and
+-- a relay that reads only the SKUs' streams (a release before orders) never
+-- sees an order.
 --
 -- KEYS[1] order record (`<p>{oi:<n>}:order:<order_id>`: user, lines, status,
 --         created_ms, expires_ms)
+-- KEYS[2] the order shard's outbox stream (`<p>{oi:<n>}:outbox`)
 -- then per line i (1-based, lines sorted by SKU id):
--- KEYS[5i-3] sku hash  KEYS[5i-2] reservation hash  KEYS[5i-1] buyer hash
--- KEYS[5i]   outbox stream  KEYS[5i+1] winners set
+-- KEYS[4i-1] sku hash  KEYS[4i] reservation hash  KEYS[4i+1] buyer hash
+-- KEYS[4i+2] winners set
 -- ARGV[1] order_id  ARGV[2] user_id  ARGV[3] reservation ttl ms
 -- ARGV[4] record retention ms  ARGV[5] outbox max length
 -- ARGV[6] sold-out Pub/Sub channel  ARGV[7] the line list (`sku:count,...`)
 -- then per line i: ARGV[6+2i] sku_id  ARGV[7+2i] count
 --
 -- Returns:
---   {'OK', created_ms, expires_ms, entry_1, available_1, ..., entry_n, available_n}
+--   {'OK', created_ms, expires_ms, entry_id, available_1, ..., available_n}
 --   {'REPLAY', status, created_ms, expires_ms}   the order was held before
 --   {'MISMATCH'}        the order id was used with another user or other lines,
 --                       or a line's SKU already has a reservation of that id
 --   {'REFUSED', i, why, a, b}  line i cannot be held: why is NOT_LOADED,
 --                       SPLIT (a split SKU: not on this path), LIMIT (a =
 --                       bought, b = limit), SOLD_OUT, INSUFFICIENT (a = left)
---   {'BACKPRESSURE'}    a line's outbox is full
+--   {'BACKPRESSURE'}    the order shard's outbox is full
 --   {'BUSY'}            an attempt of the intent protocol holds this order id
 -- Every value returned is a string, so no number loses precision.
 
-local order_key = KEYS[1]
+local order_key, outbox_key = KEYS[1], KEYS[2]
 local order_id, user_id = ARGV[1], ARGV[2]
 local ttl_ms = tonumber(ARGV[3])
 local retention_ms = tonumber(ARGV[4])
@@ -62,7 +66,10 @@ end
 
 -- 2. every line's checks, nothing written yet
 local function key(i, k)
-  return KEYS[5 * i - 4 + k]
+  return KEYS[4 * i - 2 + k]
+end
+if redis.call('XLEN', outbox_key) >= outbox_max then
+  return {'BACKPRESSURE'}
 end
 local bought = {}
 local left = {}
@@ -90,9 +97,6 @@ for i = 1, n do
     end
     return {'REFUSED', tostring(i), 'INSUFFICIENT', string.format('%.0f', available)}
   end
-  if redis.call('XLEN', key(i, 4)) >= outbox_max then
-    return {'BACKPRESSURE'}
-  end
   bought[i] = units
   left[i] = available - count
 end
@@ -103,7 +107,11 @@ local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local created = string.format('%.0f', now_ms)
 local expires = string.format('%.0f', now_ms + ttl_ms)
 local record_ms = ttl_ms + retention_ms
-local reply = {'OK', created, expires}
+local first_sku, first_count = ARGV[8], ARGV[9]
+local entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', first_sku,
+  'user_id', user_id, 'count', first_count, 'created_ms', created, 'expires_ms', expires,
+  'order', lines_text)
+local reply = {'OK', created, expires, entry}
 for i = 1, n do
   local sku_id, count = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
   redis.call('HINCRBY', key(i, 1), 'available', -tonumber(count))
@@ -112,16 +120,12 @@ for i = 1, n do
   redis.call('HSET', key(i, 2), 'user', user_id, 'count', count, 'status', 'RESERVED',
     'created_ms', created, 'expires_ms', expires, 'order', order_id)
   redis.call('PEXPIRE', key(i, 2), record_ms)
-  local entry = redis.call('XADD', key(i, 4), '*', 'request_id', order_id, 'sku_id', sku_id,
-    'user_id', user_id, 'count', count, 'created_ms', created, 'expires_ms', expires,
-    'order', lines_text)
-  redis.call('SADD', key(i, 5), order_id)
-  redis.call('PEXPIRE', key(i, 5), record_ms)
+  redis.call('SADD', key(i, 4), order_id)
+  redis.call('PEXPIRE', key(i, 4), record_ms)
   if left[i] <= 0 then
     redis.call('HSET', key(i, 1), 'soldout', '1')
     redis.call('PUBLISH', channel, 'S:' .. sku_id)
   end
-  reply[#reply + 1] = entry
   reply[#reply + 1] = string.format('%.0f', left[i])
 end
 redis.call('HSET', order_key, 'user', user_id, 'lines', lines_text, 'status', 'RESERVED',
