@@ -4,6 +4,7 @@
 
 pub mod batching;
 pub mod dlq;
+pub mod format;
 pub mod message;
 pub mod publisher;
 pub mod topology;

@@ -189,13 +189,12 @@ impl Publisher {
             .with_message_id(message_id.into())
             .with_content_type("application/json".into())
             .with_delivery_mode(PERSISTENT);
+        let mut headers = FieldTable::default();
+        super::format::stamp(&mut headers);
         if contexts.len() == msgs.len() {
-            let mut headers = FieldTable::default();
             super::trace_context::write(&mut headers, contexts);
-            if !headers.inner().is_empty() {
-                props = props.with_headers(headers);
-            }
         }
+        props = props.with_headers(headers);
         let exchange = self.topology.reservations_exchange.clone();
         self.publish(&exchange, "", &super::message::encode(msgs), props)
             .await

@@ -140,6 +140,12 @@ impl Orders {
     }
 }
 
+/// The newest order record format this release reads (the record's `v`;
+/// absent reads as 1). A later release that changes the record bumps it, so
+/// an older api node during a rolling upgrade answers 503 rather than
+/// misread a record it does not know.
+pub const ORDER_RECORD_FORMAT: u32 = 1;
+
 /// An order's Redis record (`order.lua`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderRecord {
@@ -170,6 +176,14 @@ impl Orders {
             return Ok(None);
         }
         let bad = || RedisError::BadReply(format!("order record {map:?}"));
+        let version = map.get("v").map_or(Ok(1), |v| v.parse::<u32>());
+        if version.map_or(true, |v| v > ORDER_RECORD_FORMAT) {
+            // A newer release's record: never read as something it is not.
+            return Err(RedisError::BadReply(format!(
+                "order record of format {:?}, newer than this release reads ({ORDER_RECORD_FORMAT})",
+                map.get("v")
+            )));
+        }
         let field = |name: &str| map.get(name).ok_or_else(bad);
         let num = |name: &str| field(name)?.parse::<u64>().map_err(|_| bad());
         Ok(Some(OrderRecord {

@@ -187,6 +187,13 @@ impl Consumer {
     ) -> Result<(), MqError> {
         let mut valid = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
+            // A newer release's message is never applied (mq/format.rs).
+            if let Err(reason) =
+                crate::mq::format::check(crate::mq::format::of(&delivery.properties))
+            {
+                self.dead_letter(delivery, &reason).await?;
+                continue;
+            }
             match message::decode(&delivery.data) {
                 Ok(msgs) => valid.push((delivery, msgs)),
                 Err(why) => {
@@ -329,13 +336,26 @@ impl Consumer {
     /// its headers; falls back to a reject (the broker's own dead-lettering)
     /// when the DLQ does not confirm.
     async fn dead_letter(&self, delivery: Delivery, reason: &str) -> Result<(), MqError> {
-        tracing::error!(reason, "consumer.poison: dead-lettering an invalid message");
+        tracing::error!(
+            reason,
+            "consumer.poison: dead-lettering a message it cannot apply"
+        );
         metrics::counter!("stockd_consumer_messages_total", "outcome" => "dead_lettered")
             .increment(1);
         let topology = self.publisher.topology();
+        let mut headers = headers_with_reason(attempt_of(&delivery) + 1, reason);
+        // The format travels on, so a replay is read as what it is.
+        let format = delivery
+            .properties
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get(crate::mq::format::FORMAT_HEADER).cloned());
+        if let Some(format) = format {
+            headers.insert(crate::mq::format::FORMAT_HEADER.into(), format);
+        }
         let mut props = BasicProperties::default()
             .with_delivery_mode(2)
-            .with_headers(headers_with_reason(attempt_of(&delivery) + 1, reason));
+            .with_headers(headers);
         if let Some(id) = delivery.properties.message_id() {
             props = props.with_message_id(id.clone());
         }

@@ -193,3 +193,50 @@ async fn the_dlq_routes_need_the_token_and_a_valid_filter() {
     assert_eq!((status, &replay["replayed"]), (200, &serde_json::json!(0)));
     app.cleanup().await;
 }
+
+/// A message of a newer format than this consumer reads (`x-stockd-format`
+/// above `mq::format::FORMAT`, as a later release would send during a
+/// rolling upgrade) is never applied: it is dead-lettered with a reason
+/// naming its version, its format header kept, and the ledger is untouched;
+/// a message of this release's format next to it is applied.
+#[tokio::test]
+async fn a_message_of_a_newer_format_is_dead_lettered_not_applied() {
+    use lapin::types::{AMQPValue, FieldTable};
+    use stockd::mq::format::{FORMAT, FORMAT_HEADER};
+    let app = TestApp::spawn().await;
+    app.create_sku(1, 10, 5).await;
+    let deduction = |rid: &str| stockd::domain::Deduction {
+        request_id: stockd::domain::RequestId::parse(rid).unwrap(),
+        sku_id: TestApp::sku(1),
+        user_id: stockd::domain::UserId::new(4).unwrap(),
+        count: 1,
+        created_ms: 1,
+        expires_ms: u64::MAX / 2,
+        order: None,
+    };
+    let queue = app.res.publisher.topology().deduct_queue.clone();
+    for (rid, format) in [("newer", FORMAT + 1), ("this", FORMAT)] {
+        let mut headers = FieldTable::default();
+        headers.insert(FORMAT_HEADER.into(), AMQPValue::LongUInt(format));
+        let props = lapin::BasicProperties::default().with_headers(headers);
+        let payload = stockd::mq::message::encode(&[deduction(rid)]);
+        app.publish_to_queue(&queue, &payload, props).await;
+    }
+    app.eventually("the newer one dead-lettered", Duration::from_secs(20), || async {
+        app.dlq_depth().await == 1
+    })
+    .await;
+    app.wait_ledger_rows(1).await;
+    let listed = dlq::list(&app.res.publisher, filter(None), &mut |_| {})
+        .await
+        .unwrap();
+    let dead = &listed.deductions[0];
+    assert_eq!(dead.request_id, "newer");
+    assert!(
+        dead.reason.contains(&format!("version {}", FORMAT + 1)),
+        "{}",
+        dead.reason
+    );
+    assert_eq!(app.ledger_rows().await, 1, "only this release's message applied");
+    app.cleanup().await;
+}

@@ -19,7 +19,7 @@
 -- sees an order.
 --
 -- KEYS[1] order record (`<p>{oi:<n>}:order:<order_id>`: user, lines, status,
---         created_ms, expires_ms)
+--         created_ms, expires_ms, `v` its format: redis/orders.rs)
 -- KEYS[2] the order shard's outbox stream (`<p>{oi:<n>}:outbox`)
 -- then per line i (1-based, lines sorted by SKU id):
 -- KEYS[4i-1] sku hash  KEYS[4i] reservation hash  KEYS[4i+1] buyer hash
@@ -129,6 +129,6 @@ for i = 1, n do
   reply[#reply + 1] = string.format('%.0f', left[i])
 end
 redis.call('HSET', order_key, 'user', user_id, 'lines', lines_text, 'status', 'RESERVED',
-  'created_ms', created, 'expires_ms', expires)
+  'created_ms', created, 'expires_ms', expires, 'v', '1')
 redis.call('PEXPIRE', order_key, record_ms)
 return reply

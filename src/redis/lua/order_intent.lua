@@ -56,7 +56,7 @@ local expires = string.format('%.0f', now_ms + ttl_ms)
 local deadline = now_ms + hold_ms
 redis.call('HSET', record_key, 'user', user_id, 'lines', lines_text, 'status', 'HOLDING',
   'attempt', attempt, 'created_ms', created, 'expires_ms', expires,
-  'deadline_ms', string.format('%.0f', deadline))
+  'deadline_ms', string.format('%.0f', deadline), 'v', '1')
 redis.call('PEXPIRE', record_key, ttl_ms + retention_ms)
 redis.call('ZADD', index_key, deadline, order_id)
 return {'HOLD', attempt, created, expires}
