@@ -222,9 +222,11 @@ async fn a_message_of_a_newer_format_is_dead_lettered_not_applied() {
         let payload = stockd::mq::message::encode(&[deduction(rid)]);
         app.publish_to_queue(&queue, &payload, props).await;
     }
-    app.eventually("the newer one dead-lettered", Duration::from_secs(20), || async {
-        app.dlq_depth().await == 1
-    })
+    app.eventually(
+        "the newer one dead-lettered",
+        Duration::from_secs(20),
+        || async { app.dlq_depth().await == 1 },
+    )
     .await;
     app.wait_ledger_rows(1).await;
     let listed = dlq::list(&app.res.publisher, filter(None), &mut |_| {})
@@ -237,6 +239,10 @@ async fn a_message_of_a_newer_format_is_dead_lettered_not_applied() {
         "{}",
         dead.reason
     );
-    assert_eq!(app.ledger_rows().await, 1, "only this release's message applied");
+    assert_eq!(
+        app.ledger_rows().await,
+        1,
+        "only this release's message applied"
+    );
     app.cleanup().await;
 }

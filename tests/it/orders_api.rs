@@ -16,6 +16,7 @@ use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
 
 use crate::helpers::{PrivateRedis, TestApp, TestOptions};
+use stockd::domain::RequestId;
 
 fn options(ttl_secs: u64) -> TestOptions {
     TestOptions {
@@ -118,6 +119,24 @@ async fn an_order_is_held_whole_replayed_and_confirmed_whole() {
         app.ledger_status(2, "cart-1").await.as_deref(),
         Some("RESERVED")
     );
+    // The order's one outbox entry is removed once the broker confirmed it
+    // (else the relay would republish it every pass).
+    let shard = stockd::redis::keys::order_shard(&RequestId::parse("cart-1").unwrap());
+    let stream = app.res.redis.keys().order_outbox(shard);
+    app.eventually(
+        "the order's outbox entry removed",
+        Duration::from_secs(10),
+        || async {
+            let mut conn = app.redis_conn().await;
+            let len: u64 = deadpool_redis::redis::cmd("XLEN")
+                .arg(&stream)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            len == 0
+        },
+    )
+    .await;
     let (status, read) = app.get_json("/v1/orders/cart-1").await;
     assert_eq!((status, read["persisted"].as_bool()), (200, Some(true)));
     assert_eq!(read["expires_at"], placed["expires_at"]);

@@ -3,7 +3,7 @@
 //! CPU of one reservation measured minutes (not a whole run) apart on the same
 //! child; and `--only orders`, which runs just those two phases in a child of
 //! their own (about 20 s, for iterating on the order path). Skipped, with one
-//! line saying why, on a Redis Cluster and with `--target`.
+//! line saying why, with `--target`.
 
 use std::path::Path;
 
@@ -35,12 +35,13 @@ pub(super) async fn after_reserve(
         ));
         return Ok(true);
     };
-    if let Some(reason) = orders::skip_reason(stores.redis.is_cluster()) {
-        note(&reason);
-        return Ok(true);
-    }
+    let path = if stores.redis.is_cluster() {
+        "Redis Cluster: held line by line under an intent"
+    } else {
+        "standalone Redis: one script per order"
+    };
     note(&format!(
-        "phase {}: {} lines per order over SKUs {:?}, a buyer per order",
+        "phase {}: {} lines per order over SKUs {:?}, a buyer per order ({path})",
         key::ORDERS,
         orders::LINES,
         skus(args)
