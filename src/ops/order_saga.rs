@@ -147,20 +147,27 @@ pub async fn line_by_line(
 
 /// The api gives up its own attempt: the intent `ABORTING`, then
 /// [`release_all`]. An attempt the sweeper took meanwhile is released
-/// again (idempotent) or found undone; a committed one is never released
-/// (an error: the caller answers 503, and the order stands).
+/// again (idempotent) or found undone; one whose record is gone or belongs
+/// to a later attempt (Redis lost the record and a retry started over) was
+/// never committed, so its lines are released too. A committed one is never
+/// released (an error: the caller answers 503, and the order stands).
 async fn undo(redis: &RedisStore, attempt: &Attempt, lines: &OrderLines) -> Result<(), RedisError> {
     let taken = redis
         .orders()
         .abort(&attempt.order_id, Some(attempt.number), AbortStep::Own)
         .await?;
     match taken {
-        AbortOutcome::Undo { .. } => release_all(redis, attempt, lines).await,
-        AbortOutcome::Nothing { status } if status == "ABORTED" => Ok(()),
-        other => Err(RedisError::BadReply(format!(
-            "order {}: attempt {} cannot be undone: {other:?}",
-            attempt.order_id, attempt.number
-        ))),
+        AbortOutcome::Nothing {
+            status,
+            attempt: Some(number),
+        } if number == attempt.number => match status.as_str() {
+            "ABORTED" => Ok(()),
+            _ => Err(RedisError::BadReply(format!(
+                "order {}: attempt {number} is {status}, not undone",
+                attempt.order_id
+            ))),
+        },
+        _ => release_all(redis, attempt, lines).await,
     }
 }
 

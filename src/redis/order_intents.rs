@@ -67,11 +67,13 @@ pub enum AbortOutcome {
     Done,
     /// The sweeper's intent is not past its deadline yet.
     NotDue,
-    /// Nothing to undo: the record's status (`MISSING` when there is none).
-    /// `ABORTED`: undone already; anything else but `HOLDING`/`ABORTING` is a
-    /// committed order, whose lines must never be released by an undo.
+    /// Nothing to undo by this step: the record's status (`MISSING` when
+    /// there is none) and attempt. That attempt `ABORTED`: undone already;
+    /// that attempt in any other state but `HOLDING`/`ABORTING`: a committed
+    /// order, whose lines must never be released by an undo.
     Nothing {
         status: String,
+        attempt: Option<u64>,
     },
 }
 
@@ -216,6 +218,7 @@ impl Orders {
             Some("NOT_DUE") => AbortOutcome::NotDue,
             Some("NO") => AbortOutcome::Nothing {
                 status: reply.get(1).cloned().unwrap_or_default(),
+                attempt: reply.get(2).and_then(|a| a.parse().ok()),
             },
             _ => return Err(bad()),
         })

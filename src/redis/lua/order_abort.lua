@@ -16,8 +16,9 @@
 -- ARGV[3] step
 --
 -- Returns {'ABORTING', attempt, user, lines} (undo these lines), {'DONE'},
--- {'NOT_DUE'} (sweep: the deadline has not passed), or {'NO', status}
--- (nothing to undo; a final or missing record leaves the index).
+-- {'NOT_DUE'} (sweep: the deadline has not passed), or {'NO', status,
+-- attempt} (nothing to undo here: the record's status and attempt; a final
+-- or missing record leaves the index).
 
 local record_key, index_key = KEYS[1], KEYS[2]
 local order_id, step = ARGV[1], ARGV[3]
@@ -28,7 +29,7 @@ if not (mine and (status == 'HOLDING' or status == 'ABORTING')) then
   if status ~= 'HOLDING' and status ~= 'ABORTING' then
     redis.call('ZREM', index_key, order_id)
   end
-  return {'NO', status or 'MISSING'}
+  return {'NO', status or 'MISSING', r[2] or ''}
 end
 if step == 'done' then
   if status ~= 'ABORTING' then
