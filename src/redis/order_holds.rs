@@ -4,6 +4,8 @@
 //! is) and its undo (`order_release.lua`). The intent that makes the lines
 //! one order is `order_intents.rs`; the protocol is `ops/order_saga.rs`.
 
+use deadpool_redis::redis::ScriptInvocation;
+
 use super::admission::BucketTarget;
 use super::orders::LineRefusal;
 use super::reservation::Reservations;
@@ -48,14 +50,8 @@ impl Reservations {
         let lifetime = self.record_lifetime_ms();
         let call = |target: BucketTarget| {
             let keys = &self.core.keys;
-            let tag = target.tag.as_str();
-            let mut invocation = super::scripts::ORDER_HOLD.prepare_invoke();
+            let mut invocation = self.line_call(&super::scripts::ORDER_HOLD, &target.tag, attempt);
             invocation
-                .key(keys.sku_at(tag))
-                .key(keys.reservation_at(tag, &attempt.order_id))
-                .key(keys.user_at(tag, attempt.user_id))
-                .key(keys.winners_at(tag))
-                .key(keys.order_tombstone_at(tag, &attempt.order_id))
                 .arg(attempt.order_id.as_str())
                 .arg(attempt.user_id.get())
                 .arg(count)
@@ -84,15 +80,10 @@ impl Reservations {
         let mut layout = self.buckets.layout(sku_id).await?;
         for _ in 0..2 {
             let bucket = layout.bucket_of(attempt.user_id);
-            let tag = layout.tag(bucket);
             let keys = &self.core.keys;
-            let mut invocation = super::scripts::ORDER_RELEASE.prepare_invoke();
+            let mut invocation =
+                self.line_call(&super::scripts::ORDER_RELEASE, layout.tag(bucket), attempt);
             invocation
-                .key(keys.sku_at(tag))
-                .key(keys.reservation_at(tag, &attempt.order_id))
-                .key(keys.user_at(tag, attempt.user_id))
-                .key(keys.winners_at(tag))
-                .key(keys.order_tombstone_at(tag, &attempt.order_id))
                 .arg(attempt.order_id.as_str())
                 .arg(attempt.number)
                 .arg(self.record_lifetime_ms())
@@ -113,6 +104,27 @@ impl Reservations {
         Err(RedisError::BadReply(format!(
             "SKU {sku_id}: bucket layout changed twice during one line's undo"
         )))
+    }
+}
+
+impl Reservations {
+    /// `script` invoked with the five keys a line's hold and its undo share,
+    /// on the bucket `tag`: stock hash, record, buyer, winners, tombstone.
+    fn line_call(
+        &self,
+        script: &'static super::scripts::LuaScript,
+        tag: &str,
+        attempt: &Attempt,
+    ) -> ScriptInvocation<'static> {
+        let keys = &self.core.keys;
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(keys.sku_at(tag))
+            .key(keys.reservation_at(tag, &attempt.order_id))
+            .key(keys.user_at(tag, attempt.user_id))
+            .key(keys.winners_at(tag))
+            .key(keys.order_tombstone_at(tag, &attempt.order_id));
+        invocation
     }
 }
 
