@@ -73,9 +73,18 @@ fn filter_of(args: &DlqArgs) -> Result<DlqFilter, crate::domain::ids::IdError> {
 
 const HEADER: &str = "queue   sku          request_id                        user         count  reason             attempts";
 
+/// One row per deduction; an order's row ends with all its lines (the
+/// message names the whole order, whichever line it carries).
 fn line(d: &DeadDeduction) -> String {
+    let order = d.order_lines.as_ref().map_or(String::new(), |lines| {
+        let lines: Vec<String> = lines
+            .iter()
+            .map(|l| format!("{}x{}", l.sku_id, l.count))
+            .collect();
+        format!("  order: {}", lines.join(" "))
+    });
     format!(
-        "{:<7} {:<12} {:<33} {:<12} {:>5}  {:<18} {}",
+        "{:<7} {:<12} {:<33} {:<12} {:>5}  {:<18} {}{order}",
         d.queue.as_str(),
         d.sku_id,
         d.request_id,

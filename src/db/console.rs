@@ -1,6 +1,7 @@
 //! Read-only queries of the operator console (`GET /v1/admin/overview`): the
-//! first SKUs of `sku_stock` and their ledger rows counted by status. Never
-//! locks; called at most about once a second per process (the overview cache).
+//! first SKUs of `sku_stock`, their ledger rows counted by status, and the
+//! orders counted by status. Never locks; called at most about once a second
+//! per process (the overview cache).
 
 use std::collections::HashMap;
 
@@ -79,6 +80,39 @@ pub async fn status_counts(
             "CONFIRMED" => line.confirmed = n,
             "RELEASED" => line.released = n,
             "REJECTED" => line.rejected = n,
+            _ => {}
+        }
+    }
+    Ok(counts)
+}
+
+/// Orders by status (`orders` rows: whole orders, not lines).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct OrderCounts {
+    pub reserved: u64,
+    pub confirmed: u64,
+    pub released: u64,
+    pub rejected: u64,
+}
+
+/// Every order by status: a scan of `idx_orders_status_expiry` (index
+/// only, no row is read), so it grows with the orders kept.
+pub async fn order_counts(db: &Db) -> Result<OrderCounts, DbError> {
+    let raw: Vec<(String, u64)> = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            Ok(conn
+                .query("SELECT status, COUNT(*) FROM orders GROUP BY status")
+                .await?)
+        })
+        .await?;
+    let mut counts = OrderCounts::default();
+    for (status, n) in raw {
+        match status.as_str() {
+            "RESERVED" => counts.reserved = n,
+            "CONFIRMED" => counts.confirmed = n,
+            "RELEASED" => counts.released = n,
+            "REJECTED" => counts.rejected = n,
             _ => {}
         }
     }

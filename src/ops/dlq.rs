@@ -94,6 +94,20 @@ pub struct DeadDeduction {
     pub attempts: Option<u32>,
     #[schema(required = true)]
     pub message_id: Option<String>,
+    /// Set when the deduction is one line of an order (`request_id` is the
+    /// order id): every line of that order. The message names the whole
+    /// order, and a replay applies it whole, whichever line it carries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub order_lines: Option<Vec<DeadOrderLine>>,
+}
+
+/// One line of a dead-lettered order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct DeadOrderLine {
+    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
+    pub sku_id: u64,
+    pub count: u32,
 }
 
 /// A dead letter that is not a valid deduction message: it can never apply.
@@ -343,6 +357,16 @@ fn dead_deduction(kind: DlqKind, letter: &DeadLetter, d: &Deduction) -> DeadDedu
         reason: letter.reason().unwrap_or_else(|| UNKNOWN_REASON.into()),
         attempts: letter.attempt(),
         message_id: letter.message_id(),
+        order_lines: d.order.as_ref().map(|order| {
+            order
+                .lines()
+                .iter()
+                .map(|line| DeadOrderLine {
+                    sku_id: line.sku_id.get(),
+                    count: line.count,
+                })
+                .collect()
+        }),
     }
 }
 

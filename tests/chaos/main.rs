@@ -28,6 +28,7 @@ mod owned;
 mod place;
 #[path = "../support/ports.rs"]
 mod ports;
+mod previous_release;
 #[path = "../support/proxy.rs"]
 mod proxy;
 mod scenarios;

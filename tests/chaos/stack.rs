@@ -17,6 +17,7 @@ use stockd::mq::Topology;
 use stockd::redis::{Keys, RedisLink, RedisStore};
 
 use crate::net::{Net, Place};
+use crate::previous_release::Release;
 use crate::servers::broker::Broker;
 use crate::servers::mariadb::Mariadb;
 use crate::servers::mariadb_replica::MysqlPair;
@@ -190,6 +191,12 @@ impl Stack {
     /// Starts one more process of `role` under the name `key` (a second api,
     /// `api2`, with its own port and, in a partition scenario, its own host).
     pub async fn start_role_as(&mut self, key: &str, role: &str) {
+        self.start_release_role(key, role, None).await;
+    }
+
+    /// [`Self::start_role_as`] with the binary of `release` (None: this
+    /// build's), reading the config dir that release ships.
+    pub async fn start_release_role(&mut self, key: &str, role: &str, release: Option<&Release>) {
         assert!(!self.roles.contains_key(key), "{key} already running");
         let port = *self
             .role_ports
@@ -197,8 +204,13 @@ impl Stack {
             .or_insert_with(free_port);
         let logs = self.dir.path.join("logs");
         let place = self.place_of(key);
+        let mut env = self.env.clone();
+        if let Some(release) = release {
+            env.program = Some(release.binary.clone());
+            env.set("STOCKD_CONFIG_DIR", release.config_dir.display());
+        }
         let proc = start_role(
-            &self.env,
+            &env,
             role,
             &place,
             port,
@@ -207,8 +219,11 @@ impl Stack {
             ROLE_START_LIMIT,
         )
         .await;
+        let build = release.map_or("this build".to_string(), |r| {
+            format!("release {}", r.commit)
+        });
         println!(
-            "  stockd --role {role} live as {key} (pid {}, {}:{port})",
+            "  stockd --role {role} ({build}) live as {key} (pid {}, {}:{port})",
             proc.process.pid(),
             place.ns_name()
         );

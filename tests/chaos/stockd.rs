@@ -25,6 +25,9 @@ pub fn binary() -> &'static str {
 #[derive(Debug, Clone, Default)]
 pub struct StockdEnv {
     pub vars: Vec<(String, String)>,
+    /// Another stockd binary than this build's (the previous release of
+    /// the rolling-upgrade scenario); None: [`binary`].
+    pub program: Option<PathBuf>,
 }
 
 impl StockdEnv {
@@ -33,11 +36,15 @@ impl StockdEnv {
         self.vars.push((key.to_string(), value.to_string()));
     }
 
-    /// A command for the binary with exactly this environment (inherited
+    /// A command for the binary ([`Self::program`], else this build's) with
+    /// exactly this environment (inherited
     /// `STOCKD*` and `RUST_LOG` variables removed, so the caller's shell
     /// cannot point a chaos process at the shared services).
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(binary());
+        let mut cmd = match &self.program {
+            Some(program) => Command::new(program),
+            None => Command::new(binary()),
+        };
         for (key, _) in std::env::vars() {
             if key.starts_with("STOCKD") || key == "RUST_LOG" {
                 cmd.env_remove(key);

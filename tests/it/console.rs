@@ -52,7 +52,23 @@ async fn the_overview_needs_the_token_and_shows_both_stores() {
         app.reserve_ok(7, rid, user, count).await;
     }
     assert_eq!(app.cancel(7, "b").await.0, 200);
+    create_sku(&app, 8, 10, 5).await;
+    for (order_id, user) in [("cart-paid", 4), ("cart-open", 5)] {
+        let body = json!({"order_id": order_id, "user_id": user,
+                          "lines": [{"sku_id": 7, "count": 1}, {"sku_id": 8, "count": 1}]});
+        let resp = app
+            .client
+            .post(format!("{}/v1/orders", app.base))
+            .json(&body);
+        assert_eq!(resp.send().await.unwrap().status(), 201, "{order_id}");
+    }
+    app.eventually("cart-paid in MySQL", SEEN_WITHIN, || async {
+        app.get_json("/v1/orders/cart-paid").await.1["persisted"] == true
+    })
+    .await;
+    assert_eq!(app.post_json("/v1/orders/cart-paid/confirm").await.0, 200);
     app.wait_drained(7).await;
+    app.wait_drained(8).await;
 
     let (status, body) = overview(&app, &admin, "wrong-token").await;
     assert_eq!(status, 401);
@@ -70,7 +86,7 @@ async fn the_overview_needs_the_token_and_shows_both_stores() {
     // wait for one that shows the cancel, then check it whole.
     app.eventually("an overview after the drain", SEEN_WITHIN, || async {
         let (_, o) = overview(&app, &admin, ADMIN_TOKEN).await;
-        o["skus"][0]["released"] == 1 && o["skus"][0]["redis_available"] == 8
+        o["skus"][0]["released"] == 1 && o["skus"][0]["redis_available"] == 6
     })
     .await;
     let (status, o) = overview(&app, &admin, ADMIN_TOKEN).await;
@@ -78,11 +94,21 @@ async fn the_overview_needs_the_token_and_shows_both_stores() {
     let sku = &o["skus"][0];
     assert_eq!(sku["sku_id"], 7);
     assert_eq!(sku["total_stock"], 10);
-    assert_eq!(sku["redis_available"], 8);
-    assert_eq!(sku["mysql_available"], 8);
+    assert_eq!(sku["redis_available"], 6);
+    assert_eq!(sku["mysql_available"], 6);
     assert_eq!(
-        (sku["reserved"].as_u64(), sku["released"].as_u64()),
-        (Some(1), Some(1))
+        (
+            sku["reserved"].as_u64(),
+            sku["confirmed"].as_u64(),
+            sku["released"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1)),
+        "a, cart-open's line; cart-paid's line; b"
+    );
+    assert_eq!(
+        o["orders"],
+        json!({"reserved": 1, "confirmed": 1, "released": 0, "rejected": 0}),
+        "whole orders by state"
     );
     assert_eq!(sku["sold_out"], false);
     assert_eq!(o["skus_truncated"], false);
@@ -154,6 +180,7 @@ async fn operator_watches_a_sale(engine: Engine) {
     sign_in_after_a_wrong_token(&browser).await;
     sell_sku_one_out_among_busy_traffic(&app, &browser).await;
     warm_up_and_reconcile_from_the_page(&app, &browser).await;
+    an_order_shows_by_state(&app, &browser).await;
 
     let png = browser.screenshot().await;
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
@@ -224,6 +251,24 @@ async fn sell_sku_one_out_among_busy_traffic(app: &TestApp, browser: &Browser) {
     app.reserve_taken(1, "last", 2, 3).await;
     assert_eq!(app.reserve(1, "late", 3, 1).await.status(), 409);
     wait_sku_one(browser, "0", "Sold out").await;
+}
+
+/// An order over SKUs 2 and 3 shows in the orders card as reserved, once
+/// the consumer wrote it.
+async fn an_order_shows_by_state(app: &TestApp, browser: &Browser) {
+    browser
+        .wait_text("#orders-reserved", SEEN_WITHIN, |t| t == "0")
+        .await;
+    let body = json!({"order_id": "cart-1", "user_id": 300,
+                      "lines": [{"sku_id": 2, "count": 1}, {"sku_id": 3, "count": 1}]});
+    let resp = app
+        .client
+        .post(format!("{}/v1/orders", app.base))
+        .json(&body);
+    assert_eq!(resp.send().await.unwrap().status(), 201);
+    browser
+        .wait_text("#orders-reserved", SEEN_WITHIN, |t| t == "1")
+        .await;
 }
 
 /// Once drained, a warm-up of SKU 1 and a reconcile check through the

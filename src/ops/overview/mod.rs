@@ -19,7 +19,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::db::console::{self as queries, StatusCounts};
+use crate::db::console::{self as queries, OrderCounts, StatusCounts};
 use crate::domain::SkuId;
 use crate::ops::reconcile::{Reconciler, Report};
 use crate::resources::Resources;
@@ -48,6 +48,10 @@ pub struct Overview {
     /// True when more SKUs exist than are listed.
     pub skus_truncated: bool,
     pub reservations: ReserveCounts,
+    /// Orders by status in MySQL (whole orders; their lines are in the SKUs'
+    /// counts); `null` when MySQL did not answer.
+    #[schema(required = true)]
+    pub orders: Option<OrderCounts>,
     pub pipeline: Pipeline,
     /// The reconciler's latest report in this process; `null` before its first check.
     #[schema(required = true)]
@@ -189,8 +193,9 @@ pub async fn gather(
     reservations: ReserveCounts,
     recent: Recent,
 ) -> Overview {
-    let (skus, outbox, queues, nodes, redis_up, broker_up) = tokio::join!(
+    let (skus, orders, outbox, queues, nodes, redis_up, broker_up) = tokio::join!(
         bounded(sku_lines(res)),
+        bounded(async { queries::order_counts(&res.db).await.ok() }),
         bounded(outbox(res)),
         bounded(queues(res)),
         bounded(async {
@@ -219,6 +224,7 @@ pub async fn gather(
         skus,
         skus_truncated,
         reservations,
+        orders,
         pipeline: Pipeline {
             outbox_entries,
             outbox_oldest_age_ms,

@@ -14,6 +14,7 @@ use mysql_async::prelude::Queryable;
 use serde_json::json;
 
 use super::{Scenario, DRAIN_LIMIT};
+use crate::load::LoadReport;
 use crate::seed::Rng;
 use crate::stack::Stack;
 use crate::{audit, drain};
@@ -46,6 +47,22 @@ pub fn start(
     workers: usize,
     pause_ms: u64,
 ) -> OrderLoad {
+    let base = sc.stack.base.clone();
+    start_on(sc, &base, tag, skus, lines, buyers, workers, pause_ms)
+}
+
+/// [`start`] against the api at `base` (`Stack::base_of`).
+#[allow(clippy::too_many_arguments)]
+pub fn start_on(
+    sc: &mut Scenario,
+    base: &str,
+    tag: &str,
+    skus: &[u64],
+    lines: usize,
+    buyers: u64,
+    workers: usize,
+    pause_ms: u64,
+) -> OrderLoad {
     let placed = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let client = reqwest::Client::builder()
@@ -56,7 +73,7 @@ pub fn start(
     for worker in 0..workers {
         let mut rng = sc.rng.fork();
         let (placed, stop, client) = (placed.clone(), stop.clone(), client.clone());
-        let url = format!("{}/v1/orders", sc.stack.base);
+        let url = format!("{base}/v1/orders");
         let skus = skus.to_vec();
         let tag = tag.to_string();
         tasks.push(tokio::spawn(async move {
@@ -100,7 +117,17 @@ fn draw(rng: &mut Rng, skus: &[u64], lines: usize, buyers: u64, order_id: String
     }
 }
 
-/// Sends `order` again (same id, buyer and lines) to the api at `base`.
+/// An order of `lines` as buyer `user`, not yet sent.
+pub fn order(order_id: &str, user: u64, lines: &[(u64, u32)]) -> PlacedOrder {
+    PlacedOrder {
+        order_id: order_id.to_string(),
+        user,
+        lines: lines.to_vec(),
+        status: 0,
+    }
+}
+
+/// Sends `order` (again: same id, buyer and lines) to the api at `base`.
 pub async fn resend(client: &reqwest::Client, base: &str, order: &PlacedOrder) -> u16 {
     send(client, &format!("{base}/v1/orders"), order).await
 }
@@ -189,7 +216,18 @@ pub async fn order_ids_in_mysql(stack: &Stack) -> BTreeSet<String> {
 }
 
 /// The closing checks (module doc); fails the scenario through `sc`.
-pub async fn finish(mut sc: Scenario, placed: &[PlacedOrder]) {
+pub async fn finish(sc: Scenario, placed: &[PlacedOrder]) {
+    finish_with_singles(sc, placed, None).await;
+}
+
+/// [`finish`] of a scenario that also ran a load of single reservations:
+/// the drain and the harness audit cover its reservations too, and the
+/// history check its answers.
+pub async fn finish_with_singles(
+    mut sc: Scenario,
+    placed: &[PlacedOrder],
+    singles: Option<&LoadReport>,
+) {
     let accepted_orders: Vec<&PlacedOrder> = placed
         .iter()
         .filter(|o| matches!(o.status, 201 | 202))
@@ -199,6 +237,10 @@ pub async fn finish(mut sc: Scenario, placed: &[PlacedOrder]) {
         for &(sku, count) in &order.lines {
             accepted.insert((sku, order.order_id.clone()), (order.user, count));
         }
+    }
+    if let Some(report) = singles {
+        report.print_summary();
+        accepted.extend(report.accepted());
     }
     let skus: Vec<u64> = accepted
         .keys()
@@ -263,6 +305,9 @@ pub async fn finish(mut sc: Scenario, placed: &[PlacedOrder]) {
     let failed = audit::audit_all(&sc.stack, &accepted).await;
     for failure in failed {
         sc.expect(false, failure);
+    }
+    if singles.is_some() {
+        sc.check_history().await;
     }
     sc.stack.assert_roles_alive();
     sc.finish_checks();

@@ -131,6 +131,7 @@
     renderHealth(o);
     renderRates(o);
     renderPipeline(o.pipeline);
+    renderOrders(o.orders);
     renderSkus(o);
   }
 
@@ -220,6 +221,34 @@
     svg.replaceChildren(...parts);
   }
 
+  // A definition list of `items` ([id, label, value]) in `dl`, each value in
+  // the dd `${prefix}-${id}`; built once, then only the values change.
+  function renderStats(dl, prefix, items) {
+    if (!dl.children.length) {
+      for (const [id, label] of items) {
+        const div = document.createElement("div");
+        const dt = document.createElement("dt");
+        dt.textContent = label;
+        const dd = document.createElement("dd");
+        dd.id = `${prefix}-${id}`;
+        div.append(dt, dd);
+        dl.appendChild(div);
+      }
+    }
+    for (const [id, , value] of items) setText($(`${prefix}-${id}`), value);
+  }
+
+  // `null` when MySQL did not answer: every count shows "–".
+  function renderOrders(counts) {
+    const c = counts || {};
+    renderStats($("orders"), "orders", [
+      ["reserved", "Reserved", num(c.reserved)],
+      ["confirmed", "Confirmed", num(c.confirmed)],
+      ["released", "Released", num(c.released)],
+      ["rejected", "Rejected", num(c.rejected)],
+    ]);
+  }
+
   function renderPipeline(p) {
     const items = [
       ["outbox", "Outbox entries", num(p.outbox_entries)],
@@ -231,19 +260,7 @@
       ["lag", "Persist lag p99", ms(p.persist_lag_p99_ms)],
       ["batch", "Consumer batch", p.consumer_batch_size === null ? "–" : p.consumer_batch_size.toFixed(1)],
     ];
-    const dl = $("pipeline");
-    if (!dl.children.length) {
-      for (const [id, label] of items) {
-        const div = document.createElement("div");
-        const dt = document.createElement("dt");
-        dt.textContent = label;
-        const dd = document.createElement("dd");
-        dd.id = `pipe-${id}`;
-        div.append(dt, dd);
-        dl.appendChild(div);
-      }
-    }
-    for (const [id, , value] of items) setText($(`pipe-${id}`), value);
+    renderStats($("pipeline"), "pipe", items);
     const dlq = $("pipe-dlq");
     dlq.classList.toggle("bad-text", (p.dlq_count || 0) > 0);
   }

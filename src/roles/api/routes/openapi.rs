@@ -351,6 +351,7 @@ mod tests {
         for name in [
             "DlqListing",
             "DeadDeduction",
+            "DeadOrderLine",
             "PoisonLetter",
             "DlqKind",
             "ReplayView",
