@@ -51,6 +51,7 @@ mod orders_audit;
 mod orders_batches;
 mod orders_intents;
 mod orders_lifecycle;
+mod orders_mysql_lost;
 mod orders_script;
 mod outage;
 mod pipeline;

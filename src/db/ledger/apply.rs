@@ -89,8 +89,8 @@ async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, D
         report.duplicates += before - msgs.len();
         apply_sku(&mut tx, sku_id, msgs, &mut report, &mut out).await?;
     }
-    for lines in orders.values() {
-        super::apply_order::apply_order(&mut tx, lines, &mut report, &mut out).await?;
+    if !orders.is_empty() {
+        super::apply_order::apply_orders(&mut tx, &orders, &mut report, &mut out).await?;
     }
     report.told = out.take_events();
     event_outbox::stage(&mut tx, out, unix_ms()).await?;
@@ -288,7 +288,7 @@ async fn existing_rows(
 
 /// Live (RESERVED + CONFIRMED) units each buyer of `msgs` holds of the SKU
 /// (index `idx_sku_user_status`; the SKU row lock keeps it stable).
-async fn buyers_live_units(
+pub(super) async fn buyers_live_units(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
     msgs: &[&Deduction],

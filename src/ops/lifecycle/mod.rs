@@ -33,11 +33,13 @@ mod extend;
 mod locate;
 mod order;
 mod order_extend;
+mod order_recovered;
 mod recovered;
 
 pub use extend::{extend, ExtendOutcome, Extension};
 pub use order::{transition_order, OrderTransitionOutcome};
 pub use order_extend::{extend_order, OrderExtendOutcome};
+pub use order_recovered::reapply_lost as reapply_lost_order;
 
 /// Deadlock / lock-timeout retries of one transition.
 const TRANSITION_RETRIES: u32 = 5;

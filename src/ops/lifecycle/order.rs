@@ -42,6 +42,9 @@ pub async fn transition_order(
     if !applied_or_applies(db, redis, order_id).await? {
         return Ok(OrderTransitionOutcome::NotFound);
     }
+    let asked = transition;
+    let transition =
+        super::order_recovered::proven_transition(db, redis, order_id, asked, now_ms).await?;
     let decision = retried(|| decide(db, order_id, transition, now_ms));
     let (outcome, lines) = within_query_bound(db, decision).await?;
     if let OrderTransitionOutcome::Done {
@@ -56,7 +59,14 @@ pub async fn transition_order(
             crate::health::outage::failed("redis", &err);
         }
     }
-    Ok(outcome)
+    Ok(match outcome {
+        // A cancel or expiry that found the payment decided (lost by MySQL,
+        // proven by the record): the payment won.
+        OrderTransitionOutcome::Done { order, .. } if transition != asked => {
+            OrderTransitionOutcome::Conflict { order }
+        }
+        other => other,
+    })
 }
 
 /// Whether MySQL has the order, after applying it whole from its Redis

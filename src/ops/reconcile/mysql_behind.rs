@@ -25,8 +25,11 @@
 //! the lifecycle's confirm (which applies a missing deduction from the Redis
 //! record first); a lost release through a cancel, or an expiry once the
 //! reservation's time has passed (a lost deduction with its release is
-//! recorded RELEASED, never taking stock). Every one of these is a repeat
-//! when already done.
+//! recorded RELEASED, never taking stock). A lost order line (its record
+//! names an order) is re-applied as its whole order, from the order record,
+//! then the decision the line proves (`lifecycle::reapply_lost_order`):
+//! never as a single reservation. Every one of these is a repeat when
+//! already done.
 
 use std::collections::{HashMap, HashSet};
 
@@ -138,10 +141,24 @@ pub async fn reapply(
 ) -> Result<Reapplied, ObserveError> {
     let mut done = Reapplied::default();
     let mut deductions = Vec::new();
+    let mut orders_done = HashSet::new();
     for lost in &lost.deductions {
         let Some(record) = record_of(redis, sku_id, &lost.request_id).await? else {
             continue;
         };
+        if let Some(order_id) = order_of_line(redis, sku_id, &record.request_id).await? {
+            reapply_order(
+                db,
+                redis,
+                &order_id,
+                record.status,
+                now_ms,
+                &mut orders_done,
+            )
+            .await?;
+            done.transitions += 1;
+            continue;
+        }
         match record.status {
             ReservationStatus::Reserved => deductions.push(Deduction::from(&record)),
             ReservationStatus::Confirmed => {
@@ -168,6 +185,11 @@ pub async fn reapply(
         let Some(record) = record_of(redis, sku_id, id).await? else {
             continue;
         };
+        if let Some(order_id) = order_of_line(redis, sku_id, &record.request_id).await? {
+            reapply_order(db, redis, &order_id, *status, now_ms, &mut orders_done).await?;
+            done.transitions += 1;
+            continue;
+        }
         let transition = match status {
             ReservationStatus::Confirmed => Transition::Confirm,
             _ if record.expires_at_ms <= now_ms => Transition::Expire,
@@ -183,6 +205,43 @@ pub async fn reapply(
             "reconcile.mysql_behind: work MySQL lost re-applied from the Redis records");
     }
     Ok(done)
+}
+
+/// The order `request_id` is a line of on `sku_id`, if it is one: an order
+/// record of that id with a line of the SKU (a single reservation cannot
+/// share a SKU and an id with an order line: both are the same record).
+async fn order_of_line(
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+) -> Result<Option<RequestId>, ObserveError> {
+    let record = redis.orders().record(request_id).await?;
+    Ok(record
+        .filter(|r| r.lines.lines().iter().any(|l| l.sku_id == sku_id))
+        .map(|_| request_id.clone()))
+}
+
+/// Re-applies a lost order whole (once per repair, whichever of its lines
+/// found it): `lifecycle::reapply_lost_order`.
+async fn reapply_order(
+    db: &Db,
+    redis: &RedisStore,
+    order_id: &RequestId,
+    proven: ReservationStatus,
+    now_ms: u64,
+    done: &mut HashSet<RequestId>,
+) -> Result<(), ObserveError> {
+    if !done.insert(order_id.clone()) {
+        return Ok(());
+    }
+    let reapplied = lifecycle::reapply_lost_order(db, redis, order_id, proven, now_ms)
+        .await
+        .map_err(ObserveError::from)?;
+    if !reapplied {
+        tracing::warn!(order.id = %order_id,
+            "reconcile.mysql_behind: an order MySQL lost has no Redis record left; not re-applied");
+    }
+    Ok(())
 }
 
 async fn record_of(

@@ -1,0 +1,113 @@
+//! Order decisions MySQL lost that Redis proves (docs/operations.md, "MySQL
+//! failover"), as `recovered` does for single reservations. An order's
+//! record is marked CONFIRMED or RELEASED (`order_mark.lua`) only after
+//! MySQL committed that decision, so a marked record whose order row is
+//! still RESERVED is a decision MySQL made and then lost with a failover to
+//! a lagging replica: any transition asked of the order re-applies it first
+//! (a paid order is never released by its expiry), and the reconciler's
+//! repair of `MYSQL_BEHIND` re-applies lost orders whole, as orders
+//! ([`reapply_lost`]), never their lines as single reservations.
+//!
+//! The proof is the order record: its lines are mirrored before it, so a
+//! mark that failed (Redis unreachable right after the commit) leaves a
+//! record that proves nothing, and MySQL's state stands.
+
+use super::order::{applied_or_applies, transition_order};
+use super::{LifecycleError, Transition};
+use crate::db::orders;
+use crate::db::Db;
+use crate::domain::{RequestId, ReservationStatus};
+use crate::redis::RedisStore;
+
+/// The transition to apply for `asked`: the decision the order record
+/// proves when MySQL's order row is still RESERVED, else `asked`. A confirm
+/// or cancel does not wait for Redis (without the record nothing is
+/// proven); an expiry does (the closer retries it), since releasing
+/// unchecked could free a paid order.
+pub(super) async fn proven_transition(
+    db: &Db,
+    redis: &RedisStore,
+    order_id: &RequestId,
+    asked: Transition,
+    now_ms: u64,
+) -> Result<Transition, LifecycleError> {
+    let row = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            orders::find(&mut conn, order_id).await
+        })
+        .await?;
+    if row.is_none_or(|r| r.status != ReservationStatus::Reserved) {
+        return Ok(asked); // MySQL decided already (or has no order): it stands
+    }
+    let record = match redis.orders().record(order_id).await {
+        Ok(record) => record,
+        Err(err) if asked != Transition::Expire => {
+            tracing::debug!(error = %err, "lifecycle: order record not read before a confirm or cancel");
+            return Ok(asked);
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let proven = match record.map(|r| (r.status, r.expires_ms)) {
+        Some((ReservationStatus::Confirmed, _)) => Transition::Confirm,
+        Some((ReservationStatus::Released, expires_ms)) => release_of(asked, expires_ms, now_ms),
+        _ => return Ok(asked),
+    };
+    if proven != asked {
+        metrics::counter!("stockd_lost_decisions_reapplied_total").increment(1);
+        tracing::warn!(order.id = %order_id, asked = ?asked, reapplied = ?proven,
+            "lifecycle: the order record mirrors a decision MySQL does not have (lost by a failover); re-applying it");
+    }
+    Ok(proven)
+}
+
+/// The release a RELEASED record stands for: the one asked if it is a
+/// release, else an expiry once the order's time has passed (a cancel
+/// before). The record does not say which it was.
+fn release_of(asked: Transition, expires_ms: u64, now_ms: u64) -> Transition {
+    match asked {
+        Transition::Cancel | Transition::Expire => asked,
+        Transition::Confirm if expires_ms <= now_ms => Transition::Expire,
+        Transition::Confirm => Transition::Cancel,
+    }
+}
+
+/// The reconciler's repair of an order MySQL lost, found through one of its
+/// lines (`proven` is that line's Redis status): applies the order whole
+/// from its record when MySQL lacks it (exactly as the consumer would), then
+/// the decision the line proves. False when Redis no longer has the order
+/// record (nothing can be proven); a repeat when already done.
+pub async fn reapply_lost(
+    db: &Db,
+    redis: &RedisStore,
+    order_id: &RequestId,
+    proven: ReservationStatus,
+    now_ms: u64,
+) -> Result<bool, LifecycleError> {
+    let Some(record) = redis.orders().record(order_id).await? else {
+        return Ok(false);
+    };
+    if !applied_or_applies(db, redis, order_id).await? {
+        return Ok(false);
+    }
+    let transition = match proven {
+        ReservationStatus::Confirmed => Transition::Confirm,
+        ReservationStatus::Released => release_of(Transition::Confirm, record.expires_ms, now_ms),
+        _ => return Ok(true),
+    };
+    transition_order(db, redis, order_id, transition, now_ms).await?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_record_is_the_release_asked_or_the_one_its_time_says() {
+        assert_eq!(release_of(Transition::Cancel, 10, 5), Transition::Cancel);
+        assert_eq!(release_of(Transition::Expire, 10, 50), Transition::Expire);
+        assert_eq!(release_of(Transition::Confirm, 10, 50), Transition::Expire);
+        assert_eq!(release_of(Transition::Confirm, 10, 5), Transition::Cancel);
+    }
+}

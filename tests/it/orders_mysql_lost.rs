@@ -1,0 +1,277 @@
+//! Orders MySQL acknowledged and then lost (a failover to an asynchronous
+//! replica that had not applied them), played by undoing the commits in the
+//! test's database, as `mysql_lost` does for single reservations: the
+//! reconciler finds them `MYSQL_BEHIND` on each SKU of their lines, and its
+//! repair re-applies each order whole, as an order (its order row and a line
+//! row per SKU), never its lines as single reservations.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use serde_json::json;
+
+use stockd::domain::ReservationStatus;
+use stockd::ops::invariants;
+use stockd::ops::lifecycle::{self, OrderTransitionOutcome, Transition};
+use stockd::ops::reconcile::Verdict;
+
+use crate::helpers::{TestApp, TestOptions};
+
+/// Judge lost work as soon as two looks agree (the age bound has its unit test).
+fn judged_at_once() -> TestOptions {
+    TestOptions {
+        tweak: Some(Arc::new(|s| s.reconcile.lost_after_ms = 0)),
+        ..TestOptions::default()
+    }
+}
+
+async fn place(app: &TestApp, order_id: &str, user: u64, lines: &[(u64, u32)]) {
+    let lines: Vec<_> = lines
+        .iter()
+        .map(|&(sku, count)| json!({"sku_id": TestApp::sku(sku).get(), "count": count}))
+        .collect();
+    let body = json!({"order_id": order_id, "user_id": user, "lines": lines});
+    let resp = app
+        .client
+        .post(format!("{}/v1/orders", app.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201, "{order_id}");
+}
+
+async fn order_status(app: &TestApp, order_id: &str) -> Option<String> {
+    let mut db = app.mysql().await;
+    db.exec_first("SELECT status FROM orders WHERE order_id = ?", (order_id,))
+        .await
+        .unwrap()
+}
+
+/// (sku, status, order_line) of every ledger row of `order_id`.
+async fn line_rows(app: &TestApp, order_id: &str) -> Vec<(u64, String, u8)> {
+    let mut db = app.mysql().await;
+    db.exec(
+        "SELECT sku_id, status, order_line FROM stock_deduct_idempotent
+         WHERE deduct_request_id = ? ORDER BY sku_id",
+        (order_id,),
+    )
+    .await
+    .unwrap()
+}
+
+/// Undoes the commit of `order_id`'s apply: its order row, its line rows
+/// and their units go.
+async fn lose_order(app: &TestApp, order_id: &str, lines: &[(u64, u32)]) {
+    let mut db = app.mysql().await;
+    db.exec_drop("DELETE FROM orders WHERE order_id = ?", (order_id,))
+        .await
+        .unwrap();
+    for &(sku, count) in lines {
+        let sku = TestApp::sku(sku).get();
+        db.exec_drop(
+            "DELETE FROM stock_deduct_idempotent WHERE sku_id = ? AND deduct_request_id = ?",
+            (sku, order_id),
+        )
+        .await
+        .unwrap();
+        db.exec_drop(
+            "UPDATE sku_stock SET available_stock = available_stock + ? WHERE sku_id = ?",
+            (count, sku),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// Undoes the commit of `order_id`'s confirm: the order and its lines are
+/// RESERVED again (a confirm moves no unit).
+async fn lose_confirm(app: &TestApp, order_id: &str) {
+    let mut db = app.mysql().await;
+    db.exec_drop(
+        "UPDATE orders SET status = 'RESERVED', reason = NULL, finished_at_ms = NULL
+         WHERE order_id = ?",
+        (order_id,),
+    )
+    .await
+    .unwrap();
+    db.exec_drop(
+        "UPDATE stock_deduct_idempotent SET status = 'RESERVED', reason = NULL,
+         finished_at_ms = NULL WHERE deduct_request_id = ?",
+        (order_id,),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn orders_mysql_lost_are_reapplied_whole_as_orders() {
+    let app = TestApp::with(judged_at_once()).await;
+    app.create_sku(1, 20, 5).await;
+    app.create_sku(2, 20, 5).await;
+    let lost = [(1, 2), (2, 1)];
+    let paid = [(1, 1), (2, 1)];
+    place(&app, "o-lost", 1, &lost).await;
+    place(&app, "o-paid", 2, &paid).await;
+    for order_id in ["o-lost", "o-paid"] {
+        app.eventually(order_id, Duration::from_secs(20), || async {
+            order_status(&app, order_id).await.is_some()
+        })
+        .await;
+    }
+    assert_eq!(app.post_json("/v1/orders/o-paid/confirm").await.0, 200);
+    app.wait_drained(1).await;
+    app.wait_drained(2).await;
+    let healthy = app.reconcile(false).await;
+    assert!(
+        healthy.skus.iter().all(|l| l.verdict == Verdict::Ok),
+        "{healthy:?}"
+    );
+
+    lose_order(&app, "o-lost", &lost).await;
+    lose_confirm(&app, "o-paid").await;
+    let _first_look = app.reconcile(false).await;
+    let second = app.reconcile(false).await;
+    for line in &second.skus {
+        assert_eq!(
+            (line.verdict, line.lost_reservations),
+            (Verdict::MysqlBehind, 2),
+            "each SKU lost a line of o-lost and o-paid's confirm: {line:?}"
+        );
+    }
+
+    // SKU 1's repair re-applies both orders whole (two re-applied, nothing
+    // republished as a single reservation), so SKU 2 is healthy by its turn.
+    let repaired = app.reconcile(true).await;
+    let (first, second) = (&repaired.skus[0], &repaired.skus[1]);
+    assert_eq!(
+        (first.repaired, first.republished, first.reapplied),
+        (true, 0, 2),
+        "{first:?}"
+    );
+    assert_eq!(second.verdict, Verdict::Ok, "{second:?}");
+    app.eventually("o-lost applied again", Duration::from_secs(20), || async {
+        order_status(&app, "o-lost").await.is_some()
+    })
+    .await;
+    app.wait_drained(1).await;
+    app.wait_drained(2).await;
+    assert_eq!(
+        order_status(&app, "o-lost").await.as_deref(),
+        Some("RESERVED")
+    );
+    assert_eq!(
+        order_status(&app, "o-paid").await.as_deref(),
+        Some("CONFIRMED")
+    );
+    let (one, two) = (TestApp::sku(1).get(), TestApp::sku(2).get());
+    assert_eq!(
+        line_rows(&app, "o-lost").await,
+        [(one, "RESERVED".into(), 1), (two, "RESERVED".into(), 1)],
+        "o-lost's lines are order lines again, not single reservations"
+    );
+    assert_eq!(
+        line_rows(&app, "o-paid").await,
+        [(one, "CONFIRMED".into(), 1), (two, "CONFIRMED".into(), 1)]
+    );
+    assert_eq!(app.mysql_available(1).await, Some(20 - 3));
+    assert_eq!(app.mysql_available(2).await, Some(20 - 2));
+    for _ in 0..2 {
+        let after = app.reconcile(false).await;
+        assert!(
+            after.skus.iter().all(|l| l.verdict == Verdict::Ok),
+            "{after:?}"
+        );
+    }
+    let report = invariants::run(&app.res, &[], &mut |_, _| {})
+        .await
+        .unwrap();
+    assert!(report.ok, "{report:?}");
+    app.cleanup().await;
+}
+
+/// Undoes a cancel's commit: the order and its lines RESERVED again, their
+/// units taken again.
+async fn lose_cancel(app: &TestApp, order_id: &str, lines: &[(u64, u32)]) {
+    lose_confirm(app, order_id).await;
+    let mut db = app.mysql().await;
+    for &(sku, count) in lines {
+        db.exec_drop(
+            "UPDATE sku_stock SET available_stock = available_stock - ? WHERE sku_id = ?",
+            (count, TestApp::sku(sku).get()),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// A confirm MySQL lost is not undone by a cancel or by the clock: both
+/// re-apply the payment (409 `RESERVATION_CONFIRMED` to the cancel); a
+/// cancel MySQL lost makes a late payment 409 `RESERVATION_RELEASED`.
+#[tokio::test]
+async fn an_order_decision_mysql_lost_is_reapplied_before_any_other() {
+    let app = TestApp::with(TestOptions::default()).await;
+    app.create_sku(1, 20, 5).await;
+    app.create_sku(2, 20, 5).await;
+    let lines = [(1, 1), (2, 2)];
+    place(&app, "o-paid", 1, &lines).await;
+    place(&app, "o-gone", 2, &lines).await;
+    for order_id in ["o-paid", "o-gone"] {
+        app.eventually(order_id, Duration::from_secs(20), || async {
+            order_status(&app, order_id).await.is_some()
+        })
+        .await;
+    }
+    assert_eq!(app.post_json("/v1/orders/o-paid/confirm").await.0, 200);
+    assert_eq!(app.post_json("/v1/orders/o-gone/cancel").await.0, 200);
+
+    lose_confirm(&app, "o-paid").await;
+    let (status, problem) = app.post_json("/v1/orders/o-paid/cancel").await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("RESERVATION_CONFIRMED")),
+        "{problem}"
+    );
+    assert_eq!(
+        order_status(&app, "o-paid").await.as_deref(),
+        Some("CONFIRMED")
+    );
+
+    lose_confirm(&app, "o-paid").await;
+    let id = stockd::domain::RequestId::parse("o-paid").unwrap();
+    let late = stockd::clock::unix_ms() + 24 * 3_600_000;
+    let expired =
+        lifecycle::transition_order(&app.res.db, &app.res.redis, &id, Transition::Expire, late)
+            .await
+            .unwrap();
+    assert!(
+        matches!(&expired, OrderTransitionOutcome::Conflict { order } if order.status == ReservationStatus::Confirmed),
+        "{expired:?}"
+    );
+    assert_eq!(
+        order_status(&app, "o-paid").await.as_deref(),
+        Some("CONFIRMED")
+    );
+
+    lose_cancel(&app, "o-gone", &lines).await;
+    let (status, problem) = app.post_json("/v1/orders/o-gone/confirm").await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (409, Some("RESERVATION_RELEASED")),
+        "{problem}"
+    );
+    assert_eq!(
+        order_status(&app, "o-gone").await.as_deref(),
+        Some("RELEASED")
+    );
+    assert_eq!(app.mysql_available(1).await, Some(20 - 1));
+    assert_eq!(app.mysql_available(2).await, Some(20 - 2));
+    app.wait_drained(1).await;
+    app.wait_drained(2).await;
+    let report = invariants::run(&app.res, &[], &mut |_, _| {})
+        .await
+        .unwrap();
+    assert!(report.ok, "{report:?}");
+    app.cleanup().await;
+}
