@@ -154,6 +154,9 @@ pub struct OrderRecord {
     pub status: ReservationStatus,
     pub created_ms: u64,
     pub expires_ms: u64,
+    /// Extensions mirrored onto the record (`ext`, `order_extend.lua`); 0
+    /// before the first.
+    pub extensions: u32,
 }
 
 impl Orders {
@@ -192,6 +195,10 @@ impl Orders {
             status: ReservationStatus::parse(field("status")?).ok_or_else(bad)?,
             created_ms: num("created_ms")?,
             expires_ms: num("expires_ms")?,
+            extensions: match map.get("ext") {
+                None => 0,
+                Some(ext) => ext.parse().map_err(|_| bad())?,
+            },
         }))
     }
 

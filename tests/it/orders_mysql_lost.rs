@@ -275,3 +275,80 @@ async fn an_order_decision_mysql_lost_is_reapplied_before_any_other() {
     assert!(report.ok, "{report:?}");
     app.cleanup().await;
 }
+
+/// (expires_at_ms, extensions) of o-ext's order row, then of its lines.
+async fn times(app: &TestApp) -> Vec<(u64, u32)> {
+    let mut db = app.mysql().await;
+    db.query(
+        "SELECT expires_at_ms, extensions FROM orders WHERE order_id = 'o-ext'
+         UNION ALL SELECT expires_at_ms, extensions FROM stock_deduct_idempotent
+         WHERE deduct_request_id = 'o-ext'",
+    )
+    .await
+    .unwrap()
+}
+
+/// An extension MySQL lost (the order row and its lines back at the first
+/// time, no extension counted) is re-applied by the expiry at the old time
+/// from the order record, instead of releasing an order the buyer was told
+/// is held; the expiry at the moved time releases it.
+#[tokio::test]
+async fn an_order_extension_mysql_lost_is_reapplied_by_its_expiry() {
+    let app = TestApp::with(TestOptions::default()).await;
+    app.create_sku(1, 20, 5).await;
+    app.create_sku(2, 20, 5).await;
+    place(&app, "o-ext", 1, &[(1, 1), (2, 1)]).await;
+    app.eventually("o-ext", Duration::from_secs(20), || async {
+        order_status(&app, "o-ext").await.is_some()
+    })
+    .await;
+    let first: Vec<(u64, u32)> = times(&app).await;
+    let (first_ms, _) = first[0];
+    let (status, extended) = app.post_json("/v1/orders/o-ext/extend").await;
+    assert_eq!(status, 200, "{extended}");
+    let moved = times(&app).await;
+    let (moved_ms, _) = moved[0];
+    assert!(moved_ms > first_ms);
+    assert!(moved.iter().all(|&t| t == (moved_ms, 1)), "{moved:?}");
+
+    let mut db = app.mysql().await;
+    for table in ["orders", "stock_deduct_idempotent"] {
+        let id = if table == "orders" {
+            "order_id"
+        } else {
+            "deduct_request_id"
+        };
+        db.exec_drop(
+            format!("UPDATE {table} SET expires_at_ms = ?, extensions = 0 WHERE {id} = 'o-ext'"),
+            (first_ms,),
+        )
+        .await
+        .unwrap();
+    }
+    drop(db);
+    let id = stockd::domain::RequestId::parse("o-ext").unwrap();
+    let (db, redis) = (&app.res.db, &app.res.redis);
+    let at_old_time = lifecycle::transition_order(db, redis, &id, Transition::Expire, first_ms + 1)
+        .await
+        .unwrap();
+    assert_eq!(at_old_time, OrderTransitionOutcome::NotYetExpired);
+    assert_eq!(
+        order_status(&app, "o-ext").await.as_deref(),
+        Some("RESERVED")
+    );
+    let again = times(&app).await;
+    assert!(
+        again.iter().all(|&t| t == (moved_ms, 1)),
+        "re-applied: {again:?}"
+    );
+    let at_new_time = lifecycle::transition_order(db, redis, &id, Transition::Expire, moved_ms + 1)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&at_new_time, OrderTransitionOutcome::Done { order, changed: true } if order.status == ReservationStatus::Released),
+        "{at_new_time:?}"
+    );
+    app.wait_drained(1).await;
+    app.wait_drained(2).await;
+    app.cleanup().await;
+}

@@ -6,17 +6,25 @@
 //! a lagging replica: any transition asked of the order re-applies it first
 //! (a paid order is never released by its expiry), and the reconciler's
 //! repair of `MYSQL_BEHIND` re-applies lost orders whole, as orders
-//! ([`reapply_lost`]), never their lines as single reservations.
+//! ([`reapply_lost`]), never their lines as single reservations. The same
+//! for an extension: a RESERVED record of the same admission with a later
+//! time and more extensions than the order row is an extension MySQL lost,
+//! and an expiry re-applies it (to the order row and every line) instead of
+//! releasing an order the buyer was told is held.
 //!
 //! The proof is the order record: its lines are mirrored before it, so a
 //! mark that failed (Redis unreachable right after the commit) leaves a
 //! record that proves nothing, and MySQL's state stands.
 
+use mysql_async::prelude::Queryable;
+
 use super::order::{applied_or_applies, transition_order};
-use super::{LifecycleError, Transition};
-use crate::db::orders;
-use crate::db::Db;
+use super::{retried, LifecycleError, Transition};
+use crate::db::ledger;
+use crate::db::orders::{self, OrderRow};
+use crate::db::{sku, Db, DbError};
 use crate::domain::{RequestId, ReservationStatus};
+use crate::redis::orders::OrderRecord;
 use crate::redis::RedisStore;
 
 /// The transition to apply for `asked`: the decision the order record
@@ -37,7 +45,10 @@ pub(super) async fn proven_transition(
             orders::find(&mut conn, order_id).await
         })
         .await?;
-    if row.is_none_or(|r| r.status != ReservationStatus::Reserved) {
+    if row
+        .as_ref()
+        .is_none_or(|r| r.status != ReservationStatus::Reserved)
+    {
         return Ok(asked); // MySQL decided already (or has no order): it stands
     }
     let record = match redis.orders().record(order_id).await {
@@ -48,6 +59,13 @@ pub(super) async fn proven_transition(
         }
         Err(err) => return Err(err.into()),
     };
+    if let (Transition::Expire, Some(row), Some(record)) = (asked, &row, &record) {
+        if later_in_redis(row, record) {
+            let reapplied = retried(|| reapply_extension(db, row, record));
+            super::within_query_bound(db, reapplied).await?;
+            // The decision reads the order row again: the later time, if re-applied.
+        }
+    }
     let proven = match record.map(|r| (r.status, r.expires_ms)) {
         Some((ReservationStatus::Confirmed, _)) => Transition::Confirm,
         Some((ReservationStatus::Released, expires_ms)) => release_of(asked, expires_ms, now_ms),
@@ -59,6 +77,73 @@ pub(super) async fn proven_transition(
             "lifecycle: the order record mirrors a decision MySQL does not have (lost by a failover); re-applying it");
     }
     Ok(proven)
+}
+
+/// Whether the order record mirrors an extension MySQL lost: both still
+/// reserved, the same admission, and the record's time and count of
+/// extensions ahead of the row's.
+fn later_in_redis(row: &OrderRow, record: &OrderRecord) -> bool {
+    row.status == ReservationStatus::Reserved
+        && record.status == ReservationStatus::Reserved
+        && record.created_ms == row.reserved_at_ms
+        && record.expires_ms > row.expires_at_ms
+        && record.extensions > row.extensions
+}
+
+/// Moves the order row and every line to the record's time and count of
+/// extensions, in one transaction under the order lock protocol (the SKU
+/// rows ascending, then the order row, then the lines). The guards make it
+/// a no-op for anything but the lost extension.
+async fn reapply_extension(
+    db: &Db,
+    row: &OrderRow,
+    record: &OrderRecord,
+) -> Result<(), LifecycleError> {
+    let mut conn = db.conn().await?;
+    let mut tx = conn
+        .start_transaction(ledger::tx_opts())
+        .await
+        .map_err(DbError::from)?;
+    for line in row.lines.lines() {
+        sku::lock(&mut tx, line.sku_id).await?;
+    }
+    tx.exec_drop(
+        "UPDATE orders SET expires_at_ms = ?, extensions = ?
+         WHERE order_id = ? AND status = 'RESERVED' AND reserved_at_ms = ?
+           AND extensions < ? AND expires_at_ms < ?",
+        (
+            record.expires_ms,
+            record.extensions,
+            row.order_id.as_str(),
+            row.reserved_at_ms,
+            record.extensions,
+            record.expires_ms,
+        ),
+    )
+    .await
+    .map_err(DbError::from)?;
+    if tx.affected_rows() != 1 {
+        return Ok(()); // dropped uncommitted: rolled back
+    }
+    for line in row.lines.lines() {
+        tx.exec_drop(
+            "UPDATE stock_deduct_idempotent SET expires_at_ms = ?, extensions = ?
+             WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'",
+            (
+                record.expires_ms,
+                record.extensions,
+                line.sku_id.get(),
+                row.order_id.as_str(),
+            ),
+        )
+        .await
+        .map_err(DbError::from)?;
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    metrics::counter!("stockd_lost_decisions_reapplied_total").increment(1);
+    tracing::warn!(order.id = %row.order_id,
+        "lifecycle: the order record mirrors an extension MySQL does not have (lost by a failover); re-applied it");
+    Ok(())
 }
 
 /// The release a RELEASED record stands for: the one asked if it is a
