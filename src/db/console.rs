@@ -96,7 +96,9 @@ pub struct OrderCounts {
 }
 
 /// Every order by status: a scan of `idx_orders_status_expiry` (index
-/// only, no row is read), so it grows with the orders kept.
+/// only, no row is read), so it grows with the orders kept: 0.10–0.21 s
+/// for a million orders on this VM; past the overview's part timeout
+/// (0.8 s) the console shows the counts as unknown.
 pub async fn order_counts(db: &Db) -> Result<OrderCounts, DbError> {
     let raw: Vec<(String, u64)> = db
         .bounded(async {
