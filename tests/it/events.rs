@@ -312,3 +312,79 @@ async fn a_split_sku_tells_each_reservation_once() {
     tap.close().await;
     app.finish_drained_and_conserved(1).await;
 }
+
+/// An order's lines are told as reservations under the order's id: a
+/// reserved and a persisted event per line of an order MySQL applied, and
+/// for an order MySQL rejected (SKU 2 short in MySQL, as after Redis lost
+/// writes) a rejected event per line, the short line `over_admitted`, the
+/// other `order_rejected`; every message valid against the AsyncAPI
+/// document.
+#[tokio::test]
+async fn an_order_is_told_line_by_line_and_a_rejected_one_names_why() {
+    let app = TestApp::with(TestOptions::default()).await;
+    let tap = EventTap::bind(&app, "stockd.reservation.#").await;
+    app.create_sku(1, 5, 5).await;
+    app.create_sku(2, 5, 5).await;
+    let place = |order_id: &'static str, user: u64| {
+        let app = &app;
+        async move {
+            let body = json!({"order_id": order_id, "user_id": user, "lines": [
+                {"sku_id": 1, "count": 1}, {"sku_id": 2, "count": 1}]});
+            let resp = app
+                .client
+                .post(format!("{}/v1/orders", app.base))
+                .json(&body);
+            assert_eq!(resp.send().await.unwrap().status(), 201, "{order_id}");
+        }
+    };
+    place("ev-o1", 1).await;
+    app.wait_drained(1).await;
+    let mut db = app.mysql().await;
+    db.exec_drop(
+        "UPDATE sku_stock SET available_stock = 0 WHERE sku_id = ?",
+        (TestApp::sku(2).get(),),
+    )
+    .await
+    .unwrap();
+    drop(db);
+    place("ev-o2", 2).await;
+    let expected: BTreeMap<String, usize> = [
+        ("stockd.reservation.reserved", 4),
+        ("stockd.reservation.persisted", 2),
+        ("stockd.reservation.rejected", 2),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n))
+    .collect();
+    let arrived = poll_until_steady(ARRIVAL, || async {
+        count_by_type(&tap.kinds_and_ids()) == expected
+    })
+    .await;
+    assert!(arrived, "{:?}", count_by_type(&tap.kinds_and_ids()));
+    let mut rejected: Vec<(String, String)> = (tap.events().iter())
+        .filter(|e| e["type"] == "stockd.reservation.rejected")
+        .map(|e| {
+            let subject = e["subject"].as_str().unwrap().to_string();
+            (subject, e["data"]["reason"].as_str().unwrap().to_string())
+        })
+        .collect();
+    rejected.sort();
+    let (one, two) = (TestApp::sku(1).get(), TestApp::sku(2).get());
+    assert_eq!(
+        rejected,
+        [
+            (
+                format!("skus/{one}/reservations/ev-o2"),
+                "order_rejected".to_string()
+            ),
+            (
+                format!("skus/{two}/reservations/ev-o2"),
+                "over_admitted".to_string()
+            ),
+        ]
+    );
+    let report = tap.check_with_sdk_and_asyncapi();
+    assert!(report.contains(" 0 errors"), "{report}");
+    app.wait_drained(2).await;
+    app.cleanup().await;
+}
