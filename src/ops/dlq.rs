@@ -341,8 +341,15 @@ fn published(result: Result<(), PublishError>, what: &str) -> Result<bool, MqErr
     }
 }
 
+/// Whether `deduction` is of `sku` (any, when `None`): its own SKU, or for
+/// an order's deduction any line's (it stands for the whole order, so a
+/// `--sku` of any of the order's SKUs lists and replays it).
 fn matches(sku: Option<SkuId>, deduction: &Deduction) -> bool {
-    sku.is_none_or(|sku| deduction.sku_id == sku)
+    sku.is_none_or(|sku| {
+        deduction.sku_id == sku
+            || (deduction.order.as_ref())
+                .is_some_and(|order| order.lines().iter().any(|line| line.sku_id == sku))
+    })
 }
 
 fn dead_deduction(kind: DlqKind, letter: &DeadLetter, d: &Deduction) -> DeadDeduction {
@@ -378,5 +385,46 @@ fn poison(kind: DlqKind, letter: &DeadLetter, error: String) -> PoisonLetter {
         error,
         body_preview: String::from_utf8_lossy(shown).into_owned(),
         message_id: letter.message_id(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{OrderLine, OrderLines, RequestId, UserId};
+
+    fn sku(n: u64) -> SkuId {
+        SkuId::new(n).unwrap()
+    }
+
+    #[test]
+    fn an_order_deduction_is_of_every_sku_of_its_order() {
+        let lines = OrderLines::new(
+            vec![
+                OrderLine {
+                    sku_id: sku(1),
+                    count: 1,
+                },
+                OrderLine {
+                    sku_id: sku(2),
+                    count: 3,
+                },
+            ],
+            20,
+        )
+        .unwrap();
+        let id = RequestId::parse("o-1").unwrap();
+        let user = UserId::new(7).unwrap();
+        let first_line = Deduction::of_order(&id, user, &lines, 1, 2).swap_remove(0);
+        assert_eq!(first_line.sku_id, sku(1));
+        assert!(matches(None, &first_line));
+        assert!(matches(Some(sku(1)), &first_line));
+        assert!(matches(Some(sku(2)), &first_line), "the order's other SKU");
+        assert!(!matches(Some(sku(3)), &first_line));
+        let single = Deduction {
+            order: None,
+            ..first_line
+        };
+        assert!(!matches(Some(sku(2)), &single));
     }
 }
