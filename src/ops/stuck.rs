@@ -22,17 +22,26 @@ pub const PLACES: [&str; 3] = [IN_DLQ, IN_FLIGHT, IN_DLQ_AND_FLIGHT];
 /// Dead-lettered deductions per SKU: request id -> units.
 pub type DeadLettered = HashMap<SkuId, HashMap<String, i64>>;
 
-/// Groups a DLQ listing's deductions by SKU.
+/// Groups a DLQ listing's deductions by SKU. An order's deduction stands
+/// for every line of its order (it carries one line's, and names them all),
+/// so each line counts under its own SKU: a SKU's line of a dead-lettered
+/// order is stuck there too, not lost.
 pub fn by_sku(deductions: &[DeadDeduction]) -> DeadLettered {
     let mut out = DeadLettered::new();
     for d in deductions {
-        let Ok(sku) = SkuId::new(d.sku_id) else {
-            continue; // decoded deductions always carry a valid id
+        let lines: Vec<(u64, u32)> = match &d.order_lines {
+            Some(lines) => lines.iter().map(|l| (l.sku_id, l.count)).collect(),
+            None => vec![(d.sku_id, d.count)],
         };
-        // One deduction dead-lettered twice (a duplicate) still holds its units once.
-        out.entry(sku)
-            .or_default()
-            .insert(d.request_id.clone(), i64::from(d.count));
+        for (sku_id, count) in lines {
+            let Ok(sku) = SkuId::new(sku_id) else {
+                continue; // decoded deductions always carry a valid id
+            };
+            // One deduction dead-lettered twice (a duplicate) still holds its units once.
+            out.entry(sku)
+                .or_default()
+                .insert(d.request_id.clone(), i64::from(count));
+        }
     }
     out
 }
@@ -91,6 +100,52 @@ mod tests {
 
     const BOUND_MS: u64 = 60_000;
     const NOW_MS: u64 = 1_000_000;
+
+    fn dead(request_id: &str, sku_id: u64, count: u32) -> DeadDeduction {
+        DeadDeduction {
+            queue: super::super::dlq::DlqKind::Deduct,
+            sku_id,
+            request_id: request_id.into(),
+            user_id: 1,
+            count,
+            created_ms: 1,
+            expires_ms: 2,
+            reason: "poison".into(),
+            attempts: None,
+            message_id: None,
+            order_lines: None,
+        }
+    }
+
+    #[test]
+    fn a_dead_lettered_order_is_stuck_under_every_sku_of_its_lines() {
+        use super::super::dlq::DeadOrderLine;
+        let order = DeadDeduction {
+            order_lines: Some(vec![
+                DeadOrderLine {
+                    sku_id: 1,
+                    count: 1,
+                },
+                DeadOrderLine {
+                    sku_id: 2,
+                    count: 3,
+                },
+            ]),
+            ..dead("o-1", 1, 1)
+        };
+        let grouped = by_sku(&[order, dead("r-1", 2, 2)]);
+        let of = |n: u64| {
+            grouped
+                .get(&SkuId::new(n).unwrap())
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(of(1), HashMap::from([("o-1".to_string(), 1)]));
+        assert_eq!(
+            of(2),
+            HashMap::from([("o-1".to_string(), 3), ("r-1".to_string(), 2)])
+        );
+    }
 
     #[test]
     fn young_in_flight_work_is_not_stuck_and_old_work_is() {
