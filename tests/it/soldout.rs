@@ -137,3 +137,43 @@ async fn a_restarted_node_loads_its_flags_from_the_durable_markers() {
     app.wait_ledger_rows(1).await;
     app.finish_drained(1).await;
 }
+
+/// The board reads a sold-out SKU's winners in pages (SSCAN), so a set of
+/// thousands of ids comes back whole, each once, without one blocking
+/// SMEMBERS; more than the cap is `None`.
+#[tokio::test]
+async fn the_winners_of_a_sold_out_sku_are_read_whole_in_pages() {
+    const WINNERS: usize = 2_500;
+    let app = TestApp::with(TestOptions::default()).await;
+    app.create_sku(1, 10, 10).await;
+    let sku = TestApp::sku(1);
+    let key = app.res.redis.keys().winners(sku);
+    let ids: Vec<String> = (0..WINNERS).map(|n| format!("w-{n}")).collect();
+    let mut conn = app.redis_conn().await;
+    for chunk in ids.chunks(500) {
+        let _: () = redis::cmd("SADD")
+            .arg(&key)
+            .arg(chunk)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let read = app.res.redis.skus().winners(sku, 0, 100_000).await.unwrap();
+    let read = read.expect("under the cap");
+    assert_eq!(read.len(), WINNERS);
+    assert!(ids.iter().all(|id| read.contains(id)));
+    let capped = app
+        .res
+        .redis
+        .skus()
+        .winners(sku, 0, WINNERS - 1)
+        .await
+        .unwrap();
+    assert_eq!(capped, None, "more winners than the cap");
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    app.cleanup().await;
+}
