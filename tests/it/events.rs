@@ -16,6 +16,11 @@ use crate::helpers::{poll_until_steady, TestApp, TestOptions};
 /// of 100 ms, the closer's expiry after `ttl_secs` + grace, a busy machine).
 const ARRIVAL: Duration = Duration::from_secs(30);
 
+/// The expected count of each event type, as `count_by_type` gives it.
+fn want(counts: &[(&str, usize)]) -> BTreeMap<String, usize> {
+    counts.iter().map(|&(k, n)| (k.to_string(), n)).collect()
+}
+
 fn count_by_type(pairs: &[(String, String)]) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for (kind, _) in pairs {
@@ -60,7 +65,7 @@ async fn every_committed_transition_is_one_event_and_a_refusal_is_none() {
         .await;
     assert_eq!(status, 201, "{body}");
 
-    let expected: BTreeMap<String, usize> = [
+    let expected = want(&[
         ("stockd.sku.adjusted", 2),
         ("stockd.reservation.reserved", 3),
         ("stockd.reservation.persisted", 3),
@@ -68,10 +73,7 @@ async fn every_committed_transition_is_one_event_and_a_refusal_is_none() {
         ("stockd.reservation.confirmed", 1),
         ("stockd.reservation.released", 2),
         ("stockd.sku.back_in_stock", 1),
-    ]
-    .into_iter()
-    .map(|(k, n)| (k.to_string(), n))
-    .collect();
+    ]);
     let arrived = poll_until_steady(ARRIVAL, || async {
         count_by_type(&tap.kinds_and_ids()) == expected
     })
@@ -348,14 +350,11 @@ async fn an_order_is_told_line_by_line_and_a_rejected_one_names_why() {
     .unwrap();
     drop(db);
     place("ev-o2", 2).await;
-    let expected: BTreeMap<String, usize> = [
+    let expected = want(&[
         ("stockd.reservation.reserved", 4),
         ("stockd.reservation.persisted", 2),
         ("stockd.reservation.rejected", 2),
-    ]
-    .into_iter()
-    .map(|(k, n)| (k.to_string(), n))
-    .collect();
+    ]);
     let arrived = poll_until_steady(ARRIVAL, || async {
         count_by_type(&tap.kinds_and_ids()) == expected
     })

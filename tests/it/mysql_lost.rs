@@ -24,7 +24,7 @@ fn judged_at_once() -> TestOptions {
 }
 
 /// Undoes `request_id`'s commit of its deduction: the row and its units go.
-async fn lose_deduction(app: &TestApp, sku: u64, request_id: &str, count: i64) {
+pub(crate) async fn lose_deduction(app: &TestApp, sku: u64, request_id: &str, count: i64) {
     let mut db = app.mysql().await;
     db.exec_drop(
         "DELETE FROM stock_deduct_idempotent WHERE sku_id = ? AND deduct_request_id = ?",
@@ -42,7 +42,7 @@ async fn lose_deduction(app: &TestApp, sku: u64, request_id: &str, count: i64) {
 
 /// Undoes a confirm or a release: the row is RESERVED again (a release's units
 /// are taken again).
-async fn lose_decision(app: &TestApp, sku: u64, request_id: &str, released_units: i64) {
+pub(crate) async fn lose_decision(app: &TestApp, sku: u64, request_id: &str, released_units: i64) {
     let mut db = app.mysql().await;
     db.exec_drop(
         "UPDATE stock_deduct_idempotent SET status = 'RESERVED', reason = NULL,

@@ -17,6 +17,7 @@ use stockd::ops::lifecycle::{self, OrderTransitionOutcome, Transition};
 use stockd::ops::reconcile::Verdict;
 
 use crate::helpers::{TestApp, TestOptions};
+use crate::mysql_lost::{lose_decision, lose_deduction};
 
 /// Judge lost work as soon as two looks agree (the age bound has its unit test).
 fn judged_at_once() -> TestOptions {
@@ -69,36 +70,33 @@ async fn lose_order(app: &TestApp, order_id: &str, lines: &[(u64, u32)]) {
         .await
         .unwrap();
     for &(sku, count) in lines {
-        let sku = TestApp::sku(sku).get();
-        db.exec_drop(
-            "DELETE FROM stock_deduct_idempotent WHERE sku_id = ? AND deduct_request_id = ?",
-            (sku, order_id),
-        )
-        .await
-        .unwrap();
-        db.exec_drop(
-            "UPDATE sku_stock SET available_stock = available_stock + ? WHERE sku_id = ?",
-            (count, sku),
-        )
-        .await
-        .unwrap();
+        lose_deduction(app, sku, order_id, i64::from(count)).await;
     }
 }
 
 /// Undoes the commit of `order_id`'s confirm: the order and its lines are
 /// RESERVED again (a confirm moves no unit).
-async fn lose_confirm(app: &TestApp, order_id: &str) {
+async fn lose_confirm(app: &TestApp, order_id: &str, lines: &[(u64, u32)]) {
+    order_reserved_again(app, order_id).await;
+    for &(sku, _) in lines {
+        lose_decision(app, sku, order_id, 0).await;
+    }
+}
+
+/// Undoes a cancel's commit: the order and its lines RESERVED again, their
+/// units taken again.
+async fn lose_cancel(app: &TestApp, order_id: &str, lines: &[(u64, u32)]) {
+    order_reserved_again(app, order_id).await;
+    for &(sku, count) in lines {
+        lose_decision(app, sku, order_id, i64::from(count)).await;
+    }
+}
+
+async fn order_reserved_again(app: &TestApp, order_id: &str) {
     let mut db = app.mysql().await;
     db.exec_drop(
         "UPDATE orders SET status = 'RESERVED', reason = NULL, finished_at_ms = NULL
          WHERE order_id = ?",
-        (order_id,),
-    )
-    .await
-    .unwrap();
-    db.exec_drop(
-        "UPDATE stock_deduct_idempotent SET status = 'RESERVED', reason = NULL,
-         finished_at_ms = NULL WHERE deduct_request_id = ?",
         (order_id,),
     )
     .await
@@ -130,7 +128,7 @@ async fn orders_mysql_lost_are_reapplied_whole_as_orders() {
     );
 
     lose_order(&app, "o-lost", &lost).await;
-    lose_confirm(&app, "o-paid").await;
+    lose_confirm(&app, "o-paid", &paid).await;
     let _first_look = app.reconcile(false).await;
     let second = app.reconcile(false).await;
     for line in &second.skus {
@@ -191,21 +189,6 @@ async fn orders_mysql_lost_are_reapplied_whole_as_orders() {
     app.cleanup().await;
 }
 
-/// Undoes a cancel's commit: the order and its lines RESERVED again, their
-/// units taken again.
-async fn lose_cancel(app: &TestApp, order_id: &str, lines: &[(u64, u32)]) {
-    lose_confirm(app, order_id).await;
-    let mut db = app.mysql().await;
-    for &(sku, count) in lines {
-        db.exec_drop(
-            "UPDATE sku_stock SET available_stock = available_stock - ? WHERE sku_id = ?",
-            (count, TestApp::sku(sku).get()),
-        )
-        .await
-        .unwrap();
-    }
-}
-
 /// A confirm MySQL lost is not undone by a cancel or by the clock: both
 /// re-apply the payment (409 `RESERVATION_CONFIRMED` to the cancel); a
 /// cancel MySQL lost makes a late payment 409 `RESERVATION_RELEASED`.
@@ -226,7 +209,7 @@ async fn an_order_decision_mysql_lost_is_reapplied_before_any_other() {
     assert_eq!(app.post_json("/v1/orders/o-paid/confirm").await.0, 200);
     assert_eq!(app.post_json("/v1/orders/o-gone/cancel").await.0, 200);
 
-    lose_confirm(&app, "o-paid").await;
+    lose_confirm(&app, "o-paid", &lines).await;
     let (status, problem) = app.post_json("/v1/orders/o-paid/cancel").await;
     assert_eq!(
         (status, problem["code"].as_str()),
@@ -238,7 +221,7 @@ async fn an_order_decision_mysql_lost_is_reapplied_before_any_other() {
         Some("CONFIRMED")
     );
 
-    lose_confirm(&app, "o-paid").await;
+    lose_confirm(&app, "o-paid", &lines).await;
     let id = stockd::domain::RequestId::parse("o-paid").unwrap();
     let late = stockd::clock::unix_ms() + 24 * 3_600_000;
     let expired =

@@ -39,12 +39,15 @@ pub async fn transition_order(
     transition: Transition,
     now_ms: u64,
 ) -> Result<OrderTransitionOutcome, LifecycleError> {
-    if !applied_or_applies(db, redis, order_id).await? {
-        return Ok(OrderTransitionOutcome::NotFound);
-    }
+    let known = match find_or_apply(db, redis, order_id).await? {
+        InMysql::Missing => return Ok(OrderTransitionOutcome::NotFound),
+        InMysql::Known(row) => Some(row),
+        InMysql::AppliedNow => None,
+    };
     let asked = transition;
     let transition =
-        super::order_recovered::proven_transition(db, redis, order_id, asked, now_ms).await?;
+        super::order_recovered::proven_transition(db, redis, order_id, known, asked, now_ms)
+            .await?;
     let decision = retried(|| decide(db, order_id, transition, now_ms));
     let (outcome, lines) = within_query_bound(db, decision).await?;
     if let OrderTransitionOutcome::Done {
@@ -76,17 +79,40 @@ pub(super) async fn applied_or_applies(
     redis: &RedisStore,
     order_id: &RequestId,
 ) -> Result<bool, LifecycleError> {
+    Ok(!matches!(
+        find_or_apply(db, redis, order_id).await?,
+        InMysql::Missing
+    ))
+}
+
+/// What [`find_or_apply`] found.
+pub(super) enum InMysql {
+    /// MySQL had the order: its row as read (unlocked).
+    Known(OrderRow),
+    /// Only Redis had it; it was applied from the record just now.
+    AppliedNow,
+    /// Neither store has it.
+    Missing,
+}
+
+/// The order's row, or the order applied whole from its Redis record when
+/// only Redis has it (the consumer is behind).
+async fn find_or_apply(
+    db: &Db,
+    redis: &RedisStore,
+    order_id: &RequestId,
+) -> Result<InMysql, LifecycleError> {
     let known = db
         .bounded(async {
             let mut conn = db.conn().await?;
             orders::find(&mut conn, order_id).await
         })
         .await?;
-    if known.is_some() {
-        return Ok(true);
+    if let Some(row) = known {
+        return Ok(InMysql::Known(row));
     }
     let Some(record) = redis.orders().record(order_id).await? else {
-        return Ok(false);
+        return Ok(InMysql::Missing);
     };
     let lines = Deduction::of_order(
         order_id,
@@ -97,7 +123,7 @@ pub(super) async fn applied_or_applies(
     );
     let retries = super::TRANSITION_RETRIES;
     db.bounded(ledger::apply_batch(db, &lines, retries)).await?;
-    Ok(true)
+    Ok(InMysql::AppliedNow)
 }
 
 /// One attempt: the decision and the line rows as they are after it.

@@ -19,6 +19,7 @@
 use mysql_async::prelude::Queryable;
 
 use super::order::{applied_or_applies, transition_order};
+use super::recovered::release_of;
 use super::{retried, LifecycleError, Transition};
 use crate::db::ledger;
 use crate::db::orders::{self, OrderRow};
@@ -28,7 +29,8 @@ use crate::redis::orders::OrderRecord;
 use crate::redis::RedisStore;
 
 /// The transition to apply for `asked`: the decision the order record
-/// proves when MySQL's order row is still RESERVED, else `asked`. A confirm
+/// proves when MySQL's order row is still RESERVED, else `asked`. `known`
+/// is the row the caller read already (`None`: read it here). A confirm
 /// or cancel does not wait for Redis (without the record nothing is
 /// proven); an expiry does (the closer retries it), since releasing
 /// unchecked could free a paid order.
@@ -36,15 +38,20 @@ pub(super) async fn proven_transition(
     db: &Db,
     redis: &RedisStore,
     order_id: &RequestId,
+    known: Option<OrderRow>,
     asked: Transition,
     now_ms: u64,
 ) -> Result<Transition, LifecycleError> {
-    let row = db
-        .bounded(async {
-            let mut conn = db.conn().await?;
-            orders::find(&mut conn, order_id).await
-        })
-        .await?;
+    let row = match known {
+        Some(row) => Some(row),
+        None => {
+            db.bounded(async {
+                let mut conn = db.conn().await?;
+                orders::find(&mut conn, order_id).await
+            })
+            .await?
+        }
+    };
     if row
         .as_ref()
         .is_none_or(|r| r.status != ReservationStatus::Reserved)
@@ -68,7 +75,9 @@ pub(super) async fn proven_transition(
     }
     let proven = match record.map(|r| (r.status, r.expires_ms)) {
         Some((ReservationStatus::Confirmed, _)) => Transition::Confirm,
-        Some((ReservationStatus::Released, expires_ms)) => release_of(asked, expires_ms, now_ms),
+        Some((ReservationStatus::Released, expires_ms)) => {
+            release_of(Some(expires_ms), asked, now_ms)
+        }
         _ => return Ok(asked),
     };
     if proven != asked {
@@ -146,17 +155,6 @@ async fn reapply_extension(
     Ok(())
 }
 
-/// The release a RELEASED record stands for: the one asked if it is a
-/// release, else an expiry once the order's time has passed (a cancel
-/// before). The record does not say which it was.
-fn release_of(asked: Transition, expires_ms: u64, now_ms: u64) -> Transition {
-    match asked {
-        Transition::Cancel | Transition::Expire => asked,
-        Transition::Confirm if expires_ms <= now_ms => Transition::Expire,
-        Transition::Confirm => Transition::Cancel,
-    }
-}
-
 /// The reconciler's repair of an order MySQL lost, found through one of its
 /// lines (`proven` is that line's Redis status): applies the order whole
 /// from its record when MySQL lacks it (exactly as the consumer would), then
@@ -177,7 +175,9 @@ pub async fn reapply_lost(
     }
     let transition = match proven {
         ReservationStatus::Confirmed => Transition::Confirm,
-        ReservationStatus::Released => release_of(Transition::Confirm, record.expires_ms, now_ms),
+        ReservationStatus::Released => {
+            release_of(Some(record.expires_ms), Transition::Confirm, now_ms)
+        }
         _ => return Ok(true),
     };
     transition_order(db, redis, order_id, transition, now_ms).await?;
@@ -190,9 +190,21 @@ mod tests {
 
     #[test]
     fn a_released_record_is_the_release_asked_or_the_one_its_time_says() {
-        assert_eq!(release_of(Transition::Cancel, 10, 5), Transition::Cancel);
-        assert_eq!(release_of(Transition::Expire, 10, 50), Transition::Expire);
-        assert_eq!(release_of(Transition::Confirm, 10, 50), Transition::Expire);
-        assert_eq!(release_of(Transition::Confirm, 10, 5), Transition::Cancel);
+        assert_eq!(
+            release_of(Some(10), Transition::Cancel, 5),
+            Transition::Cancel
+        );
+        assert_eq!(
+            release_of(Some(10), Transition::Expire, 50),
+            Transition::Expire
+        );
+        assert_eq!(
+            release_of(Some(10), Transition::Confirm, 50),
+            Transition::Expire
+        );
+        assert_eq!(
+            release_of(Some(10), Transition::Confirm, 5),
+            Transition::Cancel
+        );
     }
 }

@@ -66,7 +66,9 @@ pub(super) async fn transition(
     }
     let proven = match record.as_ref().map(|r| r.status) {
         Some(ReservationStatus::Confirmed) => Transition::Confirm,
-        Some(ReservationStatus::Released) => release_of(record.as_ref(), asked, now_ms),
+        Some(ReservationStatus::Released) => {
+            release_of(record.as_ref().map(|r| r.expires_at_ms), asked, now_ms)
+        }
         _ => return Ok(asked),
     };
     if proven != asked {
@@ -123,11 +125,13 @@ async fn reapply_extension(db: &Db, record: &Reservation, mirrored: u32) -> Resu
 /// The release a RELEASED record stands for: the one asked if it is a
 /// release, else an expiry once the reservation's time has passed (a cancel
 /// before). The record does not say which it was.
-fn release_of(record: Option<&Reservation>, asked: Transition, now_ms: u64) -> Transition {
+/// `expires_ms` is the record's time (`None`: no record to say).
+/// Shared by whole orders (`order_recovered`).
+pub(super) fn release_of(expires_ms: Option<u64>, asked: Transition, now_ms: u64) -> Transition {
     match asked {
         Transition::Cancel | Transition::Expire => asked,
-        Transition::Confirm => match record {
-            Some(r) if r.expires_at_ms <= now_ms => Transition::Expire,
+        Transition::Confirm => match expires_ms {
+            Some(expires_ms) if expires_ms <= now_ms => Transition::Expire,
             _ => Transition::Cancel,
         },
     }
@@ -143,7 +147,7 @@ pub(super) async fn record_release(
     asked: Transition,
     now_ms: u64,
 ) -> Result<LedgerRow, DbError> {
-    let why = match release_of(Some(record), asked, now_ms) {
+    let why = match release_of(Some(record.expires_at_ms), asked, now_ms) {
         Transition::Expire => reason::EXPIRED,
         _ => reason::CANCELLED,
     };
@@ -198,7 +202,7 @@ mod tests {
             created_at_ms: 10,
             expires_at_ms: 100,
         };
-        let r = Some(&record);
+        let r = Some(record.expires_at_ms);
         assert_eq!(release_of(r, Transition::Cancel, 50), Transition::Cancel);
         assert_eq!(release_of(r, Transition::Expire, 50), Transition::Expire);
         assert_eq!(release_of(r, Transition::Confirm, 50), Transition::Cancel);

@@ -19,7 +19,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::db::console::{self as queries, OrderCounts, StatusCounts};
+use crate::db::console::{self as queries, StatusCounts};
 use crate::domain::SkuId;
 use crate::ops::reconcile::{Reconciler, Report};
 use crate::resources::Resources;
@@ -51,7 +51,7 @@ pub struct Overview {
     /// Orders by status in MySQL (whole orders; their lines are in the SKUs'
     /// counts); `null` when MySQL did not answer.
     #[schema(required = true)]
-    pub orders: Option<OrderCounts>,
+    pub orders: Option<StatusCounts>,
     pub pipeline: Pipeline,
     /// The reconciler's latest report in this process; `null` before its first check.
     #[schema(required = true)]
