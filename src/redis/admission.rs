@@ -1,36 +1,16 @@
 //! Batch admission: concurrent reservations for one bucket (one SKU, or one
-//! bucket of a split SKU) decided by one reserve script call.
-//!
-//! Why: on a busy sale most of what Redis spends per reservation is per call
-//! (EVALSHA dispatch, the reply, a wake-up on each side), not per decision.
-//! `reserve.lua` takes a list of requests and decides them one after the
-//! other, each against the state the ones before it left, so one call for N
-//! requests answers what N calls in the same order would.
-//!
-//! How (the group commit the publisher uses for confirms): each bucket has a
-//! lane. A request for an idle lane is sent at once, alone: a quiet SKU never
-//! waits for a window. Up to `redis.batch_in_flight` calls of a lane run at
-//! once (pipelined on the connection, so Redis and stockd work side by side
-//! instead of waiting for each other); requests that arrive while they are
-//! all in flight queue and go together in the next call, in arrival order,
-//! up to `redis.batch_max`. `redis.batch_linger_us` (0 by default) lets a busy
-//! lane wait a little longer for a fuller batch. Lanes of different buckets
-//! run side by side. A lane with nothing queued is dropped, so memory follows
-//! the buckets being bought, not every bucket ever seen.
-//!
-//! Failures stay per batch and per request: a Redis error (connection,
-//! timeout) fails exactly the requests of its call, each with today's 503;
-//! a command error while one request is decided (`{'ERROR', …}` from the
-//! script) fails that request alone. Either way a request whose decision was
-//! written before the error is found by its replay.
+//! bucket of a split SKU) decided by one reserve script call, in the bucket's
+//! lane (`lanes.rs`: why and how calls are batched). `reserve.lua` takes a
+//! list of requests and decides them one after the other, each against the
+//! state the ones before it left, so one call for N requests answers what N
+//! calls in the same order would. Lanes of different buckets run side by
+//! side.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use tokio::sync::oneshot;
+use std::sync::Arc;
 
 use super::core::Core;
+pub use super::lanes::Batching;
+use super::lanes::{BatchCall, Lanes};
 use super::RedisError;
 use crate::domain::{RequestId, SkuId, UserId};
 
@@ -109,150 +89,54 @@ pub async fn call(
     Ok(replies)
 }
 
-/// A request waiting in a lane, and where its reply goes.
-struct Pending {
-    ask: Ask,
-    reply: oneshot::Sender<Result<Vec<String>, RedisError>>,
-}
-
-/// One bucket's queue, and how many tasks are sending its calls.
-struct Lane {
-    queue: Vec<Pending>,
-    drivers: usize,
-}
-
-/// How the lanes cut batches (`redis.batch_*`).
-#[derive(Debug, Clone, Copy)]
-pub struct Batching {
-    /// Most requests per call; 1 = one call per reservation, no lanes.
-    pub max: usize,
-    /// Calls of one lane in flight at once.
-    pub in_flight: usize,
-    /// A busy lane's wait for a fuller batch.
-    pub linger: Duration,
-}
-
-struct Inner {
+/// The reserve script as a lane calls it.
+pub struct ReserveCall {
     core: Arc<Core>,
     args: ReserveArgs,
-    /// `max` and `in_flight` at least 1.
-    batching: Batching,
-    /// Keyed by the bucket; the key is what a lane's driver calls on.
-    lanes: Mutex<HashMap<Arc<BucketTarget>, Lane>>,
 }
 
-/// The lanes of one process (one per `Reservations`).
+impl BatchCall for ReserveCall {
+    type Key = BucketTarget;
+    type Ask = Ask;
+    const BATCH_SIZE_METRIC: &'static str = "stockd_reserve_batch_size";
+
+    fn call<'a>(
+        &'a self,
+        key: &'a BucketTarget,
+        asks: &'a [&'a Ask],
+    ) -> impl std::future::Future<Output = Result<Vec<Vec<String>>, RedisError>> + Send + 'a {
+        call(&self.core, &self.args, key, asks)
+    }
+}
+
+/// The reserve lanes of one process (one per `Reservations`).
 #[derive(Clone)]
 pub struct Admission {
-    inner: Arc<Inner>,
+    lanes: Lanes<ReserveCall>,
 }
 
 impl Admission {
     /// `batch_max` 1 means one call per reservation, sent by the request
     /// itself (no lane, no task).
     pub fn new(core: Arc<Core>, args: ReserveArgs, batching: Batching) -> Self {
-        let batching = Batching {
-            max: batching.max.max(1),
-            in_flight: batching.in_flight.max(1),
-            ..batching
-        };
         Self {
-            inner: Arc::new(Inner {
-                core,
-                args,
-                batching,
-                lanes: Mutex::new(HashMap::new()),
-            }),
+            lanes: Lanes::new(ReserveCall { core, args }, batching),
         }
     }
 
     /// New, empty lanes with other script arguments and the same batching.
     pub fn with_args(&self, args: ReserveArgs) -> Self {
-        Self::new(self.inner.core.clone(), args, self.inner.batching)
+        let core = self.lanes.script().core.clone();
+        Self::new(core, args, self.lanes.batching())
     }
 
     pub fn args(&self) -> &ReserveArgs {
-        &self.inner.args
+        &self.lanes.script().args
     }
 
     /// Decides one request: alone when batching is off, else in its lane's
     /// next call.
     pub async fn reserve(&self, target: BucketTarget, ask: Ask) -> Result<Vec<String>, RedisError> {
-        if self.inner.batching.max == 1 {
-            metrics::histogram!("stockd_reserve_batch_size").record(1.0);
-            let mut replies = call(&self.inner.core, &self.inner.args, &target, &[&ask]).await?;
-            return Ok(replies.pop().expect("call checks one reply per request"));
-        }
-        let (reply, answer) = oneshot::channel();
-        let target = Arc::new(target);
-        let start = {
-            let mut lanes = self.inner.lanes.lock().expect("lanes lock");
-            let lane = lanes.entry(target.clone()).or_insert_with(|| Lane {
-                queue: Vec::new(),
-                drivers: 0,
-            });
-            lane.queue.push(Pending { ask, reply });
-            let room = lane.drivers < self.inner.batching.in_flight;
-            if room {
-                lane.drivers += 1;
-            }
-            room
-        };
-        if start {
-            tokio::spawn(self.inner.clone().drive(target));
-        }
-        answer
-            .await
-            .unwrap_or_else(|_| Err(RedisError::Pool("the admission batch was dropped".into())))
-    }
-}
-
-impl Inner {
-    /// Sends the lane's calls one after the other until its queue is empty;
-    /// the last driver to leave drops the lane.
-    async fn drive(self: Arc<Self>, key: Arc<BucketTarget>) {
-        let Batching { max, linger, .. } = self.batching;
-        let mut first = true;
-        loop {
-            if !first && !linger.is_zero() && self.queued(&key) < max {
-                tokio::time::sleep(linger).await;
-            }
-            first = false;
-            let batch: Vec<Pending> = {
-                let mut lanes = self.lanes.lock().expect("lanes lock");
-                let Some(lane) = lanes.get_mut(&key) else {
-                    return;
-                };
-                if lane.queue.is_empty() {
-                    lane.drivers -= 1;
-                    if lane.drivers == 0 {
-                        lanes.remove(&key);
-                    }
-                    return;
-                }
-                let take = lane.queue.len().min(max);
-                lane.queue.drain(..take).collect()
-            };
-            metrics::histogram!("stockd_reserve_batch_size").record(batch.len() as f64);
-            let asks: Vec<&Ask> = batch.iter().map(|p| &p.ask).collect();
-            match call(&self.core, &self.args, &key, &asks).await {
-                Ok(replies) => {
-                    for (pending, reply) in batch.into_iter().zip(replies) {
-                        let _ = pending.reply.send(Ok(reply));
-                    }
-                }
-                Err(err) => {
-                    let shared = Arc::new(err);
-                    for pending in batch {
-                        let _ = pending.reply.send(Err(RedisError::Batch(shared.clone())));
-                    }
-                }
-            }
-        }
-    }
-
-    fn queued(&self, key: &BucketTarget) -> usize {
-        let lanes = self.lanes.lock().expect("lanes lock");
-        lanes.get(key).map_or(0, |lane| lane.queue.len())
+        self.lanes.submit(target, ask).await
     }
 }

@@ -1,6 +1,7 @@
 //! Orders in Redis: the admission of a whole order on a standalone Redis in
 //! one script call (`order.lua`: every line held or none), and the order
-//! record. Each line is held as a reservation of its SKU whose request id is
+//! record. Concurrent orders share calls: one lane per Redis (`lanes.rs`),
+//! an order weighing its lines against `redis.batch_max`. Each line is held as a reservation of its SKU whose request id is
 //! the order id (`domain::order`), so the finish, extend and readmit scripts
 //! of single reservations serve a line unchanged.
 //!
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 use super::admission::ReserveArgs;
 use super::core::Core;
+use super::lanes::{BatchCall, Batching, Lanes};
 use super::outbox::OutboxStream;
 use super::RedisError;
 use crate::domain::{OrderLines, RequestId, ReservationStatus, SkuId, UserId};
@@ -80,25 +82,102 @@ pub enum OrderOutcome {
     Retry(String),
 }
 
+/// One order as a lane queues it.
+pub struct OrderAsk {
+    pub order_id: RequestId,
+    pub user_id: UserId,
+    pub lines: OrderLines,
+}
+
+/// The order script as a lane calls it: one lane per Redis (every order of
+/// a standalone Redis may share a call, whatever its SKUs).
+pub struct OrderCall {
+    core: Arc<Core>,
+    args: ReserveArgs,
+}
+
+impl BatchCall for OrderCall {
+    type Key = ();
+    type Ask = OrderAsk;
+    const BATCH_SIZE_METRIC: &'static str = "stockd_order_batch_size";
+
+    /// An order weighs its lines: `redis.batch_max` bounds a call's keys.
+    fn weight(ask: &OrderAsk) -> usize {
+        ask.lines.len()
+    }
+
+    fn call<'a>(
+        &'a self,
+        _key: &'a (),
+        asks: &'a [&'a OrderAsk],
+    ) -> impl std::future::Future<Output = Result<Vec<Vec<String>>, RedisError>> + Send + 'a {
+        let keys = &self.core.keys;
+        let mut invocation = super::scripts::ORDER.prepare_invoke();
+        invocation
+            .arg(self.args.ttl_ms)
+            .arg(self.args.retention_ms)
+            .arg(self.args.outbox_max_len)
+            .arg(keys.soldout_channel());
+        for ask in asks {
+            let shard = super::keys::order_shard(&ask.order_id);
+            invocation
+                .key(keys.order(&ask.order_id))
+                .key(keys.order_outbox(shard))
+                .arg(ask.order_id.as_str())
+                .arg(ask.user_id.get())
+                .arg(ask.lines.encode())
+                .arg(ask.lines.len());
+            for line in ask.lines.lines() {
+                invocation
+                    .key(keys.sku(line.sku_id))
+                    .key(keys.reservation(line.sku_id, &ask.order_id))
+                    .key(keys.user(line.sku_id, ask.user_id))
+                    .key(keys.winners(line.sku_id))
+                    .arg(line.sku_id.get())
+                    .arg(line.count);
+            }
+        }
+        async move {
+            self.core
+                .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+                .await
+        }
+    }
+}
+
 /// The order script and record.
 pub struct Orders {
     pub(super) core: Arc<Core>,
     /// Time to pay, record retention and outbox bound, as reservations have.
     pub(super) args: ReserveArgs,
+    /// Concurrent orders share a script call (`lanes.rs`).
+    lanes: Lanes<OrderCall>,
     /// A Redis Cluster: no script may span the lines' slots.
     cluster: bool,
 }
 
 impl Orders {
-    pub(super) fn new(core: Arc<Core>, args: ReserveArgs, cluster: bool) -> Self {
+    /// `batching` as reservations have it; an order weighs its lines.
+    pub(super) fn new(
+        core: Arc<Core>,
+        args: ReserveArgs,
+        batching: Batching,
+        cluster: bool,
+    ) -> Self {
+        let script = OrderCall {
+            core: core.clone(),
+            args,
+        };
         Self {
             core,
             args,
+            lanes: Lanes::new(script, batching),
             cluster,
         }
     }
 
-    /// Holds every line of the order or none, in one `order.lua` call.
+    /// Holds every line of the order or none, in one `order.lua` call
+    /// (shared with the orders that queued beside it).
     pub async fn reserve(
         &self,
         order_id: &RequestId,
@@ -108,35 +187,41 @@ impl Orders {
         if self.cluster {
             return Ok(OrderOutcome::Unsupported);
         }
-        let keys = &self.core.keys;
-        let shard = super::keys::order_shard(order_id);
-        let mut invocation = super::scripts::ORDER.prepare_invoke();
-        invocation
-            .key(keys.order(order_id))
-            .key(keys.order_outbox(shard));
-        for line in lines.lines() {
-            invocation
-                .key(keys.sku(line.sku_id))
-                .key(keys.reservation(line.sku_id, order_id))
-                .key(keys.user(line.sku_id, user_id))
-                .key(keys.winners(line.sku_id));
+        let ask = OrderAsk {
+            order_id: order_id.clone(),
+            user_id,
+            lines: lines.clone(),
+        };
+        let reply = self.lanes.submit((), ask).await?;
+        parse_reply(lines, super::keys::order_shard(order_id), &reply)
+    }
+}
+
+impl Orders {
+    /// Decides `asks` in exactly one order script call, outside the lanes:
+    /// one outcome per ask, in order. For tests and tools that need a batch
+    /// of a known make-up; orders go through [`Self::reserve`].
+    pub async fn decide_batch(
+        &self,
+        asks: &[OrderAsk],
+    ) -> Result<Vec<Result<OrderOutcome, RedisError>>, RedisError> {
+        let refs: Vec<&OrderAsk> = asks.iter().collect();
+        let replies = self.lanes.script().call(&(), &refs).await?;
+        if replies.len() != asks.len() {
+            return Err(RedisError::BadReply(format!(
+                "{} replies for {} orders",
+                replies.len(),
+                asks.len()
+            )));
         }
-        invocation
-            .arg(order_id.as_str())
-            .arg(user_id.get())
-            .arg(self.args.ttl_ms)
-            .arg(self.args.retention_ms)
-            .arg(self.args.outbox_max_len)
-            .arg(keys.soldout_channel())
-            .arg(lines.encode());
-        for line in lines.lines() {
-            invocation.arg(line.sku_id.get()).arg(line.count);
-        }
-        let reply: Vec<String> = self
-            .core
-            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
-            .await?;
-        parse_reply(lines, shard, &reply)
+        Ok(asks
+            .iter()
+            .zip(replies)
+            .map(|(ask, reply)| {
+                let shard = super::keys::order_shard(&ask.order_id);
+                parse_reply(&ask.lines, shard, &reply)
+            })
+            .collect())
     }
 }
 
@@ -289,6 +374,11 @@ fn parse_reply(
             expires_ms: num(3)?,
         },
         Some("MISMATCH") => OrderOutcome::Mismatch,
+        Some("ERROR") => {
+            return Err(RedisError::Script(
+                reply.get(1).cloned().unwrap_or_default(),
+            ))
+        }
         Some("BACKPRESSURE") => OrderOutcome::Backpressure,
         Some("BUSY") => OrderOutcome::Retry(
             "the order id is being held or undone by another request; retry shortly".into(),

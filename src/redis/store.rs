@@ -93,18 +93,14 @@ impl RedisStore {
             buyer_rate: (0.0, 0),
         };
         let cluster = settings.mode == RedisMode::Cluster;
+        let batching = Batching {
+            max: settings.batch_max,
+            in_flight: settings.batch_in_flight,
+            linger: Duration::from_micros(settings.batch_linger_us),
+        };
         Ok(Self {
-            orders: Orders::new(core.clone(), args, cluster),
-            reservations: Reservations::new(
-                core.clone(),
-                buckets.clone(),
-                args,
-                Batching {
-                    max: settings.batch_max,
-                    in_flight: settings.batch_in_flight,
-                    linger: Duration::from_micros(settings.batch_linger_us),
-                },
-            ),
+            orders: Orders::new(core.clone(), args, batching, cluster),
+            reservations: Reservations::new(core.clone(), buckets.clone(), args, batching),
             outbox: OutboxStreams::new(core.clone(), buckets.clone()),
             drift: Drift::new(core.clone(), buckets.clone(), skus.clone()),
             inspection: Inspection::new(core.clone(), buckets.clone()),

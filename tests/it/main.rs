@@ -46,6 +46,7 @@ mod lost_writes;
 mod mysql_lost;
 mod mysql_pool;
 mod openapi;
+mod orders_admission_batch;
 mod orders_api;
 mod orders_audit;
 mod orders_batches;

@@ -1,35 +1,48 @@
 #!lua
--- order.lua: the admission decision of a whole order on a standalone Redis
--- (docs/architecture.md, "Orders"): every line is held, or none is. One
--- script over every line's keys: standalone Redis runs it atomically
--- whatever hash tags the keys carry (a Redis Cluster would refuse it
--- CROSSSLOT; orders there need the intent protocol the architecture
--- describes). Reads and checks of every line first, writes last (Lua has
--- no rollback), so a refusal writes nothing at all; `#!lua` makes Redis
--- refuse the script whole when it is out of memory.
+-- order.lua: the admission decisions of a batch of whole orders on a
+-- standalone Redis (docs/architecture.md, "Orders"), taken one after the
+-- other in arrival order, in one atomic call (the lanes of redis/lanes.rs);
+-- a batch of one is the single-call path. For each order every line is
+-- held, or none is. Standalone Redis runs the script atomically whatever
+-- hash tags the keys carry (a Redis Cluster would refuse it CROSSSLOT;
+-- orders there go through the intent protocol the architecture describes).
+--
+-- Each order is decided exactly as if it were alone: it reads the state the
+-- orders before it in the batch left (stock, the buyer's units, an order id
+-- or reservation held earlier in the batch), so N orders in one call answer
+-- what N calls in the same order would. Per order, reads and checks of every
+-- line first, writes last (Lua has no rollback), so a refused order writes
+-- nothing at all; `#!lua` makes Redis refuse the script whole when it is out
+-- of memory. A command error while one order is decided (pcall below) fails
+-- that order alone ({'ERROR', text}); the orders before it keep their
+-- outcome, the ones after it are still decided.
+--
+-- What the batch shares is read once and written once: the clock, each
+-- SKU's hash (stock, limit, layout) and each outbox's length are read at
+-- first use; each SKU's stock, winners set and sold-out flag are written
+-- once after the last order. An order costs the commands of its own keys.
 --
 -- Each line is held exactly as a single reservation of its SKU is
 -- (reserve.lua): the record `res:<order_id>` (plus `order`, the order id),
 -- the buyer's live units `n` (so `limit_per_user` counts order lines and
 -- single reservations together), the stock, the winners set, the sold-out
--- marker. The order has ONE outbox entry, in its shard's stream (the first
+-- marker. An order has ONE outbox entry, in its shard's stream (the first
 -- line's deduction carrying the whole line list, `order`), as an order held
 -- line by line has (order_commit.lua): one XADD and one XDEL per order, and
 -- a relay that reads only the SKUs' streams (a release before orders) never
 -- sees an order.
 --
--- KEYS[1] order record (`<p>{oi:<n>}:order:<order_id>`: user, lines, status,
---         created_ms, expires_ms, `v` its format: redis/orders.rs)
--- KEYS[2] the order shard's outbox stream (`<p>{oi:<n>}:outbox`)
--- then per line i (1-based, lines sorted by SKU id):
--- KEYS[4i-1] sku hash  KEYS[4i] reservation hash  KEYS[4i+1] buyer hash
--- KEYS[4i+2] winners set
--- ARGV[1] order_id  ARGV[2] user_id  ARGV[3] reservation ttl ms
--- ARGV[4] record retention ms  ARGV[5] outbox max length
--- ARGV[6] sold-out Pub/Sub channel  ARGV[7] the line list (`sku:count,...`)
--- then per line i: ARGV[6+2i] sku_id  ARGV[7+2i] count
+-- ARGV[1] reservation ttl ms  ARGV[2] record retention ms
+-- ARGV[3] outbox max length   ARGV[4] sold-out Pub/Sub channel
+-- then per order, in turn: order_id, user_id, the line list
+-- (`sku:count,...`), n its line count, then per line (sorted by SKU id)
+-- sku_id, count.
+-- KEYS per order, in turn: its record (`<p>{oi:<n>}:order:<order_id>`:
+-- user, lines, status, created_ms, expires_ms, `v` its format:
+-- redis/orders.rs), its shard's outbox stream (`<p>{oi:<n>}:outbox`), then
+-- per line: sku hash, reservation hash, buyer hash, winners set.
 --
--- Returns:
+-- Returns one reply per order, in the order given:
 --   {'OK', created_ms, expires_ms, entry_id, available_1, ..., available_n}
 --   {'REPLAY', status, created_ms, expires_ms}   the order was held before
 --   {'MISMATCH'}        the order id was used with another user or other lines,
@@ -39,96 +52,177 @@
 --                       bought, b = limit), SOLD_OUT, INSUFFICIENT (a = left)
 --   {'BACKPRESSURE'}    the order shard's outbox is full
 --   {'BUSY'}            an attempt of the intent protocol holds this order id
+--   {'ERROR', text}     a command failed while this order was decided
 -- Every value returned is a string, so no number loses precision.
 
-local order_key, outbox_key = KEYS[1], KEYS[2]
-local order_id, user_id = ARGV[1], ARGV[2]
-local ttl_ms = tonumber(ARGV[3])
-local retention_ms = tonumber(ARGV[4])
-local outbox_max = tonumber(ARGV[5])
-local channel = ARGV[6]
-local lines_text = ARGV[7]
-local n = (#ARGV - 7) / 2
+local ttl_ms = tonumber(ARGV[1])
+local retention_ms = tonumber(ARGV[2])
+local outbox_max = tonumber(ARGV[3])
+local channel = ARGV[4]
 
--- 1. replay: the stored order wins; another user or other lines is a mismatch
--- (an attempt of the intent protocol, ops/order_saga.rs, shares the record:
--- one still holding or being undone is BUSY, one undone is no order)
-local prior = redis.call('HMGET', order_key, 'user', 'lines', 'status', 'created_ms', 'expires_ms')
-if prior[3] == 'HOLDING' or prior[3] == 'ABORTING' then
-  return {'BUSY'}
-end
-if prior[1] and prior[3] ~= 'ABORTED' then
-  if prior[1] ~= user_id or prior[2] ~= lines_text then
-    return {'MISMATCH'}
-  end
-  return {'REPLAY', prior[3], prior[4], prior[5]}
-end
-
--- 2. every line's checks, nothing written yet
-local function key(i, k)
-  return KEYS[4 * i - 2 + k]
-end
-if redis.call('XLEN', outbox_key) >= outbox_max then
-  return {'BACKPRESSURE'}
-end
-local bought = {}
-local left = {}
-for i = 1, n do
-  local count = tonumber(ARGV[7 + 2 * i])
-  local sku = redis.call('HMGET', key(i, 1), 'available', 'limit', 'buckets')
-  if not (sku[1] and sku[2]) then
-    return {'REFUSED', tostring(i), 'NOT_LOADED'}
-  end
-  if (sku[3] or '1') ~= '1' then
-    return {'REFUSED', tostring(i), 'SPLIT'}
-  end
-  if redis.call('EXISTS', key(i, 2)) == 1 then
-    return {'MISMATCH'}
-  end
-  local units = tonumber(redis.call('HGET', key(i, 3), 'n') or '0')
-  local limit = tonumber(sku[2])
-  if units + count > limit then
-    return {'REFUSED', tostring(i), 'LIMIT', string.format('%.0f', units), string.format('%.0f', limit)}
-  end
-  local available = tonumber(sku[1])
-  if available < count then
-    if available <= 0 then
-      return {'REFUSED', tostring(i), 'SOLD_OUT'}
-    end
-    return {'REFUSED', tostring(i), 'INSUFFICIENT', string.format('%.0f', available)}
-  end
-  bought[i] = units
-  left[i] = available - count
-end
-
--- 3. every line held, then the order record
+-- One clock (Redis TIME) for every order of the batch.
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local created = string.format('%.0f', now_ms)
 local expires = string.format('%.0f', now_ms + ttl_ms)
 local record_ms = ttl_ms + retention_ms
-local first_sku, first_count = ARGV[8], ARGV[9]
-local entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', first_sku,
-  'user_id', user_id, 'count', first_count, 'created_ms', created, 'expires_ms', expires,
-  'order', lines_text)
-local reply = {'OK', created, expires, entry}
-for i = 1, n do
-  local sku_id, count = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
-  redis.call('HINCRBY', key(i, 1), 'available', -tonumber(count))
-  redis.call('HSET', key(i, 3), 'n', string.format('%.0f', bought[i] + tonumber(count)))
-  redis.call('PEXPIRE', key(i, 3), record_ms)
-  redis.call('HSET', key(i, 2), 'user', user_id, 'count', count, 'status', 'RESERVED',
-    'created_ms', created, 'expires_ms', expires, 'order', order_id)
-  redis.call('PEXPIRE', key(i, 2), record_ms)
-  redis.call('SADD', key(i, 4), order_id)
-  redis.call('PEXPIRE', key(i, 4), record_ms)
-  if left[i] <= 0 then
-    redis.call('HSET', key(i, 1), 'soldout', '1')
-    redis.call('PUBLISH', channel, 'S:' .. sku_id)
+
+-- Each SKU's hash as read once, with what the batch took of it so far.
+-- `skus_touched` keeps first-use order, so the shared writes are in a
+-- fixed order.
+local skus = {}
+local skus_touched = {}
+local function sku_state(sku_key, winners_key, sku_id)
+  local state = skus[sku_key]
+  if not state then
+    local h = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets')
+    state = {
+      loaded = h[1] and h[2],
+      split = (h[3] or '1') ~= '1',
+      available = tonumber(h[1] or '0'),
+      limit = tonumber(h[2] or '0'),
+      taken = 0,
+      winners = {},
+      winners_key = winners_key,
+      sku_id = sku_id,
+    }
+    skus[sku_key] = state
+    skus_touched[#skus_touched + 1] = sku_key
   end
-  reply[#reply + 1] = string.format('%.0f', left[i])
+  return state
 end
-redis.call('HSET', order_key, 'user', user_id, 'lines', lines_text, 'status', 'RESERVED',
-  'created_ms', created, 'expires_ms', expires, 'v', '1')
-redis.call('PEXPIRE', order_key, record_ms)
-return reply
+
+-- Each outbox stream's length as read once, plus the entries added since.
+local outbox_lens = {}
+local function outbox_len(outbox_key)
+  local len = outbox_lens[outbox_key]
+  if not len then
+    len = redis.call('XLEN', outbox_key)
+    outbox_lens[outbox_key] = len
+  end
+  return len
+end
+
+-- One order: `k` its first KEYS index, `a` its first ARGV index.
+local function order_one(k, a, n)
+  local order_key, outbox_key = KEYS[k], KEYS[k + 1]
+  local order_id, user_id, lines_text = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local function key(i, j)
+    return KEYS[k + 4 * i - 3 + j]
+  end
+  local function arg(i, j)
+    return ARGV[a + 2 + 2 * i + j]
+  end
+
+  -- 1. replay: the stored order wins; another user or other lines is a
+  -- mismatch (an attempt of the intent protocol, ops/order_saga.rs, shares
+  -- the record: one still holding or being undone is BUSY, one undone is no
+  -- order)
+  local prior = redis.call('HMGET', order_key, 'user', 'lines', 'status', 'created_ms', 'expires_ms')
+  if prior[3] == 'HOLDING' or prior[3] == 'ABORTING' then
+    return {'BUSY'}
+  end
+  if prior[1] and prior[3] ~= 'ABORTED' then
+    if prior[1] ~= user_id or prior[2] ~= lines_text then
+      return {'MISMATCH'}
+    end
+    return {'REPLAY', prior[3], prior[4], prior[5]}
+  end
+
+  -- 2. every line's checks, nothing written yet
+  if outbox_len(outbox_key) >= outbox_max then
+    return {'BACKPRESSURE'}
+  end
+  local states = {}
+  local bought = {}
+  for i = 1, n do
+    local count = tonumber(arg(i, 1))
+    local sku = sku_state(key(i, 1), key(i, 4), arg(i, 0))
+    if not sku.loaded then
+      return {'REFUSED', tostring(i), 'NOT_LOADED'}
+    end
+    if sku.split then
+      return {'REFUSED', tostring(i), 'SPLIT'}
+    end
+    if redis.call('EXISTS', key(i, 2)) == 1 then
+      return {'MISMATCH'}
+    end
+    local units = tonumber(redis.call('HGET', key(i, 3), 'n') or '0')
+    if units + count > sku.limit then
+      return {'REFUSED', tostring(i), 'LIMIT', string.format('%.0f', units),
+        string.format('%.0f', sku.limit)}
+    end
+    local left = sku.available - sku.taken
+    if left < count then
+      if left <= 0 then
+        return {'REFUSED', tostring(i), 'SOLD_OUT'}
+      end
+      return {'REFUSED', tostring(i), 'INSUFFICIENT', string.format('%.0f', left)}
+    end
+    states[i] = sku
+    bought[i] = units
+  end
+
+  -- 3. the order's entry, every line held, then the order record; a line's
+  -- stock is counted once its record is written (the shared writes follow
+  -- the last order)
+  local entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', arg(1, 0),
+    'user_id', user_id, 'count', arg(1, 1), 'created_ms', created, 'expires_ms', expires,
+    'order', lines_text)
+  outbox_lens[outbox_key] = outbox_lens[outbox_key] + 1
+  local reply = {'OK', created, expires, entry}
+  for i = 1, n do
+    local count = arg(i, 1)
+    local sku = states[i]
+    redis.call('HSET', key(i, 3), 'n', string.format('%.0f', bought[i] + tonumber(count)))
+    redis.call('PEXPIRE', key(i, 3), record_ms)
+    redis.call('HSET', key(i, 2), 'user', user_id, 'count', count, 'status', 'RESERVED',
+      'created_ms', created, 'expires_ms', expires, 'order', order_id)
+    redis.call('PEXPIRE', key(i, 2), record_ms)
+    sku.taken = sku.taken + tonumber(count)
+    sku.winners[#sku.winners + 1] = order_id
+    reply[#reply + 1] = string.format('%.0f', sku.available - sku.taken)
+  end
+  redis.call('HSET', order_key, 'user', user_id, 'lines', lines_text, 'status', 'RESERVED',
+    'created_ms', created, 'expires_ms', expires, 'v', '1')
+  redis.call('PEXPIRE', order_key, record_ms)
+  return reply
+end
+
+-- A command error (a key of the wrong type, memory exhausted mid-way) as text.
+local function error_text(err)
+  if type(err) == 'table' then
+    return tostring(err.err or err[1] or 'error')
+  end
+  return tostring(err)
+end
+
+local replies = {}
+local k, a = 1, 5
+while a <= #ARGV do
+  local n = tonumber(ARGV[a + 3])
+  local ok, reply = pcall(order_one, k, a, n)
+  if ok then
+    replies[#replies + 1] = reply
+  else
+    replies[#replies + 1] = {'ERROR', error_text(reply)}
+  end
+  k = k + 2 + 4 * n
+  a = a + 4 + 2 * n
+end
+
+-- 4. the shared writes, once per SKU for the batch
+for _, sku_key in ipairs(skus_touched) do
+  local sku = skus[sku_key]
+  if sku.taken > 0 then
+    local left = redis.call('HINCRBY', sku_key, 'available', -sku.taken)
+    redis.call('SADD', sku.winners_key, unpack(sku.winners))
+    redis.call('PEXPIRE', sku.winners_key, record_ms)
+    if left <= 0 then
+      -- durable marker + broadcast: every api node flags the SKU sold out
+      redis.call('HSET', sku_key, 'soldout', '1')
+      redis.call('PUBLISH', channel, 'S:' .. sku.sku_id)
+    end
+  end
+end
+return replies
