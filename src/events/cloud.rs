@@ -4,7 +4,8 @@
 //! deductions already travel several to a message. Only events of one type
 //! share a message, because the routing key is the type.
 
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{Event, EventType};
 
@@ -15,18 +16,36 @@ pub const BATCH_CONTENT_TYPE: &str = "application/cloudevents-batch+json";
 /// (~400 bytes an event, so ~200 KB a message).
 pub const EVENTS_PER_MESSAGE_MAX: usize = 500;
 
-/// The structured-mode envelope of `event`, whose final id is `id`.
-pub fn envelope(event: &Event, id: &str, source: &str) -> Value {
-    json!({
-        "specversion": "1.0",
-        "id": id,
-        "source": source,
-        "type": event.kind.as_str(),
-        "time": crate::clock::rfc3339_ms(event.time_ms),
-        "subject": event.subject,
-        "datacontenttype": "application/json",
-        "data": event.data,
-    })
+/// The structured-mode envelope of an event, serialized straight from
+/// borrowed fields: building a `serde_json::Value` map per event (and a deep
+/// copy of its data) was most of the events' CPU in a profile of the
+/// `orders` bench phase, six events an order. Fields are declared in
+/// alphabetical order, the order a `Value` map writes them in, so the bytes
+/// on the wire are what they were.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    data: &'a Value,
+    datacontenttype: &'static str,
+    id: &'a str,
+    source: &'a str,
+    specversion: &'static str,
+    subject: &'a str,
+    time: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+fn envelope<'a>(event: &'a Event, id: &'a str, source: &'a str) -> Envelope<'a> {
+    Envelope {
+        data: &event.data,
+        datacontenttype: "application/json",
+        id,
+        source,
+        specversion: "1.0",
+        subject: &event.subject,
+        time: crate::clock::rfc3339_ms(event.time_ms),
+        kind: event.kind.as_str(),
+    }
 }
 
 /// One broker message of events.
@@ -74,7 +93,7 @@ fn message(kind: EventType, chunk: &[&(String, &Event)], source: &str) -> EventM
             events: 1,
         };
     }
-    let array: Vec<Value> = chunk
+    let array: Vec<Envelope> = chunk
         .iter()
         .map(|(id, e)| envelope(e, id, source))
         .collect();
@@ -111,6 +130,26 @@ mod tests {
             order: None,
         };
         Event::reservation(kind, &facts, Some(1), None, 1_700_000_000_123)
+    }
+
+    #[test]
+    fn an_envelope_writes_the_bytes_a_json_map_of_its_fields_writes() {
+        let event = reservation(EventType::Persisted, "a");
+        let as_map = serde_json::json!({
+            "specversion": "1.0",
+            "id": "the-id",
+            "source": "/stockd",
+            "type": "stockd.reservation.persisted",
+            "time": "2023-11-14T22:13:20.123Z",
+            "subject": event.subject,
+            "datacontenttype": "application/json",
+            "data": event.data,
+        });
+        let direct = serde_json::to_vec(&envelope(&event, "the-id", "/stockd")).unwrap();
+        assert_eq!(
+            String::from_utf8(direct).unwrap(),
+            serde_json::to_string(&as_map).unwrap()
+        );
     }
 
     #[test]

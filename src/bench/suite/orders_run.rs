@@ -38,7 +38,7 @@ pub(super) async fn after_reserve(
     let path = if stores.redis.is_cluster() {
         "Redis Cluster: held line by line under an intent"
     } else {
-        "standalone Redis: one script per order"
+        "standalone Redis: orders decided in batched scripts"
     };
     note(&format!(
         "phase {}: {} lines per order over SKUs {:?}, a buyer per order ({path})",
