@@ -46,8 +46,9 @@ pub struct Ask {
     pub count: u32,
 }
 
-/// One reserve script call for `asks` on `target`: one reply per ask, in order.
-pub async fn call(
+/// One reserve script call for `asks` on `target` (its replies, counted by
+/// the lanes).
+async fn call(
     core: &Core,
     args: &ReserveArgs,
     target: &BucketTarget,
@@ -76,17 +77,8 @@ pub async fn call(
             .arg(ask.user_id.get())
             .arg(ask.count);
     }
-    let replies: Vec<Vec<String>> = core
-        .run(|mut c| async move { invocation.invoke_async(&mut c).await })
-        .await?;
-    if replies.len() != asks.len() {
-        return Err(RedisError::BadReply(format!(
-            "{} replies for {} requests",
-            replies.len(),
-            asks.len()
-        )));
-    }
-    Ok(replies)
+    core.run(|mut c| async move { invocation.invoke_async(&mut c).await })
+        .await
 }
 
 /// The reserve script as a lane calls it.
@@ -132,6 +124,15 @@ impl Admission {
 
     pub fn args(&self) -> &ReserveArgs {
         &self.lanes.script().args
+    }
+
+    /// Exactly one reserve call for `asks` on `target`, outside the lanes.
+    pub async fn call_once(
+        &self,
+        target: &BucketTarget,
+        asks: &[&Ask],
+    ) -> Result<Vec<Vec<String>>, RedisError> {
+        self.lanes.call_once(target, asks).await
     }
 
     /// Decides one request: alone when batching is off, else in its lane's

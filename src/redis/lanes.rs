@@ -61,7 +61,8 @@ pub trait BatchCall: Send + Sync + 'static {
         1
     }
 
-    /// One script call for `asks`: one reply per ask, in order.
+    /// One script call for `asks`: one reply per ask, in order (the lanes
+    /// check the count: [`Lanes::call_once`]).
     fn call<'a>(
         &'a self,
         key: &'a Self::Key,
@@ -131,13 +132,25 @@ impl<C: BatchCall> Lanes<C> {
         self.inner.batching
     }
 
+    /// Exactly one script call for `asks`, outside the lanes: one reply per
+    /// ask, in order, or an error.
+    pub async fn call_once(
+        &self,
+        key: &C::Key,
+        asks: &[&C::Ask],
+    ) -> Result<Vec<Vec<String>>, RedisError> {
+        self.inner.call_once(key, asks).await
+    }
+
     /// Decides one request: alone when batching is off, else in its lane's
     /// next call.
     pub async fn submit(&self, key: C::Key, ask: C::Ask) -> Result<Vec<String>, RedisError> {
         if self.inner.batching.max == 1 {
             metrics::histogram!(C::BATCH_SIZE_METRIC).record(1.0);
-            let mut replies = self.inner.script.call(&key, &[&ask]).await?;
-            return Ok(replies.pop().expect("a call checks one reply per request"));
+            let mut replies = self.inner.call_once(&key, &[&ask]).await?;
+            return Ok(replies
+                .pop()
+                .expect("call_once checked one reply per request"));
         }
         let (reply, answer) = oneshot::channel();
         let key = Arc::new(key);
@@ -191,20 +204,10 @@ impl<C: BatchCall> Inner<C> {
             };
             metrics::histogram!(C::BATCH_SIZE_METRIC).record(batch.len() as f64);
             let asks: Vec<&C::Ask> = batch.iter().map(|p| &p.ask).collect();
-            match self.script.call(&key, &asks).await {
-                Ok(replies) if replies.len() == asks.len() => {
+            match self.call_once(&key, &asks).await {
+                Ok(replies) => {
                     for (pending, reply) in batch.into_iter().zip(replies) {
                         let _ = pending.reply.send(Ok(reply));
-                    }
-                }
-                Ok(replies) => {
-                    let shared = Arc::new(RedisError::BadReply(format!(
-                        "{} replies for {} requests",
-                        replies.len(),
-                        asks.len()
-                    )));
-                    for pending in batch {
-                        let _ = pending.reply.send(Err(RedisError::Batch(shared.clone())));
                     }
                 }
                 Err(err) => {
@@ -215,6 +218,23 @@ impl<C: BatchCall> Inner<C> {
                 }
             }
         }
+    }
+
+    /// One script call, its replies counted against its requests.
+    async fn call_once(
+        &self,
+        key: &C::Key,
+        asks: &[&C::Ask],
+    ) -> Result<Vec<Vec<String>>, RedisError> {
+        let replies = self.script.call(key, asks).await?;
+        if replies.len() != asks.len() {
+            return Err(RedisError::BadReply(format!(
+                "{} replies for {} requests",
+                replies.len(),
+                asks.len()
+            )));
+        }
+        Ok(replies)
     }
 
     fn queued_weight(&self, key: &C::Key) -> usize {

@@ -1,9 +1,10 @@
 //! Orders in Redis: the admission of a whole order on a standalone Redis in
 //! one script call (`order.lua`: every line held or none), and the order
 //! record. Concurrent orders share calls: one lane per Redis (`lanes.rs`),
-//! an order weighing its lines against `redis.batch_max`. Each line is held as a reservation of its SKU whose request id is
-//! the order id (`domain::order`), so the finish, extend and readmit scripts
-//! of single reservations serve a line unchanged.
+//! an order weighing its lines against `redis.batch_max`. Each line is held
+//! as a reservation of its SKU whose request id is the order id
+//! (`domain::order`), so the finish, extend and readmit scripts of single
+//! reservations serve a line unchanged.
 //!
 //! Not this script's: a Redis Cluster, where the lines live in different
 //! slots and no one script can span them, and split SKUs, whose lines live
@@ -195,9 +196,7 @@ impl Orders {
         let reply = self.lanes.submit((), ask).await?;
         parse_reply(lines, super::keys::order_shard(order_id), &reply)
     }
-}
 
-impl Orders {
     /// Decides `asks` in exactly one order script call, outside the lanes:
     /// one outcome per ask, in order. For tests and tools that need a batch
     /// of a known make-up; orders go through [`Self::reserve`].
@@ -206,14 +205,7 @@ impl Orders {
         asks: &[OrderAsk],
     ) -> Result<Vec<Result<OrderOutcome, RedisError>>, RedisError> {
         let refs: Vec<&OrderAsk> = asks.iter().collect();
-        let replies = self.lanes.script().call(&(), &refs).await?;
-        if replies.len() != asks.len() {
-            return Err(RedisError::BadReply(format!(
-                "{} replies for {} orders",
-                replies.len(),
-                asks.len()
-            )));
-        }
+        let replies = self.lanes.call_once(&(), &refs).await?;
         Ok(asks
             .iter()
             .zip(replies)

@@ -119,8 +119,7 @@ impl Reservations {
     ) -> Result<Vec<Result<ReserveOutcome, RedisError>>, RedisError> {
         let refs: Vec<&Ask> = asks.iter().collect();
         let target = target(layout, bucket);
-        let replies =
-            super::admission::call(&self.core, self.admission.args(), &target, &refs).await?;
+        let replies = self.admission.call_once(&target, &refs).await?;
         Ok(asks
             .iter()
             .zip(replies)

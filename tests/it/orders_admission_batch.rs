@@ -11,7 +11,7 @@ use std::time::Duration;
 use deadpool_redis::redis;
 use futures_util::StreamExt;
 
-use stockd::domain::{OrderLine, OrderLines, RequestId, UserId};
+use stockd::domain::{RequestId, UserId};
 use stockd::redis::{Keys, LineRefusal, OrderAsk, OrderOutcome, RedisError};
 
 use crate::helpers::{PrivateRedis, TestApp, TestOptions};
@@ -29,17 +29,10 @@ fn options(redis_url: &str) -> TestOptions {
 }
 
 fn ask(order_id: &str, buyer: u64, parts: &[(u64, u32)]) -> OrderAsk {
-    let lines = parts
-        .iter()
-        .map(|&(sku, count)| OrderLine {
-            sku_id: TestApp::sku(sku),
-            count,
-        })
-        .collect();
     OrderAsk {
         order_id: RequestId::parse(order_id).unwrap(),
         user_id: UserId::new(buyer).unwrap(),
-        lines: OrderLines::new(lines, 20).unwrap(),
+        lines: TestApp::order_lines(parts),
     }
 }
 

@@ -9,7 +9,7 @@
 use mysql_async::prelude::Queryable;
 
 use stockd::db::ledger::{self, ORDER_LINES_PER_TX};
-use stockd::domain::{Deduction, OrderLine, OrderLines, RequestId, UserId};
+use stockd::domain::{Deduction, RequestId, UserId};
 
 use crate::helpers::{TestApp, TestOptions};
 
@@ -17,13 +17,7 @@ const ORDERS: u64 = 400;
 
 /// Order `ob-<nnn>` (ids sort as numbers: a transaction applies its orders by id) of buyer `n`: one unit of each of SKUs 1, 2 and 3.
 fn order(n: u64) -> Vec<Deduction> {
-    let lines = (1..=3)
-        .map(|sku| OrderLine {
-            sku_id: TestApp::sku(sku),
-            count: 1,
-        })
-        .collect();
-    let lines = OrderLines::new(lines, 20).unwrap();
+    let lines = TestApp::order_lines(&[(1, 1), (2, 1), (3, 1)]);
     let id = RequestId::parse(&format!("ob-{n:03}")).unwrap();
     Deduction::of_order(&id, UserId::new(n).unwrap(), &lines, n, u64::MAX / 2)
 }
@@ -84,14 +78,8 @@ async fn a_batch_of_many_orders_is_applied_whole_in_bounded_transactions() {
 
 /// Order `id` of `user`: `count` units of each SKU of `skus`.
 fn order_of(id: &str, user: u64, skus: &[u64], count: u32) -> Deduction {
-    let lines = skus
-        .iter()
-        .map(|&sku| OrderLine {
-            sku_id: TestApp::sku(sku),
-            count,
-        })
-        .collect();
-    let lines = OrderLines::new(lines, 20).unwrap();
+    let parts: Vec<(u64, u32)> = skus.iter().map(|&sku| (sku, count)).collect();
+    let lines = TestApp::order_lines(&parts);
     let id = RequestId::parse(id).unwrap();
     Deduction::of_order(&id, UserId::new(user).unwrap(), &lines, 1, u64::MAX / 2).swap_remove(0)
 }

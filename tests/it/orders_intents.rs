@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
-use stockd::domain::{OrderLine, OrderLines, RequestId, UserId};
+use stockd::domain::{OrderLines, RequestId, UserId};
 use stockd::ops::invariants;
 use stockd::ops::order_sweeper::sweep_once;
 use stockd::redis::order_holds::{Attempt, LineHold};
@@ -34,17 +34,6 @@ fn swept(hold_timeout_ms: u64, sweep_interval_ms: u64) -> TestOptions {
         })),
         ..TestOptions::default()
     }
-}
-
-fn lines(of: &[(u64, u32)]) -> OrderLines {
-    let lines = of
-        .iter()
-        .map(|&(sku, count)| OrderLine {
-            sku_id: TestApp::sku(sku),
-            count,
-        })
-        .collect();
-    OrderLines::new(lines, 20).unwrap()
 }
 
 fn body(order_id: &str, user: u64, of: &[(u64, u32)]) -> Value {
@@ -127,7 +116,7 @@ async fn an_api_that_died_between_line_holds_is_undone_by_the_sweeper() {
         app.create_sku(sku, 5, 5).await;
     }
     let of = [(1, 2), (2, 1), (3, 1)];
-    let attempt = intent(&app, "dies", 7, &lines(&of)).await;
+    let attempt = intent(&app, "dies", 7, &TestApp::order_lines(&of)).await;
     for (sku, count) in [(1, 2), (2, 1)] {
         let held = hold(&app, &attempt, sku, count).await;
         assert!(matches!(held, LineHold::Held { .. }), "{held:?}");
@@ -154,7 +143,7 @@ async fn an_api_that_died_between_line_holds_is_undone_by_the_sweeper() {
         .res
         .redis
         .orders()
-        .commit(&attempt, &lines(&of))
+        .commit(&attempt, &TestApp::order_lines(&of))
         .await
         .unwrap();
     assert_eq!(lost, CommitOutcome::Lost);
@@ -184,7 +173,7 @@ async fn the_commit_and_the_sweepers_abort_have_one_winner() {
     let app = TestApp::with(options(200)).await;
     app.create_sku(1, 5, 5).await;
     app.create_sku(2, 5, 5).await;
-    let of = lines(&[(1, 1), (2, 1)]);
+    let of = TestApp::order_lines(&[(1, 1), (2, 1)]);
 
     let late = intent(&app, "late", 1, &of).await;
     for sku in [1, 2] {
@@ -296,7 +285,7 @@ async fn the_audit_names_an_intent_no_sweeper_undid() {
     let app = TestApp::with(swept(100, 3_600_000)).await;
     app.create_sku(1, 5, 5).await;
     app.create_sku(2, 5, 5).await;
-    let of = lines(&[(1, 1), (2, 1)]);
+    let of = TestApp::order_lines(&[(1, 1), (2, 1)]);
     let attempt = intent(&app, "stranded", 3, &of).await;
     assert!(matches!(
         hold(&app, &attempt, 1, 1).await,

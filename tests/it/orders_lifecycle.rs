@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stockd::domain::{Deduction, OrderLine, OrderLines, RequestId, UserId};
+use stockd::domain::{Deduction, RequestId, UserId};
 use stockd::ops::lifecycle::{transition_order, OrderTransitionOutcome, Transition};
 use stockd::redis::OrderOutcome;
 use stockd::roles::closer::Closer;
@@ -38,14 +38,7 @@ fn id(text: &str) -> RequestId {
 /// publishes it, as `POST /v1/orders` will; removes the outbox entries the
 /// publish confirmed (the api's acker's job).
 async fn place(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) {
-    let lines: Vec<OrderLine> = parts
-        .iter()
-        .map(|&(sku, count)| OrderLine {
-            sku_id: TestApp::sku(sku),
-            count,
-        })
-        .collect();
-    let lines = OrderLines::new(lines, 20).unwrap();
+    let lines = TestApp::order_lines(parts);
     let user = UserId::new(buyer).unwrap();
     let timeout = app.res.settings.orders.hold_timeout_ms;
     let outcome =

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use deadpool_redis::redis;
 
-use stockd::domain::{OrderLine, OrderLines, RequestId, ReservationStatus, UserId};
+use stockd::domain::{RequestId, ReservationStatus, UserId};
 use stockd::redis::{LineRefusal, OrderOutcome, OutboxEntry};
 
 use crate::helpers::{TestApp, TestOptions};
@@ -29,17 +29,6 @@ fn no_relay() -> TestOptions {
     }
 }
 
-fn lines(parts: &[(u64, u32)]) -> OrderLines {
-    let lines = parts
-        .iter()
-        .map(|&(sku, count)| OrderLine {
-            sku_id: TestApp::sku(sku),
-            count,
-        })
-        .collect();
-    OrderLines::new(lines, 20).unwrap()
-}
-
 fn id(text: &str) -> RequestId {
     RequestId::parse(text).unwrap()
 }
@@ -52,7 +41,7 @@ async fn order(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) 
     app.res
         .redis
         .orders()
-        .reserve(&id(order_id), user(buyer), &lines(parts))
+        .reserve(&id(order_id), user(buyer), &TestApp::order_lines(parts))
         .await
         .unwrap()
 }
@@ -158,7 +147,7 @@ async fn an_order_is_held_whole_or_not_at_all() {
     };
     let skus: Vec<u64> = held.iter().map(|l| l.sku_id.get()).collect();
     assert_eq!(skus, [1, 2, 3], "lines in SKU order");
-    let the_lines = lines(&[(1, 2), (2, 1), (3, 1)]);
+    let the_lines = TestApp::order_lines(&[(1, 2), (2, 1), (3, 1)]);
     for (sku, left, count) in [(1, 3, 2u32), (2, 0, 1), (3, 4, 1)] {
         assert_eq!(app.redis_available(sku).await, Some(left), "sku {sku}");
         assert_eq!(units(&app, sku, 7).await, u64::from(count));
@@ -354,7 +343,11 @@ async fn a_cluster_store_refuses_orders_without_calling_redis() {
     let store = stockd::redis::RedisStore::new(&settings.redis, 60).unwrap();
     let outcome = store
         .orders()
-        .reserve(&id("o-c"), user(1), &lines(&[(1, 1), (2, 1)]))
+        .reserve(
+            &id("o-c"),
+            user(1),
+            &TestApp::order_lines(&[(1, 1), (2, 1)]),
+        )
         .await
         .unwrap();
     assert_eq!(outcome, OrderOutcome::Unsupported);
@@ -400,7 +393,7 @@ async fn mysql_order(
 /// Publishes one line's deduction of an order, as the relay republishes one
 /// line's outbox entry: the consumer expands it into the whole order.
 async fn publish_one_line(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) {
-    let lines = lines(parts);
+    let lines = TestApp::order_lines(parts);
     let deductions =
         stockd::domain::Deduction::of_order(&id(order_id), user(buyer), &lines, 1, u64::MAX / 2);
     let payload = stockd::mq::message::encode(&deductions[..1]);
@@ -426,7 +419,7 @@ async fn the_consumer_applies_a_whole_order_from_any_one_of_its_lines() {
     assert_eq!(app.mysql_available(1).await, Some(8));
     assert_eq!(app.mysql_available(2).await, Some(9));
     // The second line's message: a duplicate, nothing moves.
-    let lines = self::lines(&[(1, 2), (2, 1)]);
+    let lines = TestApp::order_lines(&[(1, 2), (2, 1)]);
     let deductions =
         stockd::domain::Deduction::of_order(&id("o-w"), user(3), &lines, 1, u64::MAX / 2);
     let payload = stockd::mq::message::encode(&deductions[1..]);

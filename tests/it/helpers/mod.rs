@@ -37,7 +37,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use stockd::config::{Durability, Settings};
-use stockd::domain::SkuId;
+use stockd::domain::{OrderLine, OrderLines, SkuId};
 use stockd::ops::reconcile::Reconciler;
 use stockd::resources::Resources;
 use stockd::roles::api::{self, ApiHandle};
@@ -256,6 +256,18 @@ impl TestApp {
 
     pub fn sku(n: u64) -> SkuId {
         SkuId::new(n).unwrap()
+    }
+
+    /// An order's lines: `count` units of each `(sku, count)`, at most 20 lines.
+    pub fn order_lines(parts: &[(u64, u32)]) -> OrderLines {
+        let lines = parts
+            .iter()
+            .map(|&(sku, count)| OrderLine {
+                sku_id: Self::sku(sku),
+                count,
+            })
+            .collect();
+        OrderLines::new(lines, 20).unwrap()
     }
 
     /// Stops the roles and removes the database, keys and queues of this test.
