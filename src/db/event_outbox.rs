@@ -95,7 +95,9 @@ pub async fn claim(tx: &mut Transaction<'_>, limit: usize) -> Result<Vec<StagedE
             tracing::warn!(event.seq = seq, event.type = %kind, "events.relay: unknown type left for a newer stockd");
             continue;
         };
-        let data = serde_json::from_slice(&data).unwrap_or(serde_json::Value::Null);
+        let data = serde_json::from_slice(&data)
+            .unwrap_or(serde_json::Value::Null)
+            .into();
         staged.push(StagedEvent {
             seq,
             event: Event {

@@ -5,9 +5,8 @@
 //! share a message, because the routing key is the type.
 
 use serde::Serialize;
-use serde_json::Value;
 
-use super::{Event, EventType};
+use super::{Event, EventData, EventType};
 
 pub const CONTENT_TYPE: &str = "application/cloudevents+json";
 pub const BATCH_CONTENT_TYPE: &str = "application/cloudevents-batch+json";
@@ -24,7 +23,7 @@ pub const EVENTS_PER_MESSAGE_MAX: usize = 500;
 /// on the wire are what they were.
 #[derive(Serialize)]
 struct Envelope<'a> {
-    data: &'a Value,
+    data: &'a EventData,
     datacontenttype: &'static str,
     id: &'a str,
     source: &'a str,
@@ -118,6 +117,7 @@ pub fn final_id(staged_id: &str, seq: u64) -> String {
 mod tests {
     use super::*;
     use crate::domain::{Deduction, RequestId, SkuId, UserId};
+    use serde_json::Value;
 
     fn reservation(kind: EventType, id: &str) -> Event {
         let facts = Deduction {
@@ -143,7 +143,7 @@ mod tests {
             "time": "2023-11-14T22:13:20.123Z",
             "subject": event.subject,
             "datacontenttype": "application/json",
-            "data": event.data,
+            "data": event.data.to_json(),
         });
         let direct = serde_json::to_vec(&envelope(&event, "the-id", "/stockd")).unwrap();
         assert_eq!(

@@ -25,13 +25,15 @@
 //! subscriber deduplicates redeliveries by id.
 
 pub mod cloud;
+pub mod data;
 pub mod filter;
 pub mod outgoing;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::domain::{Deduction, ReservationStatus, SkuId};
 
+pub use data::{EventData, ReservationData};
 pub use filter::EventPolicy;
 pub use outgoing::Outgoing;
 
@@ -109,7 +111,7 @@ pub struct Event {
     pub id: String,
     pub subject: String,
     pub time_ms: u64,
-    pub data: Value,
+    pub data: EventData,
 }
 
 impl Event {
@@ -135,21 +137,17 @@ impl Event {
             facts.sku_id.get(),
             facts.request_id
         );
-        let mut data = json!({
-            "sku_id": facts.sku_id.get(),
-            "request_id": facts.request_id.as_str(),
-            "user_id": facts.user_id.get(),
-            "count": facts.count,
-            "status": status.as_str(),
-            "reserved_at_ms": facts.created_ms,
-            "expires_at_ms": facts.expires_ms,
+        let data = EventData::Reservation(ReservationData {
+            available: available.map(|a| a.max(0)),
+            count: facts.count,
+            expires_at_ms: facts.expires_ms,
+            reason: reason.map(str::to_ascii_lowercase),
+            request_id: facts.request_id.as_str().to_string(),
+            reserved_at_ms: facts.created_ms,
+            sku_id: facts.sku_id.get(),
+            status: status.as_str(),
+            user_id: facts.user_id.get(),
         });
-        if let Some(available) = available {
-            data["available"] = json!(available.max(0));
-        }
-        if let Some(reason) = reason {
-            data["reason"] = json!(reason.to_ascii_lowercase());
-        }
         Self {
             kind,
             id: format!("{subject}#{}", kind.word()),
@@ -168,7 +166,7 @@ impl Event {
             id: format!("{subject}#{}{SEQUENCED}", kind.word()),
             subject,
             time_ms,
-            data,
+            data: data.into(),
         }
     }
 
@@ -181,7 +179,7 @@ impl Event {
             id: format!("{subject}/movements/{movement_id}#adjusted"),
             subject,
             time_ms,
-            data,
+            data: data.into(),
         }
     }
 }
@@ -189,6 +187,7 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn facts() -> Deduction {
         Deduction {
@@ -207,15 +206,15 @@ mod tests {
         let e = Event::reservation(EventType::Released, &facts(), Some(5), Some("EXPIRED"), 1);
         assert_eq!(e.id, "skus/7/reservations/r-1#released");
         assert_eq!(e.subject, "skus/7/reservations/r-1");
-        assert_eq!(e.data["status"], "RELEASED");
-        assert_eq!(e.data["reason"], "expired");
-        assert_eq!(e.data["available"], 5);
+        assert_eq!(e.data.to_json()["status"], "RELEASED");
+        assert_eq!(e.data.to_json()["reason"], "expired");
+        assert_eq!(e.data.to_json()["available"], 5);
         let again = Event::reservation(EventType::Released, &facts(), Some(9), Some("EXPIRED"), 2);
         assert_eq!(again.id, e.id, "the same change has the same id");
         let reserved = Event::reservation(EventType::Reserved, &facts(), None, None, 1);
-        assert!(reserved.data.get("available").is_none());
-        assert!(reserved.data.get("reason").is_none());
-        assert_eq!(reserved.data["status"], "RESERVED");
+        assert!(reserved.data.to_json().get("available").is_none());
+        assert!(reserved.data.to_json().get("reason").is_none());
+        assert_eq!(reserved.data.to_json()["status"], "RESERVED");
     }
 
     #[test]

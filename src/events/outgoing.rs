@@ -161,7 +161,7 @@ mod tests {
         let events = out.into_events(5);
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].kind, EventType::SoldOut);
-        assert_eq!(events[0].data["available"], 0);
-        assert_eq!(events[0].data["total"], 10);
+        assert_eq!(events[0].data.to_json()["available"], 0);
+        assert_eq!(events[0].data.to_json()["total"], 10);
     }
 }

@@ -174,7 +174,7 @@ async fn a_redelivered_deduction_is_applied_once_and_told_again_with_the_same_id
     assert_eq!((report.applied, report.duplicates), (0, 2));
     let retold: Vec<&str> = report.told.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(retold, [id], "told again, once, under the first id");
-    assert_eq!(report.told[0].data["status"], "RESERVED");
+    assert_eq!(report.told[0].data.to_json()["status"], "RESERVED");
     let mut db = app.mysql().await;
     let staged: u64 = db
         .query_first("SELECT COUNT(*) FROM event_outbox WHERE type LIKE 'stockd.reservation.%'")
