@@ -22,7 +22,7 @@ pub enum EventData {
 }
 
 impl EventData {
-    /// As a JSON value (tests, and readers that index into it).
+    /// As a JSON value, for the tests that index into an event's data.
     pub fn to_json(&self) -> Value {
         match self {
             Self::Json(value) => value.clone(),
