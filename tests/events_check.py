@@ -66,7 +66,11 @@ def check_event(event, routing_key, by_type):
         where = "/".join(str(p) for p in e.absolute_path) or "(event)"
         errors.append(f"schema: {where}: {e.message}")
     if not schema_errors:  # what a schema cannot say: subject and id name the event's own data
-        data, subject = event["data"], f"skus/{event['data']['sku_id']}"
+        data = event["data"]
+        if event["type"].startswith("stockd.order."):
+            subject = f"orders/{data['order_id']}"
+        else:
+            subject = f"skus/{data['sku_id']}"
         if event["type"].startswith("stockd.reservation."):
             subject += f"/reservations/{data['request_id']}"
         id_prefix = f"{subject}#"

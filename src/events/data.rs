@@ -1,8 +1,8 @@
-//! An event's `data`: a reservation's facts as a typed struct, everything
-//! else as a JSON value.
+//! An event's `data`: a reservation's or an order's facts as a typed
+//! struct, everything else as a JSON value.
 //!
-//! Why typed for reservations: they are the bulk of all events (two per
-//! reservation, six per 3-line order), and building a `serde_json::Value`
+//! Why typed for reservations and orders: they are the bulk of all events
+//! (two per reservation or order), and building a `serde_json::Value`
 //! map for each (a key string and a value node per field, then a walk to
 //! serialize it and another to drop it) was most of what events cost the
 //! api and the consumer in a profile of the `orders` bench phase. The
@@ -18,6 +18,7 @@ use serde_json::Value;
 #[serde(untagged)]
 pub enum EventData {
     Reservation(ReservationData),
+    Order(OrderData),
     Json(Value),
 }
 
@@ -27,6 +28,7 @@ impl EventData {
         match self {
             Self::Json(value) => value.clone(),
             Self::Reservation(r) => serde_json::to_value(r).expect("plain fields serialize"),
+            Self::Order(o) => serde_json::to_value(o).expect("plain fields serialize"),
         }
     }
 }
@@ -55,6 +57,37 @@ pub struct ReservationData {
     pub sku_id: u64,
     pub status: &'static str,
     pub user_id: u64,
+}
+
+/// A whole order's change, as `stockd.order.*` events carry it
+/// (docs/asyncapi.json): one event for every line. Fields in alphabetical
+/// order, as [`ReservationData`]'s.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OrderData {
+    pub expires_at_ms: u64,
+    /// The SKU of the line that could not be applied (a rejected order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_sku_id: Option<u64>,
+    /// Every line, in SKU order.
+    pub lines: Vec<OrderLineData>,
+    pub order_id: String,
+    /// Why a release or a rejection happened, lower case.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub reserved_at_ms: u64,
+    pub status: &'static str,
+    pub user_id: u64,
+}
+
+/// One line of an order event: its SKU, units and the SKU's available after
+/// the change (absent when unknown: a `reserved` event republished from the
+/// outbox).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OrderLineData {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available: Option<i64>,
+    pub count: u32,
+    pub sku_id: u64,
 }
 
 #[cfg(test)]

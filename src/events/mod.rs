@@ -32,8 +32,9 @@ pub mod outgoing;
 use serde_json::Value;
 
 use crate::domain::{Deduction, ReservationStatus, SkuId};
+use crate::domain::{OrderLines, RequestId, UserId};
 
-pub use data::{EventData, ReservationData};
+pub use data::{EventData, OrderData, OrderLineData, ReservationData};
 pub use filter::EventPolicy;
 pub use outgoing::Outgoing;
 
@@ -45,6 +46,11 @@ pub enum EventType {
     Confirmed,
     Released,
     Rejected,
+    OrderReserved,
+    OrderPersisted,
+    OrderConfirmed,
+    OrderReleased,
+    OrderRejected,
     SoldOut,
     BackInStock,
     LowStock,
@@ -54,12 +60,17 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 11] = [
+    pub const ALL: [EventType; 16] = [
         Self::Reserved,
         Self::Persisted,
         Self::Confirmed,
         Self::Released,
         Self::Rejected,
+        Self::OrderReserved,
+        Self::OrderPersisted,
+        Self::OrderConfirmed,
+        Self::OrderReleased,
+        Self::OrderRejected,
         Self::SoldOut,
         Self::BackInStock,
         Self::LowStock,
@@ -76,6 +87,11 @@ impl EventType {
             Self::Confirmed => "stockd.reservation.confirmed",
             Self::Released => "stockd.reservation.released",
             Self::Rejected => "stockd.reservation.rejected",
+            Self::OrderReserved => "stockd.order.reserved",
+            Self::OrderPersisted => "stockd.order.persisted",
+            Self::OrderConfirmed => "stockd.order.confirmed",
+            Self::OrderReleased => "stockd.order.released",
+            Self::OrderRejected => "stockd.order.rejected",
             Self::SoldOut => "stockd.sku.sold_out",
             Self::BackInStock => "stockd.sku.back_in_stock",
             Self::LowStock => "stockd.sku.low_stock",
@@ -87,6 +103,19 @@ impl EventType {
 
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+
+    /// The order's type of the same change as a reservation's `self`
+    /// (`Persisted` → `OrderPersisted`); other types are their own.
+    pub fn of_order(self) -> Self {
+        match self {
+            Self::Reserved => Self::OrderReserved,
+            Self::Persisted => Self::OrderPersisted,
+            Self::Confirmed => Self::OrderConfirmed,
+            Self::Released => Self::OrderReleased,
+            Self::Rejected => Self::OrderRejected,
+            other => other,
+        }
     }
 
     /// The last word of the type: the change an id names (`…#persisted`).
@@ -101,6 +130,30 @@ impl EventType {
 /// with `@<seq>`, the event's `event_outbox` row number, fixed at the commit
 /// that staged it and so the same on every redelivery.
 pub const SEQUENCED: char = '@';
+
+/// What an order event tells of the order itself (its lines come with each
+/// line's available, [`Event::order`]).
+#[derive(Debug, Clone, Copy)]
+pub struct OrderFacts<'a> {
+    pub order_id: &'a RequestId,
+    pub user_id: UserId,
+    pub lines: &'a OrderLines,
+    pub created_ms: u64,
+    pub expires_ms: u64,
+}
+
+impl<'a> OrderFacts<'a> {
+    /// The order a line's deduction names (`None`: a single reservation).
+    pub fn of_line(line: &'a Deduction) -> Option<Self> {
+        Some(Self {
+            order_id: &line.request_id,
+            user_id: line.user_id,
+            lines: line.order.as_ref()?,
+            created_ms: line.created_ms,
+            expires_ms: line.expires_ms,
+        })
+    }
+}
 
 /// One event, before its envelope (`cloud`) is written.
 #[derive(Debug, Clone, PartialEq)]
@@ -145,6 +198,54 @@ impl Event {
             request_id: facts.request_id.as_str().to_string(),
             reserved_at_ms: facts.created_ms,
             sku_id: facts.sku_id.get(),
+            status: status.as_str(),
+            user_id: facts.user_id.get(),
+        });
+        Self {
+            kind,
+            id: format!("{subject}#{}", kind.word()),
+            subject,
+            time_ms,
+            data,
+        }
+    }
+
+    /// A whole order's change, told once for all its lines (`stockd.order.*`,
+    /// never a `stockd.reservation.*` event per line): `kind` is one of the
+    /// five reservation types, told as its order type ([`EventType::of_order`]).
+    /// `available` gives each line's SKU available after the change (`None`:
+    /// unknown, as for a `reserved` event republished from the outbox);
+    /// `failed` the line (SKU) that failed a rejected order.
+    pub fn order(
+        kind: EventType,
+        facts: &OrderFacts<'_>,
+        available: impl Fn(SkuId) -> Option<i64>,
+        reason: Option<&str>,
+        failed: Option<SkuId>,
+        time_ms: u64,
+    ) -> Self {
+        let status = match kind {
+            EventType::Confirmed => ReservationStatus::Confirmed,
+            EventType::Released => ReservationStatus::Released,
+            EventType::Rejected => ReservationStatus::Rejected,
+            _ => ReservationStatus::Reserved,
+        };
+        let kind = kind.of_order();
+        let subject = format!("orders/{}", facts.order_id);
+        let lines = (facts.lines.lines().iter())
+            .map(|line| OrderLineData {
+                available: available(line.sku_id).map(|a| a.max(0)),
+                count: line.count,
+                sku_id: line.sku_id.get(),
+            })
+            .collect();
+        let data = EventData::Order(OrderData {
+            expires_at_ms: facts.expires_ms,
+            failed_sku_id: failed.map(SkuId::get),
+            lines,
+            order_id: facts.order_id.as_str().to_string(),
+            reason: reason.map(str::to_ascii_lowercase),
+            reserved_at_ms: facts.created_ms,
             status: status.as_str(),
             user_id: facts.user_id.get(),
         });
@@ -215,6 +316,48 @@ mod tests {
         assert!(reserved.data.to_json().get("available").is_none());
         assert!(reserved.data.to_json().get("reason").is_none());
         assert_eq!(reserved.data.to_json()["status"], "RESERVED");
+    }
+
+    #[test]
+    fn an_order_event_tells_every_line_under_the_order() {
+        let lines = OrderLines::decode("7:2,9:1").unwrap();
+        let order_id = RequestId::parse("o-1").unwrap();
+        let facts = OrderFacts {
+            order_id: &order_id,
+            user_id: UserId::new(42).unwrap(),
+            lines: &lines,
+            created_ms: 10,
+            expires_ms: 20,
+        };
+        let available = |sku: SkuId| (sku.get() == 7).then_some(5);
+        let nine = SkuId::new(9).ok();
+        let e = Event::order(
+            EventType::Rejected,
+            &facts,
+            available,
+            Some("OVER_ADMITTED"),
+            nine,
+            1,
+        );
+        assert_eq!(e.kind, EventType::OrderRejected);
+        assert_eq!(e.id, "orders/o-1#rejected");
+        assert_eq!(e.subject, "orders/o-1");
+        assert_eq!(
+            e.data.to_json(),
+            json!({"expires_at_ms": 20, "failed_sku_id": 9, "order_id": "o-1",
+                   "reason": "over_admitted", "reserved_at_ms": 10, "status": "REJECTED",
+                   "user_id": 42, "lines": [{"sku_id": 7, "count": 2, "available": 5},
+                                            {"sku_id": 9, "count": 1}]})
+        );
+        let reserved = Event::order(EventType::Reserved, &facts, |_| None, None, None, 1);
+        assert_eq!(reserved.kind.as_str(), "stockd.order.reserved");
+        let data = reserved.data.to_json();
+        assert!(data.get("reason").is_none() && data.get("failed_sku_id").is_none());
+        assert_eq!(data["status"], "RESERVED");
+        assert!(
+            OrderFacts::of_line(&facts()).is_none(),
+            "a single reservation"
+        );
     }
 
     #[test]

@@ -18,8 +18,8 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::OutboxAcker;
-use crate::domain::Deduction;
-use crate::events::{cloud, Event, EventPolicy, EventType};
+use crate::domain::{Deduction, SkuId};
+use crate::events::{cloud, Event, EventPolicy, EventType, OrderFacts};
 use crate::mq::trace_context::TraceContext;
 use crate::mq::{message, PublishError, Publisher};
 use crate::redis::outbox::OutboxStream;
@@ -217,19 +217,37 @@ async fn run(
     }
 }
 
-/// Whether a batch also publishes the `reserved` events of its deductions,
-/// and their `source` (`None`: events off, or `stockd.reservation.reserved`
-/// filtered out).
+/// Whether a batch also publishes the `reserved` events of its deductions
+/// (`None`: events off, or both `stockd.reservation.reserved` and
+/// `stockd.order.reserved` filtered out).
 #[derive(Clone, Default)]
-pub struct ReservedEvents(Option<Arc<str>>);
+pub struct ReservedEvents(Option<Told>);
+
+/// The `source` of the events, and which of the two `reserved` types are told.
+#[derive(Clone)]
+struct Told {
+    source: Arc<str>,
+    singles: bool,
+    orders: bool,
+}
+
+impl Told {
+    fn wants(&self, event: &Event) -> bool {
+        match event.kind {
+            EventType::OrderReserved => self.orders,
+            _ => self.singles,
+        }
+    }
+}
 
 impl ReservedEvents {
     pub fn from_policy(policy: &EventPolicy) -> Self {
-        Self(
-            policy
-                .wants(EventType::Reserved)
-                .then(|| Arc::from(policy.source())),
-        )
+        let told = Told {
+            source: Arc::from(policy.source()),
+            singles: policy.wants(EventType::Reserved),
+            orders: policy.wants(EventType::OrderReserved),
+        };
+        Self((told.singles || told.orders).then_some(told))
     }
 }
 
@@ -253,9 +271,8 @@ async fn publish_batch(
     let deductions = publisher.publish_traced(&msgs, &traces);
     let result = match &events.0 {
         None => deductions.await,
-        Some(source) => {
-            let (sent, told) =
-                tokio::join!(deductions, publish_reserved(publisher, source, &batch));
+        Some(told) => {
+            let (sent, told) = tokio::join!(deductions, publish_reserved(publisher, told, &batch));
             sent.and(told)
         }
     };
@@ -286,20 +303,18 @@ async fn publish_batch(
 }
 
 /// The `reserved` events of a batch, one message (several if over the
-/// per-message bound); timed by the reservation, so a republish is the same event.
+/// per-message bound); timed by the reservation, so a republish is the same
+/// event. An order is one `stockd.order.reserved` event for all its lines,
+/// each with the available its hold left where this node knows it (a relay
+/// republishing an order's one entry knows none).
 async fn publish_reserved(
     publisher: &Publisher,
-    source: &str,
+    told: &Told,
     batch: &[Pending],
 ) -> Result<(), PublishError> {
-    let lines = batch.iter().flat_map(|p| {
-        std::iter::once((&p.msg, p.available))
-            .chain(p.siblings.iter().map(|s| (&s.msg, s.available)))
-    });
-    let events: Vec<Event> = lines
-        .map(|(msg, available)| {
-            Event::reservation(EventType::Reserved, msg, available, None, msg.created_ms)
-        })
+    let source = &*told.source;
+    let events: Vec<Event> = (batch.iter().map(reserved_event))
+        .filter(|e| told.wants(e))
         .collect();
     let with_ids: Vec<(String, &Event)> = events.iter().map(|e| (e.id.clone(), e)).collect();
     for message in cloud::messages(&with_ids, source) {
@@ -308,4 +323,20 @@ async fn publish_reserved(
             .increment(message.events as u64);
     }
     Ok(())
+}
+
+/// A pending deduction's `reserved` event: the reservation's, or the
+/// whole order's when the deduction is an order's.
+fn reserved_event(p: &Pending) -> Event {
+    let time_ms = p.msg.created_ms;
+    let Some(order) = OrderFacts::of_line(&p.msg) else {
+        return Event::reservation(EventType::Reserved, &p.msg, p.available, None, time_ms);
+    };
+    let available = |sku: SkuId| {
+        std::iter::once((p.msg.sku_id, p.available))
+            .chain(p.siblings.iter().map(|s| (s.msg.sku_id, s.available)))
+            .find(|(line, _)| *line == sku)
+            .and_then(|(_, a)| a)
+    };
+    Event::order(EventType::Reserved, &order, available, None, None, time_ms)
 }

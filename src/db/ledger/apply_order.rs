@@ -18,14 +18,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
-use super::insert::{insert_rows, note_inserted, NewRow};
+use super::insert::{insert_rows, NewRow};
 use super::{reason, BatchReport, INSERT_CHUNK_ROWS};
 use crate::clock::unix_ms;
 use crate::db::sku::{self, SkuRow};
 use crate::db::sql_text::SqlText;
 use crate::db::DbError;
-use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId};
-use crate::events::Outgoing;
+use crate::domain::{Deduction, OrderLines, RequestId, ReservationStatus, SkuId, UserId};
+use crate::events::{Event, EventType, OrderFacts, Outgoing};
 
 /// The batch's single deductions, and its orders expanded into every line
 /// (by order id; the first message of an order seen decides its facts).
@@ -104,8 +104,9 @@ pub(super) async fn apply_orders(
     let known_orders = known_orders(tx, orders.keys()).await?;
     let mut fresh: Vec<&[Deduction]> = Vec::with_capacity(orders.len());
     for (order_id, lines) in orders {
-        if known_orders.contains(order_id.as_str()) {
+        if let Some(known) = known_orders.get(order_id.as_str()) {
             report.duplicates += lines.len();
+            retell(out, order_id, known, unix_ms());
         } else if !lines.is_empty() {
             fresh.push(lines);
         }
@@ -145,9 +146,90 @@ pub(super) async fn apply_orders(
             );
         }
     }
-    note_inserted(out, &rows, unix_ms());
+    note_orders(out, &order_rows, unix_ms());
     insert_rows(tx, &rows).await?;
     insert_orders(tx, &order_rows).await
+}
+
+/// One event per order fitted (`stockd.order.persisted`, or `.rejected`
+/// naming the failing line's SKU and why), never one per line; the lines
+/// of a persisted order leave their SKUs' available, as `sku::take` took
+/// them, before its event reads it.
+fn note_orders(
+    out: &mut Outgoing,
+    orders: &[(&Deduction, Option<(&Deduction, &'static str)>)],
+    time_ms: u64,
+) {
+    for (first, failed) in orders {
+        let Some(facts) = OrderFacts::of_line(first) else {
+            continue;
+        };
+        let kind = match failed {
+            None => {
+                for line in facts.lines.lines() {
+                    out.moved(line.sku_id, -i64::from(line.count), 0);
+                }
+                EventType::Persisted
+            }
+            Some(_) => EventType::Rejected,
+        };
+        if !out.wants(kind.of_order()) {
+            continue;
+        }
+        let (why, sku) = failed.map(|(line, why)| (why, line.sku_id)).unzip();
+        let available = |sku| out.available(sku).or(Some(0));
+        let event = Event::order(kind, &facts, available, why, sku, time_ms);
+        out.push(event);
+    }
+}
+
+/// An order MySQL already has, as its row stores it: the events of a
+/// duplicate are told again from it.
+struct KnownOrder {
+    user_id: u64,
+    lines: String,
+    status: String,
+    reason: Option<String>,
+    failed_sku_id: Option<u64>,
+    reserved_at_ms: u64,
+    expires_at_ms: u64,
+}
+
+/// The event of an order MySQL already has, told again from its row
+/// (`persisted`, or `rejected` with its reason): a duplicate is most often
+/// the redelivery of a batch whose consumer died between its commit and the
+/// publish of its events, which only the redelivery can still tell. Same id
+/// as the first telling; `available` is each SKU's now.
+fn retell(out: &mut Outgoing, order_id: &RequestId, known: &KnownOrder, time_ms: u64) {
+    let kind = match known.status.as_str() {
+        "REJECTED" => EventType::Rejected,
+        _ => EventType::Persisted,
+    };
+    if !out.wants(kind.of_order()) {
+        return;
+    }
+    let (Ok(user_id), Ok(lines)) = (UserId::new(known.user_id), OrderLines::decode(&known.lines))
+    else {
+        return;
+    };
+    let facts = OrderFacts {
+        order_id,
+        user_id,
+        lines: &lines,
+        created_ms: known.reserved_at_ms,
+        expires_ms: known.expires_at_ms,
+    };
+    let failed = known.failed_sku_id.and_then(|s| SkuId::new(s).ok());
+    let available = |sku| out.available(sku).or(Some(0));
+    let event = Event::order(
+        kind,
+        &facts,
+        available,
+        known.reason.as_deref(),
+        failed,
+        time_ms,
+    );
+    out.push(event);
 }
 
 /// Fits one order into `fits`: every line (taken in `fits`, rows
@@ -201,18 +283,43 @@ fn fit_order<'a>(
     failed
 }
 
-/// The ids of `order_ids` MySQL has an order row for (locked).
+/// The orders of `order_ids` MySQL has a row for (locked), by id.
 async fn known_orders<'a>(
     tx: &mut Transaction<'_>,
     order_ids: impl Iterator<Item = &'a RequestId>,
-) -> Result<HashSet<String>, DbError> {
+) -> Result<HashMap<String, KnownOrder>, DbError> {
     let ids: Vec<&RequestId> = order_ids.collect();
-    let mut known = HashSet::new();
+    let mut known = HashMap::new();
     for chunk in ids.chunks(INSERT_CHUNK_ROWS) {
-        let mut sql = SqlText::new("SELECT order_id FROM orders WHERE order_id IN (");
+        let mut sql = SqlText::new(
+            "SELECT order_id, user_id, order_lines, status, reason, failed_sku_id,
+                    reserved_at_ms, expires_at_ms
+               FROM orders WHERE order_id IN (",
+        );
         sql.request_ids(chunk.iter().copied()).raw(") FOR UPDATE");
-        let found: Vec<String> = tx.query(sql.finish()).await?;
-        known.extend(found);
+        type Raw = (
+            String,
+            u64,
+            String,
+            String,
+            Option<String>,
+            Option<u64>,
+            u64,
+            u64,
+        );
+        let found: Vec<Raw> = tx.query(sql.finish()).await?;
+        known.extend(found.into_iter().map(|r| {
+            let order = KnownOrder {
+                user_id: r.1,
+                lines: r.2,
+                status: r.3,
+                reason: r.4,
+                failed_sku_id: r.5,
+                reserved_at_ms: r.6,
+                expires_at_ms: r.7,
+            };
+            (r.0, order)
+        }));
     }
     Ok(known)
 }

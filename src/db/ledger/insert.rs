@@ -61,6 +61,8 @@ pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Resul
 /// row (its units leave the SKU's available, as `sku::take` took them),
 /// `rejected` and `released` with their reason. `available` is the SKU's as
 /// the transaction has it after each row (0 for a SKU MySQL does not have).
+/// A line of an order moves the stock but is told by its order's event
+/// (`apply_order::note_orders`), not as a reservation.
 pub fn note_inserted(out: &mut Outgoing, rows: &[NewRow<'_>], time_ms: u64) {
     for (msg, status, why) in rows {
         let kind = match status {
@@ -72,7 +74,7 @@ pub fn note_inserted(out: &mut Outgoing, rows: &[NewRow<'_>], time_ms: u64) {
             ReservationStatus::Released => EventType::Released,
             ReservationStatus::Confirmed => EventType::Confirmed,
         };
-        if out.wants(kind) {
+        if msg.order.is_none() && out.wants(kind) {
             let available = out.available(msg.sku_id).or(Some(0));
             out.push(Event::reservation(kind, msg, available, *why, time_ms));
         }

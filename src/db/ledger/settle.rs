@@ -22,6 +22,27 @@ pub async fn finish_locked(
     now_ms: u64,
     out: &mut Outgoing,
 ) -> Result<(), DbError> {
+    let kind = finish_row_locked(tx, row, target, why, now_ms, out).await?;
+    if out.wants(kind) {
+        let facts = Deduction::from(&row.to_reservation());
+        let available = out.available(row.sku_id);
+        out.push(Event::reservation(kind, &facts, available, why, now_ms));
+    }
+    Ok(())
+}
+
+/// [`finish_locked`] without the reservation's event: a line of an order,
+/// whose change the order's one event tells (`ops::lifecycle::order`).
+/// The stock given back is still noted in `out`. Returns the event type the
+/// change is (`confirmed` or `released`).
+pub async fn finish_row_locked(
+    tx: &mut Transaction<'_>,
+    row: &LedgerRow,
+    target: ReservationStatus,
+    why: Option<&str>,
+    now_ms: u64,
+    out: &mut Outgoing,
+) -> Result<EventType, DbError> {
     // Programmer error, not an operating one: only RESERVED has exits.
     assert!(
         row.status.can_become(target),
@@ -42,19 +63,13 @@ pub async fn finish_locked(
     )
     .await?;
     assert_eq!(tx.affected_rows(), 1, "the row is locked and was RESERVED");
-    let kind = if target == ReservationStatus::Released {
+    Ok(if target == ReservationStatus::Released {
         sku::give_back(tx, row.sku_id, i64::from(row.count)).await?;
         out.moved(row.sku_id, i64::from(row.count), 0);
         EventType::Released
     } else {
         EventType::Confirmed
-    };
-    if out.wants(kind) {
-        let facts = Deduction::from(&row.to_reservation());
-        let available = out.available(row.sku_id);
-        out.push(Event::reservation(kind, &facts, available, why, now_ms));
-    }
-    Ok(())
+    })
 }
 
 /// Moves a locked `RESERVED` row's `expires_at_ms` by `by_ms`, unless it had

@@ -17,6 +17,7 @@ use crate::db::ledger::{self, settle, LedgerRow};
 use crate::db::orders::{self, OrderRow};
 use crate::db::{event_outbox, sku, Db, DbError};
 use crate::domain::{Deduction, RequestId, ReservationStatus};
+use crate::events::{Event, OrderFacts};
 use crate::redis::RedisStore;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,11 +169,13 @@ async fn decide(
     }
     let why = transition.reason();
     let mut lines = Vec::with_capacity(order.lines.len());
+    let mut kind = None;
     for line in order.lines.lines() {
         let row = ledger::find_for_update(&mut tx, line.sku_id, order_id)
             .await?
             .expect("a RESERVED order has a ledger row per line");
-        settle::finish_locked(&mut tx, &row, target, why, now_ms, &mut out).await?;
+        let change = settle::finish_row_locked(&mut tx, &row, target, why, now_ms, &mut out);
+        kind = Some(change.await?);
         lines.push(LedgerRow {
             status: target,
             reason: why.map(str::to_string),
@@ -181,6 +184,17 @@ async fn decide(
         });
     }
     orders::finish_locked(&mut tx, order_id, target, why, now_ms).await?;
+    if let Some(kind) = kind.filter(|k| out.wants(k.of_order())) {
+        let facts = OrderFacts {
+            order_id,
+            user_id: order.user_id,
+            lines: &order.lines,
+            created_ms: order.reserved_at_ms,
+            expires_ms: order.expires_at_ms,
+        };
+        let event = Event::order(kind, &facts, |sku| out.available(sku), why, None, now_ms);
+        out.push(event);
+    }
     event_outbox::stage(&mut tx, out, now_ms).await?;
     tx.commit().await.map_err(DbError::from)?;
     let order = OrderRow {
