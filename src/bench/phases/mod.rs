@@ -8,6 +8,7 @@ pub mod console;
 pub mod consumer;
 pub mod hot_sku;
 pub mod orders;
+pub mod orders_interleaved;
 pub mod persist_lag;
 pub mod reserve;
 pub mod strawman;

@@ -29,6 +29,9 @@ use crate::domain::SkuId;
 pub const LINES: usize = 3;
 /// Per-buyer limit of each SKU: a buyer per order, one unit of each SKU.
 const LIMIT_PER_USER: i64 = 1;
+/// Order ids of this phase start with this (the interleaved phase's with
+/// `x`): the order-row check counts this phase's orders alone.
+const ORDER_TAG: &str = "o";
 /// Unmeasured orders first (connections opened, the order script cached).
 const WARMUP_ORDERS: u64 = 2_000;
 /// Time limit of the warm-up.
@@ -62,10 +65,16 @@ pub async fn run(
         max_duration: WARMUP_MAX,
         rate_per_sec: None,
     };
-    let warm_workers = posters(target, &skus, "ow", WARMUP_USERS, concurrency);
+    let warm_workers = posters(
+        target,
+        &skus,
+        &format!("{ORDER_TAG}w"),
+        WARMUP_USERS,
+        concurrency,
+    );
     let warm = drive("warm-up", warm_plan, warm_workers).await;
     let before = BatchCounters::read(target.addr).await;
-    let run = drive(key, plan, posters(target, &skus, "o", 1, concurrency)).await;
+    let run = drive(key, plan, posters(target, &skus, ORDER_TAG, 1, concurrency)).await;
     let after = BatchCounters::read(target.addr).await;
     let tally = both(&warm.tally, &run.tally);
     let held = tally.done;
@@ -82,7 +91,7 @@ pub async fn run(
         let bad = check::stores_after_drain(&stores.db, &stores.redis, expect(sku)).await;
         violations.extend(bad.into_iter().map(|v| format!("SKU {sku}: {v}")));
     }
-    violations.extend(order_rows::after_drain(&stores.db, &ids, held).await);
+    violations.extend(order_rows::after_drain(&stores.db, &ids, ORDER_TAG, held).await);
     let title = format!(
         "POST orders of {LINES} lines (1 unit each of the same {LINES} SKUs), durability: queue"
     );
@@ -96,7 +105,7 @@ pub async fn run(
 }
 
 /// Stock for every order and a buyer per order: any refusal is a bug.
-fn refusals(key: &str, tally: &Tally) -> Option<String> {
+pub(super) fn refusals(key: &str, tally: &Tally) -> Option<String> {
     (tally.refused > 0).then(|| {
         format!(
             "{key}: {} refusals with stock for every order and a buyer per order: {:?}",

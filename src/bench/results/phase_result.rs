@@ -47,6 +47,11 @@ pub mod key {
     /// `POST /v1/orders` of 3 lines (the same 3 SKUs) in the `reserve_queue`
     /// child, right after it: the CPU of a whole order next to one reservation.
     pub const ORDERS: &str = "orders";
+    /// Reservations and 3-line orders in alternating rounds of one child,
+    /// each round's CPU counted until MySQL applied it: the orders goal's
+    /// measurement (`phases::orders_interleaved`).
+    pub const RESERVE_INTERLEAVED: &str = "reserve_interleaved";
+    pub const ORDERS_INTERLEAVED: &str = "orders_interleaved";
     pub const HALF_LOAD: &str = "reserve_half_load";
     pub const PERSIST_LAG: &str = "persist_lag";
     pub const HALF_LOAD_REDIS: &str = "reserve_half_load_redis";

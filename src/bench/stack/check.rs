@@ -167,6 +167,15 @@ async fn stores_inner(db: &Db, redis: &RedisStore, e: Expect) -> anyhow::Result<
     Ok(bad)
 }
 
+/// Waits (up to [`DRAIN_TIMEOUT`]) until MySQL's available of `sku` is
+/// `available`: the consumer applied everything the stock behind it took.
+pub async fn wait_applied(db: &Db, sku: SkuId, available: i64) -> bool {
+    wait_until(DRAIN_TIMEOUT, DRAIN_POLL, || async {
+        matches!(mysql_available(db, sku).await, Ok(a) if a <= available)
+    })
+    .await
+}
+
 async fn mysql_available(db: &Db, sku_id: SkuId) -> anyhow::Result<i64> {
     let mut conn = db.conn().await?;
     let row = sku::get(&mut conn, sku_id).await?;

@@ -6,8 +6,9 @@
 //! add up while an order is split (one line rejected, another live), and a
 //! partial order is the bug the all-or-nothing path exists to rule out.
 //!
-//! The bench database holds only the phase's orders: every child starts
-//! from a dropped database and the phase is the only one placing orders.
+//! Every child starts from a dropped database; the two phases that place
+//! orders (`orders`, `orders_interleaved`) use SKUs and order-id prefixes
+//! of their own, so each counts its own orders.
 
 use mysql_async::prelude::Queryable;
 
@@ -15,14 +16,15 @@ use crate::db::Db;
 use crate::domain::SkuId;
 
 /// Violations of the order rows (empty = green), after the pipeline drained.
-pub async fn after_drain(db: &Db, skus: &[SkuId], held: u64) -> Vec<String> {
-    match check(db, skus, held).await {
+/// Only the orders whose id starts with `id_prefix` count (one phase's).
+pub async fn after_drain(db: &Db, skus: &[SkuId], id_prefix: &str, held: u64) -> Vec<String> {
+    match check(db, skus, id_prefix, held).await {
         Ok(bad) => bad,
         Err(err) => vec![format!("could not read the orders: {err:#}")],
     }
 }
 
-async fn check(db: &Db, skus: &[SkuId], held: u64) -> anyhow::Result<Vec<String>> {
+async fn check(db: &Db, skus: &[SkuId], id_prefix: &str, held: u64) -> anyhow::Result<Vec<String>> {
     let mut conn = db.conn().await?;
     let in_list = skus
         .iter()
@@ -30,9 +32,18 @@ async fn check(db: &Db, skus: &[SkuId], held: u64) -> anyhow::Result<Vec<String>
         .collect::<Vec<_>>()
         .join(",");
     let lines = skus.len() as i64;
-    let orders: Option<i64> = conn.query_first("SELECT COUNT(*) FROM orders").await?;
+    anyhow::ensure!(
+        id_prefix.bytes().all(|b| b.is_ascii_alphanumeric()),
+        "an order id prefix of letters and digits, rendered into the SQL: {id_prefix:?}"
+    );
+    let mine = format!("order_id LIKE '{id_prefix}%'");
+    let orders: Option<i64> = conn
+        .query_first(format!("SELECT COUNT(*) FROM orders WHERE {mine}"))
+        .await?;
     let reserved: Option<i64> = conn
-        .query_first("SELECT COUNT(*) FROM orders WHERE status = 'RESERVED'")
+        .query_first(format!(
+            "SELECT COUNT(*) FROM orders WHERE {mine} AND status = 'RESERVED'"
+        ))
         .await?;
     let line_rows: Option<i64> = conn
         .query_first(format!(
@@ -49,7 +60,7 @@ async fn check(db: &Db, skus: &[SkuId], held: u64) -> anyhow::Result<Vec<String>
             "SELECT COUNT(*) FROM (
                SELECT deduct_request_id FROM stock_deduct_idempotent
                 WHERE sku_id IN ({in_list}) AND order_line = 1 AND status = 'RESERVED'
-                  AND deduct_request_id IN (SELECT order_id FROM orders WHERE status = 'RESERVED')
+                  AND deduct_request_id IN (SELECT order_id FROM orders WHERE {mine} AND status = 'RESERVED')
                 GROUP BY deduct_request_id
                HAVING COUNT(*) = {lines}) AS whole_orders"
         ))

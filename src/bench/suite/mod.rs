@@ -47,6 +47,9 @@ const SKU_HOT: [u64; 2] = [4, 5];
 const SKU_FAN_IN: u64 = 6;
 /// The orders phase's three SKUs (after the fan-in phase's).
 const SKU_ORDERS: [u64; 3] = [7, 8, 9];
+/// The interleaved orders phase's SKUs: one for reservations, three for orders.
+const SKU_INTERLEAVED: u64 = 10;
+const SKU_INTERLEAVED_ORDERS: [u64; 3] = [11, 12, 13];
 /// Connections of the fan-in phase: a busy sale's many buyers at once.
 pub const FAN_IN_CONNECTIONS: usize = 1_000;
 /// Share of the measured reserve throughput the persist-lag run offers.

@@ -7,10 +7,12 @@
 
 use std::path::Path;
 
-use super::{plan, sku_base, Collected, SKU_ORDERS, SKU_RESERVE};
+use super::{
+    plan, sku_base, Collected, SKU_INTERLEAVED, SKU_INTERLEAVED_ORDERS, SKU_ORDERS, SKU_RESERVE,
+};
 use crate::bench::args::BenchArgs;
 use crate::bench::drive::progress::note;
-use crate::bench::phases::{self, orders};
+use crate::bench::phases::{self, orders, orders_interleaved};
 use crate::bench::results::key;
 use crate::bench::results::Memory;
 use crate::bench::stack::check::Target;
@@ -50,6 +52,30 @@ pub(super) async fn after_reserve(
         target,
         key::ORDERS,
         skus(args),
+        plan(args.requests),
+        args.concurrency,
+    );
+    if !out.gate(checked.await?).await {
+        return Ok(false);
+    }
+    let base = sku_base(args);
+    let skus = orders_interleaved::Skus {
+        single: base + SKU_INTERLEAVED,
+        order: SKU_INTERLEAVED_ORDERS.map(|offset| base + offset),
+    };
+    note(&format!(
+        "phase {} / {}: {} rounds each of reservations (SKU {}) and orders (SKUs {:?}), \
+         CPU until MySQL applied each round (the orders goal's measurement)",
+        key::RESERVE_INTERLEAVED,
+        key::ORDERS_INTERLEAVED,
+        orders_interleaved::ROUNDS,
+        skus.single,
+        skus.order
+    ));
+    let checked = orders_interleaved::run(
+        target,
+        (key::RESERVE_INTERLEAVED, key::ORDERS_INTERLEAVED),
+        skus,
         plan(args.requests),
         args.concurrency,
     );
