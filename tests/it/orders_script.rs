@@ -470,3 +470,67 @@ async fn an_order_with_one_line_mysql_cannot_cover_is_rejected_whole() {
     }
     app.cleanup().await;
 }
+
+/// An order whose id names a single reservation of one of its SKUs in MySQL
+/// (Redis forgot the single and admitted the order): the consumer inserts an
+/// order's lines without looking each up, so the single's row fails that
+/// insert; the run is applied again with every line looked up, and the
+/// order is rejected whole (`ORDER_REJECTED` naming that SKU), the single's
+/// row untouched, no stock taken by the order.
+#[tokio::test]
+async fn an_order_whose_id_names_a_single_reservation_in_mysql_is_rejected_whole() {
+    use mysql_async::prelude::Queryable;
+    use stockd::db::ledger::apply_batch;
+    use stockd::domain::Deduction;
+    let app = TestApp::with(no_relay()).await;
+    app.create_sku(1, 10, 10).await;
+    app.create_sku(2, 10, 10).await;
+    let single = Deduction {
+        request_id: id("o-same"),
+        sku_id: TestApp::sku(1),
+        user_id: user(5),
+        count: 1,
+        created_ms: 1,
+        expires_ms: u64::MAX / 2,
+        order: None,
+    };
+    let report = apply_batch(&app.res.db, &[single], 0).await.unwrap();
+    assert_eq!(report.applied, 1);
+    let lines = TestApp::order_lines(&[(1, 2), (2, 1)]);
+    let msgs = Deduction::of_order(&id("o-same"), user(6), &lines, 1, u64::MAX / 2);
+    let report = apply_batch(&app.res.db, &msgs[..1], 0).await.unwrap();
+    assert_eq!((report.applied, report.duplicates), (0, 1));
+    let mut db = app.mysql().await;
+    let order: Option<(String, Option<String>, Option<u64>)> = db
+        .exec_first(
+            "SELECT status, reason, failed_sku_id FROM orders WHERE order_id = ?",
+            ("o-same",),
+        )
+        .await
+        .unwrap();
+    let sku1 = TestApp::sku(1).get();
+    assert_eq!(
+        order,
+        Some(("REJECTED".into(), Some("ORDER_REJECTED".into()), Some(sku1)))
+    );
+    let rows: Vec<(u64, u64, String, u8)> = db
+        .exec(
+            "SELECT sku_id, user_id, status, order_line FROM stock_deduct_idempotent
+             WHERE deduct_request_id = ? ORDER BY sku_id",
+            ("o-same",),
+        )
+        .await
+        .unwrap();
+    let sku2 = TestApp::sku(2).get();
+    assert_eq!(
+        rows,
+        [
+            (sku1, 5, "RESERVED".to_string(), 0),
+            (sku2, 6, "REJECTED".to_string(), 1)
+        ],
+        "the single's row as it was; the order's other line rejected"
+    );
+    assert_eq!(app.mysql_available(1).await, Some(9), "the single's unit");
+    assert_eq!(app.mysql_available(2).await, Some(10));
+    app.cleanup().await;
+}

@@ -42,10 +42,23 @@ pub async fn apply_batch(
 
 /// Applies one run of messages in one transaction, retrying it whole on
 /// deadlock or lock timeout.
+///
+/// Orders' lines are first inserted without looking each one up in the
+/// ledger (the `orders` row is an order's idempotency key, and a line row
+/// without its order row exists only when the order id names a single
+/// reservation of that SKU, which Redis refuses at admission). Such a row
+/// makes the insert fail on its primary key; the run is then applied again,
+/// once, with every line looked up ([`LineCheck`]), not counted as a retry.
 async fn apply_run(db: &Db, batch: &[Deduction], retries: u32) -> Result<BatchReport, DbError> {
     let mut attempt = 0;
+    let mut lines = LineCheck::ByInsert;
     loop {
-        match db.bounded(apply_batch_once(db, batch)).await {
+        match db.bounded(apply_batch_once(db, batch, lines)).await {
+            Err(err) if is_duplicate(&err) && lines == LineCheck::ByInsert => {
+                lines = LineCheck::LookedUp;
+                tracing::info!(error = %err,
+                    "batch.lines: a line's row is there already; applied again with every line looked up");
+            }
             Err(err) if (err.is_retryable() || is_duplicate(&err)) && attempt < retries => {
                 attempt += 1;
                 tracing::warn!(error = %err, attempt, "batch.retry: transaction retried");
@@ -55,11 +68,24 @@ async fn apply_run(db: &Db, batch: &[Deduction], retries: u32) -> Result<BatchRe
     }
 }
 
+/// How an order's lines already in the ledger are found ([`apply_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LineCheck {
+    /// By the insert's primary key: no lookup per line (the common case).
+    ByInsert,
+    /// Looked up first: such a line fails its order (`ORDER_REJECTED`).
+    LookedUp,
+}
+
 fn is_duplicate(err: &DbError) -> bool {
     err.server_code() == Some(crate::db::codes::ER_DUP_ENTRY)
 }
 
-async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, DbError> {
+async fn apply_batch_once(
+    db: &Db,
+    batch: &[Deduction],
+    lines: LineCheck,
+) -> Result<BatchReport, DbError> {
     let (singles, orders) = super::apply_order::expand(batch);
     let mut by_sku: BTreeMap<SkuId, Vec<&Deduction>> = BTreeMap::new();
     for msg in singles {
@@ -90,7 +116,7 @@ async fn apply_batch_once(db: &Db, batch: &[Deduction]) -> Result<BatchReport, D
         apply_sku(&mut tx, sku_id, msgs, &mut report, &mut out).await?;
     }
     if !orders.is_empty() {
-        super::apply_order::apply_orders(&mut tx, &orders, &mut report, &mut out).await?;
+        super::apply_order::apply_orders(&mut tx, &orders, lines, &mut report, &mut out).await?;
     }
     report.told = out.take_events();
     event_outbox::stage(&mut tx, out, unix_ms()).await?;
