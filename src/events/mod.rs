@@ -322,7 +322,7 @@ mod tests {
     fn an_order_event_tells_every_line_under_the_order() {
         let lines = OrderLines::decode("7:2,9:1").unwrap();
         let order_id = RequestId::parse("o-1").unwrap();
-        let facts = OrderFacts {
+        let order = OrderFacts {
             order_id: &order_id,
             user_id: UserId::new(42).unwrap(),
             lines: &lines,
@@ -333,7 +333,7 @@ mod tests {
         let nine = SkuId::new(9).ok();
         let e = Event::order(
             EventType::Rejected,
-            &facts,
+            &order,
             available,
             Some("OVER_ADMITTED"),
             nine,
@@ -349,7 +349,7 @@ mod tests {
                    "user_id": 42, "lines": [{"sku_id": 7, "count": 2, "available": 5},
                                             {"sku_id": 9, "count": 1}]})
         );
-        let reserved = Event::order(EventType::Reserved, &facts, |_| None, None, None, 1);
+        let reserved = Event::order(EventType::Reserved, &order, |_| None, None, None, 1);
         assert_eq!(reserved.kind.as_str(), "stockd.order.reserved");
         let data = reserved.data.to_json();
         assert!(data.get("reason").is_none() && data.get("failed_sku_id").is_none());
