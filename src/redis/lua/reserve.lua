@@ -82,6 +82,9 @@ local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local created = string.format('%.0f', now_ms)
 local expires = string.format('%.0f', now_ms + ttl_ms)
 local record_ms = ttl_ms + retention_ms
+-- As text once: a Lua number given to redis.call is printf'ed every time
+-- (5 % of the script's instructions under callgrind, two PEXPIREs a request).
+local record_ms_text = string.format('%.0f', record_ms)
 local outbox_len = redis.call('XLEN', outbox_key)
 local taken = 0
 local winners = {}
@@ -170,10 +173,10 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg)
   else
     redis.call('HSET', buyer_key, 'n', units)
   end
-  redis.call('PEXPIRE', buyer_key, record_ms)
+  redis.call('PEXPIRE', buyer_key, record_ms_text)
   redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
     'created_ms', created, 'expires_ms', expires)
-  redis.call('PEXPIRE', res_key, record_ms)
+  redis.call('PEXPIRE', res_key, record_ms_text)
   local entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
     'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires)
   -- counted only once every write of the request is made
@@ -206,7 +209,7 @@ end
 if taken > 0 then
   local left = redis.call('HINCRBY', sku_key, 'available', -taken)
   redis.call('SADD', winners_key, unpack(winners))
-  redis.call('PEXPIRE', winners_key, record_ms)
+  redis.call('PEXPIRE', winners_key, record_ms_text)
   if left <= 0 and drained then
     -- durable marker + broadcast: every api node flags the SKU (bucket) sold out locally
     redis.call('HSET', sku_key, 'soldout', '1')
