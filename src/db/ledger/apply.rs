@@ -43,21 +43,26 @@ pub async fn apply_batch(
 /// Applies one run of messages in one transaction, retrying it whole on
 /// deadlock or lock timeout.
 ///
-/// Orders' lines are first inserted without looking each one up in the
-/// ledger (the `orders` row is an order's idempotency key, and a line row
-/// without its order row exists only when the order id names a single
-/// reservation of that SKU, which Redis refuses at admission). Such a row
-/// makes the insert fail on its primary key; the run is then applied again,
-/// once, with every line looked up ([`LineCheck`]), not counted as a retry.
+/// Orders are first applied without looking them up: neither the `orders`
+/// row (an order's idempotency key) nor each line's ledger row is read
+/// before the insert ([`OrderCheck::ByInsert`]). An order MySQL has already
+/// (a redelivery, a relay's republish) or a line row of its id (the order
+/// id names a single reservation of that SKU, which Redis refuses at
+/// admission but may accept after losing data) makes the multi-row insert
+/// fail on its primary key; the run is then applied again, once, with
+/// both looked up first ([`OrderCheck::LookedUp`]: a duplicate order is
+/// skipped and told again, a clashing line rejects its order), not counted
+/// as a retry. Duplicates are rare; the two lookups were a fifth of
+/// MariaDB's work per 3-line order (BENCHMARKS.md, "Orders").
 async fn apply_run(db: &Db, batch: &[Deduction], retries: u32) -> Result<BatchReport, DbError> {
     let mut attempt = 0;
-    let mut lines = LineCheck::ByInsert;
+    let mut check = OrderCheck::ByInsert;
     loop {
-        match db.bounded(apply_batch_once(db, batch, lines)).await {
-            Err(err) if is_duplicate(&err) && lines == LineCheck::ByInsert => {
-                lines = LineCheck::LookedUp;
+        match db.bounded(apply_batch_once(db, batch, check)).await {
+            Err(err) if is_duplicate(&err) && check == OrderCheck::ByInsert => {
+                check = OrderCheck::LookedUp;
                 tracing::info!(error = %err,
-                    "batch.lines: a line's row is there already; applied again with every line looked up");
+                    "batch.orders: an order or a line row is there already; applied again with them looked up");
             }
             Err(err) if (err.is_retryable() || is_duplicate(&err)) && attempt < retries => {
                 attempt += 1;
@@ -68,12 +73,14 @@ async fn apply_run(db: &Db, batch: &[Deduction], retries: u32) -> Result<BatchRe
     }
 }
 
-/// How an order's lines already in the ledger are found ([`apply_run`]).
+/// How the orders MySQL has already, and the ledger rows of an order's
+/// lines, are found ([`apply_run`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum LineCheck {
-    /// By the insert's primary key: no lookup per line (the common case).
+pub(super) enum OrderCheck {
+    /// By the insert's primary key: no lookup (the common case).
     ByInsert,
-    /// Looked up first: such a line fails its order (`ORDER_REJECTED`).
+    /// Looked up first: a known order is a duplicate, a known line fails
+    /// its order (`ORDER_REJECTED`).
     LookedUp,
 }
 
@@ -84,7 +91,7 @@ fn is_duplicate(err: &DbError) -> bool {
 async fn apply_batch_once(
     db: &Db,
     batch: &[Deduction],
-    lines: LineCheck,
+    check: OrderCheck,
 ) -> Result<BatchReport, DbError> {
     let (singles, orders) = super::apply_order::expand(batch);
     let mut by_sku: BTreeMap<SkuId, Vec<&Deduction>> = BTreeMap::new();
@@ -116,7 +123,7 @@ async fn apply_batch_once(
         apply_sku(&mut tx, sku_id, msgs, &mut report, &mut out).await?;
     }
     if !orders.is_empty() {
-        super::apply_order::apply_orders(&mut tx, &orders, lines, &mut report, &mut out).await?;
+        super::apply_order::apply_orders(&mut tx, &orders, check, &mut report, &mut out).await?;
     }
     report.told = out.take_events();
     event_outbox::stage(&mut tx, out, unix_ms()).await?;

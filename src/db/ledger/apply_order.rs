@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
-use super::apply::LineCheck;
+use super::apply::OrderCheck;
 use super::insert::{insert_rows, NewRow};
 use super::{reason, BatchReport, INSERT_CHUNK_ROWS};
 use crate::clock::unix_ms;
@@ -87,10 +87,11 @@ fn misfit(fit: &SkuFit, line: &Deduction) -> Option<&'static str> {
 /// Applies the run's orders (each one's lines sorted by SKU id; every SKU
 /// row locked by the batch already), after its single deductions.
 ///
-/// Set-based: the orders already in MySQL, each SKU's row, its lines
-/// already in the ledger (only with [`LineCheck::LookedUp`]: else a line
-/// row there already fails the insert, and the run is applied again with
-/// the lookup) and its buyers' live units are read once for the whole run; the orders are then fitted one after another in memory
+/// Set-based: the orders already in MySQL and each SKU's lines already in
+/// the ledger (only with [`OrderCheck::LookedUp`]: else such a row fails
+/// the insert, and the run is applied again with them looked up), each
+/// SKU's row and its buyers' live units are read once for the whole run;
+/// the orders are then fitted one after another in memory
 /// (each sees the units and quota the ones before it took: the SKU rows
 /// are locked, nothing else moves them), and what fits is taken with one
 /// guarded `UPDATE` per SKU and inserted with multi-row inserts. The
@@ -100,11 +101,14 @@ fn misfit(fit: &SkuFit, line: &Deduction) -> Option<&'static str> {
 pub(super) async fn apply_orders(
     tx: &mut Transaction<'_>,
     orders: &BTreeMap<RequestId, Vec<Deduction>>,
-    lines_check: LineCheck,
+    check: OrderCheck,
     report: &mut BatchReport,
     out: &mut Outgoing,
 ) -> Result<(), DbError> {
-    let known_orders = known_orders(tx, orders.keys()).await?;
+    let known_orders = match check {
+        OrderCheck::LookedUp => known_orders(tx, orders.keys()).await?,
+        OrderCheck::ByInsert => HashMap::new(),
+    };
     let mut fresh: Vec<&[Deduction]> = Vec::with_capacity(orders.len());
     for (order_id, lines) in orders {
         if let Some(known) = known_orders.get(order_id.as_str()) {
@@ -121,9 +125,9 @@ pub(super) async fn apply_orders(
     let mut fits: BTreeMap<SkuId, SkuFit> = BTreeMap::new();
     for (sku_id, lines) in &by_sku {
         let row = sku::lock_noted(tx, *sku_id, out).await?;
-        let known = match lines_check {
-            LineCheck::LookedUp => known_lines(tx, *sku_id, lines).await?,
-            LineCheck::ByInsert => HashSet::new(),
+        let known = match check {
+            OrderCheck::LookedUp => known_lines(tx, *sku_id, lines).await?,
+            OrderCheck::ByInsert => HashSet::new(),
         };
         let held = match row {
             Some(_) => super::apply::buyers_live_units(tx, *sku_id, lines).await?,
