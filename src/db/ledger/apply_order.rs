@@ -157,6 +157,11 @@ pub(super) async fn apply_orders(
         }
     }
     note_orders(out, &order_rows, unix_ms());
+    // One SKU's rows after another (stable: each SKU's in fitting order),
+    // not order after order: InnoDB inserts neighbours into the pages it
+    // just touched instead of jumping between three SKUs' ranges per order
+    // (8 % of MariaDB's instructions per 3-line order under callgrind).
+    rows.sort_by_key(|(line, _, _)| line.sku_id);
     insert_rows(tx, &rows).await?;
     insert_orders(tx, &order_rows).await
 }
