@@ -232,10 +232,12 @@ struct Told {
 }
 
 impl Told {
-    fn wants(&self, event: &Event) -> bool {
-        match event.kind {
-            EventType::OrderReserved => self.orders,
-            _ => self.singles,
+    /// Whether the pending deduction's `reserved` event is told: an order's
+    /// (`stockd.order.reserved`) or a single reservation's.
+    fn wants(&self, pending: &Pending) -> bool {
+        match pending.msg.order {
+            Some(_) => self.orders,
+            None => self.singles,
         }
     }
 }
@@ -313,8 +315,9 @@ async fn publish_reserved(
     batch: &[Pending],
 ) -> Result<(), PublishError> {
     let source = &*told.source;
-    let events: Vec<Event> = (batch.iter().map(reserved_event))
-        .filter(|e| told.wants(e))
+    let events: Vec<Event> = (batch.iter())
+        .filter(|p| told.wants(p))
+        .map(reserved_event)
         .collect();
     let with_ids: Vec<(String, &Event)> = events.iter().map(|e| (e.id.clone(), e)).collect();
     for message in cloud::messages(&with_ids, source) {
