@@ -179,12 +179,7 @@ impl Event {
         reason: Option<&str>,
         time_ms: u64,
     ) -> Self {
-        let status = match kind {
-            EventType::Confirmed => ReservationStatus::Confirmed,
-            EventType::Released => ReservationStatus::Released,
-            EventType::Rejected => ReservationStatus::Rejected,
-            _ => ReservationStatus::Reserved,
-        };
+        let status = status_after(kind);
         let subject = format!(
             "skus/{}/reservations/{}",
             facts.sku_id.get(),
@@ -201,6 +196,12 @@ impl Event {
             status: status.as_str(),
             user_id: facts.user_id.get(),
         });
+        Self::of_change(kind, subject, time_ms, data)
+    }
+
+    /// The event of a change that happens once to its subject: named by the
+    /// subject and the change (`<subject>#<word>`).
+    fn of_change(kind: EventType, subject: String, time_ms: u64, data: EventData) -> Self {
         Self {
             kind,
             id: format!("{subject}#{}", kind.word()),
@@ -224,12 +225,7 @@ impl Event {
         failed: Option<SkuId>,
         time_ms: u64,
     ) -> Self {
-        let status = match kind {
-            EventType::Confirmed => ReservationStatus::Confirmed,
-            EventType::Released => ReservationStatus::Released,
-            EventType::Rejected => ReservationStatus::Rejected,
-            _ => ReservationStatus::Reserved,
-        };
+        let status = status_after(kind);
         let kind = kind.of_order();
         let subject = format!("orders/{}", facts.order_id);
         let lines = (facts.lines.lines().iter())
@@ -249,13 +245,7 @@ impl Event {
             status: status.as_str(),
             user_id: facts.user_id.get(),
         });
-        Self {
-            kind,
-            id: format!("{subject}#{}", kind.word()),
-            subject,
-            time_ms,
-            data,
-        }
+        Self::of_change(kind, subject, time_ms, data)
     }
 
     /// A SKU-wide event that may happen again (stock crossings, reconciler
@@ -282,6 +272,17 @@ impl Event {
             time_ms,
             data: data.into(),
         }
+    }
+}
+
+/// The status a reservation or an order has after a change of `kind` (one
+/// of the five reservation types).
+fn status_after(kind: EventType) -> ReservationStatus {
+    match kind {
+        EventType::Confirmed => ReservationStatus::Confirmed,
+        EventType::Released => ReservationStatus::Released,
+        EventType::Rejected => ReservationStatus::Rejected,
+        _ => ReservationStatus::Reserved,
     }
 }
 

@@ -37,7 +37,14 @@ const WARMUP_ORDERS: u64 = 2_000;
 /// Time limit of the warm-up.
 const WARMUP_MAX: Duration = Duration::from_secs(10);
 
-fn posters(t: &Target<'_>, skus: &[u64], tag: &str, users: u64, n: usize) -> Vec<OrderPoster> {
+/// `n` order workers over `skus`, order ids `<tag><i>` from buyer `users + i`.
+pub(super) fn posters(
+    t: &Target<'_>,
+    skus: &[u64],
+    tag: &str,
+    users: u64,
+    n: usize,
+) -> Vec<OrderPoster> {
     (0..n)
         .map(|_| OrderPoster::new(t.addr, skus, tag, users).with_client_token(t.client_token))
         .collect()

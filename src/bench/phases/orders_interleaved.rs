@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::orders::posters;
+use super::reserve::workers_of;
 use super::{both, Checked};
 use crate::bench::drive::api::{UserOf, WARMUP_USERS};
 use crate::bench::drive::load::{drive, Plan, Run};
-use crate::bench::drive::order_poster::OrderPoster;
 use crate::bench::drive::progress::note;
 use crate::bench::measure::cpu;
 use crate::bench::measure::stats::Tally;
@@ -138,12 +139,12 @@ pub async fn run(
         max_duration: WARMUP_MAX,
         rate_per_sec: None,
     };
-    let warm_singles = reservers(
+    let warm_singles = workers_of(
         target,
         skus.single,
         "xrw",
-        UserOf::UniqueFrom(WARMUP_USERS),
         concurrency,
+        UserOf::UniqueFrom(WARMUP_USERS),
     );
     let warm_orders = posters(
         target,
@@ -172,12 +173,12 @@ pub async fn run(
     for round in 0..ROUNDS {
         let first = FIRST_BUYER + round * per_round;
         let label = format!("{} {}/{ROUNDS}", keys.0, round + 1);
-        let workers = reservers(
+        let workers = workers_of(
             target,
             skus.single,
             &format!("xr{round}-"),
-            UserOf::UniqueFrom(first),
             concurrency,
+            UserOf::UniqueFrom(first),
         );
         let before = cpu::snapshot();
         let run = drive(&label, round_plan, workers).await;
@@ -253,22 +254,6 @@ pub async fn run(
         results,
         violations,
     })
-}
-
-fn reservers(
-    target: &Target<'_>,
-    sku: u64,
-    tag: &str,
-    users: UserOf,
-    n: usize,
-) -> Vec<crate::bench::drive::api::Reserver> {
-    (0..n).map(|_| target.reserver(sku, tag, users)).collect()
-}
-
-fn posters(t: &Target<'_>, skus: &[u64], tag: &str, users: u64, n: usize) -> Vec<OrderPoster> {
-    (0..n)
-        .map(|_| OrderPoster::new(t.addr, skus, tag, users).with_client_token(t.client_token))
-        .collect()
 }
 
 /// Waits until MySQL holds `taken` units of each of `skus` (stock `total`).

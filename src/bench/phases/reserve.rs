@@ -31,7 +31,9 @@ pub fn workers(target: &Target<'_>, sku: u64, tag: &str, concurrency: usize) -> 
     workers_of(target, sku, tag, concurrency, UserOf::Unique)
 }
 
-fn workers_of(
+/// `concurrency` reservation workers against `sku`, request ids `<tag><i>`,
+/// buyers as `users` says.
+pub(super) fn workers_of(
     target: &Target<'_>,
     sku: u64,
     tag: &str,
