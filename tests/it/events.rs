@@ -444,7 +444,7 @@ async fn an_order_is_told_once_per_change_and_a_rejected_one_names_why() {
     app.cleanup().await;
 }
 
-/// An order the api held but never published (it died after the script):
+/// An order the api held but never published (it died after the hold):
 /// the relay publishes its one outbox entry, and its `reserved` event tells
 /// every line (their available unknown to the relay), once.
 #[tokio::test]
@@ -462,12 +462,10 @@ async fn the_relay_tells_an_order_it_republishes_whole() {
     let order_id = stockd::domain::RequestId::parse("ev-relay").unwrap();
     let lines = TestApp::order_lines(&[(1, 1), (2, 1)]);
     let buyer = stockd::domain::UserId::new(4).unwrap();
-    let held = app
-        .res
-        .redis
-        .orders()
-        .reserve(&order_id, buyer, &lines)
-        .await;
+    // As the api holds it (one script, or line by line on a Redis Cluster),
+    // without its publish.
+    let held =
+        stockd::ops::order_saga::place(&app.res.redis, &order_id, buyer, &lines, 5_000).await;
     assert!(
         matches!(
             held,
