@@ -14,7 +14,7 @@ use stockd::{db, resources::Resources, roles, shutdown, telemetry};
 /// mimalloc instead of glibc malloc: fewer cycles per allocation on the
 /// request path and no contention between the runtime's threads
 /// (BENCHMARKS.md, "CPU efficiency"). Built without its transparent huge page
-/// advice (`no_thp` in Cargo.toml), which cost ~65 MiB of peak RSS for no
+/// advice (`no_thp` in Cargo.toml), which cost ~50 MiB of peak RSS for no
 /// measurable CPU (BENCHMARKS.md, "Memory").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
