@@ -56,6 +56,7 @@ mod orders_mysql_lost;
 mod orders_script;
 mod outage;
 mod pipeline;
+mod readiness;
 mod reconcile;
 mod redis_links;
 mod reserve;

@@ -4,7 +4,7 @@ use crate::helpers::TestApp;
 
 /// Every response carries a request id (the client's when sane); `/metrics`
 /// exposes the request, reservation and publish series; `/readyz?verbose`
-/// lists its checks.
+/// lists its checks to the admin token.
 #[tokio::test]
 async fn health_metrics_and_request_ids_are_served() {
     let app = TestApp::spawn_with_sku(1, 5, 5).await;
@@ -28,7 +28,7 @@ async fn health_metrics_and_request_ids_are_served() {
         .to_string();
     assert_eq!(generated.len(), 36, "a UUID: {generated}");
 
-    let (status, ready) = app.get_json("/readyz?verbose").await;
+    let (status, ready) = app.get_json_admin("/readyz?verbose").await;
     assert_eq!(status, 200, "{ready}");
     assert_eq!(ready["checks"]["scripts_loaded"], true);
     let (_, terse) = app.get_json("/readyz").await;

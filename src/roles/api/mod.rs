@@ -11,6 +11,7 @@ pub mod ip_guard;
 pub mod ip_limit;
 pub mod order_views;
 pub mod problem;
+pub mod readiness;
 pub mod routes;
 pub mod tls;
 pub mod trace_context;
@@ -44,6 +45,8 @@ pub struct ApiState {
     pub soldout: Option<Arc<SoldOutBoard>>,
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
     pub draining: AtomicBool,
+    /// What `/readyz` answers, kept current by a background task (`readiness`).
+    pub readiness: Arc<readiness::Readiness>,
     pub metrics: PrometheusHandle,
     /// The per-IP rate limit of the public routes (`limits.per_ip_*`).
     pub ip_limiter: ip_limit::IpLimiter,
@@ -98,9 +101,9 @@ impl ApiHandle {
 }
 
 /// Starts the api role on `listener`: HTTP(S) server(s), outbox acker,
-/// relay, sold-out subscriber, SIGHUP reload of the TLS files. It stops when
-/// `cancel` fires: readiness false first, then HTTP drains, then the
-/// background tasks finish.
+/// relay, sold-out subscriber, readiness checks, SIGHUP reload of the TLS
+/// files. It stops when `cancel` fires: readiness false first, then HTTP
+/// drains, then the background tasks finish.
 pub fn start(
     res: Resources,
     reconciler: Arc<Reconciler>,
@@ -123,6 +126,12 @@ pub fn start(
         None => None,
     };
     let state = web::Data::new(api_state(res, reconciler, group, soldout));
+    let checks = readiness::spawn(
+        state.res.clone(),
+        state.readiness.clone(),
+        cancel.child_token(),
+    );
+    tasks.push(checks);
     let tls_server = tls.as_ref().map(|tls| &tls.server);
     let public_set = match admin_listener {
         Some(_) => routes::RouteSet::Public,
@@ -240,6 +249,7 @@ fn api_state(
         group_commit,
         soldout,
         draining: AtomicBool::new(false),
+        readiness: Default::default(),
         metrics: crate::telemetry::metrics_handle(),
         ip_limiter,
         trusted,

@@ -177,6 +177,7 @@ impl TestApp {
         let reconciler = Arc::new(Reconciler::from_resources(&res));
         let api = api::start(res.clone(), reconciler.clone(), listener, cancel.clone())
             .expect("api starts");
+        first_readiness_check(&api).await;
         let base = format!("http://{}", api.addr);
         let mut app = Self {
             id,
@@ -219,6 +220,11 @@ impl TestApp {
         let state = handle.state.clone();
         self.extra_apis.push(handle);
         (base, state)
+    }
+
+    /// The state of the first api instance.
+    pub fn api_state(&self) -> &actix_web::web::Data<api::ApiState> {
+        &self.api.as_ref().expect("the api runs").state
     }
 
     /// The sold-out board of the first api instance.
@@ -308,6 +314,23 @@ impl TestApp {
         assert!(left.is_empty(), "work queues not drained: {left:?}");
     }
 }
+
+/// Waits (bounded, whatever the answer) until the api's background readiness
+/// check completed once: before it `/readyz` answers 503, which a test
+/// probing right after start-up would otherwise see.
+async fn first_readiness_check(api: &ApiHandle) {
+    let readiness = &api.state.readiness;
+    let _ = tokio::time::timeout(FIRST_READINESS_WAIT, async {
+        while readiness.last().is_none() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+/// Longest wait for the first readiness check (each store's own timeouts
+/// bound it well within).
+const FIRST_READINESS_WAIT: Duration = Duration::from_secs(10);
 
 /// Longest wait in `cleanup` for a running consumer to take the last messages.
 const CLEANUP_DRAIN_WAIT: Duration = Duration::from_secs(20);

@@ -336,7 +336,7 @@ pub struct Liveness {
 #[allow(dead_code)] // documentation of `health::readyz`'s JSON
 pub struct Readiness {
     status: ReadinessStatus,
-    /// Only with `?verbose`: each check and whether it passed.
+    /// Only with `?verbose` and the admin credential: each check and whether it passed.
     #[schema(nullable = false)]
     checks: Option<BTreeMap<String, bool>>,
 }

@@ -4,11 +4,16 @@
 //! `code` values it can carry, so a client generator gets the full error contract.
 //!
 //! The document is built once and served as is; `tests/it/openapi.rs` runs
-//! schemathesis against a live api to keep it honest.
+//! schemathesis against a live api to keep it honest. With `admin.bind` set
+//! the public listener serves [`public_document`] instead: the same without
+//! the admin routes, the admin security scheme and what only they use, so the
+//! public surface does not describe the operator one.
 
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use actix_web::HttpResponse;
+use actix_web::{web, HttpResponse};
+use serde_json::Value;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -20,6 +25,7 @@ use super::{
     adjustments, admin, asyncapi, console, dlq, extend, health, lifecycle, order_lifecycle, orders,
     reservations, skus,
 };
+use crate::roles::api::ApiState;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -90,6 +96,98 @@ pub fn document() -> &'static str {
     })
 }
 
+/// Paths of the admin surface (contract §13): served on the admin listener
+/// alone when `admin.bind` is set.
+const ADMIN_PATHS: [&str; 3] = ["/v1/admin/", "/metrics", "/console"];
+
+/// [`document`] without the admin surface: no path under [`ADMIN_PATHS`], no
+/// admin security scheme, no `admin` tag, and no component only they refer
+/// to (built on first use).
+pub fn public_document() -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let mut doc: Value = serde_json::from_str(document()).expect("the document is JSON");
+        without_admin(&mut doc);
+        serde_json::to_string(&doc).expect("the public document serializes")
+    })
+}
+
+fn without_admin(doc: &mut Value) {
+    let is_admin = |path: &str| ADMIN_PATHS.iter().any(|admin| path.starts_with(admin));
+    let mut admin_refs = Vec::new();
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for (_, item) in paths.iter().filter(|(path, _)| is_admin(path)) {
+            refs(item, &mut admin_refs);
+        }
+        paths.retain(|path, _| !is_admin(path));
+        // No operation left names the admin scheme; make sure of it.
+        for op in paths.values_mut().filter_map(Value::as_object_mut) {
+            for op in op.values_mut() {
+                if let Some(security) = op.get_mut("security").and_then(Value::as_array_mut) {
+                    security.retain(|req| req.get(ADMIN_SECURITY).is_none());
+                }
+            }
+        }
+    }
+    if let Some(tags) = doc["tags"].as_array_mut() {
+        tags.retain(|tag| tag["name"] != "admin");
+    }
+    if let Some(schemes) = doc["components"]["securitySchemes"].as_object_mut() {
+        schemes.remove(ADMIN_SECURITY);
+    }
+    // Drop the components the admin routes reached and nothing else does
+    // (components no operation names, such as the 404 and 405 problems, stay).
+    let mut public_refs = Vec::new();
+    for (key, value) in doc.as_object().into_iter().flatten() {
+        if key != "components" {
+            refs(value, &mut public_refs);
+        }
+    }
+    let admin_only: BTreeSet<String> = reach(doc, admin_refs)
+        .difference(&reach(doc, public_refs))
+        .cloned()
+        .collect();
+    for kind in ["schemas", "responses"] {
+        if let Some(components) = doc["components"][kind].as_object_mut() {
+            components
+                .retain(|name, _| !admin_only.contains(&format!("/components/{kind}/{name}")));
+        }
+    }
+}
+
+/// The JSON pointers of `todo`, those their targets refer to, and so on.
+fn reach(doc: &Value, mut todo: Vec<String>) -> BTreeSet<String> {
+    let mut reached = BTreeSet::new();
+    while let Some(pointer) = todo.pop() {
+        if reached.insert(pointer.clone()) {
+            if let Some(target) = doc.pointer(&pointer) {
+                refs(target, &mut todo);
+            }
+        }
+    }
+    reached
+}
+
+/// Every `"$ref": "#/..."` under `value`, as a JSON pointer.
+fn refs(value: &Value, into: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value.as_str()) {
+                    ("$ref", Some(target)) => {
+                        if let Some(pointer) = target.strip_prefix('#') {
+                            into.push(pointer.to_string());
+                        }
+                    }
+                    _ => refs(value, into),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| refs(item, into)),
+        _ => {}
+    }
+}
+
 /// `GET /openapi.json`
 #[utoipa::path(
     get,
@@ -97,14 +195,21 @@ pub fn document() -> &'static str {
     tag = "operations",
     operation_id = "openapi",
     responses(
-        (status = 200, description = "This OpenAPI 3.1 document", content_type = "application/json",
-         body = Object),
+        (status = 200, description = "This OpenAPI 3.1 document; with a separate admin \
+         listener (`admin.bind`) the public one leaves the admin routes out",
+         content_type = "application/json", body = Object),
     )
 )]
-pub async fn serve() -> HttpResponse {
+pub async fn serve(state: web::Data<ApiState>) -> HttpResponse {
+    // With `admin.bind` set this is the public listener (`RouteSet::Public`):
+    // the admin one serves no document.
+    let doc = match state.res.settings.admin.bind {
+        Some(_) => public_document(),
+        None => document(),
+    };
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(document())
+        .body(doc)
 }
 
 /// Adds every problem schema and response, and the admin security scheme.
@@ -342,6 +447,51 @@ mod tests {
         );
         let scheme = &doc["components"]["securitySchemes"][ADMIN_SECURITY];
         assert_eq!(scheme["scheme"], "bearer");
+    }
+
+    #[test]
+    fn the_public_document_is_the_full_one_without_the_admin_surface() {
+        let full = doc();
+        let public: Value = serde_json::from_str(public_document()).unwrap();
+        let paths = |d: &Value| -> BTreeSet<String> {
+            d["paths"].as_object().unwrap().keys().cloned().collect()
+        };
+        let kept: BTreeSet<String> = paths(&full)
+            .into_iter()
+            .filter(|p| !ADMIN_PATHS.iter().any(|a| p.starts_with(a)))
+            .collect();
+        assert_eq!(paths(&public), kept);
+        assert!(kept.contains("/v1/skus/{sku_id}/reservations"));
+        assert!(kept.contains("/readyz") && kept.contains("/openapi.json"));
+        for path in &kept {
+            assert_eq!(public["paths"][path], full["paths"][path], "{path}");
+        }
+        let schemes = &public["components"]["securitySchemes"];
+        assert!(schemes[ADMIN_SECURITY].is_null());
+        assert!(schemes[CLIENT_SECURITY].is_object());
+        assert!(!public.to_string().contains(ADMIN_SECURITY));
+        assert!(!public["tags"].to_string().contains("\"admin\""));
+        // What only the admin routes use is gone; every $ref still resolves.
+        for gone in ["ReconcileReport", "AdminSku", "DlqListing", "Unauthorized"] {
+            assert!(full["components"]["schemas"][gone].is_object(), "{gone}");
+            assert!(public["components"]["schemas"][gone].is_null(), "{gone}");
+        }
+        // The problems of any route (404, 405) stay, referred to or not.
+        for kept in ["RouteNotFound", "MethodNotAllowed", "InvalidRequest"] {
+            assert!(
+                public["components"]["responses"][kept].is_object(),
+                "{kept}"
+            );
+        }
+        let mut pointers = Vec::new();
+        refs(&public, &mut pointers);
+        assert!(!pointers.is_empty());
+        for pointer in pointers {
+            assert!(
+                public.pointer(&pointer).is_some(),
+                "dangling $ref {pointer}"
+            );
+        }
     }
 
     #[test]
