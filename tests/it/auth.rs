@@ -23,7 +23,7 @@ const CLIENTS: [(&str, &str, Scope); 4] = [
 ];
 
 /// The token of the client with `scope`.
-fn token(scope: Scope) -> &'static str {
+pub(crate) fn token(scope: Scope) -> &'static str {
     CLIENTS.iter().find(|c| c.2 == scope).unwrap().1
 }
 
@@ -37,7 +37,7 @@ fn client(name: &str, token: &str, scopes: Vec<Scope>) -> ClientSettings {
 }
 
 /// Auth required with the clients of [`CLIENTS`], then `more` on the settings.
-fn closed(more: impl Fn(&mut Settings) + Send + Sync + 'static) -> TestOptions {
+pub(crate) fn closed(more: impl Fn(&mut Settings) + Send + Sync + 'static) -> TestOptions {
     TestOptions {
         tweak: Some(Arc::new(move |s: &mut Settings| {
             s.auth.required = true;
@@ -78,7 +78,10 @@ async fn call(app: &TestApp, method: Method, path: &str, token: Option<&str>) ->
 
 /// What a refusal must leave as it was: Redis' keys, the Lua script calls, the
 /// ledger.
-async fn stores_snapshot(app: &TestApp, redis: &PrivateRedis) -> (Vec<String>, u64, String) {
+pub(crate) async fn stores_snapshot(
+    app: &TestApp,
+    redis: &PrivateRedis,
+) -> (Vec<String>, u64, String) {
     let mut keys = app.redis_keys().await;
     keys.sort();
     let ledger = format!("{:?}", {
@@ -297,7 +300,15 @@ fn production_refuses_an_open_api_or_no_client_naming_the_key() {
         ("STOCKD__AUTH__REQUIRED", "false"),
     ]);
     assert!(!ok && stderr.contains("`auth.required`"), "{stderr}");
-    let (ok, stderr) = check(&[("STOCKD__AUTH__CLIENTS", &clients)]);
+    // With the stores' own users (base.yaml's root and guest are refused).
+    let (ok, stderr) = check(&[
+        ("STOCKD__AUTH__CLIENTS", &clients),
+        ("STOCKD__MYSQL__URL", "mysql://stockd_app:pw@db:3306/stockd"),
+        (
+            "STOCKD__AMQP__URL",
+            "amqp://stockd_app:pw@rabbitmq:5672/%2f",
+        ),
+    ]);
     assert!(ok, "{stderr}");
 }
 

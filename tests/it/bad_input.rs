@@ -180,3 +180,48 @@ async fn malformed_admin_bodies_are_400() {
     assert_eq!(app.redis_available(5).await, None);
     app.cleanup().await;
 }
+
+/// A body must say it is JSON (issue 48): a valid reservation or order body
+/// sent without `Content-Type`, or as `text/plain` or a form, is 415
+/// UNSUPPORTED_MEDIA_TYPE problem+json and holds nothing; `application/json`
+/// and a `+json` type are read.
+#[tokio::test]
+async fn a_body_that_does_not_say_json_is_415_and_holds_nothing() {
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
+    let reserve = format!("{}/v1/skus/1/reservations", app.base);
+    let order = format!("{}/v1/orders", app.base);
+    let order_body = r#"{"order_id":"o-ct","user_id":1,"lines":[{"sku_id":1,"count":1}]}"#;
+    for (url, raw) in [
+        (&reserve, body(r#""ct-1""#, "1", "1")),
+        (&order, order_body.into()),
+    ] {
+        for content_type in [
+            None,
+            Some("text/plain"),
+            Some("application/x-www-form-urlencoded"),
+        ] {
+            let mut req = app.client.post(url).body(raw.clone());
+            if let Some(ct) = content_type {
+                req = req.header("content-type", ct);
+            }
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status(), 415, "{url} {content_type:?}");
+            let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+            assert_eq!(ct, "application/problem+json");
+            let problem: Value = resp.json().await.unwrap();
+            assert_eq!(problem["code"], "UNSUPPORTED_MEDIA_TYPE");
+        }
+    }
+    assert_eq!(app.redis_available(1).await, Some(10));
+    let resp = app
+        .client
+        .post(&reserve)
+        .header("content-type", "application/merge-patch+json")
+        .body(body(r#""ct-2""#, "1", "1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201, "a +json type is JSON");
+    app.wait_ledger_rows(1).await;
+    app.cleanup().await;
+}

@@ -91,8 +91,13 @@ where
     S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = Error>,
 {
     // Only admin calls are audited: everything else (the hot path) passes
-    // straight through without a single allocation here.
-    let seen = req.path().starts_with("/v1/admin/").then(|| Seen::of(&req));
+    // straight through. The route is the one the router runs (`routing.rs`),
+    // so no spelling of an admin path escapes the trail.
+    let route = super::http_metrics::matched_route(req.request());
+    let admin = route
+        .as_deref()
+        .is_some_and(|route| route.starts_with(super::auth::ADMIN_PREFIX));
+    let seen = admin.then(|| Seen::of(&req));
     let call = srv.call(req);
     async move {
         let response = call.await?;
@@ -106,8 +111,7 @@ where
             return Ok(response);
         };
         let status = response.status();
-        let route = super::http_metrics::matched_route(response.request())
-            .unwrap_or_else(|| "unmatched".to_string());
+        let route = route.unwrap_or_default();
         if status == StatusCode::UNAUTHORIZED {
             refused(&method, &path, &client, actor.is_some());
         } else if method != Method::GET {

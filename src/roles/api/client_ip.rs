@@ -24,8 +24,11 @@ impl TrustedProxies {
     }
 
     /// The client address of `req` (see the module doc); `None` without a peer.
+    /// An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`, a dual-stack socket's
+    /// view of an IPv4 peer) is the IPv4 address, so `trusted_proxies` and the
+    /// per-IP limit see one address, not two spellings of it.
     pub fn client_ip(&self, req: &HttpRequest) -> Option<IpAddr> {
-        let peer = req.peer_addr()?.ip();
+        let peer = req.peer_addr()?.ip().to_canonical();
         if !self.trusts(peer) {
             return Some(peer);
         }
@@ -37,7 +40,7 @@ impl TrustedProxies {
             .map(str::trim)
             .collect::<Vec<_>>();
         for hop in forwarded.iter().rev() {
-            match hop.parse::<IpAddr>() {
+            match hop.parse::<IpAddr>().map(|ip| ip.to_canonical()) {
                 Ok(ip) if self.trusts(ip) => continue,
                 Ok(ip) => return Some(ip),
                 // Garbage from the client side: stop at the last believable hop.
@@ -66,5 +69,19 @@ mod tests {
             .insert_header(("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.0.0.9"))
             .to_http_request();
         assert_eq!(trusted.client_ip(&proxied), "198.51.100.7".parse().ok());
+    }
+
+    #[test]
+    fn an_ipv4_mapped_peer_is_its_ipv4_address() {
+        let trusted = TrustedProxies::new(&["10.0.0.0/8".into()]);
+        let proxied = TestRequest::default()
+            .peer_addr("[::ffff:10.0.0.5]:5000".parse().unwrap())
+            .insert_header(("x-forwarded-for", "::ffff:198.51.100.7"))
+            .to_http_request();
+        assert_eq!(trusted.client_ip(&proxied), "198.51.100.7".parse().ok());
+        let direct = TestRequest::default()
+            .peer_addr("[::ffff:203.0.113.9]:5000".parse().unwrap())
+            .to_http_request();
+        assert_eq!(trusted.client_ip(&direct), "203.0.113.9".parse().ok());
     }
 }

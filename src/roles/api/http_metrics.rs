@@ -25,19 +25,19 @@ const REQUEST_ID_MAX_LEN: usize = 64;
 
 const X_REQUEST_ID: &str = "x-request-id";
 
-/// The route pattern a request matches (`None`: no route), found once by this
-/// middleware, the outermost, and read by the ones inside it (the auth gate,
-/// the audit trail). Each `match_pattern` call runs actix's route table again,
+/// The route pattern a request is routed to (`None`: no route; `routing.rs`),
+/// found once by this middleware, the outermost, and read by the ones inside
+/// it (the per-IP guard, the auth gate, the audit trail). Each `match_pattern` call runs actix's route table again,
 /// regex by regex: three per request were ~8 % of the api's CPU in a profile
 /// of the reserve path (BENCHMARKS.md, "Batch admission").
 #[derive(Debug, Clone)]
 pub struct MatchedRoute(pub Option<String>);
 
-/// The request's route pattern: the one this middleware found, else matched now.
+/// The request's route pattern: the one this middleware found, else found now.
 pub fn matched_route(req: &actix_web::HttpRequest) -> Option<String> {
     match req.extensions().get::<MatchedRoute>() {
         Some(MatchedRoute(route)) => route.clone(),
-        None => req.match_pattern(),
+        None => super::routing::route_of(req),
     }
 }
 
@@ -70,7 +70,7 @@ where
     let span = tracing::info_span!("http.request", request.id = %id, http.method = %method,
         trace_id = %trace.trace_id, span_id = %trace.span_id);
     let trace_cx = trace.cx.clone();
-    let route = req.match_pattern();
+    let route = super::routing::route_of(req.request());
     req.extensions_mut().insert(MatchedRoute(route.clone()));
     let call = match trace.cx {
         Some(cx) => Either::Left(srv.call(req).with_context(cx)),

@@ -1,9 +1,13 @@
-//! The per-IP limit as a middleware on the public routes (`/v1/skus/...`): a
+//! The per-IP limit as a middleware on every public path (contract §12): a
 //! refused request is answered 429 before any extractor or handler runs, so it
-//! costs neither a body parse nor a Redis call. Admin routes, probes and
-//! `/metrics` are not limited (the admin surface has its token and listener).
+//! costs neither a body parse nor a Redis call. Only the probes (`/livez`,
+//! `/readyz`) and the admin surface (`/v1/admin/*`, `/metrics`, the console:
+//! its token and its listener) are not limited. A request is classified by
+//! the route the router runs (`routing.rs`), so no spelling of a public path
+//! escapes the limit; a path with no route is limited too.
 
 use std::future::Future;
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::Instant;
 
 use actix_web::body::BoxBody;
@@ -31,9 +35,40 @@ where
     }
 }
 
+/// The routes the per-IP limit leaves alone.
+const UNLIMITED_ROUTES: [&str; 6] = [
+    "/livez",
+    "/readyz",
+    "/metrics",
+    "/console",
+    "/console/console.js",
+    "/console/console.css",
+];
+
+/// Bits of an IPv6 address one host is assumed to own: a /64 is what an ISP
+/// hands one subscriber (RFC 6177), so a host that rotates through its
+/// 2^64 addresses still has one bucket.
+const IPV6_HOST_PREFIX_BITS: u32 = 64;
+
+/// What one bucket counts: an IPv4 address, or an IPv6 address's /64.
+fn limit_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX << (128 - IPV6_HOST_PREFIX_BITS);
+            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
+        }
+    }
+}
+
+fn limited(route: Option<&str>) -> bool {
+    route.is_none_or(|route| {
+        !UNLIMITED_ROUTES.contains(&route) && !route.starts_with(super::auth::ADMIN_PREFIX)
+    })
+}
+
 fn refusal(req: &ServiceRequest) -> Option<ApiError> {
-    let path = req.path();
-    if !path.starts_with("/v1/skus/") && path != "/v1/orders" && !path.starts_with("/v1/orders/") {
+    if !limited(super::http_metrics::matched_route(req.request()).as_deref()) {
         return None;
     }
     let state = req.app_data::<web::Data<ApiState>>()?;
@@ -41,9 +76,44 @@ fn refusal(req: &ServiceRequest) -> Option<ApiError> {
         return None;
     }
     let ip = state.trusted.client_ip(req.request())?;
-    let wait = state.ip_limiter.check(ip, Instant::now()).err()?;
+    let wait = state
+        .ip_limiter
+        .check(limit_key(ip), Instant::now())
+        .err()?;
     Some(ApiError::rate_limited(
         "ip",
         u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{limit_key, limited};
+
+    #[test]
+    fn every_public_path_is_limited_but_the_probes_and_the_admin_surface() {
+        for route in [
+            Some("/v1/skus/{sku_id}/reservations"),
+            Some("/v1/orders"),
+            Some("/openapi.json"),
+            Some("/asyncapi.json"),
+            None,
+        ] {
+            assert!(limited(route), "{route:?}");
+        }
+        for route in ["/livez", "/readyz", "/metrics", "/v1/admin/skus/{sku_id}"] {
+            assert!(!limited(Some(route)), "{route}");
+        }
+    }
+
+    #[test]
+    fn an_ipv6_host_is_limited_by_its_slash_64() {
+        let a = limit_key("2001:db8:1:2:aaaa::1".parse().unwrap());
+        let b = limit_key("2001:db8:1:2:ffff:1:2:3".parse().unwrap());
+        let other = limit_key("2001:db8:1:3::1".parse().unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, other);
+        let v4 = "203.0.113.9".parse().unwrap();
+        assert_eq!(limit_key(v4), v4);
+    }
 }

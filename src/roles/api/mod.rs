@@ -13,6 +13,7 @@ pub mod order_views;
 pub mod problem;
 pub mod readiness;
 pub mod routes;
+pub mod routing;
 pub mod tls;
 pub mod trace_context;
 pub mod views;

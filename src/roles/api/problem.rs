@@ -74,6 +74,9 @@ pub enum ApiError {
     /// Carries the `Allow` header value: the methods the route serves.
     #[error("method not allowed; this route serves {0}")]
     MethodNotAllowed(&'static str),
+    /// A body without `Content-Type: application/json`.
+    #[error("the body must be sent with Content-Type: application/json")]
+    UnsupportedMediaType,
 }
 
 impl ApiError {
@@ -106,6 +109,7 @@ impl ApiError {
             Self::RateLimited { .. } => "RATE_LIMITED",
             Self::RouteNotFound => "NOT_FOUND",
             Self::MethodNotAllowed(_) => "METHOD_NOT_ALLOWED",
+            Self::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
         }
     }
 
@@ -145,6 +149,7 @@ impl ResponseError for ApiError {
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::OrderRefused { refusal, .. } => refusal.status_code(),
         }
     }

@@ -1,6 +1,7 @@
 //! Which credential each route needs (contract §6, "Who may call"): the one
 //! table the gate, the OpenAPI test and the docs agree on. Decided from the
-//! method and the matched route pattern, before any extractor runs.
+//! method and the route pattern alone (`routing.rs`: the route the router
+//! runs), never from the raw path, before any extractor runs.
 
 use actix_web::http::Method;
 
@@ -17,19 +18,28 @@ pub enum Access {
     Admin,
     /// A known client with this scope.
     Client(Scope),
-    /// A known client, any scope: a path or method no route serves (it then
-    /// answers 404 or 405, never to an anonymous caller).
+    /// A known client, any scope: a method the route does not serve (the
+    /// router answers 405, never to an anonymous caller).
     AnyClient,
+    /// No route: the gate itself answers 404 (401 to an anonymous caller when
+    /// clients are required); the router never sees the request.
+    NoRoute,
 }
 
-/// Paths that never need a client.
-const OPEN_PATHS: [&str; 5] = [
+/// Routes that never need a client.
+const OPEN_ROUTES: [&str; 8] = [
     "/livez",
     "/readyz",
     "/openapi.json",
     "/asyncapi.json",
     "/metrics",
+    "/console",
+    "/console/console.js",
+    "/console/console.css",
 ];
+
+/// The prefix of the admin routes' patterns.
+pub const ADMIN_PREFIX: &str = "/v1/admin/";
 
 /// The scope of each public route, by method and pattern.
 pub const SCOPED_ROUTES: [(&str, &str, Scope); 11] = [
@@ -62,17 +72,17 @@ pub const SCOPED_ROUTES: [(&str, &str, Scope); 11] = [
     ("GET", "/v1/skus/{sku_id}", Scope::Read),
 ];
 
-/// What `method path` (matched as `pattern`, when a route matches) needs.
-pub fn access(method: &Method, path: &str, pattern: Option<&str>) -> Access {
-    if OPEN_PATHS.contains(&path) || path == "/console" || path.starts_with("/console/") {
+/// What a `method` call of the route `pattern` (`None`: no route) needs.
+pub fn access(method: &Method, pattern: Option<&str>) -> Access {
+    let Some(pattern) = pattern else {
+        return Access::NoRoute;
+    };
+    if OPEN_ROUTES.contains(&pattern) {
         return Access::Open;
     }
-    if path.starts_with("/v1/admin/") {
+    if pattern.starts_with(ADMIN_PREFIX) {
         return Access::Admin;
     }
-    let Some(pattern) = pattern else {
-        return Access::AnyClient;
-    };
     SCOPED_ROUTES
         .iter()
         .find(|(m, p, _)| *p == pattern && method.as_str() == *m)
@@ -111,7 +121,14 @@ mod tests {
                 Some("/v1/skus/{sku_id}"),
                 Access::Client(Scope::Read),
             ),
-            (Method::GET, "/nope", None, Access::AnyClient),
+            (Method::GET, "/nope", None, Access::NoRoute),
+            (
+                Method::POST,
+                "/v1/skus/1/reservation%73",
+                None,
+                Access::NoRoute,
+            ),
+            (Method::PUT, "/v1/%61dmin/skus/1", None, Access::NoRoute),
             (Method::GET, "/livez", Some("/livez"), Access::Open),
             (Method::GET, "/readyz", Some("/readyz"), Access::Open),
             (
@@ -120,19 +137,25 @@ mod tests {
                 Some("/openapi.json"),
                 Access::Open,
             ),
-            (Method::GET, "/console/console.js", None, Access::Open),
-            (Method::PUT, "/v1/admin/skus/1", None, Access::Admin),
+            (
+                Method::GET,
+                "/console/console.js",
+                Some("/console/console.js"),
+                Access::Open,
+            ),
+            (
+                Method::PUT,
+                "/v1/admin/skus/1",
+                Some("/v1/admin/skus/{sku_id}"),
+                Access::Admin,
+            ),
         ];
         for (method, path, pattern, want) in cases {
-            assert_eq!(access(&method, path, pattern), want, "{method} {path}");
+            assert_eq!(access(&method, pattern), want, "{method} {path}");
         }
         let lifecycle = "/v1/skus/{sku_id}/reservations/{request_id}/confirm";
         assert_eq!(
-            access(
-                &Method::POST,
-                "/v1/skus/1/reservations/a/confirm",
-                Some(lifecycle)
-            ),
+            access(&Method::POST, Some(lifecycle)),
             Access::Client(Scope::Lifecycle)
         );
     }

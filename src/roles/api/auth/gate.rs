@@ -9,6 +9,11 @@
 //! client is then held to `limits.per_client_*` (429 `RATE_LIMITED`) and named
 //! in the request's extensions ([`ClientName`]) for the metrics; confirm and
 //! cancel go to the audit trail with the client's name.
+//!
+//! The route is the one the router runs (`routing.rs`); a request with no
+//! route is refused here (404, or 401 without a client when one is required)
+//! and never reaches the router. Each handler checks its scope once more
+//! (`granted.rs`), so a classification slip fails closed.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,7 +25,7 @@ use actix_web::{web, Error, HttpMessage, ResponseError};
 use futures_util::future::Either;
 
 use super::trail::{self, Refusal, Refused};
-use super::{access, Access, Caller, ClientName};
+use super::{access, Access, Caller, ClientName, Known};
 use crate::config::Scope;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
@@ -33,11 +38,11 @@ enum Verdict {
     /// Go on, as this client (`None`: anonymous); `lifecycle` when the call is
     /// a confirm or cancel the trail records.
     Pass {
-        client: Option<Arc<str>>,
+        client: Option<Known>,
         lifecycle: bool,
     },
     /// Answer this error; `client` names a known client that was refused
-    /// (403, 429) for the metrics.
+    /// (403, 404, 429) for the metrics.
     Refuse {
         error: ApiError,
         client: Option<Arc<str>>,
@@ -61,10 +66,13 @@ where
             Either::Left(std::future::ready(Ok(response)))
         }
         Verdict::Pass { client, lifecycle } => {
-            if let Some(name) = &client {
-                req.extensions_mut().insert(ClientName(name.clone()));
+            let name = client.as_ref().map(|known| known.name.clone());
+            if let Some(known) = client {
+                req.extensions_mut().insert(ClientName(known.name.clone()));
+                // What the handler's `Granted` extractor checks again.
+                req.extensions_mut().insert(known);
             }
-            let trail = lifecycle.then(|| (client, client_ip(&req), req.path().to_string()));
+            let trail = lifecycle.then(|| (name, client_ip(&req), req.path().to_string()));
             let call = srv.call(req);
             Either::Right(async move {
                 let response = call.await?;
@@ -83,22 +91,35 @@ fn verdict(req: &ServiceRequest) -> Verdict {
         client: None,
         lifecycle,
     };
-    let Some(state) = req.app_data::<web::Data<ApiState>>() else {
-        return pass_anonymous(false);
-    };
-    let pattern = crate::roles::api::http_metrics::matched_route(req.request());
-    let needs = access(req.method(), req.path(), pattern.as_deref());
+    let route = crate::roles::api::http_metrics::matched_route(req.request());
+    let needs = access(req.method(), route.as_deref());
     if matches!(needs, Access::Open | Access::Admin) {
         return pass_anonymous(false);
     }
+    let no_route = |client| Verdict::Refuse {
+        error: ApiError::RouteNotFound,
+        client,
+    };
+    let Some(state) = req.app_data::<web::Data<ApiState>>() else {
+        // No gate configured (a bare app): still never route a request the
+        // classification found no route for; handlers check their scope.
+        return match needs {
+            Access::NoRoute => no_route(None),
+            _ => pass_anonymous(false),
+        };
+    };
     let lifecycle = needs == Access::Client(Scope::Lifecycle);
     let gate = &state.auth;
     let known = match gate.identify(req.request()) {
         Caller::Client(known) => known,
+        _ if !gate.required && needs == Access::NoRoute => return no_route(None),
         _ if !gate.required => return pass_anonymous(lifecycle),
         Caller::Anonymous => return refuse(req, Refusal::Missing, None),
         Caller::Unknown => return refuse(req, Refusal::Unknown, None),
     };
+    if needs == Access::NoRoute {
+        return no_route(Some(known.name));
+    }
     if let Access::Client(scope) = needs {
         if gate.required && !known.may(scope) {
             return refuse(req, Refusal::Scope, Some((&known.name, scope)));
@@ -112,7 +133,7 @@ fn verdict(req: &ServiceRequest) -> Verdict {
         };
     }
     Verdict::Pass {
-        client: Some(known.name),
+        client: Some(known),
         lifecycle,
     }
 }

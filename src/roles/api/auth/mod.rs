@@ -6,17 +6,20 @@
 //!
 //! - `access.rs`: which scope each route needs;
 //! - `clients.rs`: the client table and the constant-time token lookup;
-//! - `gate.rs`: the middleware (401, 403, the per-client 429);
+//! - `gate.rs`: the middleware (401, 403, 404 without a route, the per-client 429);
+//! - `granted.rs`: the scope each handler states and checks again;
 //! - `trail.rs`: confirm/cancel and refusals in the audit log.
 
 mod access;
 mod clients;
 mod gate;
+mod granted;
 mod trail;
 
-pub use access::{access, Access, SCOPED_ROUTES};
+pub use access::{access, Access, ADMIN_PREFIX, SCOPED_ROUTES};
 pub use clients::{sha256_hex, ClientName, ClientTable, Known};
 pub use gate::{guard, ANONYMOUS};
+pub use granted::{Granted, Lifecycle, NeedsScope, Read, Reserve};
 
 use actix_web::http::header;
 use actix_web::{HttpMessage, HttpRequest};

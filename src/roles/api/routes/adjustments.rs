@@ -8,7 +8,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use super::admin::Admin;
 use super::contract::{
     AdjustConflict, AdjustmentMismatch, InvalidRequest, SkuNotFound, SkuPath, Unauthorized,
-    Unavailable,
+    Unavailable, UnsupportedMediaType,
 };
 use super::sku_from;
 use crate::db::movements::{self, Movement};
@@ -117,6 +117,7 @@ impl AdjustmentBody {
          body = Movement,
          headers(("Idempotent-Replayed" = String, description = "Always `true`"))),
         (status = 400, response = InvalidRequest),
+        (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthorized),
         (status = 404, response = SkuNotFound),
         (status = 409, response = AdjustConflict),

@@ -10,7 +10,7 @@ use subtle::ConstantTimeEq;
 
 use super::contract::{
     BelowReserved, InvalidRequest, ReconcileReport, SkuNotFound, SkuPath, Unauthorized,
-    Unavailable, WarmupConflict,
+    Unavailable, UnsupportedMediaType, WarmupConflict,
 };
 use super::sku_from;
 use crate::ops::observe::ObserveError;
@@ -73,6 +73,10 @@ fn admitted(req: &HttpRequest, state: &ApiState) -> Result<Arc<str>, ApiError> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
+    // Digests, not the tokens: both are 64 hex digits whatever was presented,
+    // so the comparison's time tells nothing of the token's length or content.
+    let presented = crate::roles::api::auth::sha256_hex(presented.as_bytes());
+    let expected = crate::roles::api::auth::sha256_hex(expected.as_bytes());
     if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
         Ok(Arc::from(ADMIN_TOKEN_ACTOR))
     } else {
@@ -95,6 +99,7 @@ fn admitted(req: &HttpRequest, state: &ApiState) -> Result<Arc<str>, ApiError> {
     responses(
         (status = 200, description = "Stored in MySQL and loaded into Redis", body = AdminSkuView),
         (status = 400, response = InvalidRequest),
+        (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthorized),
         (status = 409, response = BelowReserved),
         (status = 503, response = Unavailable),

@@ -157,6 +157,9 @@ problems! {
     RouteNotFound = 404 ["NOT_FOUND"];
     /// The route exists but does not serve this method (see `Allow`).
     MethodNotAllowed = 405 ["METHOD_NOT_ALLOWED"];
+    /// A body sent without `Content-Type: application/json` (or a `+json`
+    /// type). Nothing was read or written.
+    UnsupportedMediaType = 415 ["UNSUPPORTED_MEDIA_TYPE"];
     /// Not reserved: `SOLD_OUT` (nothing left), `INSUFFICIENT_STOCK` (fewer
     /// units left than asked for) or `LIMIT_EXCEEDED` (the user's per-SKU limit).
     ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED"];

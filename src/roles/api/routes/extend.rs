@@ -17,6 +17,7 @@ use super::contract::{
 use super::{request_from, sku_from};
 use crate::domain::ReservationStatus;
 use crate::ops::lifecycle::{self, ExtendOutcome, Extension, LifecycleError};
+use crate::roles::api::auth::{Granted, Lifecycle};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::ReservationView;
 use crate::roles::api::ApiState;
@@ -45,6 +46,7 @@ use crate::roles::api::ApiState;
     )
 )]
 pub async fn extend(
+    _scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {

@@ -18,6 +18,7 @@ use super::{request_from, sku_from};
 use crate::domain::ReservationStatus;
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
 use crate::otel;
+use crate::roles::api::auth::{Granted, Lifecycle};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::ReservationView;
 use crate::roles::api::ApiState;
@@ -46,6 +47,7 @@ use crate::roles::traces;
     )
 )]
 pub async fn confirm(
+    _scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
@@ -75,6 +77,7 @@ pub async fn confirm(
     )
 )]
 pub async fn cancel(
+    _scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {

@@ -128,12 +128,18 @@ async fn not_found() -> Result<HttpResponse, ApiError> {
     Err(ApiError::RouteNotFound)
 }
 
+/// JSON bodies: at most `limit` bytes, and only as `application/json` (or a
+/// `+json` type): a body without that `Content-Type` is 415 (contract §6), so
+/// no form post of a browser page can pass as a reservation.
 pub fn json_config(limit: usize) -> web::JsonConfig {
     web::JsonConfig::default()
         .limit(limit)
-        .content_type_required(false)
-        .error_handler(|err, _req| {
-            ApiError::InvalidRequest(format!("invalid JSON body: {err}")).into()
+        .content_type_required(true)
+        .error_handler(|err, _req| match err {
+            actix_web::error::JsonPayloadError::ContentType => {
+                ApiError::UnsupportedMediaType.into()
+            }
+            err => ApiError::InvalidRequest(format!("invalid JSON body: {err}")).into(),
         })
 }
 

@@ -299,6 +299,7 @@ mod tests {
             },
             ApiError::RouteNotFound,
             ApiError::MethodNotAllowed("GET"),
+            ApiError::UnsupportedMediaType,
         ]
     }
 

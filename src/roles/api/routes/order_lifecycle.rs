@@ -19,6 +19,7 @@ use crate::domain::ReservationStatus;
 use crate::ops::lifecycle::{
     self, Extension, LifecycleError, OrderExtendOutcome, OrderTransitionOutcome, Transition,
 };
+use crate::roles::api::auth::{Granted, Lifecycle};
 use crate::roles::api::order_views::OrderView;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
@@ -45,6 +46,7 @@ use crate::roles::api::ApiState;
     )
 )]
 pub async fn confirm(
+    _scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
@@ -74,6 +76,7 @@ pub async fn confirm(
     )
 )]
 pub async fn cancel(
+    _scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
@@ -177,6 +180,7 @@ fn clear_sold_out_flags(state: &ApiState, order: &OrderRow) {
     )
 )]
 pub async fn extend(
+    _scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {

@@ -13,7 +13,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::contract::{
     Forbidden, IdempotencyMismatch, InvalidRequest, OrderNotFound, OrderPath, OrderRefused,
-    OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable,
+    OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable, UnsupportedMediaType,
 };
 use super::reservations::not_loaded;
 use crate::config::Durability;
@@ -21,6 +21,7 @@ use crate::db::orders;
 use crate::domain::{Deduction, OrderLines, RequestId, SkuId, UserId};
 use crate::outbox::OrderLineEntry;
 use crate::redis::{HeldLine, LineRefusal, OrderOutcome};
+use crate::roles::api::auth::{Granted, Read, Reserve};
 use crate::roles::api::order_views::{OrderBody, OrderView};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
@@ -50,6 +51,7 @@ use crate::roles::api::ApiState;
          body = OrderView,
          headers(("Idempotent-Replayed" = String, description = "Always `true`"))),
         (status = 400, response = InvalidRequest),
+        (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthenticated),
         (status = 403, response = Forbidden),
         (status = 404, response = OrderSkuNotFound),
@@ -60,6 +62,7 @@ use crate::roles::api::ApiState;
     )
 )]
 pub async fn place(
+    _scope: Granted<Reserve>,
     state: web::Data<ApiState>,
     body: web::Json<OrderBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -310,7 +313,11 @@ fn flag_sold_out_lines(state: &ApiState, user_id: UserId, outcome: &OrderOutcome
         (status = 503, response = Unavailable),
     )
 )]
-pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
+pub async fn get(
+    _scope: Granted<Read>,
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
     let order_id = super::order_from(&req)?;
     let in_redis = state
         .res

@@ -10,6 +10,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use super::contract::{
     Forbidden, IdempotencyMismatch, InvalidRequest, RateLimited, ReservationNotFound,
     ReservationPath, ReserveConflict, SkuNotFound, SkuPath, Unauthenticated, Unavailable,
+    UnsupportedMediaType,
 };
 use super::sku_from;
 use crate::config::Durability;
@@ -18,6 +19,7 @@ use crate::domain::Deduction;
 use crate::domain::{ReserveOutcome, SkuId};
 use crate::otel;
 use crate::redis::OutboxStream;
+use crate::roles::api::auth::{Granted, Read, Reserve};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::trace_context;
 use crate::roles::api::views::{ReservationView, ReserveBody};
@@ -50,6 +52,7 @@ use crate::roles::api::ApiState;
          body = ReservationView,
          headers(("Idempotent-Replayed" = String, description = "Always `true`"))),
         (status = 400, response = InvalidRequest),
+        (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthenticated),
         (status = 403, response = Forbidden),
         (status = 404, response = SkuNotFound),
@@ -60,6 +63,7 @@ use crate::roles::api::ApiState;
     )
 )]
 pub async fn reserve(
+    _scope: Granted<Reserve>,
     req: HttpRequest,
     state: web::Data<ApiState>,
     body: web::Json<ReserveBody>,
@@ -261,7 +265,11 @@ pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
         (status = 503, response = Unavailable),
     )
 )]
-pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
+pub async fn get(
+    _scope: Granted<Read>,
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let request_id = super::request_from(&req)?;
     let in_redis = state

@@ -7,6 +7,7 @@ use super::contract::{
 };
 use super::reservations::not_loaded;
 use super::sku_from;
+use crate::roles::api::auth::{Granted, Read};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{SkuView, SplitView};
 use crate::roles::api::ApiState;
@@ -32,7 +33,11 @@ use crate::roles::api::ApiState;
         (status = 503, response = Unavailable),
     )
 )]
-pub async fn get(req: HttpRequest, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
+pub async fn get(
+    _scope: Granted<Read>,
+    req: HttpRequest,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let snapshot = state
         .res

@@ -46,8 +46,22 @@ pub fn server_config(tls: &ListenerTls) -> anyhow::Result<ListenerTlsConfig> {
     } else {
         builder.with_no_client_auth()
     };
-    let server = builder.with_cert_resolver(certs.clone());
+    let mut server = builder.with_cert_resolver(certs.clone());
+    if certs.requires_client_certificates() {
+        forget_sessions(&mut server);
+    }
     Ok(ListenerTlsConfig { server, certs })
+}
+
+/// No session resumption on a mutual-TLS listener: a resumed session carries
+/// the client certificate verified at its first handshake, so after a
+/// SIGHUP that rotates `client_ca_file` a client of the old CA would stay
+/// authenticated for as long as it resumes. Every connection verifies its
+/// certificate against the CA in force (a full handshake per connection;
+/// service clients keep their connections alive).
+fn forget_sessions(server: &mut ServerConfig) {
+    server.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    server.send_tls13_tickets = 0;
 }
 
 /// actix's per-connection hook: keeps the subject CN of a verified client
@@ -76,6 +90,32 @@ pub fn subject_common_name(der: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a mutual-TLS listener's config gets: nothing stored to resume
+    /// from, no TLS 1.3 ticket sent (the defaults do both).
+    #[test]
+    fn a_mutual_tls_listener_resumes_no_session() {
+        #[derive(Debug)]
+        struct NoCert;
+        impl rustls::server::ResolvesServerCert for NoCert {
+            fn resolve(
+                &self,
+                _: rustls::server::ClientHello<'_>,
+            ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+                None
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut server = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(NoCert));
+        assert!(server.session_storage.can_cache() && server.send_tls13_tickets > 0);
+        forget_sessions(&mut server);
+        assert!(!server.session_storage.can_cache());
+        assert_eq!(server.send_tls13_tickets, 0);
+    }
 
     #[test]
     fn a_certificate_without_der_names_nobody() {
