@@ -24,6 +24,11 @@ pub struct HttpSettings {
     pub trusted_proxies: Vec<String>,
     /// TLS on the public and the admin listener (`listener_tls.rs`).
     pub tls: ListenerTls,
+    /// A proxy in front (an ingress, a load balancer) terminates TLS, so the
+    /// listeners may speak plain HTTP on a non-loopback address: without this
+    /// or `tls`, the production check (`production.rs`) refuses such a bind.
+    #[serde(default)]
+    pub tls_terminated_by_proxy: bool,
 }
 
 impl HttpSettings {

@@ -65,7 +65,8 @@ impl Settings {
             )
         })?;
         settings.validate()?;
-        if env == "production" {
+        // Every environment but `local` and `test` (staging too): contract §17.
+        if production::applies_to(env) {
             production::check(&settings)?;
         }
         Ok(settings)
@@ -197,16 +198,30 @@ mod tests {
 
     #[test]
     fn production_has_no_admin_token_by_default() {
-        let vars = vec![(
-            "STOCKD__AUTH__CLIENTS".to_string(),
-            format!(
-                "[{{name: a, token_sha256: \"{}\", scopes: [read]}}]",
-                "0".repeat(64)
+        // What production.yaml leaves to the environment: a client and the
+        // stores' users (base.yaml's root and guest are refused).
+        let vars = vec![
+            (
+                "STOCKD__AUTH__CLIENTS".to_string(),
+                format!(
+                    "[{{name: a, token_sha256: \"{}\", scopes: [read]}}]",
+                    "0".repeat(64)
+                ),
             ),
-        )];
+            (
+                "STOCKD__MYSQL__URL".to_string(),
+                "mysql://stockd_app:pw@db:3306/stockd".to_string(),
+            ),
+            (
+                "STOCKD__AMQP__URL".to_string(),
+                "amqp://stockd_app:pw@rabbitmq:5672/%2f".to_string(),
+            ),
+        ];
         let s = Settings::load_with_vars(&repo_config(), "production", &vars).unwrap();
         assert!(s.admin.token.is_none());
         assert!(s.auth.required);
+        assert!(s.http.tls_terminated_by_proxy);
+        assert!(s.limits.per_client_rps > 0.0 && s.limits.per_client_burst > 0);
     }
 
     #[test]

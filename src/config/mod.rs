@@ -13,7 +13,7 @@
 //!   stockd's own listeners;
 //! - `secret_files.rs`: `…_file` variants of the secrets (`admin.token_file`,
 //!   `mysql.url_file`, …), resolved while the layers merge;
-//! - `production.rs`: what only `STOCKD_ENV=production` refuses;
+//! - `production.rs`: what every `STOCKD_ENV` but `local` and `test` refuses;
 //! - `redact.rs`: secrets replaced in `config print` and in `{:?}`;
 //! - `check.rs` (how a refusal is worded), `cidr.rs` (`http.trusted_proxies`).
 //!

@@ -16,7 +16,8 @@ pub enum WebhookFormat {
     Dingtalk,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// `Debug` is written in `redact.rs`: only the webhook's scheme and host show.
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReconcileSettings {
     /// Time between checks of the reconciler role.

@@ -37,7 +37,8 @@ pub struct TelemetrySettings {
 }
 
 /// OTLP export of traces. With no `endpoint` nothing is recorded or exported.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// `Debug` is written in `redact.rs`: the endpoint's userinfo and query never show.
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OtlpSettings {
     /// The collector's OTLP/HTTP base URL (`http://host:4318`); spans are

@@ -25,10 +25,11 @@ const FROM_FILES: [&str; 3] = [
 /// The admin token the files hold (the decoy layer has another).
 const FILE_TOKEN: &str = "admin-token-from-a-file-4b1d";
 
-/// A config dir under `dir`: the shipped base.yaml and an environment
-/// `decoys` whose URLs point at a closed port and whose admin token is
-/// [`ADMIN_TOKEN`]: a stockd that ignored the files could reach nothing
-/// (open public routes, as `local.yaml` has them: the reservation needs no client).
+/// A config dir under `dir`: the shipped base.yaml and an environment layer
+/// of decoys (named `test`, which the production check leaves alone, as it
+/// does the shipped test.yaml) whose URLs point at a closed port and whose
+/// admin token is [`ADMIN_TOKEN`]: a stockd that ignored the files could reach
+/// nothing (open public routes, as `local.yaml` has them: the reservation needs no client).
 fn decoy_config(dir: &std::path::Path) -> std::path::PathBuf {
     let config = dir.join("config");
     std::fs::create_dir_all(&config).unwrap();
@@ -41,7 +42,7 @@ fn decoy_config(dir: &std::path::Path) -> std::path::PathBuf {
          redis: {{url: \"redis://127.0.0.1:9\"}}\n\
          amqp: {{url: \"amqp://guest:guest@127.0.0.1:9/%2f\"}}\n"
     );
-    std::fs::write(config.join("decoys.yaml"), decoys).unwrap();
+    std::fs::write(config.join("test.yaml"), decoys).unwrap();
     config
 }
 
@@ -66,7 +67,7 @@ fn secret_files(app: &TestApp, dir: &std::path::Path) -> Vec<(String, String)> {
         .collect();
     let config = decoy_config(dir).display().to_string();
     env.push(("STOCKD_CONFIG_DIR".into(), config));
-    env.push(("STOCKD_ENV".into(), "decoys".into()));
+    env.push(("STOCKD_ENV".into(), "test".into()));
     env
 }
 

@@ -163,6 +163,34 @@ async fn with_admin_bind_the_public_listener_hides_the_admin_routes() {
     app.finish_drained(1).await;
 }
 
+/// The admin token is compared as SHA-256 digests (equal lengths, constant
+/// time, whatever is presented): only the exact token gets in — not a prefix,
+/// a longer token, one of the same length, or nothing.
+#[tokio::test]
+async fn only_the_exact_admin_token_is_admitted() {
+    let app = TestApp::spawn().await;
+    let status = |token: String| {
+        let request = app
+            .client
+            .get(format!("{}/v1/admin/dlq", app.base))
+            .bearer_auth(token);
+        async move { request.send().await.unwrap().status() }
+    };
+    let mut neighbour = ADMIN_TOKEN.to_string();
+    neighbour.pop();
+    neighbour.push('X');
+    for wrong in [
+        String::new(),
+        ADMIN_TOKEN[..ADMIN_TOKEN.len() - 1].to_string(),
+        format!("{ADMIN_TOKEN}x"),
+        neighbour,
+    ] {
+        assert_eq!(status(wrong.clone()).await, 401, "{wrong:?} got in");
+    }
+    assert_ne!(status(ADMIN_TOKEN.to_string()).await, 401);
+    app.cleanup().await;
+}
+
 /// Ids are canonical decimals: `0980001` and `+1` are 400, never SKU 980001 / 1.
 #[tokio::test]
 async fn non_canonical_ids_are_400() {
@@ -196,9 +224,18 @@ async fn production_refuses_a_weak_admin_token_naming_the_key() {
         "[{{name: a, token_sha256: \"{}\", scopes: [read]}}]",
         "0".repeat(64)
     );
+    // And the stores' own users: base.yaml's root and guest are refused.
     let vars = [
         ("STOCKD__ADMIN__TOKEN".to_string(), strong),
         ("STOCKD__AUTH__CLIENTS".to_string(), client),
+        (
+            "STOCKD__MYSQL__URL".to_string(),
+            "mysql://stockd_app:pw@db:3306/stockd".to_string(),
+        ),
+        (
+            "STOCKD__AMQP__URL".to_string(),
+            "amqp://stockd_app:pw@rabbitmq:5672/%2f".to_string(),
+        ),
     ];
     assert!(stockd::config::Settings::load_with_vars(&dir, "production", &vars).is_ok());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_stockd"))
