@@ -3,19 +3,28 @@
 //! Cluster, whose lines live on different slots, or a line on a split SKU,
 //! whose units live in the buyer's bucket (docs/architecture.md, "Orders"):
 //!
+//! 0. every line's SKU loaded (from the layout cache, else one read each):
+//!    an unknown or unloaded SKU is refused before anything is written;
 //! 1. the intent (`HOLDING`, attempt *a*, a deadline) on the order's shard;
 //! 2. each line held in ascending SKU order, tagged with the order and *a*;
+//!    a hold past the deadline refuses itself;
 //! 3. the commit (`HOLDING → RESERVED` before the deadline, with the order's
 //!    one outbox entry) — or, when a line is refused, the undo: the intent
-//!    `ABORTING`, every line released (a tombstone on each refuses a late
-//!    hold of *a*), then `ABORTED`, and only then the refusal.
+//!    `ABORTING`, every line whose hold was sent released (a tombstone on
+//!    each refuses a late run of its hold; lines never sent hold nothing
+//!    and get nothing), then `ABORTED`, and only then the refusal. The
+//!    tombstones and the `ABORTED` record live until the deadline plus
+//!    [`TOMBSTONE_MARGIN_MS`](crate::redis::order_holds::TOMBSTONE_MARGIN_MS),
+//!    not a day.
 //!
 //! An api that dies midway leaves the intent `HOLDING`; the sweeper of any
 //! api node (`order_sweeper.rs`) undoes it once its deadline passed. The
 //! commit and the sweeper's abort check the same fields in the same slot,
 //! so exactly one of them wins.
 
-use crate::domain::{OrderLines, RequestId, UserId};
+use futures_util::future::try_join_all;
+
+use crate::domain::{OrderLine, OrderLines, RequestId, SkuId, UserId};
 use crate::redis::keys::order_shard;
 use crate::redis::order_holds::{Attempt, LineHold};
 use crate::redis::order_intents::{AbortOutcome, AbortStep, CommitOutcome, IntentOutcome};
@@ -55,6 +64,12 @@ pub async fn line_by_line(
     lines: &OrderLines,
     hold_timeout_ms: u64,
 ) -> Result<OrderOutcome, RedisError> {
+    if let Some(sku_id) = first_unloaded(redis, lines).await? {
+        return Ok(OrderOutcome::Refused {
+            sku_id,
+            why: LineRefusal::NotLoaded,
+        });
+    }
     let orders = redis.orders();
     let attempt = match orders
         .intent(order_id, user_id, lines, hold_timeout_ms)
@@ -81,7 +96,9 @@ pub async fn line_by_line(
         }
     };
     let mut held = Vec::with_capacity(lines.len());
-    for line in lines.lines() {
+    for (i, line) in lines.lines().iter().enumerate() {
+        // The lines whose hold is sent: this one and those before it.
+        let sent = &lines.lines()[..=i];
         let hold = redis
             .reservations()
             .hold_line(&attempt, line.sku_id, line.count)
@@ -112,11 +129,11 @@ pub async fn line_by_line(
             Err(err) => {
                 // The hold may have run (a timeout): the undo covers it, and
                 // its tombstone refuses it if it runs later.
-                undo(redis, &attempt, lines).await?;
+                undo(redis, &attempt, sent).await?;
                 return Err(err);
             }
         };
-        undo(redis, &attempt, lines).await?;
+        undo(redis, &attempt, sent).await?;
         return Ok(refusal);
     }
     match orders.commit(&attempt, lines).await? {
@@ -137,7 +154,7 @@ pub async fn line_by_line(
             "order {order_id} is held; its hand-off is pending: retry to read it"
         ))),
         CommitOutcome::Late | CommitOutcome::Lost => {
-            undo(redis, &attempt, lines).await?;
+            undo(redis, &attempt, lines.lines()).await?;
             Ok(OrderOutcome::Retry(format!(
                 "order {order_id} took longer than orders.hold_timeout_ms and was undone; retry"
             )))
@@ -145,13 +162,34 @@ pub async fn line_by_line(
     }
 }
 
-/// The api gives up its own attempt: the intent `ABORTING`, then
-/// [`release_all`]. An attempt the sweeper took meanwhile is released
-/// again (idempotent) or found undone; one whose record is gone or belongs
-/// to a later attempt (Redis lost the record and a retry started over) was
-/// never committed, so its lines are released too. A committed one is never
-/// released (an error: the caller answers 503, and the order stands).
-async fn undo(redis: &RedisStore, attempt: &Attempt, lines: &OrderLines) -> Result<(), RedisError> {
+/// The first line (in SKU order) whose SKU is not loaded into Redis, which
+/// the routes answer as a standalone Redis's refusal of it (404
+/// `SKU_NOT_FOUND`, or 503 when MySQL knows the SKU). Asked before the
+/// intent, so an order naming SKUs that do not exist writes nothing; a
+/// cached layout answers without a call, the others are read at once.
+async fn first_unloaded(
+    redis: &RedisStore,
+    lines: &OrderLines,
+) -> Result<Option<SkuId>, RedisError> {
+    let buckets = redis.buckets();
+    let loaded = try_join_all(lines.lines().iter().map(|l| buckets.loaded(l.sku_id))).await?;
+    Ok(lines
+        .lines()
+        .iter()
+        .zip(loaded)
+        .find(|(_, loaded)| !loaded)
+        .map(|(line, _)| line.sku_id))
+}
+
+/// The api gives up its own attempt: the intent `ABORTING`, then the lines
+/// whose hold was `sent` released ([`release_lines`]). An attempt the
+/// sweeper took meanwhile is released again (idempotent; the sweeper
+/// releases every line) or found undone; one whose record is gone or
+/// belongs to a later attempt (Redis lost the record and a retry started
+/// over) was never committed, so its lines are released too. A committed
+/// one is never released (an error: the caller answers 503, and the order
+/// stands).
+async fn undo(redis: &RedisStore, attempt: &Attempt, sent: &[OrderLine]) -> Result<(), RedisError> {
     let taken = redis
         .orders()
         .abort(&attempt.order_id, Some(attempt.number), AbortStep::Own)
@@ -167,20 +205,32 @@ async fn undo(redis: &RedisStore, attempt: &Attempt, lines: &OrderLines) -> Resu
                 attempt.order_id
             ))),
         },
-        _ => release_all(redis, attempt, lines).await,
+        _ => release_lines(redis, attempt, sent).await,
     }
 }
 
-/// Every line of an `ABORTING` attempt released in SKU order (the ones
-/// never held get their tombstone), then the intent `ABORTED`. Idempotent:
-/// the api and the sweeper may both run it. An error leaves the intent
-/// `ABORTING`, and the sweeper finishes it after the deadline.
+/// Every line of an `ABORTING` attempt released, then the intent `ABORTED`:
+/// the sweeper's undo, which cannot know which holds its dead api sent.
 pub async fn release_all(
     redis: &RedisStore,
     attempt: &Attempt,
     lines: &OrderLines,
 ) -> Result<(), RedisError> {
-    for line in lines.lines() {
+    release_lines(redis, attempt, lines.lines()).await
+}
+
+/// `lines` of an `ABORTING` attempt released in SKU order (each gets its
+/// tombstone, held or not: its hold was sent, and may run late), then the
+/// intent `ABORTED`. A line whose hold was never sent needs neither: no
+/// hold of it can come. Idempotent: the api and the sweeper may both run
+/// it. An error leaves the intent `ABORTING`, and the sweeper finishes it
+/// (every line) after the deadline.
+async fn release_lines(
+    redis: &RedisStore,
+    attempt: &Attempt,
+    lines: &[OrderLine],
+) -> Result<(), RedisError> {
+    for line in lines {
         if redis
             .reservations()
             .release_line(attempt, line.sku_id)

@@ -4,12 +4,32 @@
 //! `Buckets`, ...), so they all use one socket (or one cluster client), one
 //! deadline and one failure check.
 
+use std::cell::Cell;
+use std::future::Future;
 use std::time::Duration;
 
 use deadpool_redis::redis;
 
 use super::link::RedisLink;
 use super::{HotConnection, Keys, RedisError};
+
+tokio::task_local! {
+    /// Calls made under [`counting`] in this task.
+    static CALLS: Cell<u64>;
+}
+
+/// Runs `work` and counts the Redis calls it makes in this task (each one
+/// [`Core::bounded`] call: a command, a script, a pipeline), not those of
+/// other tasks sharing the connection: what a test measures of one
+/// operation (an order's refusal, `tests/it/orders_intents.rs`).
+pub async fn counting<T>(work: impl Future<Output = T>) -> (T, u64) {
+    CALLS
+        .scope(Cell::new(0), async {
+            let out = work.await;
+            (out, CALLS.with(Cell::get))
+        })
+        .await
+}
 
 pub struct Core {
     pub(super) hot: HotConnection,
@@ -49,6 +69,7 @@ impl Core {
         &self,
         call: impl std::future::Future<Output = Result<T, RedisError>>,
     ) -> Result<T, RedisError> {
+        let _ = CALLS.try_with(|calls| calls.set(calls.get() + 1));
         let result = match tokio::time::timeout(self.call_bound, call).await {
             Ok(result) => result,
             Err(_) => Err(RedisError::Timeout),

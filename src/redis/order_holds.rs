@@ -22,7 +22,22 @@ pub struct Attempt {
     pub number: u64,
     pub created_ms: u64,
     pub expires_ms: u64,
+    /// The intent's deadline (Redis time, ms): a hold past it refuses
+    /// itself, and the tombstones of the attempt live until it plus
+    /// [`TOMBSTONE_MARGIN_MS`].
+    pub deadline_ms: u64,
 }
+
+/// How long an undone attempt's tombstone (and its `ABORTED` record)
+/// outlives the attempt's deadline. A hold of the attempt is refused past
+/// the deadline by its own node's clock (`order_hold.lua`), the clock the
+/// tombstone's life is counted by too (`order_release.lua`), so no hold of
+/// the attempt can still hold once the deadline passed: the tombstone is
+/// needed only for a hold sent before it whose answer was lost or that has
+/// not run yet. The margin covers the time between the script's clock read
+/// and its write, and a node's clock stepped back by NTP; it is not the
+/// record lifetime (a day), which a refused order's keys used to keep.
+pub const TOMBSTONE_MARGIN_MS: u64 = 1_000;
 
 /// What one line's hold decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +76,8 @@ impl Reservations {
                 .arg(lifetime)
                 .arg(keys.soldout_channel())
                 .arg(&target.subject)
-                .arg(target.n);
+                .arg(target.n)
+                .arg(attempt.deadline_ms);
             self.core
                 .run(|mut c| async move { invocation.invoke_async::<Vec<String>>(&mut c).await })
         };
@@ -70,12 +86,19 @@ impl Reservations {
             Routed::SoldOut => return Ok(LineHold::Refused(LineRefusal::SoldOut)),
             Routed::Rebalancing => return Ok(LineHold::Rebalancing),
         };
-        parse_hold(&reply)
+        let hold = parse_hold(&reply)?;
+        if hold == LineHold::Refused(LineRefusal::NotLoaded) {
+            // Unloaded since its layout was cached: the next order's check
+            // before its intent (`order_saga.rs`) reads it again.
+            self.buckets.forget_layout(sku_id);
+        }
+        Ok(hold)
     }
 
     /// Undoes one line of `attempt` if it holds it, and writes the
-    /// tombstone that refuses a later hold of the attempt. True when units
-    /// went back.
+    /// tombstone that refuses a later hold of the attempt, living until the
+    /// attempt's deadline plus [`TOMBSTONE_MARGIN_MS`]. Only for a line
+    /// whose hold was sent. True when units went back.
     pub async fn release_line(&self, attempt: &Attempt, sku_id: SkuId) -> Result<bool, RedisError> {
         let mut layout = self.buckets.layout(sku_id).await?;
         for _ in 0..2 {
@@ -86,10 +109,11 @@ impl Reservations {
             invocation
                 .arg(attempt.order_id.as_str())
                 .arg(attempt.number)
-                .arg(self.record_lifetime_ms())
+                .arg(attempt.deadline_ms)
                 .arg(keys.soldout_channel())
                 .arg(layout.event_subject(bucket))
-                .arg(layout.n());
+                .arg(layout.n())
+                .arg(TOMBSTONE_MARGIN_MS);
             let reply: Vec<String> = self
                 .core
                 .run(|mut c| async move { invocation.invoke_async(&mut c).await })

@@ -8,7 +8,7 @@
 use deadpool_redis::redis;
 
 use super::keys::order_shard;
-use super::order_holds::Attempt;
+use super::order_holds::{Attempt, TOMBSTONE_MARGIN_MS};
 use super::orders::Orders;
 use super::RedisError;
 use crate::domain::{OrderLines, RequestId, ReservationStatus, UserId};
@@ -115,6 +115,7 @@ impl Orders {
                 number: num(1)?,
                 created_ms: num(2)?,
                 expires_ms: num(3)?,
+                deadline_ms: num(4)?,
             }),
             Some("REPLAY") => IntentOutcome::Replayed {
                 status: reply
@@ -186,7 +187,8 @@ impl Orders {
                 AbortStep::Own => "own",
                 AbortStep::Sweep => "sweep",
                 AbortStep::Done => "done",
-            });
+            })
+            .arg(TOMBSTONE_MARGIN_MS);
         let reply: Vec<String> = self
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
@@ -202,14 +204,16 @@ impl Orders {
                     .and_then(|u| UserId::new(u).ok())
                     .ok_or_else(bad)?;
                 AbortOutcome::Undo {
-                    // The undo needs the attempt's buyer and number; its
-                    // times are the lines' own.
+                    // The undo needs the attempt's buyer, number and
+                    // deadline (its tombstones' life); its times are the
+                    // lines' own.
                     attempt: Attempt {
                         order_id: order_id.clone(),
                         user_id,
                         number,
                         created_ms: 0,
                         expires_ms: 0,
+                        deadline_ms: field(4)?.parse().map_err(|_| bad())?,
                     },
                     lines: OrderLines::decode(field(3)?).map_err(|_| bad())?,
                 }

@@ -312,3 +312,273 @@ async fn the_audit_names_an_intent_no_sweeper_undid() {
     assert_audit_clean(&app).await;
     app.cleanup().await;
 }
+
+/// How much longer than `orders.hold_timeout_ms` a key a refusal leaves may
+/// live: the tombstone's margin past the attempt's deadline
+/// (`TOMBSTONE_MARGIN_MS`, 1 s), with room for the clocks of the order's
+/// and the line's nodes and this test's own delay before it reads a TTL.
+const REFUSAL_KEY_MARGIN_MS: i64 = 3_000;
+
+/// The keys of this test that `after` has and `before` had not.
+fn new_keys(before: &[String], after: &[String]) -> Vec<String> {
+    let mut keys: Vec<String> = after
+        .iter()
+        .filter(|k| !before.contains(k))
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
+}
+
+async fn pttl(app: &TestApp, key: &str) -> i64 {
+    let mut conn = app.redis_conn().await;
+    deadpool_redis::redis::cmd("PTTL")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+/// SKU 1 split into two buckets (so an order goes the intent way also on a
+/// standalone Redis), SKUs 2..=20 of 5 units (limit 10: a line of 6 is
+/// short of stock, not over the limit).
+async fn twenty_skus(app: &TestApp) {
+    let (status, answer) = app
+        .put_sku_json(
+            1,
+            &json!({"total_stock": 40, "limit_per_user": 5, "buckets": 2}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    for sku in 2..=20 {
+        app.create_sku(sku, 5, 10).await;
+    }
+}
+
+/// A 20-line order refused on its third line (short of stock): it wrote
+/// nothing for the 17 lines never held, and what it left (the tombstones of
+/// the three lines whose hold was sent, the `ABORTED` record) lives no
+/// longer than the attempt's deadline plus a margin, then is gone; a
+/// refusal costs the intent, one hold and one release per line sent, and
+/// the abort's two steps — not a release of every line.
+#[tokio::test]
+async fn a_refused_order_leaves_no_lasting_key_and_releases_only_the_lines_it_sent() {
+    let hold_timeout_ms = 500;
+    let app = TestApp::with(options(hold_timeout_ms)).await;
+    twenty_skus(&app).await;
+    let mut of: Vec<(u64, u32)> = (1..=20).map(|sku| (sku, 1)).collect();
+    of[2].1 = 6;
+    let before = app.redis_keys().await;
+
+    let (status, problem) = place(&app, &body("refused-20", 4, &of)).await;
+    assert_eq!(status, 409, "{problem}");
+    assert_eq!(
+        problem["line"],
+        json!({"sku_id": 3, "code": "INSUFFICIENT_STOCK"}),
+        "{problem}"
+    );
+    let left = new_keys(&before, &app.redis_keys().await);
+    eprintln!("orders_intents: a refused 20-line order left {left:?}");
+    let tombstones = left.iter().filter(|k| k.contains(":otomb:")).count();
+    let records = left.iter().filter(|k| k.contains(":order:")).count();
+    assert!(tombstones <= 3, "tombstones only of lines sent: {left:?}");
+    assert_eq!(tombstones + records, left.len(), "{left:?}");
+    for key in &left {
+        let ttl = pttl(&app, key).await;
+        assert!(
+            ttl > 0 && ttl <= hold_timeout_ms as i64 + REFUSAL_KEY_MARGIN_MS,
+            "{key} lives {ttl} ms"
+        );
+    }
+    app.eventually(
+        "the refusal's keys gone",
+        Duration::from_secs(10),
+        || async { new_keys(&before, &app.redis_keys().await).is_empty() },
+    )
+    .await;
+    for sku in 1..=20 {
+        let stock = if sku == 1 { 40 } else { 5 };
+        assert_eq!(available(&app, sku).await, stock, "SKU {sku}");
+    }
+
+    // The calls of one refusal, once the layouts are known (the first
+    // refusal read them).
+    let lines = TestApp::order_lines(&of);
+    let user = UserId::new(4).unwrap();
+    let order_id = RequestId::parse("refused-20b").unwrap();
+    let (outcome, calls) = stockd::redis::core::counting(stockd::ops::order_saga::place(
+        &app.res.redis,
+        &order_id,
+        user,
+        &lines,
+        hold_timeout_ms,
+    ))
+    .await;
+    let outcome = outcome.unwrap();
+    assert!(
+        matches!(outcome, stockd::redis::OrderOutcome::Refused { sku_id, .. } if sku_id.get() == 3),
+        "{outcome:?}"
+    );
+    eprintln!("orders_intents: a 20-line order refused on its third line took {calls} Redis calls");
+    // A standalone Redis first asks order.lua (which refuses the split
+    // line). Then the intent, three holds, the abort, three releases, the
+    // abort's end: 9 (a release of every line made it 26); the split line's
+    // release then rebalances its buckets (a few calls, as any release of a
+    // split SKU does).
+    assert!(calls <= 14, "{calls} Redis calls");
+    assert_audit_clean(&app).await;
+    app.cleanup().await;
+}
+
+/// A line naming a SKU that does not exist (the first of 19) is refused
+/// before the intent is written, as a standalone Redis refuses it: 404
+/// `SKU_NOT_FOUND` naming the line; a SKU known to MySQL but not loaded
+/// into Redis is 503. Neither writes a key: no intent, no tombstone.
+#[tokio::test]
+async fn an_order_naming_an_unknown_sku_is_refused_before_its_intent() {
+    let app = TestApp::with(options(500)).await;
+    let (status, answer) = app
+        .put_sku_json(
+            1,
+            &json!({"total_stock": 40, "limit_per_user": 5, "buckets": 2}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    app.create_sku(2, 5, 5).await;
+    let before = app.redis_keys().await;
+
+    let of: Vec<(u64, u32)> = std::iter::once((1, 1))
+        .chain((901..=919).map(|sku| (sku, 1)))
+        .collect();
+    let (status, problem) = place(&app, &body("ghosts", 5, &of)).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (404, Some("SKU_NOT_FOUND")),
+        "{problem}"
+    );
+    assert_eq!(
+        problem["line"],
+        json!({"sku_id": 901, "code": "SKU_NOT_FOUND"}),
+        "{problem}"
+    );
+    assert_eq!(
+        new_keys(&before, &app.redis_keys().await),
+        Vec::<String>::new()
+    );
+
+    let (outcome, calls) = stockd::redis::core::counting(stockd::ops::order_saga::place(
+        &app.res.redis,
+        &RequestId::parse("ghosts-b").unwrap(),
+        UserId::new(5).unwrap(),
+        &TestApp::order_lines(&of),
+        500,
+    ))
+    .await;
+    assert!(
+        matches!(outcome.unwrap(), stockd::redis::OrderOutcome::Refused { sku_id, .. } if sku_id.get() == 901)
+    );
+    // order.lua on a standalone Redis, then one read of each unknown SKU.
+    eprintln!("orders_intents: a 20-line order of unknown SKUs took {calls} Redis calls");
+    assert!(calls <= 20, "{calls} Redis calls");
+
+    // SKU 2 in MySQL, its Redis hash gone behind stockd's back: 503, as a
+    // single reservation. The first order may still find SKU 2's layout
+    // cached and write its intent (what it leaves lives seconds); its hold
+    // finds the SKU gone and drops the layout, so the next order is refused
+    // before its intent.
+    let sku_key = app.res.redis.keys().sku(TestApp::sku(2));
+    app.redis_del(&[sku_key]).await;
+    let before = app.redis_keys().await;
+    for order_id in ["unloaded", "unloaded-b"] {
+        let (status, problem) = place(&app, &body(order_id, 5, &[(1, 1), (2, 1)])).await;
+        assert_eq!(status, 503, "{problem}");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("SKU 2 is not loaded into Redis")),
+            "{problem}"
+        );
+    }
+    for key in new_keys(&before, &app.redis_keys().await) {
+        assert!(key.ends_with(":unloaded"), "{key}");
+        let ttl = pttl(&app, &key).await;
+        assert!(
+            ttl > 0 && ttl <= 500 + REFUSAL_KEY_MARGIN_MS,
+            "{key} lives {ttl} ms"
+        );
+    }
+    assert_eq!(available(&app, 1).await, 40);
+    app.cleanup().await;
+}
+
+/// A hold that reaches its line after the attempt's deadline is refused by
+/// the hold itself, tombstone or not: what bounds how long a tombstone
+/// must live.
+#[tokio::test]
+async fn a_hold_past_its_attempts_deadline_is_refused_without_a_tombstone() {
+    let app = TestApp::with(options(300)).await;
+    app.create_sku(1, 5, 5).await;
+    let of = TestApp::order_lines(&[(1, 1)]);
+    let attempt = intent(&app, "tardy", 6, &of).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(hold(&app, &attempt, 1, 1).await, LineHold::Aborted);
+    assert_eq!(available(&app, 1).await, 5);
+    app.eventually("the intent swept", Duration::from_secs(10), || async {
+        app.res.redis.orders().open_intents().await.unwrap() == 0
+    })
+    .await;
+    app.cleanup().await;
+}
+
+/// An attempt undone by its api before its deadline (a line refused): the
+/// tombstone of the line it had held refuses that hold run again late, and
+/// lives about the hold timeout, not the record lifetime.
+#[tokio::test]
+async fn an_undone_lines_tombstone_refuses_a_late_hold_and_lives_about_the_hold_timeout() {
+    let hold_timeout_ms = 2_000;
+    let app = TestApp::with(options(hold_timeout_ms)).await;
+    app.create_sku(1, 5, 5).await;
+    app.create_sku(2, 5, 5).await;
+    let of = TestApp::order_lines(&[(1, 1), (2, 1)]);
+    let attempt = intent(&app, "undone", 8, &of).await;
+    assert!(matches!(
+        hold(&app, &attempt, 1, 1).await,
+        LineHold::Held { .. }
+    ));
+    let taken = app
+        .res
+        .redis
+        .orders()
+        .abort(
+            &attempt.order_id,
+            Some(attempt.number),
+            stockd::redis::order_intents::AbortStep::Own,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            taken,
+            stockd::redis::order_intents::AbortOutcome::Undo { .. }
+        ),
+        "{taken:?}"
+    );
+    stockd::ops::order_saga::release_all(&app.res.redis, &attempt, &of)
+        .await
+        .unwrap();
+    assert_eq!(available(&app, 1).await, 5);
+    assert_eq!(hold(&app, &attempt, 1, 1).await, LineHold::Aborted);
+    assert_eq!(available(&app, 1).await, 5, "the late hold held nothing");
+    let keys = app.redis_keys().await;
+    let tombstones: Vec<&String> = keys.iter().filter(|k| k.contains(":otomb:")).collect();
+    assert!(!tombstones.is_empty(), "{keys:?}");
+    for key in tombstones {
+        let ttl = pttl(&app, key).await;
+        assert!(
+            ttl > 0 && ttl <= hold_timeout_ms as i64 + REFUSAL_KEY_MARGIN_MS,
+            "{key} lives {ttl} ms"
+        );
+    }
+    assert_audit_clean(&app).await;
+    app.cleanup().await;
+}

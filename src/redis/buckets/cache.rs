@@ -52,8 +52,24 @@ impl Buckets {
         self.read_layout(sku).await
     }
 
+    /// Whether the SKU is loaded into Redis: yes when its layout is cached
+    /// (a SKU unloaded since is refused by the script that follows), else
+    /// one `HMGET` of its home hash, which caches a loaded SKU's layout for
+    /// that script's routing.
+    pub async fn loaded(&self, sku: SkuId) -> Result<bool, RedisError> {
+        if self.layouts.get(sku).is_some() {
+            return Ok(true);
+        }
+        Ok(self.read(sku).await?.1)
+    }
+
     /// Forgets the cached layout and reads it again (after a `LAYOUT` answer).
     pub async fn read_layout(&self, sku: SkuId) -> Result<Arc<Layout>, RedisError> {
+        Ok(self.read(sku).await?.0)
+    }
+
+    /// The layout as read, and whether the SKU is loaded (cached if so).
+    async fn read(&self, sku: SkuId) -> Result<(Arc<Layout>, bool), RedisError> {
         self.layouts.forget(sku);
         let key = self.core.keys.sku(sku);
         let (available, buckets, tags): (Option<String>, Option<String>, Option<String>) = self
@@ -72,10 +88,11 @@ impl Buckets {
             Layout::from_fields(sku, buckets.as_deref(), tags.as_deref())
                 .map_err(RedisError::BadReply)?,
         );
-        if available.is_some() {
+        let loaded = available.is_some();
+        if loaded {
             self.layouts.put(layout.clone());
         }
-        Ok(layout)
+        Ok((layout, loaded))
     }
 
     /// The SKU's layout if cached (never waits for Redis).

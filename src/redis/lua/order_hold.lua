@@ -7,9 +7,13 @@
 -- order's one entry is written by the commit (order_commit.lua).
 --
 -- Anti-suspension: a hold that arrives after its attempt was undone must not
--- hold. The undo (order_release.lua) writes the tombstone `otomb:<order>`
--- (the highest attempt undone) on every line's slot, held or not, so this
--- script refuses an attempt at or below it.
+-- hold. Two checks refuse it: the attempt's deadline (ARGV[11], written by
+-- order_intent.lua) by this node's clock — past it the commit refuses too
+-- (LATE), so no hold of the attempt can be of use — and, before it, the
+-- tombstone `otomb:<order>` (the highest attempt undone) that the undo
+-- (order_release.lua) writes on the slot of every line whose hold was sent.
+-- The deadline bounds how long a tombstone must live: until the deadline,
+-- by this clock, plus a margin.
 --
 -- KEYS[1] sku (bucket) hash  KEYS[2] reservation hash  KEYS[3] buyer hash
 -- KEYS[4] winners set  KEYS[5] tombstone
@@ -17,9 +21,11 @@
 -- ARGV[5] created_ms  ARGV[6] expires_ms (the intent's, shared by every line)
 -- ARGV[7] record lifetime ms  ARGV[8] sold-out channel  ARGV[9] event subject
 -- ARGV[10] the bucket count the caller routed with
+-- ARGV[11] the attempt's deadline ms (Redis time)
 --
 -- Returns {'OK', available_after}, {'HELD', available} (this attempt held
--- it already: a re-sent call), {'ABORTED'} (the attempt was undone),
+-- it already: a re-sent call), {'ABORTED'} (the attempt was undone, or
+-- its deadline passed),
 -- {'MISMATCH'} (a record of this id that is not this attempt's),
 -- {'NOT_LOADED'}, {'LIMIT', bought, limit}, {'DRY', left} (a split bucket
 -- that is not drained: lease first), {'SOLD_OUT'}, {'INSUFFICIENT', left},
@@ -36,6 +42,10 @@ if sku[1] and buckets ~= ARGV[10] then
   return {'LAYOUT', buckets}
 end
 if tonumber(redis.call('GET', tomb_key) or '0') >= tonumber(attempt) then
+  return {'ABORTED'}
+end
+local t = redis.call('TIME')
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[11]) then
   return {'ABORTED'}
 end
 local prior = redis.call('HMGET', res_key, 'user', 'order', 'attempt')

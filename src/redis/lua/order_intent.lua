@@ -17,7 +17,8 @@
 -- ARGV[6] hold timeout ms (the deadline)  ARGV[7] outbox max length
 --
 -- Returns:
---   {'HOLD', attempt, created_ms, expires_ms}   hold the lines as attempt
+--   {'HOLD', attempt, created_ms, expires_ms, deadline_ms}
+--                                               hold the lines as attempt
 --   {'REPLAY', status, created_ms, expires_ms}  the order was held before
 --   {'MISMATCH'}      held before with another buyer or other lines
 --   {'BUSY'}          an attempt is holding or being undone: retry shortly
@@ -59,4 +60,4 @@ redis.call('HSET', record_key, 'user', user_id, 'lines', lines_text, 'status', '
   'deadline_ms', string.format('%.0f', deadline), 'v', '1')
 redis.call('PEXPIRE', record_key, ttl_ms + retention_ms)
 redis.call('ZADD', index_key, deadline, order_id)
-return {'HOLD', attempt, created, expires}
+return {'HOLD', attempt, created, expires, string.format('%.0f', deadline)}

@@ -5,14 +5,20 @@
 -- and the buyer's quota, the record and its winner go (a retry of the order
 -- is a new attempt); the sold-out marker is cleared when stock is back. The
 -- tombstone is written whether or not the line was held (an "empty
--- rollback" succeeds), so a hold of this attempt that arrives later is
--- refused (order_hold.lua). Idempotent.
+-- rollback" succeeds: the hold was sent, and may run after its answer was
+-- lost), so a hold of this attempt that arrives later is refused
+-- (order_hold.lua). The caller runs it only for lines whose hold was sent
+-- (the sweeper, which cannot know, for every line). The tombstone lives
+-- until the attempt's deadline by this node's clock plus a margin: past the
+-- deadline the hold refuses itself by the same clock, so a longer life
+-- guards nothing. Idempotent.
 --
 -- KEYS[1] sku (bucket) hash  KEYS[2] reservation hash  KEYS[3] buyer hash
 -- KEYS[4] winners set  KEYS[5] tombstone
--- ARGV[1] order_id  ARGV[2] attempt  ARGV[3] tombstone lifetime ms
+-- ARGV[1] order_id  ARGV[2] attempt  ARGV[3] the attempt's deadline ms
 -- ARGV[4] sold-out channel  ARGV[5] event subject
 -- ARGV[6] the bucket count the caller routed with
+-- ARGV[7] the tombstone's margin past the deadline, ms
 --
 -- Returns {'RELEASED'}, {'NONE'} (nothing of this attempt held here) or
 -- {'LAYOUT', buckets}.
@@ -25,7 +31,10 @@ if sku[1] and (sku[2] or '1') ~= ARGV[6] then
   return {'LAYOUT', sku[2] or '1'}
 end
 if tonumber(redis.call('GET', tomb_key) or '0') < tonumber(attempt) then
-  redis.call('SET', tomb_key, attempt, 'PX', tonumber(ARGV[3]))
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local life = math.max(tonumber(ARGV[3]) - now_ms, 0) + tonumber(ARGV[7])
+  redis.call('SET', tomb_key, attempt, 'PX', life)
 end
 local r = redis.call('HMGET', res_key, 'order', 'attempt', 'status', 'count')
 if r[1] ~= order_id or r[2] ~= attempt or r[3] ~= 'RESERVED' then
