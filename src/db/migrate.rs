@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         include_str!("../../sql/0006_extensions.sql"),
     ),
     (7, "0007_orders", include_str!("../../sql/0007_orders.sql")),
+    (
+        8,
+        "0008_told_available",
+        include_str!("../../sql/0008_told_available.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

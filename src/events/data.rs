@@ -44,7 +44,8 @@ impl From<Value> for EventData {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReservationData {
     /// The SKU's available after the change; absent when unknown (a
-    /// `reserved` event republished from the outbox).
+    /// `reserved` event republished from an outbox entry of a release
+    /// that did not keep it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub available: Option<i64>,
     pub count: u32,

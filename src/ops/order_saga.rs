@@ -136,7 +136,10 @@ pub async fn line_by_line(
         undo(redis, &attempt, sent).await?;
         return Ok(refusal);
     }
-    match orders.commit(&attempt, lines).await? {
+    let availables: Vec<Option<i64>> = (held.iter())
+        .map(|h| i64::try_from(h.available_after).ok())
+        .collect();
+    match orders.commit(&attempt, lines, &availables).await? {
         CommitOutcome::Committed { entry_id } => {
             let first = &mut held[0];
             first.stream = OutboxStream::of_order_shard(order_shard(order_id), first.sku_id);

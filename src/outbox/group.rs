@@ -41,6 +41,9 @@ struct Pending {
     /// (`msg` names the whole order), but told in `reserved` events and
     /// removed from the outbox with it.
     siblings: Vec<OrderLineEntry>,
+    /// What the outbox entry kept of its `reserved` event (a republish):
+    /// each SKU's available as the api told it.
+    told: Vec<(SkuId, i64)>,
     done: oneshot::Sender<Result<(), PublishError>>,
 }
 
@@ -125,6 +128,31 @@ impl GroupCommit {
             trace,
             available,
             siblings: Vec::new(),
+            told: Vec::new(),
+            done,
+        };
+        self.send(pending, confirmed).await
+    }
+
+    /// [`Self::publish`] of an outbox entry the relay found stale: its
+    /// `reserved` event tells the availables the entry kept, so it is the
+    /// event the api told (or would have), byte for byte.
+    pub async fn republish(
+        &self,
+        stream: OutboxStream,
+        entry: crate::redis::outbox::OutboxEntry,
+    ) -> Result<(), PublishError> {
+        let (done, confirmed) = oneshot::channel();
+        let sku = entry.message.sku_id;
+        let available = (entry.told.iter()).find(|(s, _)| *s == sku).map(|(_, a)| *a);
+        let pending = Pending {
+            stream,
+            entry_id: entry.id,
+            msg: entry.message,
+            trace: None,
+            available,
+            siblings: Vec::new(),
+            told: entry.told,
             done,
         };
         self.send(pending, confirmed).await
@@ -150,6 +178,7 @@ impl GroupCommit {
             trace,
             available: first.available,
             siblings: lines,
+            told: Vec::new(),
             done,
         };
         self.send(pending, confirmed).await
@@ -338,7 +367,8 @@ fn reserved_event(p: &Pending) -> Event {
     let available = |sku: SkuId| {
         std::iter::once((p.msg.sku_id, p.available))
             .chain(p.siblings.iter().map(|s| (s.msg.sku_id, s.available)))
-            .find(|(line, _)| *line == sku)
+            .chain(p.told.iter().map(|(s, a)| (*s, Some(*a))))
+            .find(|(line, a)| *line == sku && a.is_some())
             .and_then(|(_, a)| a)
     };
     Event::order(EventType::Reserved, &order, available, None, None, time_ms)

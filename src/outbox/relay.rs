@@ -65,7 +65,7 @@ impl Relay {
             backlog += stale.len() as u64;
             let results = join_all(stale.into_iter().map(|entry| async move {
                 let stream = OutboxStream::of_bucket(sku, entry.bucket);
-                self.group.publish(stream, entry.id, entry.message).await
+                self.group.republish(stream, entry).await
             }))
             .await;
             republished += results.iter().filter(|r| r.is_ok()).count();
@@ -80,7 +80,7 @@ impl Relay {
             backlog += stale.len() as u64;
             let results = join_all(stale.into_iter().map(|entry| async move {
                 let stream = OutboxStream::of_order_shard(shard, entry.message.sku_id);
-                self.group.publish(stream, entry.id, entry.message).await
+                self.group.republish(stream, entry).await
             }))
             .await;
             republished += results.iter().filter(|r| r.is_ok()).count();

@@ -132,11 +132,14 @@ impl Orders {
         })
     }
 
-    /// Commits `attempt` once every line is held.
+    /// Commits `attempt` once every line is held; `availables` are the
+    /// lines' SKU availables after their holds, in line order (kept with the
+    /// outbox entry for the `reserved` event of a republish).
     pub async fn commit(
         &self,
         attempt: &Attempt,
         lines: &OrderLines,
+        availables: &[Option<i64>],
     ) -> Result<CommitOutcome, RedisError> {
         let keys = &self.core.keys;
         let shard = order_shard(&attempt.order_id);
@@ -149,7 +152,8 @@ impl Orders {
             .arg(attempt.order_id.as_str())
             .arg(attempt.number)
             .arg(first.sku_id.get())
-            .arg(first.count);
+            .arg(first.count)
+            .arg(super::outbox::availables_text(availables));
         let reply: Vec<String> = self
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })

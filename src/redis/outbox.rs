@@ -54,6 +54,19 @@ pub struct OutboxEntry {
     pub message: Deduction,
     /// The bucket whose stream holds it (0 unless the SKU is split).
     pub bucket: u16,
+    /// The available its `reserved` event told of each SKU (one for a
+    /// reservation; each line's, in line order, for an order); empty for an
+    /// entry written before the scripts kept it.
+    pub told: Vec<(SkuId, i64)>,
+}
+
+/// Availables as an outbox entry keeps them: comma-separated, in line order
+/// (an unknown one as empty text).
+pub fn availables_text(availables: &[Option<i64>]) -> String {
+    let texts: Vec<String> = (availables.iter())
+        .map(|a| a.map(|a| a.to_string()).unwrap_or_default())
+        .collect();
+    texts.join(",")
 }
 
 impl OutboxEntry {
@@ -82,10 +95,22 @@ impl OutboxEntry {
                 None => None,
             },
         };
+        let skus: Vec<SkuId> = match &message.order {
+            Some(lines) => lines.lines().iter().map(|l| l.sku_id).collect(),
+            None => vec![message.sku_id],
+        };
+        let told = match fields.get("available") {
+            Some(text) => (skus.into_iter())
+                .zip(text.split(','))
+                .filter_map(|(sku, a)| a.parse::<i64>().ok().map(|a| (sku, a)))
+                .collect(),
+            None => Vec::new(),
+        };
         Ok(Self {
             id,
             message,
             bucket: 0,
+            told,
         })
     }
 }
@@ -210,5 +235,42 @@ impl OutboxStreams {
                 .await?;
         }
         Ok(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(extra: &[(&str, &str)]) -> OutboxEntry {
+        let mut fields: HashMap<String, String> = [
+            ("request_id", "r1"),
+            ("sku_id", "7"),
+            ("user_id", "3"),
+            ("count", "1"),
+            ("created_ms", "10"),
+            ("expires_ms", "20"),
+        ]
+        .iter()
+        .chain(extra)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        fields.shrink_to_fit();
+        OutboxEntry::from_fields("1-0".into(), &fields).unwrap()
+    }
+
+    /// The available a `reserved` event told is read back from the entry,
+    /// per line for an order; an entry of an older script has none.
+    #[test]
+    fn an_entry_keeps_the_availables_its_reserved_event_told() {
+        let sku = |n| SkuId::new(n).unwrap();
+        assert_eq!(entry(&[("available", "4")]).told, vec![(sku(7), 4)]);
+        let order = entry(&[("order", "7:1,9:2"), ("available", "4,0")]);
+        assert_eq!(order.told, vec![(sku(7), 4), (sku(9), 0)]);
+        assert!(entry(&[]).told.is_empty());
+        assert_eq!(
+            availables_text(&[Some(4), None, Some(0)]),
+            "4,,0".to_string()
+        );
     }
 }

@@ -44,6 +44,14 @@ pub struct Reservations {
     admission: Admission,
 }
 
+/// A reservation record as Redis holds it, with the order it belongs to.
+#[derive(Debug, Clone)]
+pub struct HeldRecord {
+    pub reservation: Reservation,
+    /// The order id when the record is a line of an order.
+    pub order: Option<String>,
+}
+
 impl Reservations {
     pub(super) fn new(
         core: Arc<Core>,
@@ -256,6 +264,19 @@ impl Reservations {
         sku_id: SkuId,
         request_id: &RequestId,
     ) -> Result<Option<Reservation>, RedisError> {
+        Ok(self
+            .record(sku_id, request_id)
+            .await?
+            .map(|record| record.reservation))
+    }
+
+    /// The record of (`sku_id`, `request_id`) with the order it is a line
+    /// of, if any (its `order` field): a line is never a single reservation.
+    pub async fn record(
+        &self,
+        sku_id: SkuId,
+        request_id: &RequestId,
+    ) -> Result<Option<HeldRecord>, RedisError> {
         // The buyer is not known here: look in each bucket (one for most SKUs).
         let layout = self.buckets.layout(sku_id).await?;
         let mut map: HashMap<String, String> = HashMap::new();
@@ -283,7 +304,7 @@ impl Reservations {
                 .and_then(|v| v.parse::<u64>().ok())
                 .ok_or_else(bad)
         };
-        Ok(Some(Reservation {
+        let reservation = Reservation {
             request_id: request_id.clone(),
             sku_id,
             user_id: UserId::new(num("user")?).map_err(|_| bad())?,
@@ -294,6 +315,10 @@ impl Reservations {
                 .ok_or_else(bad)?,
             created_at_ms: num("created_ms")?,
             expires_at_ms: num("expires_ms")?,
+        };
+        Ok(Some(HeldRecord {
+            reservation,
+            order: map.get("order").filter(|o| !o.is_empty()).cloned(),
         }))
     }
 }

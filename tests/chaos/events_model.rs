@@ -3,7 +3,8 @@
 //! deduplicated by id, as the docs tell subscribers to — on a durable quorum
 //! queue of its own, reconnecting when the broker dies. After the drain its
 //! view must equal MySQL's ledger: every row's status told, nothing told that
-//! MySQL does not hold, no reservation told two final states.
+//! MySQL does not hold, no reservation told two final states, and no id told
+//! with two bodies (`type`, `subject`, `data`: contract §18, issue 49).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -29,7 +30,10 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
 struct View {
-    ids: HashSet<String>,
+    /// The body each id was first told with.
+    bodies: HashMap<String, Value>,
+    /// Ids told again with another body.
+    two_bodied: Vec<String>,
     /// (sku, request id) → the status the events told.
     status: HashMap<(u64, String), String>,
     /// Reservations told two different final states.
@@ -46,10 +50,16 @@ impl View {
         let Some(id) = event["id"].as_str() else {
             return;
         };
-        if !self.ids.insert(id.to_string()) {
+        let body = serde_json::json!({"type": event["type"], "subject": event["subject"],
+            "data": event["data"]});
+        if let Some(first) = self.bodies.get(id) {
             self.duplicates += 1;
+            if *first != body {
+                self.two_bodied.push(format!("{id}: {first} then {body}"));
+            }
             return;
         }
+        self.bodies.insert(id.to_string(), body);
         let data = &event["data"];
         let (Some(sku), Some(rid), Some(told)) = (
             data["sku_id"].as_u64(),
@@ -121,6 +131,13 @@ impl EventModel {
             .into_inner()
             .unwrap();
         let mut failures = view.conflicts.clone();
+        if !view.two_bodied.is_empty() {
+            failures.push(format!(
+                "events model: {} ids told with two bodies: {}",
+                view.two_bodied.len(),
+                view.two_bodied.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
+            ));
+        }
         let mut told_missing = Vec::new();
         let mut wrong = Vec::new();
         for row in ledger {

@@ -446,7 +446,8 @@ async fn an_order_is_told_once_per_change_and_a_rejected_one_names_why() {
 
 /// An order the api held but never published (it died after the hold):
 /// the relay publishes its one outbox entry, and its `reserved` event tells
-/// every line (their available unknown to the relay), once.
+/// every line once, with the available its hold left (kept in the entry:
+/// the body the api would have told, issue 49).
 #[tokio::test]
 async fn the_relay_tells_an_order_it_republishes_whole() {
     let app = TestApp::with(TestOptions {
@@ -484,8 +485,8 @@ async fn the_relay_tells_an_order_it_republishes_whole() {
         .unwrap();
     assert_eq!(
         reserved["data"]["lines"],
-        json!([{"sku_id": TestApp::sku(1).get(), "count": 1},
-               {"sku_id": TestApp::sku(2).get(), "count": 1}])
+        json!([{"sku_id": TestApp::sku(1).get(), "count": 1, "available": 4},
+               {"sku_id": TestApp::sku(2).get(), "count": 1, "available": 4}])
     );
     let report = tap.check_with_sdk_and_asyncapi();
     assert!(report.contains(" 0 errors"), "{report}");

@@ -143,7 +143,7 @@ async fn an_api_that_died_between_line_holds_is_undone_by_the_sweeper() {
         .res
         .redis
         .orders()
-        .commit(&attempt, &TestApp::order_lines(&of))
+        .commit(&attempt, &TestApp::order_lines(&of), &[])
         .await
         .unwrap();
     assert_eq!(lost, CommitOutcome::Lost);
@@ -183,7 +183,7 @@ async fn the_commit_and_the_sweepers_abort_have_one_winner() {
         ));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let outcome = app.res.redis.orders().commit(&late, &of).await.unwrap();
+    let outcome = app.res.redis.orders().commit(&late, &of, &[]).await.unwrap();
     assert!(
         matches!(outcome, CommitOutcome::Late | CommitOutcome::Lost),
         "{outcome:?}"
@@ -203,7 +203,7 @@ async fn the_commit_and_the_sweepers_abort_have_one_winner() {
             LineHold::Held { .. }
         ));
     }
-    let outcome = app.res.redis.orders().commit(&in_time, &of).await.unwrap();
+    let outcome = app.res.redis.orders().commit(&in_time, &of, &[]).await.unwrap();
     assert!(
         matches!(outcome, CommitOutcome::Committed { .. }),
         "{outcome:?}"

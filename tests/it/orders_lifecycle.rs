@@ -287,3 +287,49 @@ async fn a_line_of_an_order_is_not_confirmed_cancelled_or_extended_alone() {
     app.wait_drained(1).await;
     app.cleanup().await;
 }
+
+/// D2 of the order seams (issue 50): a line the consumer has not applied
+/// yet is not applied as a single reservation by a single route either —
+/// confirm, cancel and extend answer 409 `ORDER_LINE` before anything is
+/// written (on da17932 the cancel answered 200 RELEASED, and the consumer
+/// then rejected the whole order after its 201); the order is then applied
+/// whole. A single reservation with the order's id, buyer and count is a
+/// mismatch (422), never a replay of the line.
+#[tokio::test]
+async fn a_line_not_yet_in_mysql_is_not_moved_alone_nor_replayed_as_a_single() {
+    let mut app = TestApp::with(options(900, false, false)).await;
+    app.create_sku(1, 5, 5).await;
+    app.create_sku(2, 5, 5).await;
+    place(&app, "early", 4, &[(1, 1), (2, 1)]).await;
+    for action in ["cancel", "confirm", "extend"] {
+        let (status, body) = app
+            .post_json(&format!("/v1/skus/1/reservations/early/{action}"))
+            .await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (409, Some("ORDER_LINE")),
+            "{action}: {body}"
+        );
+    }
+    assert_eq!(app.ledger_status(1, "early").await, None, "nothing applied");
+    let (status, body) = app.reserve_at(&app.base, 1, "early", 4).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (422, Some("IDEMPOTENCY_MISMATCH")),
+        "{body}"
+    );
+    app.start_consumer();
+    app.wait_ledger_rows(2).await;
+    for sku in [1, 2] {
+        assert_eq!(
+            app.ledger_status(sku, "early").await.as_deref(),
+            Some("RESERVED")
+        );
+    }
+    assert_eq!(
+        order_status(&app, "early").await.as_deref(),
+        Some("RESERVED")
+    );
+    app.wait_drained(1).await;
+    app.cleanup().await;
+}

@@ -26,16 +26,41 @@ use crate::domain::admission::{admit, Claim, Refusal};
 use crate::domain::{Deduction, ReservationStatus, SkuId, UserId};
 use crate::events::{Event, EventType, Outgoing};
 
+/// Who tells the `persisted`/`rejected` events of the rows a batch inserts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Telling {
+    /// The caller, after the commit (`BatchReport::told`): the consumer,
+    /// which publishes them before it acks, so a batch committed but not
+    /// told comes back and is told again from its rows.
+    ByCaller,
+    /// The event outbox, in the batch's own transaction: a path that has no
+    /// delivery to hold back (the lifecycle applying a deduction first).
+    InOutbox,
+}
+
 /// Applies a batch: one transaction, or several when its orders have more
-/// lines than one transaction should hold ([`super::order_chunks`]).
+/// lines than one transaction should hold ([`super::order_chunks`]); the
+/// consumer's path ([`Telling::ByCaller`]).
 pub async fn apply_batch(
     db: &Db,
     batch: &[Deduction],
     retries: u32,
 ) -> Result<BatchReport, DbError> {
+    apply_batch_told(db, batch, retries, Telling::ByCaller).await
+}
+
+/// [`apply_batch`], its events told as `telling` says. Every path that
+/// applies a deduction goes through here, so each applies it — and tells
+/// it, the SKU's crossings included — exactly as the consumer would.
+pub async fn apply_batch_told(
+    db: &Db,
+    batch: &[Deduction],
+    retries: u32,
+    telling: Telling,
+) -> Result<BatchReport, DbError> {
     let mut report = BatchReport::default();
     for run in super::order_chunks::split(batch, super::order_chunks::ORDER_LINES_PER_TX) {
-        report.absorb(apply_run(db, run, retries).await?);
+        report.absorb(apply_run(db, run, retries, telling).await?);
     }
     Ok(report)
 }
@@ -54,11 +79,16 @@ pub async fn apply_batch(
 /// skipped and told again, a clashing line rejects its order), not counted
 /// as a retry. Duplicates are rare; the two lookups were a fifth of
 /// MariaDB's work per 3-line order (BENCHMARKS.md, "Orders").
-async fn apply_run(db: &Db, batch: &[Deduction], retries: u32) -> Result<BatchReport, DbError> {
+async fn apply_run(
+    db: &Db,
+    batch: &[Deduction],
+    retries: u32,
+    telling: Telling,
+) -> Result<BatchReport, DbError> {
     let mut attempt = 0;
     let mut check = OrderCheck::ByInsert;
     loop {
-        match db.bounded(apply_batch_once(db, batch, check)).await {
+        match db.bounded(apply_batch_once(db, batch, check, telling)).await {
             Err(err) if is_duplicate(&err) && check == OrderCheck::ByInsert => {
                 check = OrderCheck::LookedUp;
                 tracing::info!(error = %err,
@@ -92,6 +122,7 @@ async fn apply_batch_once(
     db: &Db,
     batch: &[Deduction],
     check: OrderCheck,
+    telling: Telling,
 ) -> Result<BatchReport, DbError> {
     let (singles, orders) = super::apply_order::expand(batch);
     let mut by_sku: BTreeMap<SkuId, Vec<&Deduction>> = BTreeMap::new();
@@ -125,17 +156,17 @@ async fn apply_batch_once(
     if !orders.is_empty() {
         super::apply_order::apply_orders(&mut tx, &orders, check, &mut report, &mut out).await?;
     }
-    report.told = out.take_events();
+    if telling == Telling::ByCaller {
+        report.told = out.take_events();
+    }
     event_outbox::stage(&mut tx, out, unix_ms()).await?;
     tx.commit().await?;
     Ok(report)
 }
 
-/// Applies one SKU's deductions inside `tx` (locks the SKU row first). Shared
-/// by the consumer's batch and by a lifecycle transition that finds the
-/// consumer behind, so both apply a deduction the same way — and note the
-/// same events in `out`.
-pub async fn apply_sku(
+/// Applies one SKU's deductions inside `tx` (locks the SKU row first) and
+/// notes their events in `out`.
+async fn apply_sku(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
     msgs: Vec<&Deduction>,
@@ -150,18 +181,18 @@ pub async fn apply_sku(
         return Ok(());
     }
     let Some(row) = row else {
-        let rows: Vec<NewRow> = fresh
+        let mut rows: Vec<NewRow> = fresh
             .into_iter()
             .map(|msg| {
                 report.rejected.push((msg.clone(), reason::UNKNOWN_SKU));
-                (msg, ReservationStatus::Rejected, Some(reason::UNKNOWN_SKU))
+                NewRow::new(msg, ReservationStatus::Rejected, Some(reason::UNKNOWN_SKU))
             })
             .collect();
-        note_inserted(out, &rows, unix_ms());
+        note_inserted(out, &mut rows, unix_ms());
         return insert_rows(tx, &rows).await;
     };
     let held = buyers_live_units(tx, sku_id, &fresh).await?;
-    let (rows, taken) = fit(fresh, &row, &held, report);
+    let (mut rows, taken) = fit(fresh, &row, &held, report);
     if taken > 0 {
         let took = sku::take(tx, sku_id, taken).await?;
         assert!(
@@ -169,7 +200,7 @@ pub async fn apply_sku(
             "the SKU row is locked and the fit was computed under the lock"
         );
     }
-    note_inserted(out, &rows, unix_ms());
+    note_inserted(out, &mut rows, unix_ms());
     insert_rows(tx, &rows).await
 }
 
@@ -228,16 +259,39 @@ fn retell(
         if !out.wants(kind) {
             continue;
         }
-        // The row's facts, not the message's: they may differ (a readmission).
+        let Some(expires_ms) = first_expiry(known, msg) else {
+            continue;
+        };
+        // The first telling's facts: the row's, not the message's (they may
+        // differ: a readmission), with the deadline it had then.
         let facts = Deduction {
             user_id,
             count: known.count,
             created_ms: known.created_ms,
-            expires_ms: known.expires_ms,
+            expires_ms,
             ..(*msg).clone()
         };
-        let available = out.available(msg.sku_id).or(Some(0));
+        // The available the first telling said; a row from before
+        // `told_available` existed is told with the available of now.
+        let available = known
+            .told_available
+            .or_else(|| out.available(msg.sku_id).or(Some(0)));
         out.push(Event::reservation(kind, &facts, available, why, time_ms));
+    }
+}
+
+/// The row's deadline when it was first told: its own before any extension;
+/// after one, the deadline of the message when the message is the deduction
+/// that made the row (same admission time). `None`: unknown (an extended
+/// row met by a readmission's message, whose own first telling was the
+/// original deduction's) — nothing is told again rather than another body.
+fn first_expiry(known: &KnownRow, msg: &Deduction) -> Option<u64> {
+    if known.extensions == 0 {
+        Some(known.expires_ms)
+    } else if known.created_ms == msg.created_ms {
+        Some(msg.expires_ms)
+    } else {
+        None
     }
 }
 
@@ -249,6 +303,10 @@ struct KnownRow {
     count: u32,
     status: String,
     reason: Option<String>,
+    /// Moves of the deadline since the row was written (`extend`).
+    extensions: u32,
+    /// The available its first telling said (NULL before 0008).
+    told_available: Option<i64>,
 }
 
 /// The admission rule over the locked SKU `row`: one ledger row per deduction
@@ -271,11 +329,11 @@ fn fit<'a>(
     for (msg, answer) in fresh.into_iter().zip(admitted.answers) {
         match answer.map(reason_of) {
             None => {
-                rows.push((msg, ReservationStatus::Reserved, None));
+                rows.push(NewRow::new(msg, ReservationStatus::Reserved, None));
                 report.applied += 1;
             }
             Some(why) => {
-                rows.push((msg, ReservationStatus::Rejected, Some(why)));
+                rows.push(NewRow::new(msg, ReservationStatus::Rejected, Some(why)));
                 report.rejected.push((msg.clone(), why));
             }
         }
@@ -289,12 +347,22 @@ async fn existing_rows(
     sku_id: SkuId,
     msgs: &[&Deduction],
 ) -> Result<HashMap<String, KnownRow>, DbError> {
-    type Raw = (String, u64, u64, u64, u32, String, Option<String>);
+    type Raw = (
+        String,
+        u64,
+        u64,
+        u64,
+        u32,
+        String,
+        Option<String>,
+        u32,
+        Option<i64>,
+    );
     let mut found = HashMap::new();
     for chunk in msgs.chunks(INSERT_CHUNK_ROWS) {
         let mut sql = SqlText::new(
             "SELECT deduct_request_id, reserved_at_ms, expires_at_ms, user_id, deduct_count,
-                    status, reason
+                    status, reason, extensions, told_available
              FROM stock_deduct_idempotent WHERE sku_id = ",
         );
         sql.int(sku_id.get())
@@ -303,7 +371,7 @@ async fn existing_rows(
             .raw(")");
         let rows: Vec<Raw> = tx.query(sql.finish()).await?;
         found.extend(rows.into_iter().map(
-            |(id, created_ms, expires_ms, user_id, count, status, reason)| {
+            |(id, created_ms, expires_ms, user_id, count, status, reason, extensions, told)| {
                 let known = KnownRow {
                     created_ms,
                     expires_ms,
@@ -311,6 +379,8 @@ async fn existing_rows(
                     count,
                     status,
                     reason,
+                    extensions,
+                    told_available: told,
                 };
                 (id, known)
             },

@@ -113,7 +113,7 @@ pub(super) async fn apply_orders(
     for (order_id, lines) in orders {
         if let Some(known) = known_orders.get(order_id.as_str()) {
             report.duplicates += lines.len();
-            retell(out, order_id, known, unix_ms());
+            retell(out, order_id, known, &lines[0], unix_ms());
         } else if !lines.is_empty() {
             fresh.push(lines);
         }
@@ -156,12 +156,16 @@ pub(super) async fn apply_orders(
             );
         }
     }
-    note_orders(out, &order_rows, unix_ms());
+    let told = note_orders(out, &order_rows, unix_ms());
+    for row in &mut rows {
+        let key = (row.msg.request_id.as_str(), row.msg.sku_id);
+        row.told_available = told.get(&key).copied().flatten();
+    }
     // One SKU's rows after another (stable: each SKU's in fitting order),
     // not order after order: InnoDB inserts neighbours into the pages it
     // just touched instead of jumping between three SKUs' ranges per order
     // (8 % of MariaDB's instructions per 3-line order under callgrind).
-    rows.sort_by_key(|(line, _, _)| line.sku_id);
+    rows.sort_by_key(|row| row.msg.sku_id);
     insert_rows(tx, &rows).await?;
     insert_orders(tx, &order_rows).await
 }
@@ -170,11 +174,12 @@ pub(super) async fn apply_orders(
 /// naming the failing line's SKU and why), never one per line; the lines
 /// of a persisted order leave their SKUs' available, as `sku::take` took
 /// them, before its event reads it.
-fn note_orders(
+fn note_orders<'a>(
     out: &mut Outgoing,
-    orders: &[(&Deduction, Option<(&Deduction, &'static str)>)],
+    orders: &[(&'a Deduction, Option<(&Deduction, &'static str)>)],
     time_ms: u64,
-) {
+) -> HashMap<(&'a str, SkuId), Option<i64>> {
+    let mut told = HashMap::new();
     for (first, failed) in orders {
         let Some(facts) = OrderFacts::of_line(first) else {
             continue;
@@ -188,14 +193,18 @@ fn note_orders(
             }
             Some(_) => EventType::Rejected,
         };
+        let available = |sku| out.available(sku).or(Some(0));
+        for line in facts.lines.lines() {
+            told.insert((first.request_id.as_str(), line.sku_id), available(line.sku_id));
+        }
         if !out.wants(kind.of_order()) {
             continue;
         }
         let (why, sku) = failed.map(|(line, why)| (why, line.sku_id)).unzip();
-        let available = |sku| out.available(sku).or(Some(0));
         let event = Event::order(kind, &facts, available, why, sku, time_ms);
         out.push(event);
     }
+    told
 }
 
 /// An order MySQL already has, as its row stores it: the events of a
@@ -208,14 +217,26 @@ struct KnownOrder {
     failed_sku_id: Option<u64>,
     reserved_at_ms: u64,
     expires_at_ms: u64,
+    /// Moves of the deadline since the order was written (`extend`).
+    extensions: u32,
+    /// What the first telling said of each line's SKU (NULL before 0008).
+    told_available: HashMap<SkuId, Option<i64>>,
 }
 
 /// The event of an order MySQL already has, told again from its row
 /// (`persisted`, or `rejected` with its reason): a duplicate is most often
 /// the redelivery of a batch whose consumer died between its commit and the
 /// publish of its events, which only the redelivery can still tell. Same id
-/// as the first telling; `available` is each SKU's now.
-fn retell(out: &mut Outgoing, order_id: &RequestId, known: &KnownOrder, time_ms: u64) {
+/// and the same data as the first telling: each line's SKU available as its
+/// row stored it (`told_available`; the available of now for a row from
+/// before it), the deadline before any extension.
+fn retell(
+    out: &mut Outgoing,
+    order_id: &RequestId,
+    known: &KnownOrder,
+    msg: &Deduction,
+    time_ms: u64,
+) {
     let kind = match known.status.as_str() {
         "REJECTED" => EventType::Rejected,
         _ => EventType::Persisted,
@@ -227,23 +248,27 @@ fn retell(out: &mut Outgoing, order_id: &RequestId, known: &KnownOrder, time_ms:
     else {
         return;
     };
+    // The deadline of the first telling (see `apply::first_expiry`).
+    let expires_ms = if known.extensions == 0 {
+        known.expires_at_ms
+    } else if known.reserved_at_ms == msg.created_ms {
+        msg.expires_ms
+    } else {
+        return;
+    };
     let facts = OrderFacts {
         order_id,
         user_id,
         lines: &lines,
         created_ms: known.reserved_at_ms,
-        expires_ms: known.expires_at_ms,
+        expires_ms,
     };
     let failed = known.failed_sku_id.and_then(|s| SkuId::new(s).ok());
-    let available = |sku| out.available(sku).or(Some(0));
-    let event = Event::order(
-        kind,
-        &facts,
-        available,
-        known.reason.as_deref(),
-        failed,
-        time_ms,
-    );
+    let told = |sku| match known.told_available.get(&sku) {
+        Some(Some(available)) => Some(*available),
+        _ => out.available(sku).or(Some(0)),
+    };
+    let event = Event::order(kind, &facts, told, known.reason.as_deref(), failed, time_ms);
     out.push(event);
 }
 
@@ -280,7 +305,7 @@ fn fit_order<'a>(
                 fit.taken += count;
                 *fit.held.entry(line.user_id.get()).or_insert(0) += count;
                 report.applied += 1;
-                rows.push((line, ReservationStatus::Reserved, None));
+                rows.push(NewRow::new(line, ReservationStatus::Reserved, None));
             }
         }
         Some((failing, why)) => {
@@ -291,7 +316,7 @@ fn fit_order<'a>(
                     reason::ORDER_REJECTED
                 };
                 report.rejected.push((line.clone(), why));
-                rows.push((line, ReservationStatus::Rejected, Some(why)));
+                rows.push(NewRow::new(line, ReservationStatus::Rejected, Some(why)));
             }
         }
     }
@@ -308,7 +333,7 @@ async fn known_orders<'a>(
     for chunk in ids.chunks(INSERT_CHUNK_ROWS) {
         let mut sql = SqlText::new(
             "SELECT order_id, user_id, order_lines, status, reason, failed_sku_id,
-                    reserved_at_ms, expires_at_ms
+                    reserved_at_ms, expires_at_ms, extensions
                FROM orders WHERE order_id IN (",
         );
         sql.request_ids(chunk.iter().copied()).raw(") FOR UPDATE");
@@ -321,6 +346,7 @@ async fn known_orders<'a>(
             Option<u64>,
             u64,
             u64,
+            u32,
         );
         let found: Vec<Raw> = tx.query(sql.finish()).await?;
         known.extend(found.into_iter().map(|r| {
@@ -332,11 +358,52 @@ async fn known_orders<'a>(
                 failed_sku_id: r.5,
                 reserved_at_ms: r.6,
                 expires_at_ms: r.7,
+                extensions: r.8,
+                told_available: HashMap::new(),
             };
             (r.0, order)
         }));
     }
+    told_availables(tx, &mut known).await?;
     Ok(known)
+}
+
+/// Each known order's lines' `told_available` (what its first telling said
+/// of each SKU), read by primary key from the line rows.
+async fn told_availables(
+    tx: &mut Transaction<'_>,
+    known: &mut HashMap<String, KnownOrder>,
+) -> Result<(), DbError> {
+    let mut keys: Vec<(u64, RequestId)> = Vec::new();
+    for (order_id, order) in known.iter() {
+        let (Ok(lines), Ok(id)) = (OrderLines::decode(&order.lines), RequestId::parse(order_id))
+        else {
+            continue;
+        };
+        keys.extend(lines.lines().iter().map(|l| (l.sku_id.get(), id.clone())));
+    }
+    let mut found: Vec<(String, u64, Option<i64>)> = Vec::new();
+    for chunk in keys.chunks(INSERT_CHUNK_ROWS) {
+        let mut sql = SqlText::new(
+            "SELECT deduct_request_id, sku_id, told_available FROM stock_deduct_idempotent
+              WHERE ",
+        );
+        sql.list(chunk, " OR ", |s, (sku, id)| {
+            s.raw("(sku_id = ")
+                .int(*sku)
+                .raw(" AND deduct_request_id = ")
+                .request_id(id)
+                .raw(")");
+        });
+        found.extend(tx.query::<(String, u64, Option<i64>), _>(sql.finish()).await?);
+    }
+    for (order_id, sku, told) in found {
+        let (Some(order), Ok(sku)) = (known.get_mut(&order_id), SkuId::new(sku)) else {
+            continue;
+        };
+        order.told_available.insert(sku, told);
+    }
+    Ok(())
 }
 
 /// The request ids of `lines` (all of SKU `sku_id`) that already hold a

@@ -15,8 +15,8 @@ use mysql_async::{IsolationLevel, TxOpts};
 
 pub use crate::domain::Readmission;
 use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId, UserId};
-pub use apply::{apply_batch, apply_sku};
-pub use insert::{insert_rows, note_inserted};
+pub use apply::{apply_batch, apply_batch_told, Telling};
+pub use insert::{insert_rows, note_inserted, NewRow};
 pub use order_chunks::ORDER_LINES_PER_TX;
 pub use read::{
     buyers_over_limit, expired_for_update, find, find_for_update, live_ids_since, live_units,

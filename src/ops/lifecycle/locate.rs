@@ -5,8 +5,11 @@
 //!
 //! Order of arrival never matters: a reservation the consumer has not applied
 //! yet is applied here first, from its Redis record, exactly as the consumer
-//! would; a reservation MySQL lost together with its release (the Redis record
-//! says RELEASED) is recorded RELEASED (`recovered::record_release`).
+//! would (its own transaction, its events told with it: issue 49); a
+//! reservation MySQL lost together with its release (the Redis record says
+//! RELEASED) is recorded RELEASED (`recovered::record_release`). A record
+//! that is a line of an order is never applied or moved as a single
+//! reservation: `ORDER_LINE` before anything is written.
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Transaction};
@@ -45,6 +48,9 @@ enum OnlyInRedis {
     Live(Deduction),
     /// Released: MySQL lost both the deduction and the release.
     Released(Reservation),
+    /// A line of an order (its record names the order): it is applied and
+    /// moved only with its whole order, never as a single reservation.
+    OrderLine,
     /// Redis does not know it either.
     Nowhere,
 }
@@ -62,17 +68,24 @@ pub(super) async fn lock<'c>(
     now_ms: u64,
 ) -> Result<Located<'c>, LifecycleError> {
     let known = ledger::find(&mut *conn, sku_id, request_id).await?;
-    let pending_apply = match known {
-        Some(_) => None,
-        None => match locate_in_redis(redis, sku_id, request_id).await? {
-            OnlyInRedis::Live(deduction) => Some(deduction),
+    if known.is_none() {
+        match locate_in_redis(redis, sku_id, request_id).await? {
+            OnlyInRedis::Live(deduction) => {
+                // The consumer is behind: apply the deduction now, in a
+                // transaction of its own, exactly as the consumer would — its
+                // events and the SKU's crossings told with it — so MySQL's
+                // history is the one a consumer first would have written.
+                let telling = ledger::Telling::InOutbox;
+                ledger::apply_batch_told(db, &[deduction], 0, telling).await?;
+            }
+            OnlyInRedis::OrderLine => return Ok(Located::OrderLine),
             OnlyInRedis::Released(record) => {
                 let row = recovered::record_release(db, &record, release_as, now_ms).await?;
                 return Ok(Located::ReleaseRecorded(row));
             }
             OnlyInRedis::Nowhere => return Ok(Located::NotFound),
-        },
-    };
+        }
+    }
     let mut tx = conn
         .start_transaction(ledger::tx_opts())
         .await
@@ -81,14 +94,7 @@ pub(super) async fn lock<'c>(
     if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
         return Ok(Located::NotFound);
     }
-    let mut row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
-    if let (None, Some(msg)) = (&row, pending_apply) {
-        // The consumer is behind: apply the deduction now, exactly as it would.
-        let mut report = ledger::BatchReport::default();
-        ledger::apply_sku(&mut tx, sku_id, vec![&msg], &mut report, &mut out).await?;
-        row = ledger::find_for_update(&mut tx, sku_id, request_id).await?;
-    }
-    let Some(row) = row else {
+    let Some(row) = ledger::find_for_update(&mut tx, sku_id, request_id).await? else {
         return Ok(Located::NotFound);
     };
     let order_line: Option<u8> = tx
@@ -111,20 +117,20 @@ async fn locate_in_redis(
     sku_id: SkuId,
     request_id: &RequestId,
 ) -> Result<OnlyInRedis, LifecycleError> {
-    Ok(
-        match redis.reservations().reservation(sku_id, request_id).await? {
-            // A CONFIRMED record whose row MySQL lost is applied like a
-            // reserved one, then confirmed (see the lifecycle's module doc).
-            Some(r)
-                if matches!(
-                    r.status,
-                    ReservationStatus::Reserved | ReservationStatus::Confirmed
-                ) =>
-            {
-                OnlyInRedis::Live(Deduction::from(&r))
-            }
-            Some(r) if r.status == ReservationStatus::Released => OnlyInRedis::Released(r),
-            _ => OnlyInRedis::Nowhere,
-        },
-    )
+    let Some(record) = redis.reservations().record(sku_id, request_id).await? else {
+        return Ok(OnlyInRedis::Nowhere);
+    };
+    if record.order.is_some() {
+        return Ok(OnlyInRedis::OrderLine);
+    }
+    let r = record.reservation;
+    Ok(match r.status {
+        // A CONFIRMED record whose row MySQL lost is applied like a
+        // reserved one, then confirmed (see the lifecycle's module doc).
+        ReservationStatus::Reserved | ReservationStatus::Confirmed => {
+            OnlyInRedis::Live(Deduction::from(&r))
+        }
+        ReservationStatus::Released => OnlyInRedis::Released(r),
+        ReservationStatus::Rejected => OnlyInRedis::Nowhere,
+    })
 }

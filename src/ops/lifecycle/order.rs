@@ -10,7 +10,8 @@
 //!
 //! Order of arrival never matters: an order the consumer has not applied yet
 //! is applied first, whole, from its Redis record, exactly as the consumer
-//! would (`ledger::apply_batch`).
+//! would, and told in the same transaction (`ledger::apply_batch_told`,
+//! `Telling::InOutbox`: the consumer's late duplicate tells the same body).
 
 use super::{mirror, retried, within_query_bound, LifecycleError, Transition};
 use crate::db::ledger::{self, settle, LedgerRow};
@@ -123,7 +124,9 @@ async fn find_or_apply(
         record.expires_ms,
     );
     let retries = super::TRANSITION_RETRIES;
-    db.bounded(ledger::apply_batch(db, &lines, retries)).await?;
+    let telling = ledger::Telling::InOutbox;
+    db.bounded(ledger::apply_batch_told(db, &lines, retries, telling))
+        .await?;
     Ok(InMysql::AppliedNow)
 }
 

@@ -160,9 +160,9 @@ pub(super) async fn record_release(
         tx.commit().await?;
         return Ok(row);
     }
-    let rows = [(&msg, ReservationStatus::Released, Some(why))];
+    let mut rows = [ledger::NewRow::new(&msg, ReservationStatus::Released, Some(why))];
+    ledger::note_inserted(&mut out, &mut rows, now_ms);
     ledger::insert_rows(&mut tx, &rows).await?;
-    ledger::note_inserted(&mut out, &rows, now_ms);
     event_outbox::stage(&mut tx, out, now_ms).await?;
     tx.commit().await?;
     tracing::warn!(sku.id = %record.sku_id, request.id = %record.request_id,

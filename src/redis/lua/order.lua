@@ -169,9 +169,16 @@ local function order_one(k, a, n)
   -- 3. the order's entry, every line held, then the order record; a line's
   -- stock is counted once its record is written (the shared writes follow
   -- the last order)
+  -- each line's available after the order, in line order: the `reserved`
+  -- event tells them, and so does the relay's republish of this entry
+  local lefts = {}
+  for i = 1, n do
+    local sku = states[i]
+    lefts[i] = string.format('%.0f', sku.available - sku.taken - tonumber(ARGV[a + 3 + 2 * i]))
+  end
   local entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', ARGV[a + 4],
     'user_id', user_id, 'count', ARGV[a + 5], 'created_ms', created, 'expires_ms', expires,
-    'order', lines_text)
+    'order', lines_text, 'available', table.concat(lefts, ','))
   outbox_lens[outbox_key] = outbox_lens[outbox_key] + 1
   local reply = {'OK', created, expires, entry}
   for i = 1, n do

@@ -10,6 +10,9 @@
 -- KEYS[1] order record  KEYS[2] intent index  KEYS[3] order outbox stream
 -- ARGV[1] order_id  ARGV[2] attempt  ARGV[3] first line's sku_id
 -- ARGV[4] first line's count
+-- ARGV[5] each line's SKU available after its hold, comma-separated in line
+--         order (kept with the entry: the relay's republish of it tells the
+--         `reserved` event the api told)
 --
 -- Returns {'OK', entry_id}, {'LATE'} (the deadline passed: undo and answer
 -- retry), {'DONE'} (this attempt is committed already: a re-sent call; its
@@ -34,5 +37,6 @@ redis.call('HSET', record_key, 'status', 'RESERVED')
 redis.call('HDEL', record_key, 'deadline_ms')
 redis.call('ZREM', index_key, ARGV[1])
 local entry = redis.call('XADD', outbox_key, '*', 'request_id', ARGV[1], 'sku_id', ARGV[3],
-  'user_id', r[4], 'count', ARGV[4], 'created_ms', r[6], 'expires_ms', r[7], 'order', r[5])
+  'user_id', r[4], 'count', ARGV[4], 'created_ms', r[6], 'expires_ms', r[7], 'order', r[5],
+  'available', ARGV[5] or '')
 return {'OK', entry}

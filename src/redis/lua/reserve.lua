@@ -92,10 +92,13 @@ local winners = {}
 local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg)
   local count = tonumber(count_arg)
 
-  -- 1. idempotent replay: the stored outcome wins, a different user/count is a mismatch
-  local prior = redis.call('HMGET', res_key, 'user', 'count', 'status', 'created_ms', 'expires_ms')
+  -- 1. idempotent replay: the stored outcome wins, a different user/count is a
+  -- mismatch, and so is a line of an order (its `order` field): a single
+  -- reservation never replays an order's line
+  local prior = redis.call('HMGET', res_key, 'user', 'count', 'status', 'created_ms', 'expires_ms',
+    'order')
   if prior[1] then
-    if prior[1] ~= user_id or tonumber(prior[2]) ~= count then
+    if prior[1] ~= user_id or tonumber(prior[2]) ~= count or prior[6] then
       return {'MISMATCH'}
     end
     return {'REPLAY', prior[3], prior[4], prior[5]}
@@ -177,13 +180,17 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg)
   redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
     'created_ms', created, 'expires_ms', expires)
   redis.call('PEXPIRE', res_key, record_ms_text)
+  -- the entry keeps the available its `reserved` event tells, so the relay's
+  -- republish tells the same body (docs/contract.md §18)
+  local left = string.format('%.0f', available - taken - count)
   local entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
-    'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires)
+    'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires,
+    'available', left)
   -- counted only once every write of the request is made
   taken = taken + count
   outbox_len = outbox_len + 1
   winners[#winners + 1] = request_id
-  return {'OK', string.format('%.0f', available - taken), created, expires, entry}
+  return {'OK', left, created, expires, entry}
 end
 
 -- A command error (a key of the wrong type, memory exhausted mid-way) as text.

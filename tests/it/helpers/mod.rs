@@ -10,7 +10,7 @@
 #![allow(dead_code)]
 
 pub mod events;
-mod http;
+pub mod http;
 mod metrics;
 mod operator;
 pub mod private_redis;
