@@ -51,8 +51,13 @@ fn main() -> ExitCode {
 fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
     let mut settings = Settings::load(&config_dir(), &env_name())?;
     if let Some(bind) = &cli.bind {
+        // The flag is the last layer: it is checked as every other layer
+        // was, the production check included (a public bind needs TLS).
         settings.http.bind = bind.clone();
         settings.validate()?;
+        if stockd::config::production_applies_to(&env_name()) {
+            stockd::config::production_check(&settings)?;
+        }
     }
     Ok(settings)
 }

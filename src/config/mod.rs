@@ -49,7 +49,10 @@ pub use self::pipeline::{
     CloserSettings, ConsumerSettings, Durability, EventSettings, OrderSettings, RelaySettings,
     ReservationSettings, SoldOutSettings,
 };
-pub use self::production::{ADMIN_TOKEN_LEN_MIN, EXAMPLE_ADMIN_TOKENS};
+pub use self::production::{
+    applies_to as production_applies_to, check as production_check, ADMIN_TOKEN_LEN_MIN,
+    EXAMPLE_ADMIN_TOKENS,
+};
 pub use self::reconcile::{ReconcileSettings, WebhookFormat};
 pub use self::redis::{RedisMode, RedisSettings};
 pub use self::telemetry::{

@@ -144,7 +144,9 @@ impl GroupCommit {
     ) -> Result<(), PublishError> {
         let (done, confirmed) = oneshot::channel();
         let sku = entry.message.sku_id;
-        let available = (entry.told.iter()).find(|(s, _)| *s == sku).map(|(_, a)| *a);
+        let available = (entry.told.iter())
+            .find(|(s, _)| *s == sku)
+            .map(|(_, a)| *a);
         let pending = Pending {
             stream,
             entry_id: entry.id,

@@ -135,7 +135,12 @@ impl EventModel {
             failures.push(format!(
                 "events model: {} ids told with two bodies: {}",
                 view.two_bodied.len(),
-                view.two_bodied.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
+                view.two_bodied
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ));
         }
         let mut told_missing = Vec::new();

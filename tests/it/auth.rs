@@ -312,6 +312,43 @@ fn production_refuses_an_open_api_or_no_client_naming_the_key() {
     assert!(ok, "{stderr}");
 }
 
+/// `--bind` is the last layer of the configuration and is checked like the
+/// others: in production, a public bind without TLS (nor a proxy that
+/// terminates it) is refused naming `http.bind` (issue 48: the flag
+/// replaced `http.bind` after the production check had run).
+#[test]
+fn the_bind_flag_passes_the_production_check_too() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");
+    let clients = format!(
+        "[{{name: orders, token_sha256: \"{}\", scopes: [reserve, read, lifecycle]}}]",
+        sha256_hex(b"a-production-client-token")
+    );
+    let check = |bind: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_stockd"))
+            .args(["--bind", bind, "config", "check"])
+            .env("STOCKD_ENV", "production")
+            .env("STOCKD_CONFIG_DIR", &dir)
+            .env("STOCKD__AUTH__CLIENTS", &clients)
+            .env("STOCKD__MYSQL__URL", "mysql://stockd_app:pw@db:3306/stockd")
+            .env(
+                "STOCKD__AMQP__URL",
+                "amqp://stockd_app:pw@rabbitmq:5672/%2f",
+            )
+            .env("STOCKD__HTTP__BIND", "127.0.0.1:8080")
+            .env("STOCKD__HTTP__TLS_TERMINATED_BY_PROXY", "false")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stderr) = check("127.0.0.1:9090");
+    assert!(ok, "{stderr}");
+    let (ok, stderr) = check("0.0.0.0:9090");
+    assert!(!ok && stderr.contains("`http.bind`"), "{stderr}");
+}
+
 /// The bench's HTTP phases against an auth-required target (`stockd bench
 /// --target … --token …`): with the client token every reservation is
 /// admitted and the phase checks clean over HTTP; without it they are refused

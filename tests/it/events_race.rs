@@ -129,10 +129,16 @@ async fn an_order_confirmed_before_the_consumer_is_told_with_one_body_per_id() {
     let events = tap.events();
     assert!(settled, "{:?}", types_of(&events));
     assert_eq!(two_bodied(&events), vec![], "one id, one body");
-    for persisted in events.iter().filter(|e| e["type"] == "stockd.order.persisted") {
+    for persisted in events
+        .iter()
+        .filter(|e| e["type"] == "stockd.order.persisted")
+    {
         let lines = persisted["data"]["lines"].as_array().unwrap();
         let first = lines.iter().find(|l| l["sku_id"] == 1).unwrap();
-        assert_eq!(first["available"], 1, "as the order left SKU 1: {persisted}");
+        assert_eq!(
+            first["available"], 1,
+            "as the order left SKU 1: {persisted}"
+        );
     }
     tap.close().await;
     app.finish_drained_and_conserved(1).await;

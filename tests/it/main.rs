@@ -39,6 +39,7 @@ mod crate_layers;
 mod deploy;
 mod dlq;
 mod events;
+mod events_paths;
 mod events_race;
 mod extend;
 mod kubernetes;

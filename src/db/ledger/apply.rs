@@ -88,7 +88,10 @@ async fn apply_run(
     let mut attempt = 0;
     let mut check = OrderCheck::ByInsert;
     loop {
-        match db.bounded(apply_batch_once(db, batch, check, telling)).await {
+        match db
+            .bounded(apply_batch_once(db, batch, check, telling))
+            .await
+        {
             Err(err) if is_duplicate(&err) && check == OrderCheck::ByInsert => {
                 check = OrderCheck::LookedUp;
                 tracing::info!(error = %err,

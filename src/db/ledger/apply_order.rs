@@ -195,7 +195,10 @@ fn note_orders<'a>(
         };
         let available = |sku| out.available(sku).or(Some(0));
         for line in facts.lines.lines() {
-            told.insert((first.request_id.as_str(), line.sku_id), available(line.sku_id));
+            told.insert(
+                (first.request_id.as_str(), line.sku_id),
+                available(line.sku_id),
+            );
         }
         if !out.wants(kind.of_order()) {
             continue;
@@ -263,12 +266,20 @@ fn retell(
         created_ms: known.reserved_at_ms,
         expires_ms,
     };
-    let failed = known.failed_sku_id.and_then(|s| SkuId::new(s).ok());
+    // A persisted order's first telling had no reason: a cancel or expiry
+    // since then (the row's reason now) is another change's.
+    let (why, failed) = match kind {
+        EventType::Rejected => (
+            known.reason.as_deref(),
+            known.failed_sku_id.and_then(|s| SkuId::new(s).ok()),
+        ),
+        _ => (None, None),
+    };
     let told = |sku| match known.told_available.get(&sku) {
         Some(Some(available)) => Some(*available),
         _ => out.available(sku).or(Some(0)),
     };
-    let event = Event::order(kind, &facts, told, known.reason.as_deref(), failed, time_ms);
+    let event = Event::order(kind, &facts, told, why, failed, time_ms);
     out.push(event);
 }
 
@@ -395,7 +406,10 @@ async fn told_availables(
                 .request_id(id)
                 .raw(")");
         });
-        found.extend(tx.query::<(String, u64, Option<i64>), _>(sql.finish()).await?);
+        found.extend(
+            tx.query::<(String, u64, Option<i64>), _>(sql.finish())
+                .await?,
+        );
     }
     for (order_id, sku, told) in found {
         let (Some(order), Ok(sku)) = (known.get_mut(&order_id), SkuId::new(sku)) else {
