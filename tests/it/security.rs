@@ -253,3 +253,34 @@ async fn production_refuses_a_weak_admin_token_naming_the_key() {
         .to_string();
     assert!(err.contains("amqp.url"), "{err}");
 }
+
+/// A client that never finishes its request head (slowloris) holds its
+/// connection at most the request-head timeout (5 s): stockd answers 408 or
+/// closes it, and a well-behaved client on another connection is served
+/// meanwhile (issue 48: no explicit connection limits).
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::spawn().await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /livez HTTP/1.1\r\nHost: stockd\r\nX-Slow: ")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    assert_eq!(app.get("/livez").await.status(), 200, "others are served");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), slow.read_to_end(&mut answer)).await;
+    let waited = started.elapsed();
+    assert!(
+        read.is_ok(),
+        "the slow connection was still open after 20 s"
+    );
+    let text = String::from_utf8_lossy(&answer);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "cut off with {text:?}"
+    );
+    assert!(waited >= Duration::from_secs(4), "cut off after {waited:?}");
+    app.cleanup().await;
+}

@@ -295,7 +295,11 @@ fn serve(
             .configure(configure(app_state.clone(), set))
     })
     .disable_signals()
-    .shutdown_timeout(http.shutdown_grace_secs);
+    .shutdown_timeout(http.shutdown_grace_secs)
+    .max_connections(MAX_CONNECTIONS_PER_WORKER)
+    .keep_alive(KEEP_ALIVE)
+    .client_request_timeout(REQUEST_HEAD_TIMEOUT)
+    .client_disconnect_timeout(DISCONNECT_TIMEOUT);
     if http.workers > 0 {
         server = server.workers(http.workers);
     }
@@ -310,3 +314,19 @@ fn serve(
 
 /// Time between readiness turning false and the listener closing.
 const READINESS_GRACE: Duration = Duration::from_millis(100);
+
+/// Open connections one worker serves; past it, new connections wait in the
+/// kernel's accept queue (not accepted, so they cost no memory here).
+/// Service clients keep a pool of keep-alive connections; the bench's
+/// fan-in phase opens 1,000 at once.
+const MAX_CONNECTIONS_PER_WORKER: usize = 10_000;
+/// An idle keep-alive connection is closed after this: longer than the idle
+/// timeouts of the load balancers in front of stockd (60 s on most), so the
+/// balancer, not stockd, closes first and never sends on a closed socket.
+const KEEP_ALIVE: Duration = Duration::from_secs(75);
+/// A client must send a request's head within this of connecting (or of its
+/// last request): a slow-headers client (slowloris) holds a connection no
+/// longer.
+const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// A closing connection gets this long to say goodbye.
+const DISCONNECT_TIMEOUT: Duration = Duration::from_secs(1);
