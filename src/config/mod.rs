@@ -101,7 +101,10 @@ impl Settings {
         self.consumer.validate()?;
         self.events.validate()?;
         self.telemetry.otlp.validate()?;
-        self.reconcile.validate(self.relay.idle_ms)
+        (self.reconcile).validate(
+            self.relay.idle_ms,
+            self.orders.hold_timeout_ms + self.orders.sweep_interval_ms,
+        )
     }
 }
 

@@ -42,9 +42,11 @@ pub struct ReconcileSettings {
 
 impl ReconcileSettings {
     /// The age bounds are ordered: in flight (younger than `relay_idle_ms`, the
-    /// relay's retry age, from `relay.idle_ms`) < lost < stuck; the webhook is
+    /// relay's retry age, from `relay.idle_ms`) < lost < stuck; an order
+    /// attempt's lines are the order sweeper's until `orders.hold_timeout_ms +
+    /// orders.sweep_interval_ms` (`order_sweep_ms`), below lost; the webhook is
     /// plain `http://`.
-    pub fn validate(&self, relay_idle_ms: u64) -> anyhow::Result<()> {
+    pub fn validate(&self, relay_idle_ms: u64, order_sweep_ms: u64) -> anyhow::Result<()> {
         check::all(&[
             (
                 self.stuck_after_ms > relay_idle_ms,
@@ -55,6 +57,11 @@ impl ReconcileSettings {
                 self.lost_after_ms <= self.stuck_after_ms,
                 "reconcile.lost_after_ms",
                 "must be <= reconcile.stuck_after_ms (lost work is told apart before it could look stuck)",
+            ),
+            (
+                order_sweep_ms < self.lost_after_ms,
+                "reconcile.lost_after_ms",
+                "must be > orders.hold_timeout_ms + orders.sweep_interval_ms (a line of an order attempt the sweeper has not undone yet must not look lost)",
             ),
         ])?;
         if let Some(url) = &self.webhook_url {
@@ -80,6 +87,34 @@ mod tests {
         )];
         let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
         assert!(err.to_string().contains("reconcile.lost_after_ms"), "{err}");
+    }
+
+    /// A line of an order attempt is the order sweeper's until
+    /// `orders.hold_timeout_ms + orders.sweep_interval_ms`; a lost bound at
+    /// or below it would judge such a line lost (issue 50 D1).
+    #[test]
+    fn a_lost_bound_not_above_the_order_sweep_bound_is_refused() {
+        let vars = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            (pairs.iter())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let lost = "STOCKD__RECONCILE__LOST_AFTER_MS";
+        let hold = "STOCKD__ORDERS__HOLD_TIMEOUT_MS";
+        for refused in [vec![(lost, "6000")], vec![(hold, "9500")]] {
+            let err = Settings::load_with_vars(&repo_config(), "local", &vars(&refused))
+                .unwrap_err()
+                .to_string();
+            for key in [
+                "reconcile.lost_after_ms",
+                "orders.hold_timeout_ms",
+                "orders.sweep_interval_ms",
+            ] {
+                assert!(err.contains(key), "{refused:?}: {err}");
+            }
+        }
+        Settings::load_with_vars(&repo_config(), "local", &vars(&[(lost, "6001")])).unwrap();
+        Settings::load_with_vars(&repo_config(), "test", &[]).unwrap();
     }
 
     #[test]

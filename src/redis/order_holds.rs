@@ -98,10 +98,12 @@ impl Reservations {
     /// Undoes one line of `attempt` if it holds it, and writes the
     /// tombstone that refuses a later hold of the attempt, living until the
     /// attempt's deadline plus [`TOMBSTONE_MARGIN_MS`]. Only for a line
-    /// whose hold was sent. True when units went back.
+    /// whose hold was sent. True when units went back. A cached split
+    /// layout whose bucket hash is gone is read again first (a re-split
+    /// that shrank the SKU: the line is in the buyer's new bucket).
     pub async fn release_line(&self, attempt: &Attempt, sku_id: SkuId) -> Result<bool, RedisError> {
         let mut layout = self.buckets.layout(sku_id).await?;
-        for _ in 0..2 {
+        for fresh in [false, true] {
             let bucket = layout.bucket_of(attempt.user_id);
             let keys = &self.core.keys;
             let mut invocation =
@@ -113,7 +115,12 @@ impl Reservations {
                 .arg(keys.soldout_channel())
                 .arg(layout.event_subject(bucket))
                 .arg(layout.n())
-                .arg(TOMBSTONE_MARGIN_MS);
+                .arg(TOMBSTONE_MARGIN_MS)
+                .arg(if !fresh && layout.is_split() {
+                    "1"
+                } else {
+                    "0"
+                });
             let reply: Vec<String> = self
                 .core
                 .run(|mut c| async move { invocation.invoke_async(&mut c).await })

@@ -151,7 +151,13 @@ async fn found_mysql_behind_on_the_second_look(app: &TestApp) {
     let run = app
         .stockd(
             &["reconcile", "--once", "--json"],
-            &[("STOCKD__RECONCILE__LOST_AFTER_MS", "0")],
+            // The least lost bound the configuration allows: above the
+            // least order hold timeout plus sweep interval.
+            &[
+                ("STOCKD__RECONCILE__LOST_AFTER_MS", "201"),
+                ("STOCKD__ORDERS__HOLD_TIMEOUT_MS", "100"),
+                ("STOCKD__ORDERS__SWEEP_INTERVAL_MS", "100"),
+            ],
         )
         .await;
     assert_eq!(run.code, 1, "{run:?}");

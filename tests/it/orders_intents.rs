@@ -582,3 +582,72 @@ async fn an_undone_lines_tombstone_refuses_a_late_hold_and_lives_about_the_hold_
     assert_audit_clean(&app).await;
     app.cleanup().await;
 }
+
+/// One intent the sweeper cannot take (its record a key of the wrong type:
+/// every abort of it fails) does not stop the pass: the good intent after
+/// it, past its deadline, is undone in the same pass (issue 50 D3: a `?`
+/// ended the pass on every api node, and every later intent's units stayed
+/// held past the bound).
+#[tokio::test]
+async fn a_failing_intent_does_not_stop_the_sweep_pass() {
+    let app = TestApp::with(swept(100, 3_600_000)).await;
+    app.create_sku(1, 5, 5).await;
+    let of = TestApp::order_lines(&[(1, 2)]);
+    let attempt = intent(&app, "good", 3, &of).await;
+    assert!(matches!(
+        hold(&app, &attempt, 1, 2).await,
+        LineHold::Held { .. }
+    ));
+    // A malformed intent in the same shard, first in its index.
+    let shard = stockd::redis::keys::order_shard(&attempt.order_id);
+    let bad = (0..)
+        .map(|i| RequestId::parse(&format!("bad-{i}")).unwrap())
+        .find(|id| stockd::redis::keys::order_shard(id) == shard)
+        .unwrap();
+    let keys = app.res.redis.keys();
+    app.redis_cmd(&["SET", &keys.order(&bad), "not a hash"])
+        .await;
+    let index = keys.order_intents(shard);
+    app.redis_cmd(&["ZADD", &index, "1", bad.as_str()]).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(available(&app, 1).await, 3);
+    let undone = sweep_once(&app.res.redis).await;
+    assert!(matches!(undone, Ok(1)), "{undone:?}");
+    assert_eq!(available(&app, 1).await, 5, "the good intent was undone");
+    app.cleanup().await;
+}
+
+/// A release routed by a bucket layout cached before a re-split that shrank
+/// the SKU (another api node's sweeper, say): the buyer's old bucket hash is
+/// gone, and the line held since in its new bucket must still be found and
+/// released (issue 50 D7: it answered `NONE` and the line stayed held).
+#[tokio::test]
+async fn a_release_routed_by_a_layout_that_shrank_finds_the_held_line() {
+    let app = TestApp::with(swept(60_000, 3_600_000)).await;
+    let sku = TestApp::sku(1);
+    let put = |n: u16| json!({"total_stock": 40, "limit_per_user": 5, "buckets": n});
+    let (status, body) = app.put_sku_json(1, &put(4)).await;
+    assert_eq!(status, 200, "{body}");
+    // Another node's store, which cached the four-bucket layout.
+    let stale = stockd::redis::RedisStore::new(&app.res.settings.redis, 60).unwrap();
+    let old = stale.buckets().layout(sku).await.unwrap();
+    assert_eq!(old.n(), 4);
+    let user = (1..)
+        .find(|&u| old.bucket_of(UserId::new(u).unwrap()) == 3)
+        .unwrap();
+    let (status, body) = app.put_sku_json(1, &put(2)).await;
+    assert_eq!(status, 200, "{body}");
+    let attempt = intent(&app, "shrunk", user, &TestApp::order_lines(&[(1, 2)])).await;
+    assert!(matches!(
+        hold(&app, &attempt, 1, 2).await,
+        LineHold::Held { .. }
+    ));
+    assert_eq!(available(&app, 1).await, 38);
+    let released = stale.reservations().release_line(&attempt, sku).await;
+    assert!(
+        matches!(released, Ok(true)),
+        "the stale node's release finds the line: {released:?}"
+    );
+    assert_eq!(available(&app, 1).await, 40);
+    app.cleanup().await;
+}

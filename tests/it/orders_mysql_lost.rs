@@ -11,10 +11,12 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
-use stockd::domain::ReservationStatus;
+use stockd::domain::{RequestId, ReservationStatus, UserId};
 use stockd::ops::invariants;
 use stockd::ops::lifecycle::{self, OrderTransitionOutcome, Transition};
 use stockd::ops::reconcile::Verdict;
+use stockd::redis::order_holds::LineHold;
+use stockd::redis::order_intents::{AbortOutcome, AbortStep, IntentOutcome};
 
 use crate::helpers::{TestApp, TestOptions};
 use crate::mysql_lost::{lose_decision, lose_deduction};
@@ -333,5 +335,73 @@ async fn an_order_extension_mysql_lost_is_reapplied_by_its_expiry() {
     );
     app.wait_drained(1).await;
     app.wait_drained(2).await;
+    app.cleanup().await;
+}
+
+/// An attempt held line by line that is not committed (an api stalled or
+/// died between its holds, and no sweeper has undone it yet) is no lost
+/// work: two repairing looks leave its held line to the sweeper and never
+/// publish it as a single reservation (issue 50 D1: a phantom single in
+/// MySQL, and the buyer's retry of the order rejected after its 201).
+#[tokio::test]
+async fn a_line_of_an_uncommitted_order_attempt_is_left_to_the_sweeper() {
+    let app = TestApp::with(TestOptions {
+        tweak: Some(Arc::new(|s| {
+            s.reconcile.lost_after_ms = 0;
+            // The api's sweeper must not undo the attempt during the test.
+            s.orders.hold_timeout_ms = 60_000;
+        })),
+        ..TestOptions::default()
+    })
+    .await;
+    app.create_sku(1, 20, 5).await;
+    app.create_sku(2, 20, 5).await;
+    let order_id = RequestId::parse("o-open").unwrap();
+    let user = UserId::new(7).unwrap();
+    let lines = TestApp::order_lines(&[(1, 2), (2, 1)]);
+    let orders = app.res.redis.orders();
+    let attempt = match orders.intent(&order_id, user, &lines, 60_000).await {
+        Ok(IntentOutcome::Hold(attempt)) => attempt,
+        other => panic!("intent: {other:?}"),
+    };
+    let held = (app.res.redis.reservations())
+        .hold_line(&attempt, TestApp::sku(1), 2)
+        .await
+        .unwrap();
+    assert!(matches!(held, LineHold::Held { .. }), "{held:?}");
+
+    for look in 0..2 {
+        let report = app.reconcile(true).await;
+        let line = &report.skus[0];
+        assert_eq!(
+            (line.lost_reservations, line.republished, line.reapplied),
+            (0, 0, 0),
+            "look {look}: an open attempt's line is not lost work: {line:?}"
+        );
+    }
+    app.wait_drained(1).await;
+    assert_eq!(
+        line_rows(&app, "o-open").await,
+        [],
+        "the held line is not in the ledger as a single reservation"
+    );
+
+    // The sweeper's undo, as it would run past the deadline.
+    match orders.abort(&order_id, None, AbortStep::Sweep).await {
+        Ok(AbortOutcome::NotDue) => {}
+        other => panic!("sweep before the deadline: {other:?}"),
+    }
+    match orders
+        .abort(&order_id, Some(attempt.number), AbortStep::Own)
+        .await
+    {
+        Ok(AbortOutcome::Undo { attempt, lines }) => {
+            stockd::ops::order_saga::release_all(&app.res.redis, &attempt, &lines)
+                .await
+                .unwrap()
+        }
+        other => panic!("abort: {other:?}"),
+    }
+    app.wait_drained(1).await;
     app.cleanup().await;
 }

@@ -116,6 +116,10 @@ pub struct Reconciler {
     stuck_after_ms: u64,
     /// `reconcile.lost_after_ms`: youngest unapplied record that may be lost.
     lost_after_ms: u64,
+    /// `orders.hold_timeout_ms + orders.sweep_interval_ms`: a line of an
+    /// order attempt not committed is the order sweeper's; one older than
+    /// this is logged (no sweeper undid it in time).
+    sweep_bound_ms: u64,
     /// Reads the deduct DLQ and the work queues, and re-publishes lost
     /// deductions; `None` (no broker) finds STUCK by age only and never
     /// MYSQL_BEHIND's lost deductions (the pipeline cannot be seen drained).
@@ -143,6 +147,8 @@ impl Reconciler {
             max_winners: settings.max_winners,
             stuck_after_ms: settings.stuck_after_ms,
             lost_after_ms: settings.lost_after_ms,
+            // The defaults of `orders.*`; `from_resources` sets the configured one.
+            sweep_bound_ms: 6_000,
             publisher: None,
             previous: Mutex::new(HashMap::new()),
             previous_lost: Mutex::new(HashMap::new()),
@@ -161,6 +167,15 @@ impl Reconciler {
             res.settings.metrics.sku_allowlist.clone(),
         )
         .with_dead_letters(res.publisher.clone())
+        .with_sweep_bound(
+            res.settings.orders.hold_timeout_ms + res.settings.orders.sweep_interval_ms,
+        )
+    }
+
+    /// The age past which a line of an uncommitted order attempt is logged.
+    pub fn with_sweep_bound(mut self, ms: u64) -> Self {
+        self.sweep_bound_ms = ms;
+        self
     }
 
     /// Lets the reconciler read the deduct DLQ through `publisher`'s connection.
@@ -391,8 +406,17 @@ impl Reconciler {
     ) -> Result<(LostWork, bool), ObserveError> {
         let sku = obs.sku_id;
         let drained = !obs.unapplied_records.is_empty() && self.pipeline_drained(sku).await?;
-        let suspects =
+        let mut suspects =
             mysql_behind::suspects(obs, drained, dead.get(&sku), now_ms, self.lost_after_ms);
+        // Lines of order attempts not committed are the order sweeper's.
+        mysql_behind::leave_open_lines(
+            &self.redis,
+            sku,
+            &mut suspects,
+            now_ms,
+            self.sweep_bound_ms,
+        )
+        .await?;
         let earlier = (self.previous_lost.lock().expect("lock poisoned"))
             .insert(sku, suspects.ids())
             .unwrap_or_default();

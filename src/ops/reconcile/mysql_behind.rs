@@ -30,6 +30,14 @@
 //! then the decision the line proves (`lifecycle::reapply_lost_order`):
 //! never as a single reservation. Every one of these is a repeat when
 //! already done.
+//!
+//! A line of an order that is not committed in Redis (an attempt held line
+//! by line still `HOLDING` or `ABORTING`, or `ABORTED` with a line its undo
+//! missed, or an order record gone) is neither: MySQL never had it, and it
+//! is the order sweeper's (`ops/order_sweeper.rs`) to undo. Such lines are
+//! left out of the lost work ([`leave_open_lines`]), counted, and logged
+//! once one outlives `orders.hold_timeout_ms + orders.sweep_interval_ms`
+//! (no sweeper is running).
 
 use std::collections::{HashMap, HashSet};
 
@@ -117,6 +125,80 @@ pub fn suspects(
     }
 }
 
+/// What a line record's order says of it.
+enum LineOf {
+    /// Not a line: a single reservation.
+    Single,
+    /// A line of this order, committed in Redis (its record names the SKU).
+    Committed(RequestId),
+    /// A line of an order not committed in Redis: the sweeper's.
+    Open,
+}
+
+/// Whether the record of (`sku_id`, `request_id`) is a line, and of what.
+async fn line_of(
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    order: Option<&str>,
+) -> Result<LineOf, ObserveError> {
+    let Some(order) = order else {
+        return Ok(LineOf::Single);
+    };
+    let Ok(order_id) = RequestId::parse(order) else {
+        return Ok(LineOf::Open);
+    };
+    // `Orders::record` answers only a committed order (not HOLDING,
+    // ABORTING, ABORTED, nor a record that is gone).
+    let committed = (redis.orders().record(&order_id).await?)
+        .is_some_and(|r| r.lines.lines().iter().any(|l| l.sku_id == sku_id));
+    Ok(if committed && &order_id == request_id {
+        LineOf::Committed(order_id)
+    } else {
+        LineOf::Open
+    })
+}
+
+/// Takes out of `lost` the deductions whose record is a line of an order not
+/// committed in Redis (module doc): the order sweeper undoes them. Each is
+/// counted (`stockd_reconcile_open_order_lines_total`); one older than
+/// `sweep_bound_ms` (`orders.hold_timeout_ms + orders.sweep_interval_ms`)
+/// is logged: no sweeper undid it in time. Returns how many were left.
+pub async fn leave_open_lines(
+    redis: &RedisStore,
+    sku_id: SkuId,
+    lost: &mut LostWork,
+    now_ms: u64,
+    sweep_bound_ms: u64,
+) -> Result<usize, ObserveError> {
+    let mut kept = Vec::with_capacity(lost.deductions.len());
+    let mut open = 0;
+    for deduction in std::mem::take(&mut lost.deductions) {
+        let Ok(request_id) = RequestId::parse(&deduction.request_id) else {
+            kept.push(deduction);
+            continue;
+        };
+        let record = redis.reservations().record(sku_id, &request_id).await?;
+        let order = record.as_ref().and_then(|r| r.order.as_deref());
+        if !matches!(
+            line_of(redis, sku_id, &request_id, order).await?,
+            LineOf::Open
+        ) {
+            kept.push(deduction);
+            continue;
+        }
+        open += 1;
+        metrics::counter!("stockd_reconcile_open_order_lines_total").increment(1);
+        let age_ms = now_ms.saturating_sub(deduction.created_ms);
+        if age_ms > sweep_bound_ms {
+            tracing::warn!(sku.id = %sku_id, order.id = %request_id, age_ms, bound_ms = sweep_bound_ms,
+                "reconcile.mysql_behind: a line of an order not committed in Redis outlived orders.hold_timeout_ms + orders.sweep_interval_ms; left to the order sweeper (is an api node running?)");
+        }
+    }
+    lost.deductions = kept;
+    Ok(open)
+}
+
 /// What a repair did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reapplied {
@@ -143,21 +225,27 @@ pub async fn reapply(
     let mut deductions = Vec::new();
     let mut orders_done = HashSet::new();
     for lost in &lost.deductions {
-        let Some(record) = record_of(redis, sku_id, &lost.request_id).await? else {
+        let Some(held) = held_record_of(redis, sku_id, &lost.request_id).await? else {
             continue;
         };
-        if let Some(order_id) = order_of_line(redis, sku_id, &record.request_id).await? {
-            reapply_order(
-                db,
-                redis,
-                &order_id,
-                record.status,
-                now_ms,
-                &mut orders_done,
-            )
-            .await?;
-            done.transitions += 1;
-            continue;
+        let record = held.reservation;
+        match line_of(redis, sku_id, &record.request_id, held.order.as_deref()).await? {
+            LineOf::Single => {}
+            LineOf::Committed(order_id) => {
+                reapply_order(
+                    db,
+                    redis,
+                    &order_id,
+                    record.status,
+                    now_ms,
+                    &mut orders_done,
+                )
+                .await?;
+                done.transitions += 1;
+                continue;
+            }
+            // Never a single reservation: the sweeper's (leave_open_lines).
+            LineOf::Open => continue,
         }
         match record.status {
             ReservationStatus::Reserved => deductions.push(Deduction::from(&record)),
@@ -249,13 +337,21 @@ async fn record_of(
     sku_id: SkuId,
     id: &str,
 ) -> Result<Option<crate::domain::Reservation>, ObserveError> {
+    Ok(held_record_of(redis, sku_id, id)
+        .await?
+        .map(|held| held.reservation))
+}
+
+/// The record with the order it is a line of (its `order` field).
+async fn held_record_of(
+    redis: &RedisStore,
+    sku_id: SkuId,
+    id: &str,
+) -> Result<Option<crate::redis::reservation::HeldRecord>, ObserveError> {
     let Ok(request_id) = RequestId::parse(id) else {
         return Ok(None); // every stored id went through the parser on its way in
     };
-    Ok(redis
-        .reservations()
-        .reservation(sku_id, &request_id)
-        .await?)
+    Ok(redis.reservations().record(sku_id, &request_id).await?)
 }
 
 async fn confirm(

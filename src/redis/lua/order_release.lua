@@ -19,6 +19,11 @@
 -- ARGV[4] sold-out channel  ARGV[5] event subject
 -- ARGV[6] the bucket count the caller routed with
 -- ARGV[7] the tombstone's margin past the deadline, ms
+-- ARGV[8] '1' when the caller routed with a cached split layout: a bucket
+--         hash that is gone may mean the layout shrank since (a re-split),
+--         so the script answers {'LAYOUT', '0'} with nothing written and the
+--         caller reads the layout again ('0' from a fresh read: the hash is
+--         gone, the undo goes on as before)
 --
 -- Returns {'RELEASED'}, {'NONE'} (nothing of this attempt held here) or
 -- {'LAYOUT', buckets}.
@@ -29,6 +34,9 @@ local order_id, attempt = ARGV[1], ARGV[2]
 local sku = redis.call('HMGET', sku_key, 'available', 'buckets')
 if sku[1] and (sku[2] or '1') ~= ARGV[6] then
   return {'LAYOUT', sku[2] or '1'}
+end
+if ARGV[8] == '1' and redis.call('EXISTS', sku_key) == 0 then
+  return {'LAYOUT', '0'}
 end
 if tonumber(redis.call('GET', tomb_key) or '0') < tonumber(attempt) then
   local t = redis.call('TIME')

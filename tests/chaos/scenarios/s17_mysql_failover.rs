@@ -62,6 +62,15 @@ async fn s17_mysql_failover_to_a_lagging_replica_loses_deductions_the_repair_rea
 /// then `--once --repair` re-applies the loss.
 async fn check_and_repair(sc: &mut Scenario, loss: &Loss) -> (Repair, Repair) {
     let var = "STOCKD__RECONCILE__LOST_AFTER_MS";
+    // The lost bound must exceed orders.hold_timeout_ms +
+    // orders.sweep_interval_ms (5 s + 1 s by default); the checks' CLI holds
+    // no order, so it runs with a short hold timeout.
+    let (hold, sweep) = (
+        "STOCKD__ORDERS__HOLD_TIMEOUT_MS",
+        "STOCKD__ORDERS__SWEEP_INTERVAL_MS",
+    );
+    sc.stack.env.set(hold, "500");
+    sc.stack.env.set(sweep, "500");
     if sc.stack.accepts_setting(var, LOST_AFTER_MS).await {
         sc.stack.env.set(var, LOST_AFTER_MS);
     } else {
