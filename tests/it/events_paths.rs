@@ -52,6 +52,26 @@ struct Hold {
 }
 
 impl Hold {
+    /// Posts `body` to `path`; the hold it made when the answer is 201 (an
+    /// order when it has several SKUs).
+    async fn taken(
+        app: &TestApp,
+        path: &str,
+        body: &Value,
+        id: String,
+        skus: Vec<u64>,
+    ) -> Option<Self> {
+        let request = app.client.post(app.url(path)).json(body);
+        let (status, _) = crate::helpers::http::send_for_json(request).await;
+        (status == 201).then(|| Hold {
+            id,
+            order: skus.len() > 1,
+            skus,
+            applied: false,
+            live: true,
+        })
+    }
+
     fn path(&self, action: &str) -> String {
         match self.order {
             true => format!("/v1/orders/{}/{action}", self.id),
@@ -110,37 +130,14 @@ async fn run(seed: u64) {
                 let (sku, _) = SKUS[rng.below(SKUS.len())];
                 let id = format!("p{seed}-{step}");
                 let body = json!({"request_id": id, "user_id": 100 + step, "count": 1});
-                let url = app.url(&format!("/v1/skus/{sku}/reservations"));
-                let (status, _) =
-                    crate::helpers::http::send_for_json(app.client.post(url).json(&body)).await;
-                if status == 201 {
-                    let (skus, order) = (vec![sku], false);
-                    holds.push(Hold {
-                        id,
-                        skus,
-                        order,
-                        applied: false,
-                        live: true,
-                    });
-                }
+                let path = format!("/v1/skus/{sku}/reservations");
+                holds.extend(Hold::taken(&app, &path, &body, id, vec![sku]).await);
             }
             (2, _) => {
                 let id = format!("o{seed}-{step}");
                 let body = json!({"order_id": id, "user_id": 100 + step,
                     "lines": [{"sku_id": 1, "count": 1}, {"sku_id": 2, "count": 1}]});
-                let url = app.url("/v1/orders");
-                let (status, _) =
-                    crate::helpers::http::send_for_json(app.client.post(url).json(&body)).await;
-                if status == 201 {
-                    let (skus, order) = (vec![1, 2], true);
-                    holds.push(Hold {
-                        id,
-                        skus,
-                        order,
-                        applied: false,
-                        live: true,
-                    });
-                }
+                holds.extend(Hold::taken(&app, "/v1/orders", &body, id, vec![1, 2]).await);
             }
             (3..=5, Some(i)) => {
                 let verb = ["confirm", "cancel", "extend"][action - 3];
