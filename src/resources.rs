@@ -45,7 +45,8 @@ impl Resources {
         let store = RedisStore::new(&settings.redis, settings.reservation.ttl_secs)
             .context("redis.url")
             .map_err(redis)?
-            .with_buyer_rate(settings.limits.per_user_rps, settings.limits.per_user_burst);
+            .with_buyer_rate(settings.limits.per_user_rps, settings.limits.per_user_burst)
+            .with_lapse_limit(settings.limits.max_lapsed_holds);
         store
             .ping()
             .await

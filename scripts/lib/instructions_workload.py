@@ -22,8 +22,13 @@ and src/redis/admission.rs. `<shape>` of sql-orders: `current` (orders and
 lines inserted without a lookup, rows one SKU after another) or `lookups`
 (the shape before 2026-12-05: the orders rows and each SKU's lines looked up
 first, rows order after order). Keep both in step with the consumer.
+
+MAX_LAPSED in the environment is the scripts' cap on lapsed holds
+(`limits.max_lapsed_holds`, 0 = off, the default): the buyers here have
+none, so a cap that is on measures the check itself.
 """
 
+import os
 import sys
 
 PREFIX = "p:"
@@ -31,6 +36,7 @@ ORDER_SKUS = (107, 108, 109)
 SINGLE_SKU = 200
 TTL_MS, RETENTION_MS, OUTBOX_MAX = 900000, 60000, 1000000
 T0 = 1796500000000
+MAX_LAPSED = int(os.environ.get("MAX_LAPSED", "0"))
 
 
 def shard(order_id):
@@ -49,7 +55,7 @@ def setup_redis():
 def redis_orders(calls, per_call, first=0):
     n = first
     for _ in range(calls):
-        keys, args = [], [TTL_MS, RETENTION_MS, OUTBOX_MAX, PREFIX + "soldout"]
+        keys, args = [], [TTL_MS, RETENTION_MS, OUTBOX_MAX, PREFIX + "soldout", MAX_LAPSED]
         for _ in range(per_call):
             n += 1
             oid, user = f"o-{n:08d}", n
@@ -72,7 +78,7 @@ def redis_reservations(calls, per_call, first=0):
     s = SINGLE_SKU
     for _ in range(calls):
         keys = [f"{PREFIX}{{{s}}}", f"{PREFIX}{{{s}}}:outbox", f"{PREFIX}{{{s}}}:winners"]
-        args = [s, TTL_MS, RETENTION_MS, OUTBOX_MAX, PREFIX + "soldout", 0, 0, 1, s]
+        args = [s, TTL_MS, RETENTION_MS, OUTBOX_MAX, PREFIX + "soldout", 0, 0, 1, s, MAX_LAPSED]
         for _ in range(per_call):
             n += 1
             keys += [f"{PREFIX}{{{s}}}:res:r-{n:08d}", f"{PREFIX}{{{s}}}:user:{n}"]

@@ -89,7 +89,16 @@ pub struct LimitSettings {
     pub per_client_rps: f64,
     /// Requests one authenticated client may make at once.
     pub per_client_burst: u32,
+    /// Holds of one buyer on one SKU that may lapse unpaid (expire) within
+    /// the replay window before the buyer is refused new ones there
+    /// (409 `LAPSE_LIMIT`); 0 = off. Against denial of inventory by cycling
+    /// holds (OWASP OAT-021).
+    pub max_lapsed_holds: u32,
 }
+
+/// The most `limits.max_lapsed_holds` may be: beyond it the cap stops
+/// nothing a sale would notice.
+pub const MAX_LAPSED_HOLDS_MAX: u32 = 1000;
 
 impl LimitSettings {
     /// Each rate is a finite number >= 0, and a limit that is on has room for
@@ -115,6 +124,11 @@ impl LimitSettings {
             if rate > 0.0 && burst < 1 {
                 bail!("invalid configuration key `{key}`: must be >= 1 when the rate is on");
             }
+        }
+        if self.max_lapsed_holds > MAX_LAPSED_HOLDS_MAX {
+            bail!(
+                "invalid configuration key `limits.max_lapsed_holds`: must be 0 (off) to {MAX_LAPSED_HOLDS_MAX}"
+            );
         }
         Ok(())
     }

@@ -314,4 +314,20 @@ mod tests {
         let err = Settings::load_with_vars(&repo_config(), "local", &vars).unwrap_err();
         assert!(err.to_string().contains("reservation.ttl_secs"), "{err}");
     }
+
+    #[test]
+    fn the_lapse_cap_is_off_by_default_and_bounded() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert_eq!(s.limits.max_lapsed_holds, 0);
+        let var = |v: &str| {
+            vec![(
+                "STOCKD__LIMITS__MAX_LAPSED_HOLDS".to_string(),
+                v.to_string(),
+            )]
+        };
+        let s = Settings::load_with_vars(&repo_config(), "local", &var("3")).unwrap();
+        assert_eq!(s.limits.max_lapsed_holds, 3);
+        let err = Settings::load_with_vars(&repo_config(), "local", &var("1001")).unwrap_err();
+        assert!(err.to_string().contains("limits.max_lapsed_holds"), "{err}");
+    }
 }

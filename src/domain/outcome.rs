@@ -20,6 +20,9 @@ pub enum ReserveOutcome {
     Mismatch,
     /// The SKU is not in Redis (never warmed, or Redis lost it).
     NotLoaded,
+    /// The buyer's holds on the SKU that lapsed unpaid reached
+    /// `limits.max_lapsed_holds` (the replay window's count, in Redis).
+    LapseLimit { lapsed: u64, max: u64 },
     /// `bought + count > limit_per_user`.
     LimitExceeded { bought: u64, limit: u64 },
     /// Available is 0.
@@ -44,6 +47,7 @@ impl ReserveOutcome {
             Self::Mismatch => "mismatch",
             Self::NotLoaded => "not_loaded",
             Self::LimitExceeded { .. } => "limit_exceeded",
+            Self::LapseLimit { .. } => "lapse_limit",
             Self::SoldOut => "sold_out",
             Self::Insufficient { .. } => "insufficient",
             Self::Backpressure => "backpressure",

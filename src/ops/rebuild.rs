@@ -16,7 +16,7 @@
 
 use crate::db::ledger::{self, reason};
 use crate::db::{Db, DbError};
-use crate::domain::SkuId;
+use crate::domain::{ReservationStatus, SkuId};
 use crate::redis::{RebuildCounts, RebuildRow, RedisError, RedisStore};
 
 /// Ledger rows read per page and rebuilt per script call (~1 ms of Redis).
@@ -63,6 +63,8 @@ pub async fn rebuild_buyer_side(
                     expires_ms: row.expires_at_ms,
                     keep_ms: keep_ms.max(1),
                     returns_stock: reason::rejection_returns_stock(row.reason.as_deref()),
+                    lapsed: row.status == ReservationStatus::Released
+                        && row.reason.as_deref() == Some(reason::EXPIRED),
                 })
             })
             .collect();

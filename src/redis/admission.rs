@@ -15,7 +15,8 @@ use super::RedisError;
 use crate::domain::{RequestId, SkuId, UserId};
 
 /// What every reserve call passes besides the requests: the reservation's
-/// time to pay, the record's retention, the outbox bound, the buyer rate limit.
+/// time to pay, the record's retention, the outbox bound, the buyer rate limit,
+/// the cap on lapsed holds.
 #[derive(Debug, Clone, Copy)]
 pub struct ReserveArgs {
     pub ttl_ms: u64,
@@ -23,6 +24,9 @@ pub struct ReserveArgs {
     pub outbox_max_len: u64,
     /// Per-buyer attempts per second and burst (`limits.per_user_*`; 0 = off).
     pub buyer_rate: (f64, u32),
+    /// Holds of a buyer on a SKU that may lapse before the buyer is refused
+    /// there (`limits.max_lapsed_holds`; 0 = off). Orders pass it too.
+    pub max_lapsed: u32,
 }
 
 /// The bucket a call runs on, as the caller's layout routed it.
@@ -68,7 +72,8 @@ async fn call(
         .arg(args.buyer_rate.0)
         .arg(args.buyer_rate.1)
         .arg(target.n)
-        .arg(&target.subject);
+        .arg(&target.subject)
+        .arg(args.max_lapsed);
     for ask in asks {
         invocation
             .key(core.keys.reservation_at(tag, &ask.request_id))

@@ -46,7 +46,7 @@ pub use nodes::Nodes;
 pub use orders::{HeldLine, LineRefusal, OrderAsk, OrderOutcome, OrderRecord, Orders};
 pub use outbox::{OutboxEntry, OutboxStream, OutboxStreams};
 pub use readmit::ReadmitOutcome;
-pub use reservation::{FinishOutcome, Reservations};
+pub use reservation::{FinishEffect, FinishOutcome, Reservations};
 pub use sku::{LoadOutcome, SkuSnapshot, Skus};
 pub use store::RedisStore;
 pub use subscriptions::Subscriptions;

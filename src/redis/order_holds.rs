@@ -77,7 +77,8 @@ impl Reservations {
                 .arg(keys.soldout_channel())
                 .arg(&target.subject)
                 .arg(target.n)
-                .arg(attempt.deadline_ms);
+                .arg(attempt.deadline_ms)
+                .arg(self.max_lapsed());
             self.core
                 .run(|mut c| async move { invocation.invoke_async::<Vec<String>>(&mut c).await })
         };
@@ -171,6 +172,10 @@ fn parse_hold(reply: &[String]) -> Result<LineHold, RedisError> {
         Some("ABORTED") => LineHold::Aborted,
         Some("MISMATCH") => LineHold::Mismatch,
         Some("NOT_LOADED") => LineHold::Refused(LineRefusal::NotLoaded),
+        Some("LAPSED") => LineHold::Refused(LineRefusal::LapseLimit {
+            lapsed: num(1)?,
+            max: num(2)?,
+        }),
         Some("LIMIT") => LineHold::Refused(LineRefusal::LimitExceeded {
             bought: num(1)?,
             limit: num(2)?,

@@ -29,6 +29,12 @@ pub enum LineRefusal {
     NotLoaded,
     /// A split SKU: not on the standalone path.
     Split,
+    /// The buyer's holds on the SKU that lapsed unpaid reached
+    /// `limits.max_lapsed_holds`.
+    LapseLimit {
+        lapsed: u64,
+        max: u64,
+    },
     LimitExceeded {
         bought: u64,
         limit: u64,
@@ -118,7 +124,8 @@ impl BatchCall for OrderCall {
             .arg(self.args.ttl_ms)
             .arg(self.args.retention_ms)
             .arg(self.args.outbox_max_len)
-            .arg(keys.soldout_channel());
+            .arg(keys.soldout_channel())
+            .arg(self.args.max_lapsed);
         for ask in asks {
             let shard = super::keys::order_shard(&ask.order_id);
             invocation
@@ -175,6 +182,17 @@ impl Orders {
             lanes: Lanes::new(script, batching),
             cluster,
         }
+    }
+
+    /// Turns on the cap on lapsed holds the order script enforces: new
+    /// lanes with the new arguments.
+    pub(super) fn set_lapse_limit(&mut self, max_lapsed: u32) {
+        self.args.max_lapsed = max_lapsed;
+        let script = OrderCall {
+            core: self.core.clone(),
+            args: self.args,
+        };
+        self.lanes = Lanes::new(script, self.lanes.batching());
     }
 
     /// Holds every line of the order or none, in one `order.lua` call
@@ -384,6 +402,10 @@ fn parse_reply(
             let why = match reply.get(2).map(String::as_str) {
                 Some("NOT_LOADED") => LineRefusal::NotLoaded,
                 Some("SPLIT") => LineRefusal::Split,
+                Some("LAPSED") => LineRefusal::LapseLimit {
+                    lapsed: num(3)?,
+                    max: num(4)?,
+                },
                 Some("LIMIT") => LineRefusal::LimitExceeded {
                     bought: num(3)?,
                     limit: num(4)?,

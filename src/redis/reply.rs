@@ -60,6 +60,10 @@ pub fn parse_reserve_reply(
             retry_after_ms: num(1)?,
         },
         "NOT_LOADED" => ReserveOutcome::NotLoaded,
+        "LAPSED" => ReserveOutcome::LapseLimit {
+            lapsed: num(1)?,
+            max: num(2)?,
+        },
         "LIMIT" => ReserveOutcome::LimitExceeded {
             bought: num(1)?,
             limit: num(2)?,
@@ -133,6 +137,10 @@ mod tests {
                 bought: 1,
                 limit: 1
             }
+        );
+        assert_eq!(
+            parse(&["LAPSED", "3", "2"]).unwrap(),
+            ReserveOutcome::LapseLimit { lapsed: 3, max: 2 }
         );
         assert_eq!(
             parse(&["BACKPRESSURE"]).unwrap(),

@@ -33,6 +33,20 @@ pub enum FinishOutcome {
     Tombstone,
 }
 
+/// What a final state does in `finish.lua` beyond its status and the
+/// buyer's quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishEffect {
+    /// Nothing more: a release returns its unit, a rejection only the quota.
+    Plain,
+    /// A rejection whose unit stays in MySQL's stock (`LIMIT_EXCEEDED`,
+    /// `ORDER_REJECTED`): the unit comes back too.
+    ReturnsStock,
+    /// A release by expiry: the hold lapsed unpaid and counts against its
+    /// buyer (`x`, `limits.max_lapsed_holds`).
+    Lapsed,
+}
+
 /// Reserving, finishing and reading reservations (and settling a request id
 /// admitted twice, `readmit.rs`).
 pub struct Reservations {
@@ -73,6 +87,21 @@ impl Reservations {
             ..*self.admission.args()
         };
         self.admission = self.admission.with_args(args);
+    }
+
+    /// Turns on the cap on lapsed holds the reserve script enforces.
+    pub(super) fn set_lapse_limit(&mut self, max_lapsed: u32) {
+        let args = ReserveArgs {
+            max_lapsed,
+            ..*self.admission.args()
+        };
+        self.admission = self.admission.with_args(args);
+    }
+
+    /// The cap on lapsed holds (`limits.max_lapsed_holds`; 0 = off), which
+    /// an order line's hold (`order_holds.rs`) passes as reserve does.
+    pub(super) fn max_lapsed(&self) -> u32 {
+        self.admission.args().max_lapsed
     }
 
     /// How long a reservation record lives in Redis from its creation: the
@@ -145,7 +174,7 @@ impl Reservations {
     }
 
     /// Mirrors a final state decided in MySQL (see `finish.lua`); idempotent.
-    /// `returns_stock`: a rejection whose unit stays in MySQL's stock.
+    /// `effect`: what the state does beyond its status ([`FinishEffect`]).
     pub async fn finish(
         &self,
         sku_id: SkuId,
@@ -153,7 +182,7 @@ impl Reservations {
         user_id: UserId,
         count: u32,
         status: ReservationStatus,
-        returns_stock: bool,
+        effect: FinishEffect,
     ) -> Result<FinishOutcome, RedisError> {
         assert!(
             status != ReservationStatus::Reserved,
@@ -174,8 +203,17 @@ impl Reservations {
                 .arg(self.record_lifetime_ms())
                 .arg(self.core.keys.soldout_channel())
                 .arg(layout.event_subject(bucket))
-                .arg(if returns_stock { "1" } else { "0" })
-                .arg(layout.n());
+                .arg(if effect == FinishEffect::ReturnsStock {
+                    "1"
+                } else {
+                    "0"
+                })
+                .arg(layout.n())
+                .arg(if effect == FinishEffect::Lapsed {
+                    "1"
+                } else {
+                    "0"
+                });
             let reply: Vec<String> = self
                 .core
                 .run(|mut c| async move { invocation.invoke_async(&mut c).await })
@@ -347,7 +385,7 @@ impl Reservations {
                 msg.user_id,
                 msg.count,
                 ReservationStatus::Rejected,
-                true,
+                FinishEffect::ReturnsStock,
             )
             .await?;
         Ok(outcome == FinishOutcome::Applied)

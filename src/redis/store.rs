@@ -91,6 +91,7 @@ impl RedisStore {
             retention_ms: settings.reservation_retention_secs * 1000,
             outbox_max_len: settings.outbox_max_len,
             buyer_rate: (0.0, 0),
+            max_lapsed: 0,
         };
         let cluster = settings.mode == RedisMode::Cluster;
         let batching = Batching {
@@ -115,6 +116,14 @@ impl RedisStore {
     /// Turns on the per-buyer rate limit the reserve script enforces.
     pub fn with_buyer_rate(mut self, per_second: f64, burst: u32) -> Self {
         self.reservations.set_buyer_rate(per_second, burst);
+        self
+    }
+
+    /// Turns on the cap on lapsed holds the reserve and order scripts
+    /// enforce (`limits.max_lapsed_holds`; 0 = off).
+    pub fn with_lapse_limit(mut self, max_lapsed: u32) -> Self {
+        self.reservations.set_lapse_limit(max_lapsed);
+        self.orders.set_lapse_limit(max_lapsed);
         self
     }
 

@@ -43,6 +43,7 @@ mod events_paths;
 mod events_race;
 mod extend;
 mod kubernetes;
+mod lapse_limit;
 mod lifecycle;
 mod listener_tls;
 mod lost_writes;

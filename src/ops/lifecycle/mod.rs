@@ -26,7 +26,7 @@ use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, settle, LedgerRow};
 use crate::db::{event_outbox, sku, Db, DbError};
 use crate::domain::{RequestId, ReservationStatus, SkuId};
-use crate::redis::{FinishOutcome, RedisError, RedisStore};
+use crate::redis::{FinishEffect, FinishOutcome, RedisError, RedisStore};
 use locate::{Located, Locked};
 
 mod extend;
@@ -260,6 +260,16 @@ async fn mirror_then_clear_later(db: &Db, redis: &RedisStore, row: &LedgerRow) {
 /// The Redis half of [`mirror`]; false when Redis failed (left to the sweep).
 async fn mirror_to_redis(redis: &RedisStore, row: &LedgerRow) -> bool {
     let returns_stock = ledger::reason::rejection_returns_stock(row.reason.as_deref());
+    // A hold that lapsed unpaid counts against its buyer (`limits.max_lapsed_holds`).
+    let lapsed = row.status == ReservationStatus::Released
+        && row.reason.as_deref() == Some(ledger::reason::EXPIRED);
+    let effect = if returns_stock {
+        FinishEffect::ReturnsStock
+    } else if lapsed {
+        FinishEffect::Lapsed
+    } else {
+        FinishEffect::Plain
+    };
     let mirrored = redis
         .reservations()
         .finish(
@@ -268,7 +278,7 @@ async fn mirror_to_redis(redis: &RedisStore, row: &LedgerRow) -> bool {
             row.user_id,
             row.count,
             row.status,
-            returns_stock,
+            effect,
         )
         .await;
     let outcome = match mirrored {
@@ -279,6 +289,11 @@ async fn mirror_to_redis(redis: &RedisStore, row: &LedgerRow) -> bool {
             return false;
         }
     };
+    if lapsed && outcome != FinishOutcome::Already {
+        // Once per hold (a reservation or an order line): the mirror that
+        // counted the lapse in Redis (`Already` is a repeat).
+        metrics::counter!("stockd_holds_lapsed_total").increment(1);
+    }
     let restocked = row.status == ReservationStatus::Released || returns_stock;
     if restocked && outcome == FinishOutcome::Applied {
         reopen_split_sku(redis, row.sku_id).await;

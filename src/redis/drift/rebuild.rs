@@ -20,6 +20,9 @@ pub struct RebuildRow {
     pub keep_ms: u64,
     /// A rejection whose unit stays in MySQL's stock (LIMIT_EXCEEDED).
     pub returns_stock: bool,
+    /// A release by expiry: the hold lapsed unpaid and counts against the
+    /// buyer (`limits.max_lapsed_holds`) when this rebuild writes it.
+    pub lapsed: bool,
 }
 
 /// What one rebuild call did.
@@ -89,7 +92,8 @@ impl Drift {
                 .arg(row.created_ms)
                 .arg(row.expires_ms)
                 .arg(row.keep_ms.max(1))
-                .arg(if row.returns_stock { "1" } else { "0" });
+                .arg(if row.returns_stock { "1" } else { "0" })
+                .arg(if row.lapsed { "1" } else { "0" });
         }
         let reply: Vec<String> = self
             .core

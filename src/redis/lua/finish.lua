@@ -2,13 +2,17 @@
 -- finish.lua: mirror a final state decided in MySQL onto the Redis reservation,
 -- returning stock and the user's quota exactly once however often it runs.
 --
--- KEYS[1] sku hash  KEYS[2] reservation hash  KEYS[3] buyer hash (`n` live units)
+-- KEYS[1] sku hash  KEYS[2] reservation hash  KEYS[3] buyer hash (`n` live units,
+--         `x` holds lapsed unpaid)
 -- ARGV[1] final status: CONFIRMED | RELEASED | REJECTED
 -- ARGV[2] user_id  ARGV[3] count  ARGV[4] record ttl ms (for a tombstone)
 -- ARGV[5] sold-out Pub/Sub channel  ARGV[6] event subject (`<sku>` or `<sku>.<bucket>`)
 -- ARGV[7] '1' when a rejection leaves the unit in MySQL's stock (LIMIT_EXCEEDED)
 -- ARGV[8] the SKU's bucket count the caller routed with: a bucket hash that
 --         says otherwise answers {'LAYOUT'} and nothing is written
+-- ARGV[9] '1' when the release is an expiry (reason EXPIRED): the hold lapsed
+--         unpaid, and the buyer's `x` counts it (reserve.lua and order.lua
+--         refuse a buyer whose `x` reached `limits.max_lapsed_holds`)
 --
 -- RESERVED -> RELEASED  : available += count, user -= count
 -- RESERVED -> REJECTED  : user -= count (OVER_ADMITTED: MySQL never had the unit,
@@ -16,6 +20,11 @@
 --                         and the record is marked `returned` so the reconciler's
 --                         snapshot no longer counts it as holding stock
 -- RESERVED -> CONFIRMED : status only
+-- An expiry (ARGV[9]) also adds 1 to the buyer's `x`, once: on the transition,
+-- or with the tombstone when the record was gone (its lapse was never counted).
+-- `x` lives as long as the buyer's hash: the expiry reserve.lua gave it (time
+-- to pay + retention, from the last admission), or that lifetime from now if
+-- the hash had none (it was gone too).
 -- Returns {'APPLIED'} on the transition, {'ALREADY', status} when the record is
 -- already final, {'TOMBSTONE'} when no record existed (Redis lost it or it
 -- expired): a tombstone with the final status is written so a replay of the
@@ -24,6 +33,13 @@
 
 local sku_key, res_key, user_key = KEYS[1], KEYS[2], KEYS[3]
 local final, user_id, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+local function count_lapse()
+  if final == 'RELEASED' and ARGV[9] == '1' then
+    redis.call('HINCRBY', user_key, 'x', 1)
+    redis.call('PEXPIRE', user_key, ARGV[4], 'NX')
+  end
+end
 
 if redis.call('EXISTS', sku_key) == 1
     and (redis.call('HGET', sku_key, 'buckets') or '1') ~= (ARGV[8] or '1') then
@@ -35,6 +51,7 @@ if not status then
   redis.call('HSET', res_key, 'user', user_id, 'count', ARGV[3], 'status', final,
     'created_ms', '0', 'expires_ms', '0')
   redis.call('PEXPIRE', res_key, tonumber(ARGV[4]))
+  count_lapse()
   return {'TOMBSTONE'}
 end
 if status ~= 'RESERVED' then
@@ -53,6 +70,7 @@ if final == 'RELEASED' or final == 'REJECTED' then
       redis.call('HINCRBY', user_key, 'n', -count)
     end
   end
+  count_lapse()
 end
 local restock = final == 'RELEASED' or (final == 'REJECTED' and ARGV[7] == '1')
 if final == 'REJECTED' and ARGV[7] == '1' then

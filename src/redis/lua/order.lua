@@ -34,6 +34,8 @@
 --
 -- ARGV[1] reservation ttl ms  ARGV[2] record retention ms
 -- ARGV[3] outbox max length   ARGV[4] sold-out Pub/Sub channel
+-- ARGV[5] lapsed holds that refuse a buyer a line (`limits.max_lapsed_holds`,
+--         the buyer hash's `x` that finish.lua counts, as in reserve.lua; 0 = off)
 -- then per order, in turn: order_id, user_id, the line list
 -- (`sku:count,...`), n its line count, then per line (sorted by SKU id)
 -- sku_id, count.
@@ -48,8 +50,10 @@
 --   {'MISMATCH'}        the order id was used with another user or other lines,
 --                       or a line's SKU already has a reservation of that id
 --   {'REFUSED', i, why, a, b}  line i cannot be held: why is NOT_LOADED,
---                       SPLIT (a split SKU: not on this path), LIMIT (a =
---                       bought, b = limit), SOLD_OUT, INSUFFICIENT (a = left)
+--                       SPLIT (a split SKU: not on this path), LAPSED (a =
+--                       the buyer's lapsed holds of the SKU, b = the cap),
+--                       LIMIT (a = bought, b = limit), SOLD_OUT,
+--                       INSUFFICIENT (a = left)
 --   {'BACKPRESSURE'}    the order shard's outbox is full
 --   {'BUSY'}            an attempt of the intent protocol holds this order id
 --   {'ERROR', text}     a command failed while this order was decided
@@ -64,6 +68,7 @@ local ttl_ms = tonumber(ARGV[1])
 local retention_ms = tonumber(ARGV[2])
 local outbox_max = tonumber(ARGV[3])
 local channel = ARGV[4]
+local max_lapsed = tonumber(ARGV[5])
 
 -- One clock (Redis TIME) for every order of the batch.
 local t = redis.call('TIME')
@@ -151,7 +156,12 @@ local function order_one(k, a, n)
     if redis.call('EXISTS', KEYS[ki + 1]) == 1 then
       return {'MISMATCH'}
     end
-    local units = tonumber(redis.call('HGET', KEYS[ki + 2], 'n') or '0')
+    -- the buyer's live units and lapsed holds, in one read
+    local buyer = redis.call('HMGET', KEYS[ki + 2], 'n', 'x')
+    if max_lapsed > 0 and buyer[2] and tonumber(buyer[2]) >= max_lapsed then
+      return {'REFUSED', tostring(i), 'LAPSED', buyer[2], ARGV[5]}
+    end
+    local units = tonumber(buyer[1] or '0')
     if units + count > sku.limit then
       return {'REFUSED', tostring(i), 'LIMIT', string.format('%.0f', units),
         string.format('%.0f', sku.limit)}
@@ -210,7 +220,7 @@ local function error_text(err)
 end
 
 local replies = {}
-local k, a = 1, 5
+local k, a = 1, 6
 while a <= #ARGV do
   local n = tonumber(ARGV[a + 3])
   local ok, reply = pcall(order_one, k, a, n)

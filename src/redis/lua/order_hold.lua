@@ -22,14 +22,16 @@
 -- ARGV[7] record lifetime ms  ARGV[8] sold-out channel  ARGV[9] event subject
 -- ARGV[10] the bucket count the caller routed with
 -- ARGV[11] the attempt's deadline ms (Redis time)
+-- ARGV[12] lapsed holds that refuse the buyer (`limits.max_lapsed_holds`, the
+--          buyer hash's `x` that finish.lua counts, as in reserve.lua; 0 = off)
 --
 -- Returns {'OK', available_after}, {'HELD', available} (this attempt held
 -- it already: a re-sent call), {'ABORTED'} (the attempt was undone, or
 -- its deadline passed),
 -- {'MISMATCH'} (a record of this id that is not this attempt's),
--- {'NOT_LOADED'}, {'LIMIT', bought, limit}, {'DRY', left} (a split bucket
--- that is not drained: lease first), {'SOLD_OUT'}, {'INSUFFICIENT', left},
--- {'LAYOUT', buckets}.
+-- {'NOT_LOADED'}, {'LAPSED', lapsed, cap}, {'LIMIT', bought, limit},
+-- {'DRY', left} (a split bucket that is not drained: lease first),
+-- {'SOLD_OUT'}, {'INSUFFICIENT', left}, {'LAYOUT', buckets}.
 
 local sku_key, res_key, buyer_key, winners_key, tomb_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local order_id, user_id, count_arg, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -60,7 +62,12 @@ if not (sku[1] and sku[2]) then
 end
 local drained = buckets == '1' or sku[4] == '1'
 local available, limit = tonumber(sku[1]), tonumber(sku[2])
-local bought = tonumber(redis.call('HGET', buyer_key, 'n') or '0')
+local buyer = redis.call('HMGET', buyer_key, 'n', 'x')
+local max_lapsed = tonumber(ARGV[12] or '0')
+if max_lapsed > 0 and buyer[2] and tonumber(buyer[2]) >= max_lapsed then
+  return {'LAPSED', buyer[2], ARGV[12]}
+end
+local bought = tonumber(buyer[1] or '0')
 if bought + count > limit then
   return {'LIMIT', string.format('%.0f', bought), string.format('%.0f', limit)}
 end

@@ -17,15 +17,22 @@
 -- - record RESERVED, ledger RELEASED/REJECTED: the lost release mirror, exactly
 --   as finish.lua would do it (stock and quota back once);
 -- - anything else: already right, or in flight — left alone.
+-- A row released by expiry (lapsed '1') whose release this call writes (a
+-- tombstone, or the lost mirror) also counts the lapse in the buyer's `x`, as
+-- finish.lua does, with the buyer's hash kept at least as long as the record:
+-- the lapse counts (`limits.max_lapsed_holds`) of the replay window come back
+-- from MySQL's EXPIRED rows. A tombstone or final record Redis still holds was
+-- counted when it was written, so a repeat counts nothing twice.
 -- Every step is conditional on what Redis holds, so the script is idempotent
 -- and safe beside live traffic (each call is atomic; a batch is small).
 --
 -- KEYS[1] sku hash  KEYS[2] winners set
 -- KEYS[1 + 2i] reservation hash of row i, KEYS[2 + 2i] its buyer's hash (`n` live units; i >= 1)
 -- ARGV[1] sold-out channel  ARGV[2] event subject (`<sku>`, or `<sku>.<bucket>` of a split SKU)
--- then 8 per row: request_id, user_id, count, status, created_ms, expires_ms,
+-- then 9 per row: request_id, user_id, count, status, created_ms, expires_ms,
 --   keep_ms (how much longer Redis would still hold it), returns_stock ('1' for a
---   rejection whose unit stays in MySQL's stock)
+--   rejection whose unit stays in MySQL's stock), lapsed ('1' for a release by
+--   expiry)
 -- Returns {restored, finished, unchanged}.
 
 local sku_key, winners_key = KEYS[1], KEYS[2]
@@ -53,11 +60,19 @@ local function quota_back(user_key, count)
   end
 end
 
+local function count_lapse(user_key, keep_ms)
+  redis.call('HINCRBY', user_key, 'x', 1)
+  if redis.call('PTTL', user_key) < keep_ms then
+    redis.call('PEXPIRE', user_key, keep_ms)
+  end
+end
+
 for i = 1, n do
   local res_key, user_key = KEYS[1 + 2 * i], KEYS[2 + 2 * i]
-  local a = 2 + (i - 1) * 8
+  local a = 2 + (i - 1) * 9
   local rid, user, count_s, status = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local created, expires, keep_ms, returns = ARGV[a + 5], ARGV[a + 6], tonumber(ARGV[a + 7]), ARGV[a + 8]
+  local lapsed = status == 'RELEASED' and ARGV[a + 9] == '1'
   local count = tonumber(count_s)
   local live = status == 'RESERVED' or status == 'CONFIRMED'
   local rec = redis.call('HMGET', res_key, 'status', 'created_ms')
@@ -79,6 +94,8 @@ for i = 1, n do
       if redis.call('PTTL', user_key) < keep_ms then
         redis.call('PEXPIRE', user_key, keep_ms)
       end
+    elseif lapsed then
+      count_lapse(user_key, keep_ms)
     end
     restored = restored + 1
   elseif held == 'RESERVED' and status == 'CONFIRMED' then
@@ -89,6 +106,9 @@ for i = 1, n do
     quota_back(user_key, count)
     if status == 'RELEASED' then
       stock_back(count)
+      if lapsed then
+        count_lapse(user_key, keep_ms)
+      end
     elseif returns == '1' then
       redis.call('HSET', res_key, 'returned', '1')
       stock_back(count)

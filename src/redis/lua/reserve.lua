@@ -25,13 +25,16 @@
 -- then per request i (1-based):
 -- KEYS[2+2i] reservation hash
 -- KEYS[3+2i] buyer hash   (`n`: live units of this buyer for this SKU;
---                          `t`: next attempt time of the rate limit, `limits.per_user_*`)
+--                          `t`: next attempt time of the rate limit, `limits.per_user_*`;
+--                          `x`: the buyer's holds of this SKU that lapsed unpaid,
+--                          counted by finish.lua)
 -- ARGV[1] sku_id  ARGV[2] reservation ttl ms  ARGV[3] record retention ms
 -- ARGV[4] outbox max length  ARGV[5] sold-out Pub/Sub channel
 -- ARGV[6] buyer attempts per second (0 = no rate limit)  ARGV[7] buyer burst
 -- ARGV[8] the SKU's bucket count the caller routed with  ARGV[9] event subject
 --         (`<sku>`, or `<sku>.<bucket>` for a bucket of a split SKU)
--- then per request i: ARGV[7+3i] request_id  ARGV[8+3i] user_id  ARGV[9+3i] count
+-- ARGV[10] lapsed holds that refuse a buyer (`limits.max_lapsed_holds`; 0 = off)
+-- then per request i: ARGV[8+3i] request_id  ARGV[9+3i] user_id  ARGV[10+3i] count
 --
 -- Returns one reply per request, in the order given.
 --
@@ -52,7 +55,8 @@ local outbox_max = tonumber(ARGV[4])
 local channel = ARGV[5]
 local rps, burst = tonumber(ARGV[6]), tonumber(ARGV[7])
 local subject = ARGV[9] or sku_id
-local requests = (#ARGV - 9) / 3
+local max_lapsed = tonumber(ARGV[10])
+local requests = (#ARGV - 10) / 3
 
 -- What every request of the batch shares is read once: the SKU (bucket) hash,
 -- the clock, the outbox length. The requests then change local copies, and
@@ -110,7 +114,7 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg)
     return {'NOT_LOADED'}
   end
 
-  local buyer = redis.call('HMGET', buyer_key, 'n', 't')
+  local buyer = redis.call('HMGET', buyer_key, 'n', 't', 'x')
   local bought = tonumber(buyer[1] or '0')
 
   -- 3. the buyer's rate limit, after the replay check (a replay is never limited).
@@ -136,15 +140,23 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg)
 
   -- A refusal below still records the attempt (rate limit on). A hash holding
   -- only `t` expires once the TAT lies in the past, so memory is bounded by the
-  -- active buyers; one that also holds `n` keeps the longer expiry of its units.
+  -- active buyers; one that also holds `n` or `x` keeps the longer expiry of
+  -- its units and lapses.
   local function refuse(reply)
     if next_tat then
       redis.call('HSET', buyer_key, 't', string.format('%.3f', next_tat))
-      if not buyer[1] then
+      if not buyer[1] and not buyer[3] then
         redis.call('PEXPIRE', buyer_key, math.ceil(next_tat - now_ms) + 1000)
       end
     end
     return reply
+  end
+
+  -- 3b. the cap on churned holds (OWASP OAT-021): a buyer whose holds of this
+  -- SKU lapsed unpaid `max_lapsed` times within the replay window is refused
+  -- (the count, `x`, is read by the HMGET above: no command of its own)
+  if max_lapsed > 0 and buyer[3] and tonumber(buyer[3]) >= max_lapsed then
+    return refuse({'LAPSED', buyer[3], ARGV[10]})
   end
 
   -- 4. per-user limit, from SKU config held in Redis
@@ -204,7 +216,7 @@ end
 local replies = {}
 for i = 1, requests do
   local ok, reply = pcall(reserve_one, KEYS[2 + 2 * i], KEYS[3 + 2 * i],
-    ARGV[7 + 3 * i], ARGV[8 + 3 * i], ARGV[9 + 3 * i])
+    ARGV[8 + 3 * i], ARGV[9 + 3 * i], ARGV[10 + 3 * i])
   if ok then
     replies[i] = reply
   else

@@ -34,6 +34,10 @@ pub enum ApiError {
     InsufficientStock { available: u64 },
     #[error("per-user limit {limit} reached ({bought} held)")]
     LimitExceeded { bought: u64, limit: u64 },
+    /// The buyer's holds on the SKU that lapsed unpaid reached
+    /// `limits.max_lapsed_holds` (carried: the count and the cap).
+    #[error("{lapsed} holds of this buyer on this SKU lapsed unpaid; at most {max} may")]
+    LapseLimit { lapsed: u64, max: u64 },
     #[error("request_id was used with another user or count")]
     IdempotencyMismatch,
     #[error("the reservation was released")]
@@ -49,7 +53,8 @@ pub enum ApiError {
     #[error("the time to pay was extended {0} times already, the most allowed")]
     ExtensionLimit(u32),
     /// An order refused on one line: the line's SKU and the refusal
-    /// (`SOLD_OUT`, `INSUFFICIENT_STOCK`, `LIMIT_EXCEEDED`, `SKU_NOT_FOUND`),
+    /// (`SOLD_OUT`, `INSUFFICIENT_STOCK`, `LIMIT_EXCEEDED`, `LAPSE_LIMIT`,
+    /// `SKU_NOT_FOUND`),
     /// whose code and status the answer takes, with a `line` member.
     #[error("order line sku_id {sku_id}: {refusal}")]
     OrderRefused { sku_id: u64, refusal: Box<ApiError> },
@@ -93,6 +98,7 @@ impl ApiError {
             Self::SoldOut => "SOLD_OUT",
             Self::InsufficientStock { .. } => "INSUFFICIENT_STOCK",
             Self::LimitExceeded { .. } => "LIMIT_EXCEEDED",
+            Self::LapseLimit { .. } => "LAPSE_LIMIT",
             Self::IdempotencyMismatch => "IDEMPOTENCY_MISMATCH",
             Self::ReservationReleased => "RESERVATION_RELEASED",
             Self::ReservationConfirmed => "RESERVATION_CONFIRMED",
@@ -134,6 +140,7 @@ impl ResponseError for ApiError {
             Self::SoldOut
             | Self::InsufficientStock { .. }
             | Self::LimitExceeded { .. }
+            | Self::LapseLimit { .. }
             | Self::ReservationReleased
             | Self::ReservationConfirmed
             | Self::ReservationRejected
@@ -219,6 +226,11 @@ mod tests {
                 },
                 409,
                 "LIMIT_EXCEEDED",
+            ),
+            (
+                ApiError::LapseLimit { lapsed: 2, max: 2 },
+                409,
+                "LAPSE_LIMIT",
             ),
             (ApiError::IdempotencyMismatch, 422, "IDEMPOTENCY_MISMATCH"),
             (ApiError::SkuNotFound(1), 404, "SKU_NOT_FOUND"),

@@ -142,8 +142,10 @@ problems! {
     OrderSkuNotFound = 404 ["SKU_NOT_FOUND"];
     /// The order was not held: its first line (by `sku_id`) that could not
     /// be held is named by the `line` member with why (`SOLD_OUT`,
-    /// `INSUFFICIENT_STOCK`, `LIMIT_EXCEEDED`); nothing is held.
-    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED"];
+    /// `INSUFFICIENT_STOCK`, `LIMIT_EXCEEDED`, `LAPSE_LIMIT`: the buyer's
+    /// holds on that SKU lapsed unpaid `limits.max_lapsed_holds` times);
+    /// nothing is held.
+    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT"];
     /// Not confirmed: the order was released (expired or cancelled; refund
     /// the buyer) or rejected by the ledger.
     OrderConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED"];
@@ -161,8 +163,10 @@ problems! {
     /// type). Nothing was read or written.
     UnsupportedMediaType = 415 ["UNSUPPORTED_MEDIA_TYPE"];
     /// Not reserved: `SOLD_OUT` (nothing left), `INSUFFICIENT_STOCK` (fewer
-    /// units left than asked for) or `LIMIT_EXCEEDED` (the user's per-SKU limit).
-    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED"];
+    /// units left than asked for), `LIMIT_EXCEEDED` (the user's per-SKU limit)
+    /// or `LAPSE_LIMIT` (the user's holds on this SKU lapsed unpaid
+    /// `limits.max_lapsed_holds` times). Nothing is held.
+    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT"];
     /// This `request_id` was already used with another user or count.
     IdempotencyMismatch = 422 ["IDEMPOTENCY_MISMATCH"];
     /// Not confirmed: the reservation was released (expired or cancelled;
@@ -230,6 +234,7 @@ fn line_schema() -> ObjectBuilder {
                     "SOLD_OUT",
                     "INSUFFICIENT_STOCK",
                     "LIMIT_EXCEEDED",
+                    "LAPSE_LIMIT",
                     "SKU_NOT_FOUND",
                 ])),
         )

@@ -279,6 +279,7 @@ mod tests {
                 bought: 1,
                 limit: 1,
             },
+            ApiError::LapseLimit { lapsed: 2, max: 2 },
             ApiError::IdempotencyMismatch,
             ApiError::ReservationReleased,
             ApiError::ReservationConfirmed,

@@ -31,7 +31,9 @@ use crate::roles::api::ApiState;
 /// Idempotent on `order_id`: an identical retry replays the first answer
 /// (200 with `Idempotent-Replayed: true`); the same id with another user or
 /// other lines is 422. Each line counts against its SKU's `limit_per_user`
-/// together with the buyer's single reservations. Needs a client token with
+/// together with the buyer's single reservations, and a line on a SKU where
+/// the buyer's holds lapsed unpaid `limits.max_lapsed_holds` times is
+/// refused (409 `LAPSE_LIMIT`). Needs a client token with
 /// scope `reserve` when `auth.required` is true.
 #[utoipa::path(
     post,
@@ -222,6 +224,10 @@ async fn refusal(
         LineRefusal::LimitExceeded { bought, limit } => (
             "limit_exceeded",
             refused(sku_id, ApiError::LimitExceeded { bought, limit }),
+        ),
+        LineRefusal::LapseLimit { lapsed, max } => (
+            "lapse_limit",
+            refused(sku_id, ApiError::LapseLimit { lapsed, max }),
         ),
         LineRefusal::NotLoaded => match not_loaded(state, sku_id).await {
             err @ ApiError::SkuNotFound(_) => ("not_found", refused(sku_id, err)),

@@ -29,7 +29,8 @@ use crate::roles::api::ApiState;
 ///
 /// Idempotent on `request_id`: an identical retry replays the first answer
 /// (200 with `Idempotent-Replayed: true`); the same id with another user or
-/// count is 422.
+/// count is 422. A buyer whose holds on the SKU lapsed unpaid
+/// `limits.max_lapsed_holds` times is refused (409 `LAPSE_LIMIT`).
 ///
 /// Needs a client token with scope `reserve` when `auth.required` is true
 /// (contract §6, "Who may call").
@@ -210,6 +211,7 @@ async fn answer(
         ReserveOutcome::LimitExceeded { bought, limit } => {
             Err(ApiError::LimitExceeded { bought, limit })
         }
+        ReserveOutcome::LapseLimit { lapsed, max } => Err(ApiError::LapseLimit { lapsed, max }),
         ReserveOutcome::SoldOut => Err(ApiError::SoldOut),
         ReserveOutcome::Insufficient { available } => {
             Err(ApiError::InsufficientStock { available })
