@@ -183,7 +183,13 @@ async fn the_commit_and_the_sweepers_abort_have_one_winner() {
         ));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let outcome = app.res.redis.orders().commit(&late, &of, &[]).await.unwrap();
+    let outcome = app
+        .res
+        .redis
+        .orders()
+        .commit(&late, &of, &[])
+        .await
+        .unwrap();
     assert!(
         matches!(outcome, CommitOutcome::Late | CommitOutcome::Lost),
         "{outcome:?}"
@@ -203,7 +209,13 @@ async fn the_commit_and_the_sweepers_abort_have_one_winner() {
             LineHold::Held { .. }
         ));
     }
-    let outcome = app.res.redis.orders().commit(&in_time, &of, &[]).await.unwrap();
+    let outcome = app
+        .res
+        .redis
+        .orders()
+        .commit(&in_time, &of, &[])
+        .await
+        .unwrap();
     assert!(
         matches!(outcome, CommitOutcome::Committed { .. }),
         "{outcome:?}"

@@ -160,7 +160,11 @@ pub(super) async fn record_release(
         tx.commit().await?;
         return Ok(row);
     }
-    let mut rows = [ledger::NewRow::new(&msg, ReservationStatus::Released, Some(why))];
+    let mut rows = [ledger::NewRow::new(
+        &msg,
+        ReservationStatus::Released,
+        Some(why),
+    )];
     ledger::note_inserted(&mut out, &mut rows, now_ms);
     ledger::insert_rows(&mut tx, &rows).await?;
     event_outbox::stage(&mut tx, out, now_ms).await?;
