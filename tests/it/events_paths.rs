@@ -63,7 +63,7 @@ impl Hold {
     ) -> Option<Self> {
         let request = app.client.post(app.url(path)).json(body);
         let (status, _) = crate::helpers::http::send_for_json(request).await;
-        (status == 201).then(|| Hold {
+        (status == 201).then_some(Hold {
             id,
             order: skus.len() > 1,
             skus,
