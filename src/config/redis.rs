@@ -52,6 +52,11 @@ pub struct RedisSettings {
     /// request for an idle bucket never waits.
     #[serde(default)]
     pub batch_linger_us: u64,
+    /// Most requests (by weight: an order counts its lines) queued for one
+    /// bucket's calls, beside those in flight; past it a request is refused
+    /// at once with 503 instead of queueing without bound.
+    #[serde(default = "default_batch_queue_max")]
+    pub batch_queue_max: usize,
     /// CA and client certificate of a `rediss://` URL.
     pub tls: TlsFiles,
 }
@@ -89,6 +94,12 @@ fn default_batch_in_flight() -> usize {
     2
 }
 
+/// 64 full calls of the default `batch_max`: a few tens of milliseconds of a
+/// busy SKU's work, far more than a sale's concurrency per api node needs.
+fn default_batch_queue_max() -> usize {
+    4096
+}
+
 /// Longest `redis.batch_linger_us`: a linger is a latency every batched
 /// request may pay.
 const BATCH_LINGER_MAX_US: u64 = 1000;
@@ -122,6 +133,11 @@ impl RedisSettings {
                 (1..=1024).contains(&self.batch_max),
                 "redis.batch_max",
                 "must be in 1..=1024",
+            ),
+            (
+                self.batch_queue_max >= self.batch_max,
+                "redis.batch_queue_max",
+                "must be >= redis.batch_max",
             ),
             (
                 (1..=64).contains(&self.batch_in_flight),

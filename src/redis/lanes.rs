@@ -25,6 +25,14 @@
 //! request is decided (`{'ERROR', …}` from the script) fails that request
 //! alone. Either way a request whose decision was written before the error is
 //! found by its replay.
+//!
+//! Limits (issue 51): a lane queues at most `redis.batch_queue_max` of weight;
+//! past it a request is refused at once (503), never queued without bound. A
+//! request whose caller has stopped waiting (its bound passed: it answered
+//! 503 already) is dropped from its batch, never sent. A driver is uncounted
+//! however it ends — also when its task is dropped with its runtime (a worker
+//! stopping first in a graceful shutdown) — and the last one to go fails what
+//! is still queued, so no request waits for a driver that is gone.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -45,6 +53,8 @@ pub struct Batching {
     pub in_flight: usize,
     /// A busy lane's wait for a fuller batch.
     pub linger: Duration,
+    /// Most weight queued in one lane (beside the calls in flight).
+    pub queue_max: usize,
 }
 
 /// One batch script: what a lane calls, and on what.
@@ -113,6 +123,7 @@ impl<C: BatchCall> Lanes<C> {
         let batching = Batching {
             max: batching.max.max(1),
             in_flight: batching.in_flight.max(1),
+            queue_max: batching.queue_max.max(1),
             ..batching
         };
         Self {
@@ -160,6 +171,13 @@ impl<C: BatchCall> Lanes<C> {
                 queue: Vec::new(),
                 drivers: 0,
             });
+            let queued: usize = lane.queue.iter().map(|p| C::weight(&p.ask)).sum();
+            if !lane.queue.is_empty() && queued + C::weight(&ask) > self.inner.batching.queue_max {
+                metrics::counter!("stockd_lane_queue_full_total").increment(1);
+                return Err(RedisError::Pool(format!(
+                    "{queued} requests already queued for this key (redis.batch_queue_max)"
+                )));
+            }
             lane.queue.push(Pending { ask, reply });
             let room = lane.drivers < self.inner.batching.in_flight;
             if room {
@@ -168,7 +186,12 @@ impl<C: BatchCall> Lanes<C> {
             room
         };
         if start {
-            tokio::spawn(self.inner.clone().drive(key));
+            let slot = DriverSlot {
+                inner: self.inner.clone(),
+                key,
+                counted: true,
+            };
+            tokio::spawn(slot.drive());
         }
         answer
             .await
@@ -176,35 +199,58 @@ impl<C: BatchCall> Lanes<C> {
     }
 }
 
-impl<C: BatchCall> Inner<C> {
-    /// Sends the lane's calls one after the other until its queue is empty;
-    /// the last driver to leave drops the lane.
-    async fn drive(self: Arc<Self>, key: Arc<C::Key>) {
-        let Batching { max, linger, .. } = self.batching;
+/// A lane's driver: sends the lane's calls one after the other until its
+/// queue is empty. It is counted in `Lane::drivers` from its spawn until it
+/// is dropped, however that happens ([`Drop`] below).
+struct DriverSlot<C: BatchCall> {
+    inner: Arc<Inner<C>>,
+    key: Arc<C::Key>,
+    /// Still counted in its lane: cleared where the driver leaves an empty
+    /// queue (under the lock that saw it empty, so a request queued right
+    /// after starts a driver of its own).
+    counted: bool,
+}
+
+impl<C: BatchCall> DriverSlot<C> {
+    async fn drive(mut self) {
+        let Batching { max, linger, .. } = self.inner.batching;
         let mut first = true;
         loop {
-            if !first && !linger.is_zero() && self.queued_weight(&key) < max {
+            if !first && !linger.is_zero() && self.inner.queued_weight(&self.key) < max {
                 tokio::time::sleep(linger).await;
             }
             first = false;
             let batch: Vec<Pending<C::Ask>> = {
-                let mut lanes = self.lanes.lock().expect("lanes lock");
-                let Some(lane) = lanes.get_mut(&key) else {
+                let mut lanes = self.inner.lanes.lock().expect("lanes lock");
+                let Some(lane) = lanes.get_mut(&self.key) else {
+                    self.counted = false;
                     return;
                 };
                 if lane.queue.is_empty() {
                     lane.drivers -= 1;
                     if lane.drivers == 0 {
-                        lanes.remove(&key);
+                        lanes.remove(&self.key);
                     }
+                    self.counted = false;
                     return;
                 }
                 let take = take_by_weight(lane.queue.iter().map(|p| C::weight(&p.ask)), max);
                 lane.queue.drain(..take).collect()
             };
+            // A caller that stopped waiting answered 503 already: its request
+            // is not sent (nothing is held that nobody was told of).
+            let (batch, left): (Vec<_>, Vec<_>) =
+                batch.into_iter().partition(|p| !p.reply.is_closed());
+            if !left.is_empty() {
+                metrics::counter!("stockd_lane_requests_abandoned_total")
+                    .increment(left.len() as u64);
+            }
+            if batch.is_empty() {
+                continue;
+            }
             metrics::histogram!(C::BATCH_SIZE_METRIC).record(batch.len() as f64);
             let asks: Vec<&C::Ask> = batch.iter().map(|p| &p.ask).collect();
-            match self.call_once(&key, &asks).await {
+            match self.inner.call_once(&self.key, &asks).await {
                 Ok(replies) => {
                     for (pending, reply) in batch.into_iter().zip(replies) {
                         let _ = pending.reply.send(Ok(reply));
@@ -219,7 +265,35 @@ impl<C: BatchCall> Inner<C> {
             }
         }
     }
+}
 
+impl<C: BatchCall> Drop for DriverSlot<C> {
+    /// Uncounts the driver; the last one to go drops the lane, failing what
+    /// is still queued (a driver dropped mid-way, with its runtime: nobody
+    /// else would send those requests).
+    fn drop(&mut self) {
+        if !self.counted {
+            return;
+        }
+        let mut lanes = self.inner.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(lane) = lanes.get_mut(&self.key) else {
+            return;
+        };
+        lane.drivers = lane.drivers.saturating_sub(1);
+        if lane.drivers > 0 {
+            return;
+        }
+        let Some(lane) = lanes.remove(&self.key) else {
+            return;
+        };
+        for pending in lane.queue {
+            let stopped = RedisError::Pool("the lane's driver stopped; retry".into());
+            let _ = pending.reply.send(Err(stopped));
+        }
+    }
+}
+
+impl<C: BatchCall> Inner<C> {
     /// One script call, its replies counted against its requests.
     async fn call_once(
         &self,
@@ -262,7 +336,139 @@ fn take_by_weight(weights: impl IntoIterator<Item = usize>, max: usize) -> usize
 
 #[cfg(test)]
 mod tests {
-    use super::take_by_weight;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    /// A script that records what it is sent and answers only when a permit
+    /// is given: the test decides when each call ends.
+    struct Held {
+        sent: Mutex<Vec<u32>>,
+        permits: Arc<Semaphore>,
+    }
+
+    impl BatchCall for Held {
+        type Key = u8;
+        type Ask = u32;
+        const BATCH_SIZE_METRIC: &'static str = "test_lane_batch_size";
+
+        async fn call(&self, _key: &u8, asks: &[&u32]) -> Result<Vec<Vec<String>>, RedisError> {
+            self.sent.lock().unwrap().extend(asks.iter().copied());
+            self.permits.acquire().await.unwrap().forget();
+            Ok(asks.iter().map(|a| vec![a.to_string()]).collect())
+        }
+    }
+
+    fn lanes(queue_max: usize) -> (Lanes<Held>, Arc<Semaphore>) {
+        let permits = Arc::new(Semaphore::new(0));
+        let script = Held {
+            sent: Mutex::new(Vec::new()),
+            permits: permits.clone(),
+        };
+        let batching = Batching {
+            max: 4,
+            in_flight: 1,
+            linger: Duration::ZERO,
+            queue_max,
+        };
+        (Lanes::new(script, batching), permits)
+    }
+
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    /// Past `queue_max` queued, a request is refused at once; the queued
+    /// ones are still answered.
+    #[tokio::test]
+    async fn a_full_lane_refuses_at_once_and_answers_what_it_queued() {
+        let (lanes, permits) = lanes(2);
+        let first = tokio::spawn({
+            let lanes = lanes.clone();
+            async move { lanes.submit(1, 1).await }
+        });
+        settle().await;
+        let queued: Vec<_> = (2..=3)
+            .map(|n| {
+                let lanes = lanes.clone();
+                tokio::spawn(async move { lanes.submit(1, n).await })
+            })
+            .collect();
+        settle().await;
+        let refused = tokio::time::timeout(Duration::from_secs(1), lanes.submit(1, 4)).await;
+        assert!(
+            matches!(refused, Ok(Err(RedisError::Pool(_)))),
+            "refused at once: {refused:?}"
+        );
+        permits.add_permits(2);
+        assert_eq!(first.await.unwrap().unwrap(), vec!["1".to_string()]);
+        for (n, task) in (2..=3).zip(queued) {
+            assert_eq!(task.await.unwrap().unwrap(), vec![n.to_string()]);
+        }
+    }
+
+    /// A queued request whose caller stopped waiting is not sent.
+    #[tokio::test]
+    async fn a_request_whose_caller_left_is_never_sent() {
+        let (lanes, permits) = lanes(16);
+        let first = tokio::spawn({
+            let lanes = lanes.clone();
+            async move { lanes.submit(1, 1).await }
+        });
+        settle().await;
+        let gave_up = tokio::time::timeout(Duration::from_millis(10), lanes.submit(1, 2)).await;
+        assert!(gave_up.is_err(), "its caller's bound passed");
+        let kept = tokio::spawn({
+            let lanes = lanes.clone();
+            async move { lanes.submit(1, 3).await }
+        });
+        settle().await;
+        permits.add_permits(2);
+        first.await.unwrap().unwrap();
+        assert_eq!(kept.await.unwrap().unwrap(), vec!["3".to_string()]);
+        assert_eq!(*lanes.script().sent.lock().unwrap(), vec![1, 3]);
+    }
+
+    /// A driver dropped with its runtime (a worker stopping first) is
+    /// uncounted: what it left queued is failed, and the lane serves the
+    /// next request with a driver of its own.
+    #[test]
+    fn a_driver_dropped_with_its_runtime_does_not_block_the_lane() {
+        let (lanes, permits) = lanes(16);
+        let worker = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let main = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let in_flight = {
+            let lanes = lanes.clone();
+            worker.spawn(async move { lanes.submit(1, 1).await })
+        };
+        worker.block_on(settle());
+        let queued = {
+            let lanes = lanes.clone();
+            main.spawn(async move { lanes.submit(1, 2).await })
+        };
+        main.block_on(settle());
+        drop(worker);
+        drop(in_flight);
+        let answer =
+            main.block_on(async { tokio::time::timeout(Duration::from_secs(5), queued).await });
+        let answer = answer.expect("the queued request is answered").unwrap();
+        assert!(matches!(answer, Err(RedisError::Pool(_))), "{answer:?}");
+        permits.add_permits(1);
+        let next = main.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), lanes.submit(1, 3)).await
+        });
+        assert_eq!(next.expect("answered").unwrap(), vec!["3".to_string()]);
+    }
 
     #[test]
     fn a_call_takes_what_fits_and_always_the_first() {

@@ -98,6 +98,7 @@ impl RedisStore {
             max: settings.batch_max,
             in_flight: settings.batch_in_flight,
             linger: Duration::from_micros(settings.batch_linger_us),
+            queue_max: settings.batch_queue_max,
         };
         Ok(Self {
             orders: Orders::new(core.clone(), args, batching, cluster),
