@@ -8,10 +8,20 @@
 //! could take the port, and the test then talks to the wrong peer (seen once:
 //! a TLS handshake answered by a plain-text server). Below the ephemeral range
 //! only explicit binds compete, and a random pick checked by a bind makes two
-//! tests choosing at once unlikely to collide.
+//! tests choosing at once unlikely to collide. A port is handed out at most
+//! once per test process: a server that has its port but has not bound it yet
+//! (RabbitMQ binds its distribution port seconds after its start; a server in
+//! a network namespace binds where this check cannot see) is never given
+//! the same port again (seen once: chaos s20's RabbitMQ found its
+//! distribution port taken, `dist_port_already_used … not_erlang`).
 
+use std::collections::HashSet;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Every port this process handed out.
+static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// Lowest port handed out (above the well-known and most registered ports).
 const LOW: u16 = 20_000;
@@ -41,7 +51,10 @@ pub fn free_port() -> u16 {
     let span = u64::from(high - LOW);
     for _ in 0..1_000 {
         let port = LOW + (pick() % span) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        let given = given.get_or_insert_with(HashSet::new);
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
             return port;
         }
     }
