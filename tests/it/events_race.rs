@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::events::EventTap;
+use crate::helpers::http::order_body;
 use crate::helpers::{poll_until_steady, TestApp, TestOptions};
 
 /// How long the events may take to arrive (relay passes, a busy machine).
@@ -107,11 +108,8 @@ async fn an_order_confirmed_before_the_consumer_is_told_with_one_body_per_id() {
     app.create_sku(1, 2, 2).await;
     app.create_sku(2, 1, 1).await;
     let tap = EventTap::bind(&app, "#").await;
-    let order = json!({"order_id": "race-o", "user_id": 1,
-        "lines": [{"sku_id": 1, "count": 1}, {"sku_id": 2, "count": 1}]});
-    let (status, body) =
-        crate::helpers::http::send_for_json(app.client.post(app.url("/v1/orders")).json(&order))
-            .await;
+    let order = order_body("race-o", 1, &[(1, 1), (2, 1)]);
+    let (status, body) = app.place_order(&order).await;
     assert_eq!(status, 201, "{body}");
     let (status, body) = app.post_json("/v1/orders/race-o/confirm").await;
     assert_eq!(status, 200, "{body}");

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_redis::redis;
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use crate::helpers::http::order_body;
 use crate::helpers::{TestApp, TestOptions};
 use stockd::domain::{SkuId, UserId};
 use stockd::redis::Keys;
@@ -170,26 +171,6 @@ async fn with_the_cap_off_lapsed_holds_are_counted_and_nothing_is_refused() {
     app.finish_drained_and_conserved(1).await;
 }
 
-fn order(order_id: &str, user: u64, lines: &[(u64, u32)]) -> Value {
-    let lines: Vec<Value> = lines
-        .iter()
-        .map(|&(sku, count)| json!({"sku_id": sku, "count": count}))
-        .collect();
-    json!({"order_id": order_id, "user_id": user, "lines": lines})
-}
-
-async fn place(app: &TestApp, body: &Value) -> (u16, Value) {
-    let resp = app
-        .client
-        .post(app.url("/v1/orders"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 /// Order lines lapse like reservations and count on their SKU: after two
 /// orders lapsed, an order with a line on that SKU is 409 LAPSE_LIMIT naming
 /// the line, nothing held, and so is a single reservation there; an order of
@@ -202,7 +183,12 @@ async fn order_lines_lapse_and_count_like_reservations() {
         app.create_sku(sku, 10, 5).await;
     }
     for (i, id) in ["o1", "o2"].into_iter().enumerate() {
-        assert_eq!(place(&app, &order(id, 1, &[(1, 1), (2, 1)])).await.0, 201);
+        assert_eq!(
+            app.place_order(&order_body(id, 1, &[(1, 1), (2, 1)]))
+                .await
+                .0,
+            201
+        );
         wait_lapsed(&app, 1, id, 1, i as i64 + 1).await;
         wait_lapsed(&app, 2, id, 1, i as i64 + 1).await;
     }
@@ -211,7 +197,9 @@ async fn order_lines_lapse_and_count_like_reservations() {
     }
     let rows_before = app.ledger_rows().await;
 
-    let (status, body) = place(&app, &order("o3", 1, &[(2, 1), (3, 1)])).await;
+    let (status, body) = app
+        .place_order(&order_body("o3", 1, &[(2, 1), (3, 1)]))
+        .await;
     assert_eq!(
         (status, body["code"].as_str()),
         (409, Some("LAPSE_LIMIT")),
@@ -234,13 +222,23 @@ async fn order_lines_lapse_and_count_like_reservations() {
         );
     }
     assert_eq!(app.ledger_rows().await, rows_before);
-    let (replayed, body) = place(&app, &order("o2", 1, &[(1, 1), (2, 1)])).await;
+    let (replayed, body) = app
+        .place_order(&order_body("o2", 1, &[(1, 1), (2, 1)]))
+        .await;
     assert_eq!(replayed, 200, "{body}");
 
     // The buyer on a SKU without lapses; another buyer; cancels do not count.
-    assert_eq!(place(&app, &order("o4", 1, &[(3, 1)])).await.0, 201);
+    assert_eq!(
+        app.place_order(&order_body("o4", 1, &[(3, 1)])).await.0,
+        201
+    );
     for id in ["p1", "p2", "p3"] {
-        assert_eq!(place(&app, &order(id, 2, &[(1, 1), (2, 1)])).await.0, 201);
+        assert_eq!(
+            app.place_order(&order_body(id, 2, &[(1, 1), (2, 1)]))
+                .await
+                .0,
+            201
+        );
         app.eventually(&format!("{id} in MySQL"), LAPSE, || async {
             app.ledger_status(1, id).await.is_some()
         })
@@ -250,7 +248,12 @@ async fn order_lines_lapse_and_count_like_reservations() {
             200
         );
     }
-    assert_eq!(place(&app, &order("p4", 2, &[(1, 1), (2, 1)])).await.0, 201);
+    assert_eq!(
+        app.place_order(&order_body("p4", 2, &[(1, 1), (2, 1)]))
+            .await
+            .0,
+        201
+    );
     assert_eq!(lapsed(&app, 1, 2).await, None);
     app.eventually("o4, p4 in MySQL", LAPSE, || async {
         app.ledger_status(3, "o4").await.is_some() && app.ledger_status(1, "p4").await.is_some()

@@ -15,6 +15,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
 
+use crate::helpers::http::order_body as order;
 use crate::helpers::{PrivateRedis, TestApp, TestOptions};
 use stockd::domain::RequestId;
 
@@ -24,14 +25,6 @@ fn options(ttl_secs: u64) -> TestOptions {
         tweak: Some(Arc::new(|s| s.closer.grace_ms = 0)),
         ..TestOptions::default()
     }
-}
-
-fn order(order_id: &str, user: u64, lines: &[(u64, u32)]) -> Value {
-    let lines: Vec<Value> = lines
-        .iter()
-        .map(|&(sku, count)| json!({"sku_id": sku, "count": count}))
-        .collect();
-    json!({"order_id": order_id, "user_id": user, "lines": lines})
 }
 
 async fn place(app: &TestApp, body: &Value) -> (u16, Value, reqwest::header::HeaderMap) {

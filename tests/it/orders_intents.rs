@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
-use serde_json::{json, Value};
+use serde_json::json;
 use stockd::domain::{OrderLines, RequestId, UserId};
 use stockd::ops::invariants;
 use stockd::ops::order_sweeper::sweep_once;
 use stockd::redis::order_holds::{Attempt, LineHold};
 use stockd::redis::order_intents::{CommitOutcome, IntentOutcome};
 
+use crate::helpers::http::order_body;
 use crate::helpers::{TestApp, TestOptions};
 
 fn options(hold_timeout_ms: u64) -> TestOptions {
@@ -34,26 +35,6 @@ fn swept(hold_timeout_ms: u64, sweep_interval_ms: u64) -> TestOptions {
         })),
         ..TestOptions::default()
     }
-}
-
-fn body(order_id: &str, user: u64, of: &[(u64, u32)]) -> Value {
-    let lines: Vec<Value> = of
-        .iter()
-        .map(|&(sku, count)| json!({"sku_id": sku, "count": count}))
-        .collect();
-    json!({"order_id": order_id, "user_id": user, "lines": lines})
-}
-
-async fn place(app: &TestApp, body: &Value) -> (u16, Value) {
-    let resp = app
-        .client
-        .post(app.url("/v1/orders"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap())
 }
 
 /// The SKU view's `available` (a split SKU's: pool and buckets together).
@@ -124,7 +105,7 @@ async fn an_api_that_died_between_line_holds_is_undone_by_the_sweeper() {
     let died = Instant::now();
     assert_eq!((available(&app, 1).await, available(&app, 2).await), (3, 4));
 
-    let (status, problem) = place(&app, &body("dies", 7, &of)).await;
+    let (status, problem) = app.place_order(&order_body("dies", 7, &of)).await;
     assert_eq!(status, 503, "a retry while the attempt holds: {problem}");
     assert_eq!(available(&app, 3).await, 5, "the retry held nothing");
 
@@ -150,7 +131,7 @@ async fn an_api_that_died_between_line_holds_is_undone_by_the_sweeper() {
     assert_eq!(available(&app, 3).await, 5, "the late hold held nothing");
     assert_eq!(app.res.redis.orders().open_intents().await.unwrap(), 0);
 
-    let (status, answer) = place(&app, &body("dies", 7, &of)).await;
+    let (status, answer) = app.place_order(&order_body("dies", 7, &of)).await;
     assert_eq!(status, 201, "{answer}");
     app.wait_ledger_rows(3).await;
     assert_eq!(
@@ -257,14 +238,18 @@ async fn a_split_sku_is_one_line_of_an_order() {
     assert_eq!(status, 200, "{answer}");
     app.create_sku(2, 10, 50).await;
 
-    let (status, answer) = place(&app, &body("split-a", 1, &[(1, 2), (2, 1)])).await;
+    let (status, answer) = app
+        .place_order(&order_body("split-a", 1, &[(1, 2), (2, 1)]))
+        .await;
     assert_eq!(status, 201, "{answer}");
     assert_eq!(
         (available(&app, 1).await, available(&app, 2).await),
         (28, 9)
     );
 
-    let (status, problem) = place(&app, &body("split-b", 2, &[(1, 1), (2, 20)])).await;
+    let (status, problem) = app
+        .place_order(&order_body("split-b", 2, &[(1, 1), (2, 20)]))
+        .await;
     assert_eq!(status, 409, "{problem}");
     assert_eq!(problem["line"]["sku_id"], 2, "{problem}");
     assert_eq!(problem["line"]["code"], "INSUFFICIENT_STOCK", "{problem}");
@@ -382,7 +367,7 @@ async fn a_refused_order_leaves_no_lasting_key_and_releases_only_the_lines_it_se
     of[2].1 = 6;
     let before = app.redis_keys().await;
 
-    let (status, problem) = place(&app, &body("refused-20", 4, &of)).await;
+    let (status, problem) = app.place_order(&order_body("refused-20", 4, &of)).await;
     assert_eq!(status, 409, "{problem}");
     assert_eq!(
         problem["line"],
@@ -462,7 +447,7 @@ async fn an_order_naming_an_unknown_sku_is_refused_before_its_intent() {
     let of: Vec<(u64, u32)> = std::iter::once((1, 1))
         .chain((901..=919).map(|sku| (sku, 1)))
         .collect();
-    let (status, problem) = place(&app, &body("ghosts", 5, &of)).await;
+    let (status, problem) = app.place_order(&order_body("ghosts", 5, &of)).await;
     assert_eq!(
         (status, problem["code"].as_str()),
         (404, Some("SKU_NOT_FOUND")),
@@ -502,7 +487,9 @@ async fn an_order_naming_an_unknown_sku_is_refused_before_its_intent() {
     app.redis_del(&[sku_key]).await;
     let before = app.redis_keys().await;
     for order_id in ["unloaded", "unloaded-b"] {
-        let (status, problem) = place(&app, &body(order_id, 5, &[(1, 1), (2, 1)])).await;
+        let (status, problem) = app
+            .place_order(&order_body(order_id, 5, &[(1, 1), (2, 1)]))
+            .await;
         assert_eq!(status, 503, "{problem}");
         assert!(
             problem["detail"]

@@ -12,7 +12,21 @@ pub async fn send_for_json(request: reqwest::RequestBuilder) -> (u16, Value) {
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
+/// A `POST /v1/orders` body: `order_id` of `user` over `(sku, count)` lines.
+pub fn order_body(order_id: &str, user: u64, lines: &[(u64, u32)]) -> Value {
+    let lines: Vec<Value> = lines
+        .iter()
+        .map(|&(sku, count)| json!({"sku_id": sku, "count": count}))
+        .collect();
+    json!({"order_id": order_id, "user_id": user, "lines": lines})
+}
+
 impl TestApp {
+    /// `POST /v1/orders` with `body`: status and JSON answer.
+    pub async fn place_order(&self, body: &Value) -> (u16, Value) {
+        send_for_json(self.client.post(self.url("/v1/orders")).json(body)).await
+    }
+
     /// `path` on the public listener.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
