@@ -15,6 +15,7 @@ use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::{web, Error, ResponseError};
 use futures_util::future::Either;
 
+use super::auth;
 use super::problem::ApiError;
 use super::ApiState;
 
@@ -35,16 +36,6 @@ where
     }
 }
 
-/// The routes the per-IP limit leaves alone.
-const UNLIMITED_ROUTES: [&str; 6] = [
-    "/livez",
-    "/readyz",
-    "/metrics",
-    "/console",
-    "/console/console.js",
-    "/console/console.css",
-];
-
 /// Bits of an IPv6 address one host is assumed to own: a /64 is what an ISP
 /// hands one subscriber (RFC 6177), so a host that rotates through its
 /// 2^64 addresses still has one bucket.
@@ -62,9 +53,7 @@ fn limit_key(ip: IpAddr) -> IpAddr {
 }
 
 fn limited(route: Option<&str>) -> bool {
-    route.is_none_or(|route| {
-        !UNLIMITED_ROUTES.contains(&route) && !route.starts_with(super::auth::ADMIN_PREFIX)
-    })
+    route.is_none_or(|route| !auth::PROBE_ROUTES.contains(&route) && !auth::is_admin_surface(route))
 }
 
 fn refusal(req: &ServiceRequest) -> Option<ApiError> {

@@ -26,17 +26,26 @@ pub enum Access {
     NoRoute,
 }
 
-/// Routes that never need a client.
-const OPEN_ROUTES: [&str; 8] = [
-    "/livez",
-    "/readyz",
-    "/openapi.json",
-    "/asyncapi.json",
+/// The probes: open, and never rate limited (load balancers and kubelets).
+pub const PROBE_ROUTES: [&str; 2] = ["/livez", "/readyz"];
+
+/// The documents of the API and its events: open to anyone.
+const DOCUMENT_ROUTES: [&str; 2] = ["/openapi.json", "/asyncapi.json"];
+
+/// The admin surface besides `/v1/admin/*`: no client needed (it lives on
+/// `admin.bind` in production), and not rate limited.
+const ADMIN_SURFACE_ROUTES: [&str; 4] = [
     "/metrics",
     "/console",
     "/console/console.js",
     "/console/console.css",
 ];
+
+/// Whether `pattern` is the admin surface: `/v1/admin/*` (checked by the
+/// admin routes themselves), `/metrics` and the console.
+pub fn is_admin_surface(pattern: &str) -> bool {
+    pattern.starts_with(ADMIN_PREFIX) || ADMIN_SURFACE_ROUTES.contains(&pattern)
+}
 
 /// The prefix of the admin routes' patterns.
 pub const ADMIN_PREFIX: &str = "/v1/admin/";
@@ -77,11 +86,14 @@ pub fn access(method: &Method, pattern: Option<&str>) -> Access {
     let Some(pattern) = pattern else {
         return Access::NoRoute;
     };
-    if OPEN_ROUTES.contains(&pattern) {
-        return Access::Open;
-    }
     if pattern.starts_with(ADMIN_PREFIX) {
         return Access::Admin;
+    }
+    if PROBE_ROUTES.contains(&pattern)
+        || DOCUMENT_ROUTES.contains(&pattern)
+        || is_admin_surface(pattern)
+    {
+        return Access::Open;
     }
     SCOPED_ROUTES
         .iter()

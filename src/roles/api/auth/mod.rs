@@ -16,7 +16,7 @@ mod gate;
 mod granted;
 mod trail;
 
-pub use access::{access, Access, ADMIN_PREFIX, SCOPED_ROUTES};
+pub use access::{access, is_admin_surface, Access, ADMIN_PREFIX, PROBE_ROUTES, SCOPED_ROUTES};
 pub use clients::{sha256_hex, ClientName, ClientTable, Known};
 pub use gate::{guard, ANONYMOUS};
 pub use granted::{Granted, Lifecycle, NeedsScope, Read, Reserve};
