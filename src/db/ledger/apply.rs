@@ -262,7 +262,8 @@ fn retell(
         if !out.wants(kind) {
             continue;
         }
-        let Some(expires_ms) = first_expiry(known, msg) else {
+        let row = (known.extensions, known.created_ms, known.expires_ms);
+        let Some(expires_ms) = first_expiry(row, msg) else {
             continue;
         };
         // The first telling's facts: the row's, not the message's (they may
@@ -288,10 +289,15 @@ fn retell(
 /// that made the row (same admission time). `None`: unknown (an extended
 /// row met by a readmission's message, whose own first telling was the
 /// original deduction's) — nothing is told again rather than another body.
-fn first_expiry(known: &KnownRow, msg: &Deduction) -> Option<u64> {
-    if known.extensions == 0 {
-        Some(known.expires_ms)
-    } else if known.created_ms == msg.created_ms {
+/// `row` is the row's (extensions, created, expires): a reservation's ledger
+/// row or an order's `orders` row.
+pub(super) fn first_expiry(
+    (extensions, created_ms, expires_ms): (u32, u64, u64),
+    msg: &Deduction,
+) -> Option<u64> {
+    if extensions == 0 {
+        Some(expires_ms)
+    } else if created_ms == msg.created_ms {
         Some(msg.expires_ms)
     } else {
         None

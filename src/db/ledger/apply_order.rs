@@ -251,12 +251,8 @@ fn retell(
     else {
         return;
     };
-    // The deadline of the first telling (see `apply::first_expiry`).
-    let expires_ms = if known.extensions == 0 {
-        known.expires_at_ms
-    } else if known.reserved_at_ms == msg.created_ms {
-        msg.expires_ms
-    } else {
+    let row = (known.extensions, known.reserved_at_ms, known.expires_at_ms);
+    let Some(expires_ms) = super::apply::first_expiry(row, msg) else {
         return;
     };
     let facts = OrderFacts {
