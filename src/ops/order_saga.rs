@@ -126,6 +126,14 @@ pub async fn line_by_line(
                 "SKU {}: stock is moving between buckets; retry shortly",
                 line.sku_id
             )),
+            Ok(LineHold::Contended) => {
+                metrics::counter!("stockd_order_lines_contended_total").increment(1);
+                OrderOutcome::Retry(format!(
+                    "SKU {}: other orders not yet committed hold the units this line needs \
+                     and may give them back; retry shortly",
+                    line.sku_id
+                ))
+            }
             Err(err) => {
                 // The hold may have run (a timeout): the undo covers it, and
                 // its tombstone refuses it if it runs later.
@@ -145,6 +153,7 @@ pub async fn line_by_line(
             first.stream = OutboxStream::of_order_shard(order_shard(order_id), first.sku_id);
             first.entry_id = entry_id;
             metrics::counter!("stockd_order_intents_total", "end" => "committed").increment(1);
+            settle(redis, &attempt, lines);
             Ok(OrderOutcome::Reserved {
                 created_ms: attempt.created_ms,
                 expires_ms: attempt.expires_ms,
@@ -163,6 +172,23 @@ pub async fn line_by_line(
             )))
         }
     }
+}
+
+/// Every line of a committed attempt settled (`Reservations::settle_line`),
+/// off the response path: the holds are sales now, so their pending notes
+/// go and an emptied bucket is marked sold out.
+fn settle(redis: &RedisStore, attempt: &Attempt, lines: &OrderLines) {
+    let settler = redis.reservations().settler();
+    let attempt = attempt.clone();
+    let skus: Vec<SkuId> = lines.lines().iter().map(|l| l.sku_id).collect();
+    tokio::spawn(async move {
+        for sku_id in skus {
+            if let Err(err) = settler.settle(&attempt, sku_id).await {
+                tracing::debug!(order.id = %attempt.order_id, sku.id = %sku_id, error = %err,
+                    "order line not settled: its note lapses at the attempt's deadline");
+            }
+        }
+    });
 }
 
 /// The first line (in SKU order) whose SKU is not loaded into Redis, which

@@ -154,6 +154,12 @@ impl Keys {
         self.at(tag, &format!("otomb:{order_id}"))
     }
 
+    /// The units uncommitted order attempts hold on one bucket: order id ->
+    /// `count:deadline_ms` (`order_hold.lua`).
+    pub fn order_pending_at(&self, tag: &str) -> String {
+        self.at(tag, "opend")
+    }
+
     /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`) events.
     pub fn soldout_channel(&self) -> String {
         format!("{}soldout", self.prefix)

@@ -6,7 +6,11 @@
 
 use deadpool_redis::redis::ScriptInvocation;
 
+use std::sync::Arc;
+
 use super::admission::BucketTarget;
+use super::buckets::Buckets;
+use super::core::Core;
 use super::orders::LineRefusal;
 use super::reservation::Reservations;
 use super::routed::Routed;
@@ -52,6 +56,10 @@ pub enum LineHold {
     Mismatch,
     /// A split SKU's bucket stayed dry through every refill.
     Rebalancing,
+    /// Too few units, while other attempts hold enough of them to cover the
+    /// shortfall and may still give them back (an attempt bound to fail on
+    /// a later line): not a refusal yet (`order_hold.lua`).
+    Contended,
 }
 
 impl Reservations {
@@ -64,7 +72,6 @@ impl Reservations {
     ) -> Result<LineHold, RedisError> {
         let lifetime = self.record_lifetime_ms();
         let call = |target: BucketTarget| {
-            let keys = &self.core.keys;
             let mut invocation = self.line_call(&super::scripts::ORDER_HOLD, &target.tag, attempt);
             invocation
                 .arg(attempt.order_id.as_str())
@@ -74,8 +81,6 @@ impl Reservations {
                 .arg(attempt.created_ms)
                 .arg(attempt.expires_ms)
                 .arg(lifetime)
-                .arg(keys.soldout_channel())
-                .arg(&target.subject)
                 .arg(target.n)
                 .arg(attempt.deadline_ms)
                 .arg(self.max_lapsed());
@@ -155,8 +160,51 @@ impl Reservations {
             .key(keys.reservation_at(tag, &attempt.order_id))
             .key(keys.user_at(tag, attempt.user_id))
             .key(keys.winners_at(tag))
-            .key(keys.order_tombstone_at(tag, &attempt.order_id));
+            .key(keys.order_tombstone_at(tag, &attempt.order_id))
+            .key(keys.order_pending_at(tag));
         invocation
+    }
+
+    /// What settles committed lines off the response path ([`LineSettler`]).
+    pub fn settler(&self) -> LineSettler {
+        LineSettler {
+            core: self.core.clone(),
+            buckets: self.buckets.clone(),
+        }
+    }
+}
+
+/// Settles the lines of a committed order (`order_settle.lua`), from a task
+/// of its own: cheap to clone, it shares the store's connections and layout
+/// cache.
+#[derive(Clone)]
+pub struct LineSettler {
+    core: Arc<Core>,
+    buckets: Buckets,
+}
+
+impl LineSettler {
+    /// A committed line settled on the buyer's bucket of `sku_id`: its note
+    /// among the bucket's pending units dropped, and the sold-out marker its
+    /// hold left alone raised if the bucket is still empty. True when it
+    /// raised the marker. An unsettled note is ignored past its deadline.
+    pub async fn settle(&self, attempt: &Attempt, sku_id: SkuId) -> Result<bool, RedisError> {
+        let layout = self.buckets.layout(sku_id).await?;
+        let bucket = layout.bucket_of(attempt.user_id);
+        let tag = layout.tag(bucket);
+        let keys = &self.core.keys;
+        let mut invocation = super::scripts::ORDER_SETTLE.prepare_invoke();
+        invocation
+            .key(keys.sku_at(tag))
+            .key(keys.order_pending_at(tag))
+            .arg(attempt.order_id.as_str())
+            .arg(keys.soldout_channel())
+            .arg(layout.event_subject(bucket));
+        let raised: i64 = self
+            .core
+            .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+            .await?;
+        Ok(raised == 1)
     }
 }
 
@@ -182,6 +230,11 @@ fn parse_hold(reply: &[String]) -> Result<LineHold, RedisError> {
         }),
         Some("SOLD_OUT") => LineHold::Refused(LineRefusal::SoldOut),
         Some("INSUFFICIENT") => LineHold::Refused(LineRefusal::Insufficient { available: num(1)? }),
+        Some("CONTENDED") => {
+            num(1)?;
+            num(2)?;
+            LineHold::Contended
+        }
         _ => return Err(bad()),
     })
 }
@@ -210,7 +263,16 @@ mod tests {
             parse_hold(&strings(&["ABORTED"])).unwrap(),
             LineHold::Aborted
         );
-        for broken in [strings(&["OK"]), strings(&["DRY", "0"]), strings(&[])] {
+        assert_eq!(
+            parse_hold(&strings(&["CONTENDED", "0", "1"])).unwrap(),
+            LineHold::Contended
+        );
+        for broken in [
+            strings(&["OK"]),
+            strings(&["DRY", "0"]),
+            strings(&["CONTENDED"]),
+            strings(&[]),
+        ] {
             assert!(parse_hold(&broken).is_err(), "{broken:?}");
         }
     }

@@ -232,6 +232,29 @@ impl Orders {
         })
     }
 
+    /// The status and attempt of the order's record as Redis holds it —
+    /// an intent (`HOLDING`, `ABORTING`, `ABORTED`) or a committed order —
+    /// or none when the record is gone. The reconciler tells a line of an
+    /// attempt in flight (the sweeper's) from a stranded one by it.
+    pub async fn intent_state(
+        &self,
+        order_id: &RequestId,
+    ) -> Result<Option<(String, Option<u64>)>, RedisError> {
+        let key = self.core.keys.order(order_id);
+        let (status, attempt): (Option<String>, Option<String>) = self
+            .core
+            .run(|mut c| async move {
+                redis::cmd("HMGET")
+                    .arg(&key)
+                    .arg("status")
+                    .arg("attempt")
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(status.map(|s| (s, attempt.and_then(|a| a.parse().ok()))))
+    }
+
     /// Up to `limit` order ids of `shard` whose intent deadline passed more
     /// than `overdue_ms` ago (by the clock of the shard's node, which wrote
     /// the deadlines): 0 for the sweeper, a margin for the audit.

@@ -64,6 +64,9 @@ pub struct HeldRecord {
     pub reservation: Reservation,
     /// The order id when the record is a line of an order.
     pub order: Option<String>,
+    /// The attempt of the order that held the line (a line held line by
+    /// line, `order_hold.lua`); none for a line of `order.lua`'s one call.
+    pub attempt: Option<u64>,
 }
 
 impl Reservations {
@@ -175,6 +178,9 @@ impl Reservations {
 
     /// Mirrors a final state decided in MySQL (see `finish.lua`); idempotent.
     /// `effect`: what the state does beyond its status ([`FinishEffect`]).
+    /// A cached split layout whose bucket hash is gone is read again first
+    /// (a re-split that shrank the SKU: the record is in the buyer's new
+    /// bucket), as a line's release does (`order_holds.rs`).
     pub async fn finish(
         &self,
         sku_id: SkuId,
@@ -189,7 +195,7 @@ impl Reservations {
             "finish needs a final status"
         );
         let mut layout = self.buckets.layout(sku_id).await?;
-        for _ in 0..2 {
+        for fresh in [false, true] {
             let bucket = layout.bucket_of(user_id);
             let tag = layout.tag(bucket);
             let mut invocation = super::scripts::FINISH.prepare_invoke();
@@ -210,6 +216,11 @@ impl Reservations {
                 })
                 .arg(layout.n())
                 .arg(if effect == FinishEffect::Lapsed {
+                    "1"
+                } else {
+                    "0"
+                })
+                .arg(if !fresh && layout.is_split() {
                     "1"
                 } else {
                     "0"
@@ -357,6 +368,7 @@ impl Reservations {
         Ok(Some(HeldRecord {
             reservation,
             order: map.get("order").filter(|o| !o.is_empty()).cloned(),
+            attempt: map.get("attempt").and_then(|a| a.parse().ok()),
         }))
     }
 }

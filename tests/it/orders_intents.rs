@@ -13,9 +13,11 @@ use mysql_async::prelude::Queryable;
 use serde_json::json;
 use stockd::domain::{OrderLines, RequestId, UserId};
 use stockd::ops::invariants;
+use stockd::ops::order_saga::{line_by_line, release_all};
 use stockd::ops::order_sweeper::sweep_once;
 use stockd::redis::order_holds::{Attempt, LineHold};
-use stockd::redis::order_intents::{CommitOutcome, IntentOutcome};
+use stockd::redis::order_intents::{AbortStep, CommitOutcome, IntentOutcome};
+use stockd::redis::{LineRefusal, OrderOutcome};
 
 use crate::helpers::http::order_body;
 use crate::helpers::{TestApp, TestOptions};
@@ -648,5 +650,105 @@ async fn a_release_routed_by_a_layout_that_shrank_finds_the_held_line() {
         "the stale node's release finds the line: {released:?}"
     );
     assert_eq!(available(&app, 1).await, 40);
+    app.cleanup().await;
+}
+
+/// SKU `sku`'s sold-out marker in Redis (an unsplit SKU's hash).
+async fn marked_sold_out(app: &TestApp, sku: u64) -> bool {
+    let key = app.res.redis.keys().sku(TestApp::sku(sku));
+    let mut conn = app.redis_conn().await;
+    let flag: Option<String> = deadpool_redis::redis::cmd("HGET")
+        .arg(key)
+        .arg("soldout")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    flag.is_some()
+}
+
+/// Issue 50 D4: A = 1, B = 1. O1 {A×1, B×2} holds A and is bound to fail
+/// on B; while it holds, O2 {A×1, B×1}, which fits once O1 gives A back,
+/// is answered "retry" (503), not refused `SOLD_OUT`, and A is not marked
+/// sold out by a hold that was no sale. O1 then fails on B and is undone;
+/// O2's retry holds both lines, and once committed both SKUs are marked
+/// sold out (the settle), and a third order is refused `SOLD_OUT`.
+#[tokio::test]
+async fn an_attempt_bound_to_fail_neither_refuses_an_order_that_fits_nor_marks_sold_out() {
+    let app = TestApp::with(options(5_000)).await;
+    app.create_sku(1, 1, 5).await;
+    app.create_sku(2, 1, 5).await;
+    let redis = &app.res.redis;
+    let timeout = app.res.settings.orders.hold_timeout_ms;
+
+    let o1_lines = TestApp::order_lines(&[(1, 1), (2, 2)]);
+    let o1 = intent(&app, "d4-o1", 7, &o1_lines).await;
+    let held = hold(&app, &o1, 1, 1).await;
+    assert!(
+        matches!(held, LineHold::Held { available_after: 0 }),
+        "{held:?}"
+    );
+    assert!(!marked_sold_out(&app, 1).await, "a hold is no sale yet");
+
+    let o2_id = RequestId::parse("d4-o2").unwrap();
+    let o2_lines = TestApp::order_lines(&[(1, 1), (2, 1)]);
+    let buyer = UserId::new(8).unwrap();
+    let o2 = line_by_line(redis, &o2_id, buyer, &o2_lines, timeout)
+        .await
+        .unwrap();
+    assert!(
+        matches!(o2, OrderOutcome::Retry(_)),
+        "an order that fits once O1 fails must not be refused while O1 holds: {o2:?}"
+    );
+    assert_eq!(
+        (available(&app, 1).await, available(&app, 2).await),
+        (0, 1),
+        "the answered retry holds nothing"
+    );
+
+    let short = hold(&app, &o1, 2, 2).await;
+    assert_eq!(
+        short,
+        LineHold::Refused(LineRefusal::Insufficient { available: 1 })
+    );
+    redis
+        .orders()
+        .abort(&o1.order_id, Some(o1.number), AbortStep::Own)
+        .await
+        .unwrap();
+    release_all(redis, &o1, &o1_lines).await.unwrap();
+    assert_eq!(available(&app, 1).await, 1, "O1 undone");
+
+    let o2 = line_by_line(redis, &o2_id, buyer, &o2_lines, timeout)
+        .await
+        .unwrap();
+    assert!(matches!(o2, OrderOutcome::Reserved { .. }), "{o2:?}");
+    app.eventually(
+        "both emptied SKUs marked sold out once O2 is committed",
+        Duration::from_secs(5),
+        || async { marked_sold_out(&app, 1).await && marked_sold_out(&app, 2).await },
+    )
+    .await;
+    let o3_id = RequestId::parse("d4-o3").unwrap();
+    let o3_lines = TestApp::order_lines(&[(1, 1)]);
+    let o3 = line_by_line(redis, &o3_id, UserId::new(9).unwrap(), &o3_lines, timeout)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            o3,
+            OrderOutcome::Refused {
+                why: LineRefusal::SoldOut,
+                ..
+            }
+        ),
+        "with no attempt left holding, a short line is refused: {o3:?}"
+    );
+
+    app.wait_ledger_rows(2).await;
+    for sku in 1..=2 {
+        app.wait_drained(sku).await;
+        app.assert_conserved(sku).await;
+    }
+    assert_audit_clean(&app).await;
     app.cleanup().await;
 }

@@ -80,7 +80,7 @@ pub struct SkuReport {
     pub lost_reservations: i64,
     pub lost_units: i64,
     /// Lost deductions published again, and lost confirms/releases applied
-    /// again, by this check's repair.
+    /// again (with stranded order lines given back), by this check's repair.
     pub republished: usize,
     pub reapplied: usize,
     /// Suspected lost work this look could not confirm yet: a one-shot run
@@ -355,7 +355,7 @@ impl Reconciler {
             lost_reservations: lost.reservations(),
             lost_units: lost.units(),
             republished: reapplied.republished,
-            reapplied: reapplied.transitions,
+            reapplied: reapplied.transitions + reapplied.stranded_released,
             second_look_wanted,
         };
         self.alert(&line).await;

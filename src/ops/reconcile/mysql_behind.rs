@@ -31,13 +31,17 @@
 //! never as a single reservation. Every one of these is a repeat when
 //! already done.
 //!
-//! A line of an order that is not committed in Redis (an attempt held line
-//! by line still `HOLDING` or `ABORTING`, or `ABORTED` with a line its undo
-//! missed, or an order record gone) is neither: MySQL never had it, and it
-//! is the order sweeper's (`ops/order_sweeper.rs`) to undo. Such lines are
+//! A line of an order that is not committed in Redis is neither. A line of
+//! an attempt in flight (held line by line, still `HOLDING` or `ABORTING`)
+//! is the order sweeper's (`ops/order_sweeper.rs`) to undo: such lines are
 //! left out of the lost work ([`leave_open_lines`]), counted, and logged
 //! once one outlives `orders.hold_timeout_ms + orders.sweep_interval_ms`
-//! (no sweeper is running).
+//! (no sweeper is running). A line no sweeper will see — its intent lost
+//! with its shard in a failover, `ABORTED` by an undo that missed it, or
+//! superseded by a later attempt — is stranded: MySQL never had it (two
+//! looks found no ledger row), so the repair gives its units back, as the
+//! undo would have (`order_release.lua`), and the buyer's retry of the
+//! order is held again instead of answered as a mismatch.
 
 use std::collections::{HashMap, HashSet};
 
@@ -46,6 +50,8 @@ use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId};
 use crate::mq::Publisher;
 use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
 use crate::ops::observe::{Observation, ObserveError, Unapplied};
+use crate::redis::order_holds::Attempt;
+use crate::redis::reservation::HeldRecord;
 use crate::redis::RedisStore;
 
 /// Deductions re-published per broker message (the consumer's batches are
@@ -131,18 +137,24 @@ enum LineOf {
     Single,
     /// A line of this order, committed in Redis (its record names the SKU).
     Committed(RequestId),
-    /// A line of an order not committed in Redis: the sweeper's.
+    /// A line of an attempt still in flight (`HOLDING` or `ABORTING`, the
+    /// record's attempt): the sweeper's.
     Open,
+    /// A line no sweeper will undo: its order's record is gone (lost with
+    /// its shard in a failover, or expired), `ABORTED` (an undo that missed
+    /// it), or a later attempt's. MySQL lacks it too (it is lost work: two
+    /// looks found no ledger row), so the repair gives its units back.
+    Stranded(Attempt),
 }
 
-/// Whether the record of (`sku_id`, `request_id`) is a line, and of what.
+/// Whether `held` (the record of `request_id` on `sku_id`) is a line, and of what.
 async fn line_of(
     redis: &RedisStore,
     sku_id: SkuId,
     request_id: &RequestId,
-    order: Option<&str>,
+    held: &HeldRecord,
 ) -> Result<LineOf, ObserveError> {
-    let Some(order) = order else {
+    let Some(order) = held.order.as_deref() else {
         return Ok(LineOf::Single);
     };
     let Ok(order_id) = RequestId::parse(order) else {
@@ -150,13 +162,39 @@ async fn line_of(
     };
     // `Orders::record` answers only a committed order (not HOLDING,
     // ABORTING, ABORTED, nor a record that is gone).
-    let committed = (redis.orders().record(&order_id).await?)
-        .is_some_and(|r| r.lines.lines().iter().any(|l| l.sku_id == sku_id));
-    Ok(if committed && &order_id == request_id {
-        LineOf::Committed(order_id)
-    } else {
-        LineOf::Open
-    })
+    let committed = redis.orders().record(&order_id).await?;
+    if let Some(record) = committed {
+        let names_sku = record.lines.lines().iter().any(|l| l.sku_id == sku_id);
+        return Ok(if names_sku && &order_id == request_id {
+            LineOf::Committed(order_id)
+        } else {
+            LineOf::Open
+        });
+    }
+    // A line of `order.lua`'s one call has no attempt: its order record
+    // comes with it, so one without is left alone.
+    let Some(number) = held.attempt else {
+        return Ok(LineOf::Open);
+    };
+    let in_flight = match redis.orders().intent_state(&order_id).await? {
+        Some((status, attempt)) => {
+            matches!(status.as_str(), "HOLDING" | "ABORTING") && attempt == Some(number)
+        }
+        None => false,
+    };
+    if in_flight {
+        return Ok(LineOf::Open);
+    }
+    let line = &held.reservation;
+    Ok(LineOf::Stranded(Attempt {
+        order_id,
+        user_id: line.user_id,
+        number,
+        created_ms: line.created_at_ms,
+        expires_ms: line.expires_at_ms,
+        // Long past: the undo's tombstone lives only its margin.
+        deadline_ms: 0,
+    }))
 }
 
 /// Takes out of `lost` the deductions whose record is a line of an order not
@@ -178,12 +216,14 @@ pub async fn leave_open_lines(
             kept.push(deduction);
             continue;
         };
-        let record = redis.reservations().record(sku_id, &request_id).await?;
-        let order = record.as_ref().and_then(|r| r.order.as_deref());
-        if !matches!(
-            line_of(redis, sku_id, &request_id, order).await?,
-            LineOf::Open
-        ) {
+        let is_open = match redis.reservations().record(sku_id, &request_id).await? {
+            Some(held) => matches!(
+                line_of(redis, sku_id, &request_id, &held).await?,
+                LineOf::Open
+            ),
+            None => false,
+        };
+        if !is_open {
             kept.push(deduction);
             continue;
         }
@@ -209,6 +249,8 @@ pub struct Reapplied {
     /// Confirmed (paid) reservations MySQL could no longer take: the operator's
     /// case (docs/operations.md "MySQL failover").
     pub paid_rejected: usize,
+    /// Stranded order lines given back (`LineOf::Stranded`).
+    pub stranded_released: usize,
 }
 
 /// Re-applies `lost` (see the module doc). Records Redis no longer holds are
@@ -228,8 +270,9 @@ pub async fn reapply(
         let Some(held) = held_record_of(redis, sku_id, &lost.request_id).await? else {
             continue;
         };
+        let line = Box::pin(line_of(redis, sku_id, &held.reservation.request_id, &held)).await?;
         let record = held.reservation;
-        match line_of(redis, sku_id, &record.request_id, held.order.as_deref()).await? {
+        match line {
             LineOf::Single => {}
             LineOf::Committed(order_id) => {
                 reapply_order(
@@ -246,6 +289,18 @@ pub async fn reapply(
             }
             // Never a single reservation: the sweeper's (leave_open_lines).
             LineOf::Open => continue,
+            LineOf::Stranded(attempt) => {
+                // Boxed: the repair's future is deep already (a test thread's
+                // stack overflowed with this one inline).
+                if Box::pin(redis.reservations().release_line(&attempt, sku_id)).await? {
+                    lifecycle::reopen_split_sku(redis, sku_id).await;
+                    done.stranded_released += 1;
+                    metrics::counter!("stockd_reconcile_stranded_order_lines_total").increment(1);
+                    tracing::warn!(sku.id = %sku_id, order.id = %attempt.order_id, attempt = attempt.number,
+                        "reconcile.mysql_behind: a line of an order neither committed nor in flight (its intent lost or its undo missed) given back");
+                }
+                continue;
+            }
         }
         match record.status {
             ReservationStatus::Reserved => deductions.push(Deduction::from(&record)),

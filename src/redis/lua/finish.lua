@@ -13,6 +13,12 @@
 -- ARGV[9] '1' when the release is an expiry (reason EXPIRED): the hold lapsed
 --         unpaid, and the buyer's `x` counts it (reserve.lua and order.lua
 --         refuse a buyer whose `x` reached `limits.max_lapsed_holds`)
+-- ARGV[10] '1' when the caller routed with a cached split layout: a bucket
+--         hash that is gone may mean the layout shrank since (a re-split), the
+--         record living in the buyer's new bucket, so the script answers
+--         {'LAYOUT'} with nothing written and the caller reads the layout
+--         again ('0' from a fresh read: the hash is gone, the finish goes on
+--         as before), as order_release.lua does
 --
 -- RESERVED -> RELEASED  : available += count, user -= count
 -- RESERVED -> REJECTED  : user -= count (OVER_ADMITTED: MySQL never had the unit,
@@ -41,8 +47,11 @@ local function count_lapse()
   end
 end
 
-if redis.call('EXISTS', sku_key) == 1
-    and (redis.call('HGET', sku_key, 'buckets') or '1') ~= (ARGV[8] or '1') then
+if redis.call('EXISTS', sku_key) == 1 then
+  if (redis.call('HGET', sku_key, 'buckets') or '1') ~= (ARGV[8] or '1') then
+    return {'LAYOUT'}
+  end
+elseif ARGV[10] == '1' then
   return {'LAYOUT'}
 end
 

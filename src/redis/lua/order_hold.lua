@@ -1,13 +1,24 @@
 #!lua
 -- order_hold.lua: step 2 of an order held line by line: one line, on its
--- SKU's slot (the buyer's bucket of a split SKU), held exactly as a single
+-- SKU's slot (the buyer's bucket of a split SKU), held as a single
 -- reservation whose request id is the order id would be (the record, the
--- buyer's live units, the stock, the winners set, the sold-out marker),
--- tagged with the order id and the attempt, and with no outbox entry: the
--- order's one entry is written by the commit (order_commit.lua).
+-- buyer's live units, the stock, the winners set), tagged with the order id
+-- and the attempt, and with no outbox entry: the order's one entry is
+-- written by the commit (order_commit.lua).
+--
+-- A hold is not yet a sale: its attempt may still fail on a later line and
+-- give the units back (docs/architecture.md, "Orders", an attempt bound to
+-- fail). So it leaves the sold-out marker alone (the saga marks a line that
+-- took the last units once the order is committed: order_settle.lua), and
+-- it notes its units in the bucket's pending hash (`opend`: order id ->
+-- `count:deadline_ms`) until the commit settles the line or the undo
+-- releases it. A line that finds too few units while other attempts' notes
+-- cover the shortfall answers CONTENDED (the api: 503, retry) instead of a
+-- refusal that may be untrue a few milliseconds later. A note outlives no
+-- deadline: past it the attempt is committed or undone.
 --
 -- Anti-suspension: a hold that arrives after its attempt was undone must not
--- hold. Two checks refuse it: the attempt's deadline (ARGV[11], written by
+-- hold. Two checks refuse it: the attempt's deadline (ARGV[9], written by
 -- order_intent.lua) by this node's clock — past it the commit refuses too
 -- (LATE), so no hold of the attempt can be of use — and, before it, the
 -- tombstone `otomb:<order>` (the highest attempt undone) that the undo
@@ -16,13 +27,13 @@
 -- by this clock, plus a margin.
 --
 -- KEYS[1] sku (bucket) hash  KEYS[2] reservation hash  KEYS[3] buyer hash
--- KEYS[4] winners set  KEYS[5] tombstone
+-- KEYS[4] winners set  KEYS[5] tombstone  KEYS[6] pending hash
 -- ARGV[1] order_id  ARGV[2] user_id  ARGV[3] count  ARGV[4] attempt
 -- ARGV[5] created_ms  ARGV[6] expires_ms (the intent's, shared by every line)
--- ARGV[7] record lifetime ms  ARGV[8] sold-out channel  ARGV[9] event subject
--- ARGV[10] the bucket count the caller routed with
--- ARGV[11] the attempt's deadline ms (Redis time)
--- ARGV[12] lapsed holds that refuse the buyer (`limits.max_lapsed_holds`, the
+-- ARGV[7] record lifetime ms
+-- ARGV[8] the bucket count the caller routed with
+-- ARGV[9] the attempt's deadline ms (Redis time)
+-- ARGV[10] lapsed holds that refuse the buyer (`limits.max_lapsed_holds`, the
 --          buyer hash's `x` that finish.lua counts, as in reserve.lua; 0 = off)
 --
 -- Returns {'OK', available_after}, {'HELD', available} (this attempt held
@@ -31,23 +42,27 @@
 -- {'MISMATCH'} (a record of this id that is not this attempt's),
 -- {'NOT_LOADED'}, {'LAPSED', lapsed, cap}, {'LIMIT', bought, limit},
 -- {'DRY', left} (a split bucket that is not drained: lease first),
--- {'SOLD_OUT'}, {'INSUFFICIENT', left}, {'LAYOUT', buckets}.
+-- {'SOLD_OUT'}, {'INSUFFICIENT', left}, {'CONTENDED', left, pending},
+-- {'LAYOUT', buckets}.
 
 local sku_key, res_key, buyer_key, winners_key, tomb_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local pending_key = KEYS[6]
 local order_id, user_id, count_arg, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local count = tonumber(count_arg)
 local record_ms = tonumber(ARGV[7])
 
 local sku = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'drained')
 local buckets = sku[3] or '1'
-if sku[1] and buckets ~= ARGV[10] then
+if sku[1] and buckets ~= ARGV[8] then
   return {'LAYOUT', buckets}
 end
 if tonumber(redis.call('GET', tomb_key) or '0') >= tonumber(attempt) then
   return {'ABORTED'}
 end
 local t = redis.call('TIME')
-if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[11]) then
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local deadline_ms = tonumber(ARGV[9])
+if now_ms > deadline_ms then
   return {'ABORTED'}
 end
 local prior = redis.call('HMGET', res_key, 'user', 'order', 'attempt')
@@ -63,17 +78,37 @@ end
 local drained = buckets == '1' or sku[4] == '1'
 local available, limit = tonumber(sku[1]), tonumber(sku[2])
 local buyer = redis.call('HMGET', buyer_key, 'n', 'x')
-local max_lapsed = tonumber(ARGV[12] or '0')
+local max_lapsed = tonumber(ARGV[10] or '0')
 if max_lapsed > 0 and buyer[2] and tonumber(buyer[2]) >= max_lapsed then
-  return {'LAPSED', buyer[2], ARGV[12]}
+  return {'LAPSED', buyer[2], ARGV[10]}
 end
 local bought = tonumber(buyer[1] or '0')
 if bought + count > limit then
   return {'LIMIT', string.format('%.0f', bought), string.format('%.0f', limit)}
 end
+-- The units other attempts hold here and may still give back: the notes
+-- of other orders whose deadline has not passed (those past it are dropped).
+local function pending_elsewhere()
+  local notes = redis.call('HGETALL', pending_key)
+  local units = 0
+  for i = 1, #notes, 2 do
+    local n, until_ms = string.match(notes[i + 1], '^(%d+):(%d+)$')
+    if notes[i] ~= order_id and n and tonumber(until_ms) >= now_ms then
+      units = units + tonumber(n)
+    elseif notes[i] ~= order_id then
+      redis.call('HDEL', pending_key, notes[i])
+    end
+  end
+  return units
+end
+
 if available < count then
   if not drained then
     return {'DRY', string.format('%.0f', available)}
+  end
+  local pending = pending_elsewhere()
+  if pending > 0 and available + pending >= count then
+    return {'CONTENDED', string.format('%.0f', math.max(available, 0)), string.format('%.0f', pending)}
   end
   if available <= 0 then
     return {'SOLD_OUT'}
@@ -89,8 +124,9 @@ redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESE
 redis.call('PEXPIRE', res_key, record_ms)
 redis.call('SADD', winners_key, order_id)
 redis.call('PEXPIRE', winners_key, record_ms)
-if left <= 0 and drained then
-  redis.call('HSET', sku_key, 'soldout', '1')
-  redis.call('PUBLISH', ARGV[8], 'S:' .. ARGV[9])
+redis.call('HSET', pending_key, order_id, count_arg .. ':' .. ARGV[9])
+local note_life = deadline_ms - now_ms + 1000
+if redis.call('PTTL', pending_key) < note_life then
+  redis.call('PEXPIRE', pending_key, note_life)
 end
 return {'OK', string.format('%.0f', left)}

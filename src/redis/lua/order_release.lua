@@ -14,7 +14,8 @@
 -- guards nothing. Idempotent.
 --
 -- KEYS[1] sku (bucket) hash  KEYS[2] reservation hash  KEYS[3] buyer hash
--- KEYS[4] winners set  KEYS[5] tombstone
+-- KEYS[4] winners set  KEYS[5] tombstone  KEYS[6] pending hash (the hold's
+-- note of its units, order_hold.lua: dropped with the units it notes)
 -- ARGV[1] order_id  ARGV[2] attempt  ARGV[3] the attempt's deadline ms
 -- ARGV[4] sold-out channel  ARGV[5] event subject
 -- ARGV[6] the bucket count the caller routed with
@@ -57,6 +58,7 @@ else
 end
 redis.call('DEL', res_key)
 redis.call('SREM', winners_key, order_id)
+redis.call('HDEL', KEYS[6], order_id)
 if sku[1] then
   local available = redis.call('HINCRBY', sku_key, 'available', count)
   if available > 0 and redis.call('HDEL', sku_key, 'soldout') == 1 then

@@ -186,3 +186,60 @@ async fn assert_bucket_tags(app: &TestApp, sku: u64, n: u16) {
         "tags {tags}: primaries {owners:?}"
     );
 }
+
+/// A finish routed by a bucket layout cached before a re-split that shrank
+/// the SKU (another api node's lifecycle or sweep, say): the buyer's old
+/// bucket hash is gone, and the reservation held since in its new bucket
+/// must still be found and released — not a tombstone written in the gone
+/// bucket while the hold stays (issue 50 D7, `finish.lua`).
+#[tokio::test]
+async fn a_finish_routed_by_a_layout_that_shrank_finds_the_held_reservation() {
+    let app = TestApp::spawn().await;
+    let sku = TestApp::sku(1);
+    let put = |n: u16| json!({"total_stock": 40, "limit_per_user": 5, "buckets": n});
+    let (status, body) = app.put_sku_json(1, &put(4)).await;
+    assert_eq!(status, 200, "{body}");
+    let stale = stockd::redis::RedisStore::new(&app.res.settings.redis, 60).unwrap();
+    let old = stale.buckets().layout(sku).await.unwrap();
+    assert_eq!(old.n(), 4);
+    let user = (1..)
+        .find(|&u| old.bucket_of(stockd::domain::UserId::new(u).unwrap()) == 3)
+        .unwrap();
+    let (status, body) = app.put_sku_json(1, &put(2)).await;
+    assert_eq!(status, 200, "{body}");
+    let rid = stockd::domain::RequestId::parse("shrunk").unwrap();
+    let buyer = stockd::domain::UserId::new(user).unwrap();
+    // The store's own path (the api's board has nothing to do with this).
+    let taken = app
+        .res
+        .redis
+        .reservations()
+        .reserve(sku, &rid, buyer, 2)
+        .await;
+    assert!(
+        matches!(taken, Ok(stockd::domain::ReserveOutcome::Reserved { .. })),
+        "{taken:?}"
+    );
+    assert_eq!(view(&app, 1).await.available, 38);
+
+    let finished = stale
+        .reservations()
+        .finish(
+            sku,
+            &rid,
+            buyer,
+            2,
+            stockd::domain::ReservationStatus::Released,
+            stockd::redis::reservation::FinishEffect::Plain,
+        )
+        .await;
+    assert!(
+        matches!(
+            finished,
+            Ok(stockd::redis::reservation::FinishOutcome::Applied)
+        ),
+        "the stale node's finish finds the reservation: {finished:?}"
+    );
+    assert_eq!(view(&app, 1).await.available, 40);
+    app.cleanup().await;
+}
