@@ -26,7 +26,7 @@ fn options(hold_timeout_ms: u64) -> TestOptions {
 
 /// With the api's sweeper looking every `sweep_interval_ms` (its first
 /// pass runs as the api starts).
-fn swept(hold_timeout_ms: u64, sweep_interval_ms: u64) -> TestOptions {
+pub(crate) fn swept(hold_timeout_ms: u64, sweep_interval_ms: u64) -> TestOptions {
     TestOptions {
         tweak: Some(Arc::new(move |s| {
             s.closer.grace_ms = 0;
@@ -44,21 +44,21 @@ async fn available(app: &TestApp, sku: u64) -> i64 {
     view["available"].as_i64().unwrap()
 }
 
-async fn order_status(app: &TestApp, order_id: &str) -> Option<String> {
+pub(crate) async fn order_status(app: &TestApp, order_id: &str) -> Option<String> {
     let mut db = app.mysql().await;
     db.exec_first("SELECT status FROM orders WHERE order_id = ?", (order_id,))
         .await
         .unwrap()
 }
 
-async fn assert_audit_clean(app: &TestApp) {
+pub(crate) async fn assert_audit_clean(app: &TestApp) {
     let report = invariants::run(&app.res, &[], &mut |_, _| {})
         .await
         .unwrap();
     assert!(report.ok, "{}", report.table());
 }
 
-async fn intent(app: &TestApp, order_id: &str, user: u64, of: &OrderLines) -> Attempt {
+pub(crate) async fn intent(app: &TestApp, order_id: &str, user: u64, of: &OrderLines) -> Attempt {
     let order_id = RequestId::parse(order_id).unwrap();
     let user = UserId::new(user).unwrap();
     let timeout = app.res.settings.orders.hold_timeout_ms;
@@ -75,7 +75,7 @@ async fn intent(app: &TestApp, order_id: &str, user: u64, of: &OrderLines) -> At
     }
 }
 
-async fn hold(app: &TestApp, attempt: &Attempt, sku: u64, count: u32) -> LineHold {
+pub(crate) async fn hold(app: &TestApp, attempt: &Attempt, sku: u64, count: u32) -> LineHold {
     app.res
         .redis
         .reservations()
