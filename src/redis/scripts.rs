@@ -69,6 +69,10 @@ pub static ORDER_ABORT: LuaScript =
 /// An order held line by line: one line's undo (`order_holds.rs`).
 pub static ORDER_RELEASE: LuaScript =
     LuaScript::new("order_release", include_str!("lua/order_release.lua"));
+/// An order held line by line: the sweeper's re-commit of an intent MySQL
+/// holds as an order (`order_recommit.rs`).
+pub static ORDER_RECOMMIT: LuaScript =
+    LuaScript::new("order_recommit", include_str!("lua/order_recommit.lua"));
 /// Loading or restocking a SKU (`sku.rs`).
 pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
@@ -103,7 +107,7 @@ pub static TRANSFER_CREDIT: LuaScript =
     LuaScript::new("transfer_credit", include_str!("lua/transfer_credit.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 23] = [
+pub static ALL: [&LuaScript; 24] = [
     &RESERVE,
     &ORDER,
     &ORDER_INTENT,
@@ -111,6 +115,7 @@ pub static ALL: [&LuaScript; 23] = [
     &ORDER_COMMIT,
     &ORDER_ABORT,
     &ORDER_RELEASE,
+    &ORDER_RECOMMIT,
     &ORDER_MARK,
     &ORDER_EXTEND,
     &LOAD_SKU,

@@ -13,7 +13,7 @@ use mysql_async::prelude::Queryable;
 use serde_json::json;
 use stockd::domain::{OrderLines, RequestId, UserId};
 use stockd::ops::invariants;
-use stockd::ops::order_sweeper::sweep_once;
+use stockd::ops::order_sweeper::{sweep_once, Swept};
 use stockd::redis::order_holds::{Attempt, LineHold};
 use stockd::redis::order_intents::{CommitOutcome, IntentOutcome};
 
@@ -175,7 +175,7 @@ async fn the_commit_and_the_sweepers_abort_have_one_winner() {
         matches!(outcome, CommitOutcome::Late | CommitOutcome::Lost),
         "{outcome:?}"
     );
-    sweep_once(&app.res.redis).await.unwrap();
+    sweep_once(&app.res.redis, &app.res.db).await.unwrap();
     app.eventually(
         "the late attempt undone",
         Duration::from_secs(10),
@@ -202,7 +202,13 @@ async fn the_commit_and_the_sweepers_abort_have_one_winner() {
         "{outcome:?}"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(sweep_once(&app.res.redis).await.unwrap(), 0);
+    assert_eq!(
+        sweep_once(&app.res.redis, &app.res.db)
+            .await
+            .unwrap()
+            .undone,
+        0
+    );
     assert_eq!((available(&app, 1).await, available(&app, 2).await), (4, 4));
     let record = app
         .res
@@ -304,7 +310,13 @@ async fn the_audit_names_an_intent_no_sweeper_undid() {
     );
     // The record's own deadline (100 ms) decides the sweeper's abort.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(sweep_once(&app.res.redis).await.unwrap(), 1);
+    assert_eq!(
+        sweep_once(&app.res.redis, &app.res.db)
+            .await
+            .unwrap()
+            .undone,
+        1
+    );
     assert_eq!(available(&app, 1).await, 5);
     assert_audit_clean(&app).await;
     app.cleanup().await;
@@ -610,8 +622,18 @@ async fn a_failing_intent_does_not_stop_the_sweep_pass() {
     app.redis_cmd(&["ZADD", &index, "1", bad.as_str()]).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(available(&app, 1).await, 3);
-    let undone = sweep_once(&app.res.redis).await;
-    assert!(matches!(undone, Ok(1)), "{undone:?}");
+    let swept = sweep_once(&app.res.redis, &app.res.db).await;
+    assert!(
+        matches!(
+            swept,
+            Ok(Swept {
+                undone: 1,
+                skipped: 1,
+                ..
+            })
+        ),
+        "{swept:?}"
+    );
     assert_eq!(available(&app, 1).await, 5, "the good intent was undone");
     app.cleanup().await;
 }
