@@ -7,6 +7,7 @@ pub mod dlq;
 pub mod invariants;
 pub mod lifecycle;
 pub mod observe;
+pub mod order_recommit;
 pub mod order_saga;
 pub mod order_sweeper;
 pub mod overview;

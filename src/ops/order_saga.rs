@@ -18,7 +18,9 @@
 //!    not a day.
 //!
 //! An api that dies midway leaves the intent `HOLDING`; the sweeper of any
-//! api node (`order_sweeper.rs`) undoes it once its deadline passed. The
+//! api node (`order_sweeper.rs`) undoes it once its deadline passed — after
+//! asking MySQL, which may hold the order when a failover lost its commit
+//! (`order_recommit.rs`: then it is re-committed, nothing released). The
 //! commit and the sweeper's abort check the same fields in the same slot,
 //! so exactly one of them wins.
 

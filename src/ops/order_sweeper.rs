@@ -1,12 +1,19 @@
 //! The recovery of orders held line by line (`order_saga.rs`): an api that
 //! died or stalled between its intent and its commit leaves the intent
 //! `HOLDING` in its shard's index. Every api node runs this sweeper: every
-//! `orders.sweep_interval_ms` (1 s) it reads each shard's intents whose deadline passed, takes each
-//! with the abort the commit races (`order_abort.lua`, step `sweep`: one of
-//! the two wins), and releases every line. So a dead api's units are held
-//! at most `orders.hold_timeout_ms` plus one sweep interval, never stranded,
-//! and never both committed and released — while an api node runs, a pass
-//! at a time, up to [`PER_SHARD`] intents per shard a pass. A call that
+//! `orders.sweep_interval_ms` (1 s) it reads each shard's intents whose
+//! deadline passed and, for each, **asks MySQL first** (`order_recommit.rs`,
+//! issue 50 D5): an order MySQL holds is re-committed from its row, nothing
+//! released — a failover of the order's shard inside the replication lag
+//! can lose a commit answered 201, and leave it `HOLDING` here while MySQL
+//! has it. Only an order MySQL does not have is taken with the abort the
+//! commit races (`order_abort.lua`, step `sweep`: one of the two wins), and
+//! every line released. So a dead api's units are held at most
+//! `orders.hold_timeout_ms` plus one sweep interval, never stranded, and
+//! never both committed and released — while an api node runs and MySQL
+//! answers, a pass at a time, up to [`PER_SHARD`] intents per shard a pass.
+//! A MySQL that does not answer releases nothing: the intent is skipped
+//! (it may be an order MySQL has) and the next pass asks again. A call that
 //! fails for one intent or shard is logged, counted and skipped; the pass
 //! goes on. Several nodes sweeping the same intent cost repeats of
 //! idempotent scripts.
@@ -15,6 +22,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::order_recommit::{recommit_if_mysql_holds, MysqlSays};
+use crate::db::{Db, DbError};
 use crate::domain::RequestId;
 use crate::redis::keys::ORDER_SHARDS;
 use crate::redis::order_intents::{AbortOutcome, AbortStep};
@@ -23,28 +32,61 @@ use crate::redis::{RedisError, RedisStore};
 /// Intents taken per shard per pass.
 const PER_SHARD: usize = 100;
 
+/// What one pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Intents undone: every line released, the intent `ABORTED`.
+    pub undone: usize,
+    /// Intents MySQL holds as orders, re-committed: nothing released.
+    pub recommitted: usize,
+    /// Intents skipped after a failure (MySQL or Redis): the next pass
+    /// tries them again.
+    pub skipped: usize,
+}
+
+/// Why one intent was skipped.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error(transparent)]
+    Redis(#[from] RedisError),
+    /// MySQL could not say whether it holds the order: nothing is undone.
+    #[error(transparent)]
+    Mysql(#[from] DbError),
+}
+
+impl SweepError {
+    /// The `stage` label of `stockd_order_sweep_failures_total`.
+    fn stage(&self) -> &'static str {
+        match self {
+            Self::Redis(_) => "intent",
+            Self::Mysql(_) => "mysql",
+        }
+    }
+}
+
 /// Runs a pass every `every` until cancelled.
 pub async fn run_until_stopped(
     redis: std::sync::Arc<RedisStore>,
+    db: Db,
     every: Duration,
     cancel: CancellationToken,
 ) {
     while !cancel.is_cancelled() {
-        if let Err(err) = sweep_once(&redis).await {
+        if let Err(err) = sweep_once(&redis, &db).await {
             tracing::warn!(error = %err, "order_sweeper.pass: failed; next pass retries");
         }
         crate::shutdown::sleep_or_cancel(every, &cancel).await;
     }
 }
 
-/// One pass over every shard; returns how many intents it undid. A call
-/// that fails for one intent (its abort or one line's release) or for one
+/// One pass over every shard. A call that fails for one intent (MySQL's
+/// answer, its re-commit, its abort or one line's release) or for one
 /// shard (its index unread: a slot unreachable) is logged, counted
 /// (`stockd_order_sweep_failures_total`, by `stage`) and skipped: the pass
 /// goes on with the next intent and the next shard, and the next pass
 /// tries the failed ones again. An error only when every shard failed.
-pub async fn sweep_once(redis: &RedisStore) -> Result<usize, RedisError> {
-    let mut undone = 0;
+pub async fn sweep_once(redis: &RedisStore, db: &Db) -> Result<Swept, RedisError> {
+    let mut swept = Swept::default();
     let mut last_shard_error = None;
     let mut shards_failed = 0;
     for shard in 0..ORDER_SHARDS {
@@ -58,16 +100,40 @@ pub async fn sweep_once(redis: &RedisStore) -> Result<usize, RedisError> {
             }
         };
         for order_id in due {
-            match undo(redis, &order_id).await {
-                Ok(true) => undone += 1,
-                Ok(false) => {}
-                Err(err) => failed("intent", shard, Some(&order_id), &err),
+            match settle(redis, db, &order_id).await {
+                Ok(Settled::Undone) => swept.undone += 1,
+                Ok(Settled::Recommitted) => swept.recommitted += 1,
+                Ok(Settled::Nothing) => {}
+                Err(err) => {
+                    swept.skipped += 1;
+                    failed(err.stage(), shard, Some(&order_id), &err);
+                }
             }
         }
     }
     match last_shard_error {
         Some(err) if shards_failed == usize::from(ORDER_SHARDS) => Err(err),
-        _ => Ok(undone),
+        _ => Ok(swept),
+    }
+}
+
+/// What became of one due intent.
+enum Settled {
+    Undone,
+    Recommitted,
+    /// Not due any more, or not open (another sweeper or its api got there).
+    Nothing,
+}
+
+/// MySQL first (module doc), then the undo of an order MySQL does not have.
+async fn settle(redis: &RedisStore, db: &Db, order_id: &RequestId) -> Result<Settled, SweepError> {
+    match recommit_if_mysql_holds(redis, db, order_id).await? {
+        MysqlSays::Recommitted => Ok(Settled::Recommitted),
+        MysqlSays::LeaveIt => Ok(Settled::Nothing),
+        MysqlSays::NotAnOrder => Ok(match undo(redis, order_id).await? {
+            true => Settled::Undone,
+            false => Settled::Nothing,
+        }),
     }
 }
 
@@ -87,7 +153,12 @@ async fn undo(redis: &RedisStore, order_id: &RequestId) -> Result<bool, RedisErr
     Ok(true)
 }
 
-fn failed(stage: &'static str, shard: u8, order_id: Option<&RequestId>, err: &RedisError) {
+fn failed(
+    stage: &'static str,
+    shard: u8,
+    order_id: Option<&RequestId>,
+    err: &dyn std::fmt::Display,
+) {
     metrics::counter!("stockd_order_sweep_failures_total", "stage" => stage).increment(1);
     let order = order_id.map(RequestId::as_str).unwrap_or("");
     tracing::warn!(shard, order.id = order, stage, error = %err,

@@ -24,6 +24,7 @@ pub mod local_link;
 pub mod nodes;
 pub mod order_holds;
 pub mod order_intents;
+pub mod order_recommit;
 pub mod orders;
 pub mod outbox;
 pub mod readmit;

@@ -72,6 +72,10 @@ pub static ORDER_RELEASE: LuaScript =
 /// An order held line by line: a committed line settled (`order_holds.rs`).
 pub static ORDER_SETTLE: LuaScript =
     LuaScript::new("order_settle", include_str!("lua/order_settle.lua"));
+/// An order held line by line: the sweeper's re-commit of an intent MySQL
+/// holds as an order (`order_recommit.rs`).
+pub static ORDER_RECOMMIT: LuaScript =
+    LuaScript::new("order_recommit", include_str!("lua/order_recommit.lua"));
 /// Loading or restocking a SKU (`sku.rs`).
 pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
@@ -106,7 +110,7 @@ pub static TRANSFER_CREDIT: LuaScript =
     LuaScript::new("transfer_credit", include_str!("lua/transfer_credit.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 24] = [
+pub static ALL: [&LuaScript; 25] = [
     &RESERVE,
     &ORDER,
     &ORDER_INTENT,
@@ -115,6 +119,7 @@ pub static ALL: [&LuaScript; 24] = [
     &ORDER_ABORT,
     &ORDER_RELEASE,
     &ORDER_SETTLE,
+    &ORDER_RECOMMIT,
     &ORDER_MARK,
     &ORDER_EXTEND,
     &LOAD_SKU,

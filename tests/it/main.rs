@@ -58,6 +58,7 @@ mod orders_intents;
 mod orders_lifecycle;
 mod orders_mysql_lost;
 mod orders_script;
+mod orders_sweeper_mysql;
 mod outage;
 mod pipeline;
 mod readiness;

@@ -14,7 +14,7 @@ use serde_json::json;
 use stockd::domain::{OrderLines, RequestId, UserId};
 use stockd::ops::invariants;
 use stockd::ops::order_saga::{line_by_line, release_all};
-use stockd::ops::order_sweeper::sweep_once;
+use stockd::ops::order_sweeper::{sweep_once, Swept};
 use stockd::redis::order_holds::{Attempt, LineHold};
 use stockd::redis::order_intents::{AbortStep, CommitOutcome, IntentOutcome};
 use stockd::redis::{LineRefusal, OrderOutcome};
@@ -28,7 +28,7 @@ fn options(hold_timeout_ms: u64) -> TestOptions {
 
 /// With the api's sweeper looking every `sweep_interval_ms` (its first
 /// pass runs as the api starts).
-fn swept(hold_timeout_ms: u64, sweep_interval_ms: u64) -> TestOptions {
+pub(crate) fn swept(hold_timeout_ms: u64, sweep_interval_ms: u64) -> TestOptions {
     TestOptions {
         tweak: Some(Arc::new(move |s| {
             s.closer.grace_ms = 0;
@@ -46,21 +46,21 @@ async fn available(app: &TestApp, sku: u64) -> i64 {
     view["available"].as_i64().unwrap()
 }
 
-async fn order_status(app: &TestApp, order_id: &str) -> Option<String> {
+pub(crate) async fn order_status(app: &TestApp, order_id: &str) -> Option<String> {
     let mut db = app.mysql().await;
     db.exec_first("SELECT status FROM orders WHERE order_id = ?", (order_id,))
         .await
         .unwrap()
 }
 
-async fn assert_audit_clean(app: &TestApp) {
+pub(crate) async fn assert_audit_clean(app: &TestApp) {
     let report = invariants::run(&app.res, &[], &mut |_, _| {})
         .await
         .unwrap();
     assert!(report.ok, "{}", report.table());
 }
 
-async fn intent(app: &TestApp, order_id: &str, user: u64, of: &OrderLines) -> Attempt {
+pub(crate) async fn intent(app: &TestApp, order_id: &str, user: u64, of: &OrderLines) -> Attempt {
     let order_id = RequestId::parse(order_id).unwrap();
     let user = UserId::new(user).unwrap();
     let timeout = app.res.settings.orders.hold_timeout_ms;
@@ -77,7 +77,7 @@ async fn intent(app: &TestApp, order_id: &str, user: u64, of: &OrderLines) -> At
     }
 }
 
-async fn hold(app: &TestApp, attempt: &Attempt, sku: u64, count: u32) -> LineHold {
+pub(crate) async fn hold(app: &TestApp, attempt: &Attempt, sku: u64, count: u32) -> LineHold {
     app.res
         .redis
         .reservations()
@@ -177,7 +177,7 @@ async fn the_commit_and_the_sweepers_abort_have_one_winner() {
         matches!(outcome, CommitOutcome::Late | CommitOutcome::Lost),
         "{outcome:?}"
     );
-    sweep_once(&app.res.redis).await.unwrap();
+    sweep_once(&app.res.redis, &app.res.db).await.unwrap();
     app.eventually(
         "the late attempt undone",
         Duration::from_secs(10),
@@ -204,7 +204,13 @@ async fn the_commit_and_the_sweepers_abort_have_one_winner() {
         "{outcome:?}"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(sweep_once(&app.res.redis).await.unwrap(), 0);
+    assert_eq!(
+        sweep_once(&app.res.redis, &app.res.db)
+            .await
+            .unwrap()
+            .undone,
+        0
+    );
     assert_eq!((available(&app, 1).await, available(&app, 2).await), (4, 4));
     let record = app
         .res
@@ -306,7 +312,13 @@ async fn the_audit_names_an_intent_no_sweeper_undid() {
     );
     // The record's own deadline (100 ms) decides the sweeper's abort.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(sweep_once(&app.res.redis).await.unwrap(), 1);
+    assert_eq!(
+        sweep_once(&app.res.redis, &app.res.db)
+            .await
+            .unwrap()
+            .undone,
+        1
+    );
     assert_eq!(available(&app, 1).await, 5);
     assert_audit_clean(&app).await;
     app.cleanup().await;
@@ -612,8 +624,18 @@ async fn a_failing_intent_does_not_stop_the_sweep_pass() {
     app.redis_cmd(&["ZADD", &index, "1", bad.as_str()]).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(available(&app, 1).await, 3);
-    let undone = sweep_once(&app.res.redis).await;
-    assert!(matches!(undone, Ok(1)), "{undone:?}");
+    let swept = sweep_once(&app.res.redis, &app.res.db).await;
+    assert!(
+        matches!(
+            swept,
+            Ok(Swept {
+                undone: 1,
+                skipped: 1,
+                ..
+            })
+        ),
+        "{swept:?}"
+    );
     assert_eq!(available(&app, 1).await, 5, "the good intent was undone");
     app.cleanup().await;
 }

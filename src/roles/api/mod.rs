@@ -185,8 +185,11 @@ fn spawn_outbox(
     );
     let relay = Relay::new(res.redis.clone(), group.clone(), res.settings.relay.clone());
     let relay_task = tokio::spawn(relay.run_until_stopped(cancel.child_token()));
+    // The sweeper asks MySQL before it undoes an intent (issue 50 D5): the
+    // api's own pool, `mysql.query_timeout_ms` bounding each question.
     let sweeper_task = tokio::spawn(crate::ops::order_sweeper::run_until_stopped(
         res.redis.clone(),
+        res.db.clone(),
         Duration::from_millis(res.settings.orders.sweep_interval_ms),
         cancel.child_token(),
     ));

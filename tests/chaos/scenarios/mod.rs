@@ -32,6 +32,7 @@ mod s23_orders_api_kill;
 mod s24_orders_consumer_kill;
 mod s25_orders_redis_empty;
 mod s26_rolling_upgrade;
+mod s27_orders_shard_failover;
 
 mod bounds;
 mod cluster;

@@ -1,4 +1,4 @@
-//! What the order scenarios (s23, s24, s25) share: a seeded load of multi-line
+//! What the order scenarios (s23, s24, s25, s27) share: a seeded load of multi-line
 //! orders over several SKUs (`POST /v1/orders`, one id per order, no
 //! retries), the intents still open in Redis, and the closing checks: every
 //! order answered 201/202 is in MySQL whole (its order row `RESERVED`, a
