@@ -520,9 +520,18 @@ async fn buyers_racing_for_the_last_units_of_two_skus_each_get_all_or_nothing() 
             } else {
                 [(2, 1), (1, 1)]
             };
-            place(&app, &order(&format!("race-{buyer}"), buyer, &lines))
-                .await
-                .0
+            let body = order(&format!("race-{buyer}"), buyer, &lines);
+            // A 503 is "retry": held line by line (a cluster), a line short
+            // while another order's attempt holds units it may give back
+            // (docs/architecture.md, "Orders": a hold is not yet a sale).
+            for _ in 0..200 {
+                let status = place(&app, &body).await.0;
+                if status != 503 {
+                    return status;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            503
         }));
     }
     let mut held = 0;
