@@ -56,7 +56,7 @@ fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
         settings.http.bind = bind.clone();
         settings.validate()?;
         if stockd::config::production_applies_to(&env_name()) {
-            stockd::config::production_check(&settings)?;
+            stockd::config::production_check(&settings, &env_name())?;
         }
     }
     Ok(settings)

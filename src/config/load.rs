@@ -67,7 +67,7 @@ impl Settings {
         settings.validate()?;
         // Every environment but `local` and `test` (staging too): contract §17.
         if production::applies_to(env) {
-            production::check(&settings)?;
+            production::check(&settings, env)?;
         }
         Ok(settings)
     }

@@ -45,13 +45,22 @@ pub fn applies_to(env: &str) -> bool {
 }
 
 /// The production checks, in order: admin token, auth, listeners, limits,
-/// the stores' built-in accounts. The first refusal is reported.
-pub fn check(settings: &Settings) -> anyhow::Result<()> {
-    check_admin_token(settings)?;
-    check_auth(settings)?;
-    check_listeners(&settings.http, settings.admin.bind.as_deref())?;
-    check_limits(settings)?;
-    check_credentials(settings)
+/// the stores' built-in accounts. The first refusal is reported, naming the
+/// environment `env` it ran for (`staging` is held to it as `production` is).
+pub fn check(settings: &Settings, env: &str) -> anyhow::Result<()> {
+    let checks = || -> anyhow::Result<()> {
+        check_admin_token(settings)?;
+        check_auth(settings)?;
+        check_listeners(&settings.http, settings.admin.bind.as_deref())?;
+        check_limits(settings)?;
+        check_credentials(settings)
+    };
+    checks().map_err(|err| {
+        anyhow::anyhow!(
+            "{err} (STOCKD_ENV={env} is held to the production check: every environment but \
+             local and test; docs/contract.md §17)"
+        )
+    })
 }
 
 /// A long, unpublished admin token (or none).
@@ -59,7 +68,7 @@ fn check_admin_token(settings: &Settings) -> anyhow::Result<()> {
     if let Some(token) = &settings.admin.token {
         if token.chars().count() < ADMIN_TOKEN_LEN_MIN {
             bail!(
-                "invalid configuration key `admin.token`: production needs at least \
+                "invalid configuration key `admin.token`: this environment needs at least \
                  {ADMIN_TOKEN_LEN_MIN} characters (generate one: openssl rand -hex 32)"
             );
         }
@@ -77,13 +86,13 @@ fn check_admin_token(settings: &Settings) -> anyhow::Result<()> {
 fn check_auth(settings: &Settings) -> anyhow::Result<()> {
     if !settings.auth.required {
         bail!(
-            "invalid configuration key `auth.required`: production needs true (every public \
+            "invalid configuration key `auth.required`: this environment needs true (every public \
              call names its client; docs/operations.md, \"Client tokens\")"
         );
     }
     if settings.auth.clients.is_empty() {
         bail!(
-            "invalid configuration key `auth.clients`: production needs at least one client \
+            "invalid configuration key `auth.clients`: this environment needs at least one client \
              (STOCKD__AUTH__CLIENTS; docs/operations.md, \"Client tokens\")"
         );
     }
@@ -107,7 +116,7 @@ fn check_listeners(http: &HttpSettings, admin_bind: Option<&str>) -> anyhow::Res
             .is_ok_and(|addr| addr.ip().is_loopback());
         if !loopback {
             bail!(
-                "invalid configuration key `{key}`: production refuses plain HTTP on a \
+                "invalid configuration key `{key}`: this environment refuses plain HTTP on a \
                  non-loopback address ({bind}: tokens would cross the network in the clear); \
                  turn on http.tls (cert_file, key_file), or set \
                  http.tls_terminated_by_proxy: true when a proxy in front terminates TLS"
@@ -121,7 +130,7 @@ fn check_listeners(http: &HttpSettings, admin_bind: Option<&str>) -> anyhow::Res
 fn check_limits(settings: &Settings) -> anyhow::Result<()> {
     if settings.limits.per_ip_rps > 0.0 && settings.http.trusted_proxies.is_empty() {
         bail!(
-            "invalid configuration key `limits.per_ip_rps`: production refuses a per-IP limit \
+            "invalid configuration key `limits.per_ip_rps`: this environment refuses a per-IP limit \
              with an empty http.trusted_proxies (behind a proxy or ingress every buyer has the \
              proxy's address, and one IP's limit would cap the whole sale); set \
              http.trusted_proxies to the proxies' CIDRs, or set limits.per_ip_rps: 0 and \
@@ -152,7 +161,7 @@ fn check_credentials(settings: &Settings) -> anyhow::Result<()> {
         let user = &uri.authority.userinfo;
         if user.username == "guest" && user.password == "guest" {
             bail!(
-                "invalid configuration key `{key}`: production refuses RabbitMQ's built-in \
+                "invalid configuration key `{key}`: this environment refuses RabbitMQ's built-in \
                  guest/guest account (a URL without a user means it too); give stockd a user \
                  of its own (docs/operations.md, \"Users and grants\")"
             );
@@ -161,7 +170,7 @@ fn check_credentials(settings: &Settings) -> anyhow::Result<()> {
     if let Ok(opts) = mysql_async::Opts::from_url(&settings.mysql.url) {
         if opts.user() == Some("root") {
             bail!(
-                "invalid configuration key `mysql.url`: production refuses the user root \
+                "invalid configuration key `mysql.url`: this environment refuses the user root \
                  (the runtime needs only SELECT, INSERT, UPDATE); give stockd a user of its \
                  own (docs/operations.md, \"Users and grants\")"
             );
@@ -240,10 +249,10 @@ mod tests {
         let mut s = load("production", &[]).unwrap();
         s.http.tls_terminated_by_proxy = false;
         s.admin.bind = Some("10.0.0.5:8081".into());
-        assert!(check(&s).is_err());
+        assert!(check(&s, "production").is_err());
         s.http.tls.cert_file = Some("server.pem".into());
         s.http.tls.key_file = Some("server.key".into());
-        check(&s).unwrap();
+        check(&s, "production").unwrap();
     }
 
     #[test]
@@ -309,7 +318,13 @@ mod tests {
         let local = std::fs::read_to_string(repo_config().join("local.yaml")).unwrap();
         std::fs::write(dir.join("staging.yaml"), &local).unwrap();
         let err = Settings::load_with_vars(&dir, "staging", &deployed(&[])).unwrap_err();
-        assert!(err.to_string().contains("`admin.token`"), "{err}");
+        let err = format!("{err:#}");
+        assert!(err.contains("`admin.token`"), "{err}");
+        // It names the environment it ran for, not "production".
+        assert!(
+            err.contains("STOCKD_ENV=staging") && !err.contains("production needs"),
+            "{err}"
+        );
         let production = std::fs::read_to_string(repo_config().join("production.yaml")).unwrap();
         std::fs::write(dir.join("staging.yaml"), production).unwrap();
         let passed = Settings::load_with_vars(&dir, "staging", &deployed(&[]));
