@@ -338,17 +338,13 @@ async fn an_order_extension_mysql_lost_is_reapplied_by_its_expiry() {
     app.cleanup().await;
 }
 
-/// An attempt held line by line that is not committed (an api stalled or
-/// died between its holds, and no sweeper has undone it yet) is no lost
-/// work: two repairing looks leave its held line to the sweeper and never
-/// publish it as a single reservation (issue 50 D1: a phantom single in
-/// MySQL, and the buyer's retry of the order rejected after its 201).
-#[tokio::test]
-async fn a_line_of_an_uncommitted_order_attempt_is_left_to_the_sweeper() {
+/// Lost work judged at once, attempts left open by the api's sweeper for a
+/// minute, and SKUs 1 and 2 of 20 units (limit 5).
+async fn with_attempts_left_open() -> TestApp {
     let app = TestApp::with(TestOptions {
         tweak: Some(Arc::new(|s| {
             s.reconcile.lost_after_ms = 0;
-            // The api's sweeper must not undo the attempt during the test.
+            // The api's sweeper must not undo an attempt during the test.
             s.orders.hold_timeout_ms = 60_000;
         })),
         ..TestOptions::default()
@@ -356,6 +352,17 @@ async fn a_line_of_an_uncommitted_order_attempt_is_left_to_the_sweeper() {
     .await;
     app.create_sku(1, 20, 5).await;
     app.create_sku(2, 20, 5).await;
+    app
+}
+
+/// An attempt held line by line that is not committed (an api stalled or
+/// died between its holds, and no sweeper has undone it yet) is no lost
+/// work: two repairing looks leave its held line to the sweeper and never
+/// publish it as a single reservation (issue 50 D1: a phantom single in
+/// MySQL, and the buyer's retry of the order rejected after its 201).
+#[tokio::test]
+async fn a_line_of_an_uncommitted_order_attempt_is_left_to_the_sweeper() {
+    let app = with_attempts_left_open().await;
     let order_id = RequestId::parse("o-open").unwrap();
     let user = UserId::new(7).unwrap();
     let lines = TestApp::order_lines(&[(1, 2), (2, 1)]);
@@ -422,16 +429,7 @@ async fn available(app: &TestApp, sku: u64) -> i64 {
 /// lost order is then held, not refused as a mismatch.
 #[tokio::test]
 async fn lines_stranded_by_a_lost_intent_or_a_missed_undo_are_given_back() {
-    let app = TestApp::with(TestOptions {
-        tweak: Some(Arc::new(|s| {
-            s.reconcile.lost_after_ms = 0;
-            s.orders.hold_timeout_ms = 60_000;
-        })),
-        ..TestOptions::default()
-    })
-    .await;
-    app.create_sku(1, 20, 5).await;
-    app.create_sku(2, 20, 5).await;
+    let app = with_attempts_left_open().await;
     let orders = app.res.redis.orders();
     let user = UserId::new(7).unwrap();
     let hold = |order: &'static str, sku: u64, count: u32| {
