@@ -4,6 +4,12 @@
 //! still hold, and the sold-out marker. After it, a retry of any accepted
 //! request id is a replay and no buyer can exceed the limit.
 //!
+//! It is the only path that loads a SKU that existed into a Redis that does
+//! not hold it (an adjustment or a `PUT` answers 503 until it ran): the
+//! buyer state comes back with the stock. It records the last movement of
+//! stock its MySQL reading counts (`moved_through`), so a restock's Redis
+//! step still pending for it moves nothing (`ops/stock_step.rs`).
+//!
 //! Refused while deductions of the SKU are in flight — outbox entries not yet
 //! confirmed, reservations Redis took that MySQL has not applied, releases not
 //! yet mirrored, or messages waiting in the work queue — because copying then
@@ -82,7 +88,14 @@ pub async fn warmup(
     rebuild_buyer_side(db, redis, sku_id).await?;
     redis
         .drift()
-        .warm(&layout, available, obs.total_stock, limit, 0)
+        .warm(
+            &layout,
+            available,
+            obs.total_stock,
+            limit,
+            0,
+            obs.moved_through,
+        )
         .await?;
     rebaseline_adjust(redis, sku_id, obs.total_stock, max_winners).await?;
     tracing::info!(sku.id = %sku_id, available, forced = force, "warmup: loaded into Redis");

@@ -147,12 +147,14 @@ impl Drift {
         total: i64,
         limit_per_user: u32,
         adjust: i64,
+        moved_through: u64,
     ) -> Result<(), RedisError> {
         let sku_id = layout.sku();
         let mut invocation = scripts::WARMUP.prepare_invoke();
         invocation
             .key(self.core.keys.sku(sku_id))
             .key(self.core.keys.transfers_out_at(layout.tag(0)))
+            .key(self.core.keys.cuts(sku_id))
             .arg(available)
             .arg(total)
             .arg(limit_per_user)
@@ -160,7 +162,8 @@ impl Drift {
             .arg(self.core.keys.soldout_channel())
             .arg(sku_id.get())
             .arg(layout.n())
-            .arg(layout.tags_field());
+            .arg(layout.tags_field())
+            .arg(moved_through);
         let _: Vec<String> = self
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
