@@ -97,17 +97,21 @@ pub async fn mark_done<Q: Queryable>(q: &mut Q, id: u64) -> Result<(), DbError> 
     Ok(())
 }
 
-/// Whether a movement of `sku` was committed under the Redis step `op`. A
+/// The movement of `sku` committed under the Redis step `op`, if any. A
 /// locking read: under the SKU row lock it sees the latest commit, not the
 /// transaction's snapshot.
-pub async fn committed(tx: &mut Transaction<'_>, sku: SkuId, op: &str) -> Result<bool, DbError> {
+pub async fn committed(
+    tx: &mut Transaction<'_>,
+    sku: SkuId,
+    op: &str,
+) -> Result<Option<u64>, DbError> {
     let row: Option<u64> = tx
         .exec_first(
             "SELECT id FROM stock_movements WHERE sku_id = ? AND redis_op = ? LOCK IN SHARE MODE",
             (sku.get(), op),
         )
         .await?;
-    Ok(row.is_some())
+    Ok(row)
 }
 
 /// The id of the SKU's last movement of stock in the caller's snapshot (0:

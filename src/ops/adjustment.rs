@@ -178,7 +178,7 @@ async fn adjust_unbounded(
         let limit = u64::from(row.limit_per_user);
         let layout = sku_admin::layout_for(redis, sku_id, row.buckets, limit).await?;
         sku_admin::take_cut(redis, &layout, totals, op).await?;
-        sku_admin::commit_cut(db, redis, sku_id, tx, op).await?;
+        sku_admin::commit_cut(db, redis, sku_id, tx, op, id).await?;
     } else {
         tx.commit().await.map_err(DbError::from)?;
         let step = PendingStep {

@@ -200,7 +200,7 @@ async fn upsert_unbounded(
         }
         None => {
             take_cut(redis, &layout, totals, op).await?;
-            commit_cut(db, redis, sku_id, tx, op).await?;
+            commit_cut(db, redis, sku_id, tx, op, movement_id.unwrap_or(0)).await?;
         }
     }
     Ok(SkuState {
@@ -271,8 +271,8 @@ pub(crate) async fn take_cut(
     }
 }
 
-/// Commits a transaction whose cut Redis took (step `op`): kept when the
-/// commit succeeded; settled under the row lock when it failed, since a
+/// Commits a transaction whose cut Redis took (step `op`, movement
+/// `movement_id`): kept when the commit succeeded; settled under the row lock when it failed, since a
 /// failed commit may still have committed ([`stock_step::settle_cut`]).
 /// What cannot be settled now the sweep settles.
 pub(crate) async fn commit_cut(
@@ -281,10 +281,12 @@ pub(crate) async fn commit_cut(
     sku_id: SkuId,
     tx: Transaction<'_>,
     op: &str,
+    movement_id: u64,
 ) -> Result<(), SkuAdminError> {
     match tx.commit().await {
         Ok(()) => {
-            if let Err(err) = redis.skus().settle_cut(sku_id, op, false).await {
+            let kept = Some(movement_id);
+            if let Err(err) = redis.skus().settle_cut(sku_id, op, kept).await {
                 tracing::warn!(sku.id = %sku_id, step.id = op, error = %err,
                     "admin.stock: the cut committed; the sweep settles its Redis record");
             }

@@ -120,7 +120,7 @@ pub async fn settle_cut(
             let mut tx = conn.start_transaction(ledger::tx_opts()).await?;
             sku::lock(&mut tx, sku_id).await?;
             let committed = movement_steps::committed(&mut tx, sku_id, op).await?;
-            let settled = skus.settle_cut(sku_id, op, !committed).await;
+            let settled = skus.settle_cut(sku_id, op, committed).await;
             tx.rollback().await?;
             Ok::<_, DbError>(settled)
         })

@@ -21,23 +21,26 @@ pub enum Settled {
 }
 
 impl Skus {
-    /// Settles the cut `op` Redis took before its commit: keeps it, or
-    /// (`give`) gives its units back, once. A split SKU's buckets are primed
+    /// Settles the cut `op` Redis took before its commit: keeps it, or gives
+    /// its units back, once. A split SKU's buckets are primed
     /// again after a give-back, as after a restock.
+    /// `kept`: the committed movement's id when it is kept (it raises the
+    /// last movement Redis holds, which warm-up does not overwrite).
     pub async fn settle_cut(
         &self,
         sku_id: SkuId,
         op: &str,
-        give: bool,
+        kept: Option<u64>,
     ) -> Result<Settled, RedisError> {
         let mut invocation = super::scripts::CUT_SETTLE.prepare_invoke();
         invocation
             .key(self.core.keys.sku(sku_id))
             .key(self.core.keys.cuts(sku_id))
             .arg(op)
-            .arg(if give { "give" } else { "keep" })
+            .arg(if kept.is_some() { "keep" } else { "give" })
             .arg(self.core.keys.soldout_channel())
-            .arg(sku_id.get());
+            .arg(sku_id.get())
+            .arg(kept.unwrap_or(0));
         let reply: Vec<String> = self
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })

@@ -217,3 +217,68 @@ async fn a_cut_its_caller_left_is_given_back_or_kept_by_what_mysql_committed() {
     assert_eq!(app.redis_available(1).await, Some(8));
     app.finish_conserved(1).await;
 }
+
+/// Warm-up never overwrites a movement of stock newer than its reading of
+/// MySQL: a warm-up write from a reading taken before an adjustment reached
+/// Redis changes nothing, and a cut taken and not yet settled refuses a
+/// warm-up (409) until it is.
+#[tokio::test]
+async fn a_warm_up_never_overwrites_a_newer_movement_in_redis() {
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
+    let (status, m) = app
+        .adjust(
+            1,
+            &json!({"delta": 5, "reason": "late", "adjustment_id": "w1"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{m}");
+    let sku = TestApp::sku(1);
+    let layout = app.res.redis.buckets().read_layout(sku).await.unwrap();
+    let read_before = m["id"].as_u64().unwrap() - 1;
+    // A warm-up that read MySQL (10 units) before the adjustment landed.
+    let _ = app
+        .res
+        .redis
+        .drift()
+        .warm(&layout, 10, 10, 5, 0, read_before)
+        .await
+        .unwrap();
+    assert_eq!(app.redis_available(1).await, Some(15), "not overwritten");
+    let step = stockd::redis::Step {
+        op: "unsettled-cut",
+        mode: stockd::redis::LoadMode::Move,
+        movement_id: 0,
+        record_cut: true,
+    };
+    let taken = app
+        .res
+        .redis
+        .skus()
+        .load_sku(&layout, -2, 13, 5, 13, step)
+        .await;
+    assert!(taken.is_ok(), "{taken:?}");
+    let (status, body) = app.post_json_admin("/v1/admin/skus/1/warmup").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("CONFLICT")),
+        "{body}"
+    );
+    assert_eq!(
+        app.redis_available(1).await,
+        Some(13),
+        "the cut is still taken"
+    );
+    let cuts = app.res.redis.keys().cuts(sku);
+    let left = (now_ms() - LEFT_MS_AGO).to_string();
+    app.redis_cmd(&["HSET", &cuts, "unsettled-cut", &format!("2:{left}")])
+        .await;
+    app.reconcile(true).await;
+    assert_eq!(app.redis_available(1).await, Some(15), "given back");
+    let (status, body) = app.post_json_admin("/v1/admin/skus/1/warmup").await;
+    assert_eq!(
+        (status, body["available"].as_i64()),
+        (200, Some(15)),
+        "{body}"
+    );
+    app.finish_conserved(1).await;
+}

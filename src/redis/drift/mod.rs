@@ -139,7 +139,9 @@ impl Drift {
 
     /// Writes the SKU's state from MySQL (warm-up) and registers the SKU. A
     /// split SKU gets everything into its pool, every bucket emptied and
-    /// primed again.
+    /// primed again. `false`, nothing written, when a movement of stock
+    /// newer than `moved_through` (or a cut not yet settled) is in Redis:
+    /// the overwrite would lose it (`warmup.lua`).
     pub async fn warm(
         &self,
         layout: &Layout,
@@ -148,7 +150,7 @@ impl Drift {
         limit_per_user: u32,
         adjust: i64,
         moved_through: u64,
-    ) -> Result<(), RedisError> {
+    ) -> Result<bool, RedisError> {
         let sku_id = layout.sku();
         let mut invocation = scripts::WARMUP.prepare_invoke();
         invocation
@@ -164,10 +166,13 @@ impl Drift {
             .arg(layout.n())
             .arg(layout.tags_field())
             .arg(moved_through);
-        let _: Vec<String> = self
+        let reply: Vec<String> = self
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
+        if reply.first().map(String::as_str) == Some("MOVED") {
+            return Ok(false);
+        }
         self.buckets.forget_layout(sku_id);
         if layout.is_split() {
             self.buckets
@@ -175,6 +180,7 @@ impl Drift {
                 .await?;
             self.buckets.prime(layout).await?;
         }
-        self.skus.register(sku_id).await
+        self.skus.register(sku_id).await?;
+        Ok(true)
     }
 }

@@ -5,6 +5,7 @@
 --
 -- KEYS[1] sku hash  KEYS[2] the SKU's unsettled cuts (`<p>{sku}:cuts`)
 -- ARGV[1] step id  ARGV[2] 'keep' or 'give'  ARGV[3] sold-out channel  ARGV[4] sku_id
+-- ARGV[5] the committed movement's id (keep): raises `mt` as load_sku.lua does
 --
 -- Returns {'SETTLED'} (nothing to do), {'KEPT'}, {'GONE'} (Redis lost the SKU:
 -- warm-up copies MySQL, which never had the cut) or {'GIVEN', available}
@@ -16,6 +17,10 @@ if not entry then
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 if ARGV[2] == 'keep' then
+  local id = tonumber(ARGV[5] or '0')
+  if redis.call('EXISTS', KEYS[1]) == 1 and id > tonumber(redis.call('HGET', KEYS[1], 'mt') or '0') then
+    redis.call('HSET', KEYS[1], 'mt', ARGV[5])
+  end
   return {'KEPT'}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then

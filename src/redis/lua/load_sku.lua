@@ -14,7 +14,9 @@
 --          with its buyer state, so a move of one answers {'NOT_LOADED', ''}.
 -- ARGV[11] id of the movement applied (0: none yet, a cut before its commit).
 --          One warm-up counted already (id <= the hash's `mv`) answers
---          {'INCLUDED', ''} and moves nothing.
+--          {'INCLUDED', ''} and moves nothing; one applied raises `mt`, the
+--          last movement Redis holds, which a warm-up that read MySQL before
+--          it must not overwrite (warmup.lua).
 -- ARGV[12] step id  ARGV[13] now ms: with KEYS[3], the step is recorded there
 --          as '<units>:<ms>' until settled (kept, or given back).
 --
@@ -59,6 +61,10 @@ local function done(value)
     redis.call('HSET', sku_key, 'total', ARGV[4])
   end
   redis.call('SET', KEYS[2], value, 'PX', ARGV[7])
+  local id = tonumber(ARGV[11] or '0')
+  if id > tonumber(redis.call('HGET', sku_key, 'mt') or '0') then
+    redis.call('HSET', sku_key, 'mt', ARGV[11])
+  end
   if KEYS[3] and delta < 0 then
     redis.call('HSET', KEYS[3], ARGV[12], string.format('%.0f', -delta) .. ':' .. ARGV[13])
   end
