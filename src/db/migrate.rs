@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0008_told_available",
         include_str!("../../sql/0008_told_available.sql"),
     ),
+    (
+        9,
+        "0009_movement_redis_step",
+        include_str!("../../sql/0009_movement_redis_step.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

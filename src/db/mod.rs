@@ -6,6 +6,7 @@ pub mod event_outbox;
 pub mod invariants;
 pub mod ledger;
 pub mod migrate;
+pub mod movement_steps;
 pub mod movements;
 pub mod orders;
 pub mod pool;

@@ -55,6 +55,11 @@ pub struct NewMovement<'a> {
     /// A correction's Redis available before (`None`: Redis held nothing)
     /// and after; `None` for the kinds that move MySQL.
     pub redis_available: Option<(Option<i64>, i64)>,
+    /// The kinds that move stock: the id of their Redis step, whose marker
+    /// makes it idempotent (`ops/stock_step.rs`).
+    pub redis_op: Option<&'a str>,
+    /// A restock committed before its Redis step: the sweep finishes it.
+    pub redis_pending: bool,
 }
 
 impl NewMovement<'_> {
@@ -190,12 +195,15 @@ pub async fn insert(tx: &mut Transaction<'_>, m: &NewMovement<'_>) -> Result<u64
         m.created_at_ms.into(),
         redis_before.into(),
         redis_after.into(),
+        m.redis_op.into(),
+        u8::from(m.redis_pending).into(),
     ];
     tx.exec_drop(
         "INSERT INTO stock_movements (sku_id, kind, delta, total_before, total_after,
            available_before, available_after, reason, reference, actor, adjustment_id,
-           created_at_ms, redis_available_before, redis_available_after)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+           created_at_ms, redis_available_before, redis_available_after, redis_op,
+           redis_pending)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         params,
     )
     .await?;

@@ -51,6 +51,8 @@ pub async fn record(db: &Db, c: &Correction<'_>) -> Result<Option<u64>, DbError>
             adjustment_id: None,
             created_at_ms: unix_ms(),
             redis_available: Some((c.redis_before, c.redis_after)),
+            redis_op: None,
+            redis_pending: false,
         };
         let id = movements::insert(&mut tx, &movement).await?;
         movements::note(&mut out, &movement, id, row.low_stock_threshold);

@@ -15,6 +15,7 @@ pub mod rebalance;
 pub mod rebuild;
 pub mod reconcile;
 pub mod sku_admin;
+pub mod stock_step;
 pub mod stuck;
 pub mod sweep;
 pub mod warmup;

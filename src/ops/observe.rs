@@ -26,6 +26,9 @@ pub struct Observation {
     pub sku_id: SkuId,
     pub total_stock: i64,
     pub mysql_available: i64,
+    /// The SKU's last movement of stock `mysql_available` counts (0: none;
+    /// warm-up records it so later Redis steps for it move nothing).
+    pub moved_through: u64,
     /// Live (RESERVED + CONFIRMED) units in the ledger.
     pub ledger_units: i64,
     pub redis: Option<RedisSnapshot>,
@@ -146,6 +149,7 @@ async fn observe_unbounded(
         .await?
         .ok_or(ObserveError::UnknownSku(sku_id))?;
     let ledger_units = ledger::live_units(&mut tx, sku_id).await?;
+    let moved_through = crate::db::movement_steps::moved_through(&mut tx, sku_id).await?;
     let buyers_over_limit = ledger::buyers_over_limit(&mut tx, sku_id, row.limit_per_user)
         .await?
         .len() as i64;
@@ -167,6 +171,7 @@ async fn observe_unbounded(
         sku_id,
         total_stock: row.total_stock,
         mysql_available: row.available_stock,
+        moved_through,
         ledger_units,
         redis: snapshot,
         in_flight: explained.in_flight,

@@ -1,7 +1,12 @@
-//! Creating and restocking a SKU: MySQL first (under the SKU row lock), then
-//! Redis by a delta so live reservations are never clobbered. If Redis refuses
-//! (the new total would drop below what Redis already promised) the MySQL
-//! transaction rolls back: both stores keep their old values.
+//! Creating and restocking a SKU: MySQL decides under the SKU row lock, and
+//! Redis moves by a delta so live reservations are never clobbered. A new
+//! total above the old one (and a creation) commits first and reaches Redis
+//! after, keyed by its movement's step; a lower one is taken from Redis
+//! before the commit and given back if the commit fails, so Redis is never
+//! ahead of MySQL ([`super::stock_step`]). If Redis refuses a cut (it
+//! already promised the units) the transaction rolls back: both stores keep
+//! their old values. A SKU that exists but Redis does not hold is refused
+//! (`NotLoaded`, 503) until warm-up loaded it with its buyer state.
 //!
 //! The bucket count (`redis/buckets`) is set here too: at creation, or later
 //! by a re-split, which is refused while any buyer state of the SKU lives in
@@ -10,11 +15,15 @@
 //! Every change of the total is a `stock_movements` row (`create`, `restock`)
 //! written in the same transaction; an unchanged total writes none.
 
+use mysql_async::Transaction;
+
+use crate::db::movement_steps::PendingStep;
 use crate::db::movements::{self, MovementKind, NewMovement};
 use crate::db::{event_outbox, ledger, sku, Db, DbError};
 use crate::domain::SkuId;
+use crate::ops::stock_step::{self, Applied};
 use crate::redis::buckets::Layout;
-use crate::redis::{LoadOutcome, RedisError, RedisStore};
+use crate::redis::{LoadMode, LoadOutcome, RedisError, RedisStore, Step};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SkuState {
@@ -42,6 +51,8 @@ pub enum SkuAdminError {
     BelowReserved { requested: i64, reserved: i64 },
     #[error("the bucket count cannot change while buyer state lives in Redis: {0}")]
     BucketsLocked(String),
+    #[error("SKU {0} is not loaded into Redis; warm it up first")]
+    NotLoaded(u64),
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -66,9 +77,10 @@ pub async fn upsert(
         buckets: options.buckets,
         low_stock_threshold: options.low_stock_threshold,
     };
+    let op = stock_step::new_op();
     tokio::time::timeout(
         db.operation_bound(),
-        upsert_unbounded(db, redis, sku_id, wanted, actor),
+        upsert_unbounded(db, redis, sku_id, wanted, actor, &op),
     )
     .await
     .map_err(|_| SkuAdminError::Db(DbError::QueryTimeout))?
@@ -88,6 +100,7 @@ async fn upsert_unbounded(
     sku_id: SkuId,
     wanted: Wanted,
     actor: &str,
+    op: &str,
 ) -> Result<SkuState, SkuAdminError> {
     let Wanted {
         total,
@@ -108,6 +121,9 @@ async fn upsert_unbounded(
             (MovementKind::Create, (0, 0), n)
         }
         Some(row) => {
+            if redis.skus().sku(sku_id).await?.is_none() {
+                return Err(SkuAdminError::NotLoaded(sku_id.get()));
+            }
             if total < row.reserved() {
                 return Err(SkuAdminError::BelowReserved {
                     requested: total,
@@ -126,13 +142,6 @@ async fn upsert_unbounded(
     let available_mysql = before.1 + delta;
     let wanted = buckets.unwrap_or(stored_buckets);
     let layout = layout_for(redis, sku_id, wanted, u64::from(limit_per_user)).await?;
-    let totals = Totals {
-        delta,
-        available_mysql,
-        limit_per_user,
-        total,
-    };
-    load_delta(redis, &layout, totals).await?;
     if wanted != stored_buckets {
         sku::set_buckets(&mut tx, sku_id, wanted).await?;
     }
@@ -140,6 +149,9 @@ async fn upsert_unbounded(
         low_threshold = (threshold > 0).then_some(threshold);
         sku::set_low_stock_threshold(&mut tx, sku_id, low_threshold).await?;
     }
+    // A creation and a restock reach Redis after their commit.
+    let after_commit = kind == MovementKind::Create || delta > 0;
+    let mut movement_id = None;
     if delta != 0 || kind == MovementKind::Create {
         let movement = NewMovement {
             sku_id,
@@ -153,13 +165,44 @@ async fn upsert_unbounded(
             adjustment_id: None,
             created_at_ms: crate::clock::unix_ms(),
             redis_available: None,
+            redis_op: Some(op),
+            redis_pending: after_commit,
         };
         let id = movements::insert(&mut tx, &movement).await?;
         let mut out = db.outgoing();
         movements::note(&mut out, &movement, id, low_threshold);
         event_outbox::stage(&mut tx, out, movement.created_at_ms).await?;
+        movement_id = Some(id);
     }
-    tx.commit().await.map_err(DbError::from)?;
+    let totals = Totals {
+        delta,
+        available_mysql,
+        limit_per_user,
+        total,
+    };
+    match movement_id.filter(|_| after_commit) {
+        Some(id) => {
+            tx.commit().await.map_err(DbError::from)?;
+            let step = PendingStep {
+                movement_id: id,
+                sku_id,
+                create: kind == MovementKind::Create,
+                delta,
+                available_after: available_mysql,
+                total_after: total,
+                redis_op: op.to_string(),
+            };
+            let applied =
+                stock_step::apply_restock(db, redis, &layout, &step, limit_per_user).await?;
+            if applied == Applied::NotLoaded {
+                return Err(SkuAdminError::NotLoaded(sku_id.get()));
+            }
+        }
+        None => {
+            take_cut(redis, &layout, totals, op).await?;
+            commit_cut(db, redis, sku_id, tx, op, movement_id.unwrap_or(0)).await?;
+        }
+    }
     Ok(SkuState {
         sku_id,
         total_stock: total,
@@ -182,13 +225,15 @@ pub(crate) struct Totals {
     pub total: i64,
 }
 
-/// Moves the SKU's stock in Redis by `totals.delta` without touching live
-/// reservations (`load_sku.lua`); refused, with nothing written, when the cut
-/// would take Redis below what it already promised.
-pub(crate) async fn load_delta(
+/// Takes a cut (or a change of no units: limit, total) from Redis before
+/// the commit, recorded under step `op` until settled (`load_sku.lua`);
+/// refused, with nothing written, when the cut would take Redis below what
+/// it already promised, or when Redis does not hold the SKU.
+pub(crate) async fn take_cut(
     redis: &RedisStore,
     layout: &Layout,
     totals: Totals,
+    op: &str,
 ) -> Result<(), SkuAdminError> {
     let Totals {
         delta,
@@ -196,6 +241,12 @@ pub(crate) async fn load_delta(
         limit_per_user,
         total,
     } = totals;
+    let step = Step {
+        op,
+        mode: LoadMode::Move,
+        movement_id: 0,
+        record_cut: delta < 0,
+    };
     let loaded = redis
         .skus()
         .load_sku(
@@ -204,10 +255,11 @@ pub(crate) async fn load_delta(
             available_mysql,
             u64::from(limit_per_user),
             total as u64,
+            step,
         )
         .await?;
     match loaded {
-        LoadOutcome::Loaded { .. } => Ok(()),
+        LoadOutcome::Loaded { .. } | LoadOutcome::Included => Ok(()),
         LoadOutcome::BelowReserved { available } => Err(SkuAdminError::BelowReserved {
             requested: total,
             reserved: total - available_mysql + (available_mysql - available),
@@ -215,6 +267,38 @@ pub(crate) async fn load_delta(
         LoadOutcome::Layout => Err(SkuAdminError::BucketsLocked(
             "the bucket count changed in Redis meanwhile; retry".into(),
         )),
+        LoadOutcome::NotLoaded => Err(SkuAdminError::NotLoaded(layout.sku().get())),
+    }
+}
+
+/// Commits a transaction whose cut Redis took (step `op`, movement
+/// `movement_id`): kept when the commit succeeded; settled under the row lock when it failed, since a
+/// failed commit may still have committed ([`stock_step::settle_cut`]).
+/// What cannot be settled now the sweep settles.
+pub(crate) async fn commit_cut(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    tx: Transaction<'_>,
+    op: &str,
+    movement_id: u64,
+) -> Result<(), SkuAdminError> {
+    match tx.commit().await {
+        Ok(()) => {
+            let kept = Some(movement_id);
+            if let Err(err) = redis.skus().settle_cut(sku_id, op, kept).await {
+                tracing::warn!(sku.id = %sku_id, step.id = op, error = %err,
+                    "admin.stock: the cut committed; the sweep settles its Redis record");
+            }
+            Ok(())
+        }
+        Err(err) => {
+            if let Err(settle) = stock_step::settle_cut(db, redis.skus(), sku_id, op).await {
+                tracing::warn!(sku.id = %sku_id, step.id = op, error = %settle,
+                    "admin.stock: the cut's commit failed; the sweep settles it");
+            }
+            Err(DbError::from(err).into())
+        }
     }
 }
 

@@ -4,6 +4,14 @@
 //! still hold, and the sold-out marker. After it, a retry of any accepted
 //! request id is a replay and no buyer can exceed the limit.
 //!
+//! It is the only path that loads a SKU that existed into a Redis that does
+//! not hold it (an adjustment or a `PUT` answers 503 until it ran): the
+//! buyer state comes back with the stock. It records the last movement of
+//! stock its MySQL reading counts (`moved_through`), so a restock's Redis
+//! step still pending for it moves nothing (`ops/stock_step.rs`), and it
+//! never overwrites a newer one: a movement that reached Redis after that
+//! reading, or a cut not yet settled, refuses it (forced or not).
+//!
 //! Refused while deductions of the SKU are in flight — outbox entries not yet
 //! confirmed, reservations Redis took that MySQL has not applied, releases not
 //! yet mirrored, or messages waiting in the work queue — because copying then
@@ -19,6 +27,10 @@ use crate::db::Db;
 use crate::domain::SkuId;
 use crate::mq::Publisher;
 use crate::redis::{AdjustOutcome, RedisStore};
+
+/// Why a warm-up wrote nothing although nothing was in flight.
+const MOVED_MEANWHILE: &str = "an adjustment or restock reached Redis after this warm-up read \
+     MySQL (or a cut is being settled); retry";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WarmupOutcome {
@@ -80,10 +92,21 @@ pub async fn warmup(
     // is not admitting (not loaded, or refused in flight) until `warm` below.
     let layout = redis.buckets().prepare_layout(sku_id, buckets).await?;
     rebuild_buyer_side(db, redis, sku_id).await?;
-    redis
+    let warmed = redis
         .drift()
-        .warm(&layout, available, obs.total_stock, limit, 0)
+        .warm(
+            &layout,
+            available,
+            obs.total_stock,
+            limit,
+            0,
+            obs.moved_through,
+        )
         .await?;
+    if !warmed {
+        // Even forced: the overwrite would lose a movement Redis has.
+        return Ok(WarmupOutcome::Refused(MOVED_MEANWHILE.into()));
+    }
     rebaseline_adjust(redis, sku_id, obs.total_stock, max_winners).await?;
     tracing::info!(sku.id = %sku_id, available, forced = force, "warmup: loaded into Redis");
     let before = obs.redis.as_ref().map(|r| r.available);

@@ -122,6 +122,12 @@ impl Keys {
         self.tagged(sku, &format!("op:{op_id}"))
     }
 
+    /// Cuts Redis took before their MySQL commit and not yet settled:
+    /// step id -> `units:ms` (`load_sku.lua`, `cut_settle.lua`).
+    pub fn cuts(&self, sku: SkuId) -> String {
+        self.tagged(sku, "cuts")
+    }
+
     pub fn outbox(&self, sku: SkuId) -> String {
         self.tagged(sku, "outbox")
     }

@@ -33,6 +33,7 @@ pub mod reservation;
 mod routed;
 pub mod scripts;
 pub mod sku;
+mod sku_cuts;
 pub mod store;
 pub mod subscriptions;
 
@@ -48,7 +49,8 @@ pub use orders::{HeldLine, LineRefusal, OrderAsk, OrderOutcome, OrderRecord, Ord
 pub use outbox::{OutboxEntry, OutboxStream, OutboxStreams};
 pub use readmit::ReadmitOutcome;
 pub use reservation::{FinishEffect, FinishOutcome, Reservations};
-pub use sku::{LoadOutcome, SkuSnapshot, Skus};
+pub use sku::{LoadMode, LoadOutcome, SkuSnapshot, Skus, Step};
+pub use sku_cuts::Settled;
 pub use store::RedisStore;
 pub use subscriptions::Subscriptions;
 

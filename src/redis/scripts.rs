@@ -78,6 +78,8 @@ pub static ORDER_RECOMMIT: LuaScript =
     LuaScript::new("order_recommit", include_str!("lua/order_recommit.lua"));
 /// Loading or restocking a SKU (`sku.rs`).
 pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
+/// Keeping or giving back a cut taken before its commit (`sku.rs`).
+pub static CUT_SETTLE: LuaScript = LuaScript::new("cut_settle", include_str!("lua/cut_settle.lua"));
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
 pub static FINISH: LuaScript = LuaScript::new("finish", include_str!("lua/finish.lua"));
 /// The Redis mirror of an extension of the time to pay (`reservation.rs`).
@@ -110,7 +112,8 @@ pub static TRANSFER_CREDIT: LuaScript =
     LuaScript::new("transfer_credit", include_str!("lua/transfer_credit.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 25] = [
+pub static ALL: [&LuaScript; 26] = [
+    &CUT_SETTLE,
     &RESERVE,
     &ORDER,
     &ORDER_INTENT,

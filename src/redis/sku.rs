@@ -40,22 +40,48 @@ pub enum LoadOutcome {
     },
     /// The SKU is loaded with another bucket count (re-split it first).
     Layout,
+    /// A move of a SKU Redis does not hold: only warm-up loads it.
+    NotLoaded,
+    /// The movement was counted by a warm-up already: nothing moved.
+    Included,
+}
+
+/// How a stock step may meet a SKU Redis does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadMode {
+    /// A new SKU: nothing of its buyers can exist, so it is loaded.
+    Create,
+    /// Any other: answered `NotLoaded` (warm-up brings the buyer state back).
+    Move,
+}
+
+/// One Redis step of a stock movement (`ops/stock_step.rs`).
+#[derive(Debug, Clone, Copy)]
+pub struct Step<'a> {
+    /// The step's id: its marker makes a second run answer the first.
+    pub op: &'a str,
+    pub mode: LoadMode,
+    /// The movement applied; 0 for a cut taken before its commit.
+    pub movement_id: u64,
+    /// A cut taken before its commit is recorded until settled.
+    pub record_cut: bool,
 }
 
 /// SKUs per `SADD` when the registry is rebuilt from MySQL.
 const REGISTER_BATCH: usize = 1_000;
 
-/// How long a restock's operation id is remembered: far longer than one call
-/// with its retries may take.
-const LOAD_OP_TTL_MS: u64 = 60_000;
+/// How long a step's marker is remembered: far longer than a restock may
+/// wait for its Redis step (the sweep finishes it within seconds; a day
+/// covers a MySQL that cannot record the step done for hours).
+const LOAD_OP_TTL_MS: u64 = 86_400_000;
 
 /// Loading, registering and reading SKUs: the home hash, the registry, the
 /// sold-out flag and the winners sets. Cheap to clone.
 #[derive(Clone)]
 pub struct Skus {
-    core: Arc<Core>,
+    pub(super) core: Arc<Core>,
     /// A split SKU's load reclaims, creates and primes its buckets.
-    buckets: Buckets,
+    pub(super) buckets: Buckets,
 }
 
 impl Skus {
@@ -73,13 +99,21 @@ impl Skus {
         available_if_absent: i64,
         limit_per_user: u64,
         total: u64,
+        step: Step<'_>,
     ) -> Result<LoadOutcome, RedisError> {
         if layout.is_split() && delta < 0 {
             // A cut takes from the pool: bring every bucket's stock back first.
             self.buckets.reclaim(layout, None).await?;
         }
         let outcome = self
-            .load_home(layout, delta, available_if_absent, limit_per_user, total)
+            .load_home(
+                layout,
+                delta,
+                available_if_absent,
+                limit_per_user,
+                total,
+                step,
+            )
             .await?;
         if layout.is_split() {
             if let LoadOutcome::Loaded { .. } = outcome {
@@ -107,15 +141,24 @@ impl Skus {
         available_if_absent: i64,
         limit_per_user: u64,
         total: u64,
+        step: Step<'_>,
     ) -> Result<LoadOutcome, RedisError> {
         let sku_id = layout.sku();
-        // A cluster client re-sends a command whose connection dropped, so the
-        // script may run twice: the operation id makes the second run a replay.
-        let op_id = uuid::Uuid::new_v4().simple().to_string();
+        // A cluster client re-sends a command whose connection dropped, and a
+        // retry or the sweep runs a step again: the step's id makes the
+        // second run a replay.
         let mut invocation = super::scripts::LOAD_SKU.prepare_invoke();
         invocation
             .key(self.core.keys.sku(sku_id))
-            .key(self.core.keys.load_op(sku_id, &op_id))
+            .key(self.core.keys.load_op(sku_id, step.op));
+        if step.record_cut {
+            invocation.key(self.core.keys.cuts(sku_id));
+        }
+        let mode = match step.mode {
+            LoadMode::Create => "create",
+            LoadMode::Move => "move",
+        };
+        invocation
             .arg(delta)
             .arg(available_if_absent)
             .arg(limit_per_user)
@@ -124,13 +167,20 @@ impl Skus {
             .arg(sku_id.get())
             .arg(LOAD_OP_TTL_MS)
             .arg(layout.n())
-            .arg(layout.tags_field());
+            .arg(layout.tags_field())
+            .arg(mode)
+            .arg(step.movement_id)
+            .arg(step.op)
+            .arg(crate::clock::unix_ms());
         let reply: Vec<String> = self
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
-        if reply.first().map(String::as_str) == Some("LAYOUT") {
-            return Ok(LoadOutcome::Layout);
+        match reply.first().map(String::as_str) {
+            Some("LAYOUT") => return Ok(LoadOutcome::Layout),
+            Some("NOT_LOADED") => return Ok(LoadOutcome::NotLoaded),
+            Some("INCLUDED") => return Ok(LoadOutcome::Included),
+            _ => {}
         }
         self.buckets.forget_layout(sku_id);
         let available = reply

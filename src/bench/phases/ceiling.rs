@@ -69,6 +69,7 @@ pub async fn run(
     store.load_scripts().await?;
     let sku = SkuId::new(CEILING_SKU + u64::from(batched)).expect("positive");
     let total = i64::try_from(plan.requests)?;
+    let op = uuid::Uuid::new_v4().simple().to_string();
     store
         .skus()
         .load_sku(
@@ -77,6 +78,12 @@ pub async fn run(
             total,
             1,
             plan.requests,
+            crate::redis::Step {
+                op: &op,
+                mode: crate::redis::LoadMode::Create,
+                movement_id: 0,
+                record_cut: false,
+            },
         )
         .await?;
     let workers = (0..concurrency)

@@ -201,6 +201,7 @@ impl Reconciler {
         } else {
             skus.to_vec()
         };
+        self.finish_stock_steps(&skus).await;
         let dead = self.dead_lettered().await;
         let now_ms = self.redis.now_ms().await?;
         let mut lines = Vec::with_capacity(skus.len());
@@ -242,6 +243,32 @@ impl Reconciler {
             .replace(report.clone());
         self.tell(&report, previous.as_ref()).await;
         Ok(report)
+    }
+
+    /// Finishes the stock movements callers left between the stores (a
+    /// restock not yet in Redis, a cut Redis took and never settled) before
+    /// the pass looks, so they are never judged as drift
+    /// ([`super::stock_step`]). A failure is logged; the pass goes on.
+    async fn finish_stock_steps(&self, skus: &[SkuId]) {
+        let older_than_ms = self.db.operation_bound().as_millis() as u64;
+        // Boxed: the pass's future stays small (tests drive it on a thread's stack).
+        let sweep = Box::pin(super::stock_step::sweep(
+            &self.db,
+            &self.redis,
+            skus,
+            older_than_ms,
+        ));
+        match sweep.await {
+            Ok(swept) if swept != Default::default() => {
+                tracing::info!(
+                    restocks = swept.restocks_applied,
+                    cuts = swept.cuts_settled,
+                    "reconcile.stock_steps: finished movements their callers left"
+                );
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "reconcile.stock_steps: not swept this pass"),
+        }
     }
 
     /// Publishes the pass's findings (`stockd.reconcile.drift`: an unhealthy
@@ -470,6 +497,14 @@ impl Reconciler {
         self.alerter.raise(&finding).await;
     }
 
+    /// Whether a movement of `sku` is between the stores (an error counts
+    /// as yes: the repair waits a pass).
+    async fn stock_step_in_progress(&self, sku: SkuId) -> Result<bool, ObserveError> {
+        Ok(super::stock_step::in_progress(&self.db, &self.redis, sku)
+            .await
+            .unwrap_or(true))
+    }
+
     async fn repair(
         &self,
         obs: &Observation,
@@ -487,7 +522,8 @@ impl Reconciler {
                 let drained = obs.exact
                     && obs.in_flight == 0
                     && self.redis.outbox().len(obs.sku_id).await? == 0;
-                stable && drained
+                // A movement between the stores closes the gap itself.
+                stable && drained && !self.stock_step_in_progress(obs.sku_id).await?
             }
             _ => false,
         };

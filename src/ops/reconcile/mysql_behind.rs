@@ -437,6 +437,7 @@ mod tests {
 
     fn observation(records: Vec<Unapplied>, decided: Vec<RedisDecided>) -> Observation {
         Observation {
+            moved_through: 0,
             sku_id: SkuId::new(1).unwrap(),
             total_stock: 10,
             mysql_available: 10,

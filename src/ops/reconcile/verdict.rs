@@ -84,6 +84,7 @@ mod tests {
 
     fn obs(total: i64, mysql: i64, live: i64, redis: Option<i64>, in_flight: i64) -> Observation {
         Observation {
+            moved_through: 0,
             sku_id: SkuId::new(1).unwrap(),
             total_stock: total,
             mysql_available: mysql,

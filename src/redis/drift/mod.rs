@@ -139,7 +139,9 @@ impl Drift {
 
     /// Writes the SKU's state from MySQL (warm-up) and registers the SKU. A
     /// split SKU gets everything into its pool, every bucket emptied and
-    /// primed again.
+    /// primed again. `false`, nothing written, when a movement of stock
+    /// newer than `moved_through` (or a cut not yet settled) is in Redis:
+    /// the overwrite would lose it (`warmup.lua`).
     pub async fn warm(
         &self,
         layout: &Layout,
@@ -147,12 +149,14 @@ impl Drift {
         total: i64,
         limit_per_user: u32,
         adjust: i64,
-    ) -> Result<(), RedisError> {
+        moved_through: u64,
+    ) -> Result<bool, RedisError> {
         let sku_id = layout.sku();
         let mut invocation = scripts::WARMUP.prepare_invoke();
         invocation
             .key(self.core.keys.sku(sku_id))
             .key(self.core.keys.transfers_out_at(layout.tag(0)))
+            .key(self.core.keys.cuts(sku_id))
             .arg(available)
             .arg(total)
             .arg(limit_per_user)
@@ -160,11 +164,15 @@ impl Drift {
             .arg(self.core.keys.soldout_channel())
             .arg(sku_id.get())
             .arg(layout.n())
-            .arg(layout.tags_field());
-        let _: Vec<String> = self
+            .arg(layout.tags_field())
+            .arg(moved_through);
+        let reply: Vec<String> = self
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
+        if reply.first().map(String::as_str) == Some("MOVED") {
+            return Ok(false);
+        }
         self.buckets.forget_layout(sku_id);
         if layout.is_split() {
             self.buckets
@@ -172,6 +180,7 @@ impl Drift {
                 .await?;
             self.buckets.prime(layout).await?;
         }
-        self.skus.register(sku_id).await
+        self.skus.register(sku_id).await?;
+        Ok(true)
     }
 }

@@ -4,25 +4,37 @@
 -- and accounted for what is.
 --
 -- KEYS[1] sku hash  KEYS[2] its transfers-out hash (split SKUs)
+-- KEYS[3] its unsettled cuts (load_sku.lua)
 -- ARGV[1] available  ARGV[2] total  ARGV[3] limit_per_user  ARGV[4] adjust
 -- ARGV[5] sold-out channel  ARGV[6] sku_id  ARGV[7] bucket count
--- ARGV[8] tags of buckets 1..
+-- ARGV[8] tags of buckets 1..  ARGV[9] `mv`: the last movement of stock
+-- ARGV[1] counts, so a restock's Redis step still to come for it (or one
+-- before it) moves nothing (load_sku.lua answers INCLUDED)
 --
 -- A split SKU (ARGV[7] > 1) gets everything into its pool: bucket 0 and (by
 -- bucket_init.lua 'reset') every other bucket start empty and lease again.
 -- Pending transfers are dropped: the stock they carried is in ARGV[1].
+--
+-- A movement of stock that reached Redis after ARGV[1] was read (`mt` above
+-- ARGV[9]), or a cut taken and not yet settled, would be lost under the
+-- overwrite: {'MOVED'}, nothing written (the caller reads MySQL again).
+
+if redis.call('HLEN', KEYS[3]) > 0 or
+    tonumber(redis.call('HGET', KEYS[1], 'mt') or '0') > tonumber(ARGV[9]) then
+  return {'MOVED'}
+end
 
 if (ARGV[7] or '1') ~= '1' then
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[1], 'available', '0', 'pool', ARGV[1], 'total', ARGV[2],
-    'limit', ARGV[3], 'adjust', ARGV[4], 'buckets', ARGV[7], 'tags', ARGV[8])
+    'limit', ARGV[3], 'adjust', ARGV[4], 'buckets', ARGV[7], 'tags', ARGV[8], 'mv', ARGV[9], 'mt', ARGV[9])
   if redis.call('HDEL', KEYS[1], 'drained', 'soldout') > 0 then
     redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6] .. '.0')
   end
   return {'OK'}
 end
 redis.call('HSET', KEYS[1], 'available', ARGV[1], 'total', ARGV[2], 'limit', ARGV[3],
-  'adjust', ARGV[4])
+  'adjust', ARGV[4], 'mv', ARGV[9], 'mt', ARGV[9])
 redis.call('HDEL', KEYS[1], 'buckets', 'tags', 'pool', 'drained')
 if tonumber(ARGV[1]) <= 0 then
   redis.call('HSET', KEYS[1], 'soldout', '1')

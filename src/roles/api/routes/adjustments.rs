@@ -171,6 +171,7 @@ fn adjust_failed(err: AdjustError) -> ApiError {
             ApiError::unavailable("mysql", e)
         }
         AdjustError::Admin(SkuAdminError::Redis(e)) => ApiError::unavailable("redis", e),
+        AdjustError::Admin(SkuAdminError::NotLoaded(_)) => ApiError::Unavailable(err.to_string()),
     }
 }
 

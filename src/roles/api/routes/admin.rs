@@ -126,6 +126,7 @@ pub async fn put_sku(
         SkuAdminError::BucketsLocked(_) => ApiError::BucketsLocked(err.to_string()),
         SkuAdminError::Db(e) => ApiError::unavailable("mysql", e),
         SkuAdminError::Redis(e) => ApiError::unavailable("redis", e),
+        SkuAdminError::NotLoaded(_) => ApiError::Unavailable(err.to_string()),
     })?;
     tracing::info!(sku.id = %sku_id, total_stock = total, limit_per_user = limit,
         buckets = sku.buckets, "admin.sku: stored and loaded");
