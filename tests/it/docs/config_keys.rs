@@ -47,7 +47,8 @@ fn base_yaml_holds_every_key_of_the_settings_and_no_other() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("base.yaml"), read(BASE)).unwrap();
     // `local` without local.yaml: base.yaml alone.
-    let settings = Settings::load_with_vars(&dir, "local", &[]).unwrap();
+    let settings = Settings::load_with_vars(&dir, "local", &[])
+        .unwrap_or_else(|e| panic!("{BASE} alone does not load: {e:#}"));
     std::fs::remove_dir_all(&dir).unwrap();
     let mut typed = BTreeMap::new();
     leaves("", &serde_yaml::to_value(&settings).unwrap(), &mut typed);
