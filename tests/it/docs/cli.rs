@@ -1,8 +1,9 @@
 //! The command tables (README "Roles and subcommands", contract §1) are the
 //! command line clap parses: every `stockd …` they show names subcommands,
 //! flags and roles that exist; every subcommand and its flags have a row; and
-//! every role `--role` takes has one. The command tree is the library's own
-//! `Cli`, as the binary builds it.
+//! every role `--role` takes has one, as in the hint src/main.rs prints when
+//! given nothing to do. The command tree is the library's own `Cli`, as the
+//! binary builds it.
 
 use std::collections::BTreeSet;
 
@@ -206,4 +207,28 @@ fn the_command_tables_are_the_command_line() {
     }
     bad.dedup();
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The hint `stockd` prints when given nothing to do (src/main.rs) names
+/// every role, as the tables do.
+#[test]
+fn the_nothing_to_do_hint_names_every_role() {
+    let main = super::read("src/main.rs");
+    let hint = main
+        .split("--role ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("src/main.rs has a `--role a|b` hint");
+    let named: BTreeSet<&str> = hint.split('|').collect();
+    let root = Cli::command();
+    let roles: BTreeSet<String> = root
+        .get_arguments()
+        .find(|a| a.get_long() == Some("role"))
+        .unwrap()
+        .get_possible_values()
+        .iter()
+        .map(|v| v.get_name().to_string())
+        .collect();
+    let roles: BTreeSet<&str> = roles.iter().map(String::as_str).collect();
+    assert_eq!(named, roles, "src/main.rs: `--role {hint}`");
 }
