@@ -9,6 +9,7 @@
 
 mod alerts;
 mod cli;
+mod config_envs;
 mod config_keys;
 mod config_mentions;
 mod markdown;
