@@ -6,6 +6,9 @@
 //! §6.1 says any route may answer: 401, 403, 429, 503, and the 400/404/405/415
 //! every route shares). The console's page and assets are routed but are no
 //! API, so the document leaves them out.
+//!
+//! And every `METHOD /path` the docs name anywhere is a route (a runbook once
+//! sent operators to `POST /v1/reservations`, which never existed).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -146,27 +149,30 @@ fn the_route_table_is_the_served_openapi_document() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-/// Every `METHOD /path` any table of the docs names (the README's admin
-/// routes, the console's buttons, contract §14 …) is a route of the router.
+/// Every `METHOD /path` the docs name in a code span, in tables and prose
+/// (the README's admin routes, the console's buttons, the runbooks' steps),
+/// is a route of the router.
 #[test]
-fn every_route_a_table_names_is_routed() {
+fn every_route_the_docs_name_is_routed() {
     let routed = routed();
     let mut bad = Vec::new();
-    for (file, table) in super::all_tables() {
-        for (line, row) in &table.rows {
-            for span in row.iter().flat_map(|c| code_spans(c)) {
+    for file in super::markdown_files() {
+        let text = read(&file);
+        for (n, line) in super::prose_lines(&text).iter().enumerate() {
+            for span in code_spans(line) {
                 let Some((method, path)) = span.split_once(' ') else {
                     continue;
                 };
-                // `POST …/{request_id}/confirm` is shorthand, not a path.
-                if !METHODS.contains(&method) || !path.starts_with('/') {
+                // `POST …/{request_id}/confirm`, `GET /v1/skus/...`: shorthand.
+                let shorthand = path.contains('…') || path.contains("...");
+                if !METHODS.contains(&method) || !path.starts_with('/') || shorthand {
                     continue;
                 }
                 let path = path.split(['[', '?', ' ']).next().unwrap();
                 if !routed.contains(&(method.to_string(), path.to_string())) {
                     bad.push(format!(
                         "{}: {method} {path} is not routed",
-                        at(&file, *line)
+                        at(&file, n + 1)
                     ));
                 }
             }
