@@ -2,7 +2,8 @@
 //! by a blank line (GitHub renders the rows after it as a paragraph, as the
 //! README's TLS rows and the runbook's `MYSQL_BEHIND` verdict were), every row
 //! has its header's cells, and every relative link names a file of the
-//! repository and, with `#anchor`, a heading of that file.
+//! repository and, with `#anchor`, a heading of that file; every file path
+//! a code span names is a file of the repository (not one beside it).
 
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
@@ -161,4 +162,67 @@ pub fn heading_slugs(text: &str) -> HashSet<String> {
         seen.insert(slug);
     }
     seen
+}
+
+/// Directories no doc may point into: build output and the bench's results.
+const NOT_SOURCES: [&str; 3] = ["target", ".git", "bench-out"];
+/// File endings of a code span that names a file of the repository.
+const FILE_ENDINGS: [&str; 12] = [
+    ".md", ".rs", ".yaml", ".yml", ".sql", ".lua", ".sh", ".json", ".toml", ".service", ".js",
+    ".css",
+];
+
+/// Every file of the repository, by its path from the root.
+fn repository_files(dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(super::root().join(dir)).unwrap() {
+        let entry = entry.unwrap();
+        let rel = dir.join(entry.file_name());
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() {
+            if !NOT_SOURCES.iter().any(|n| name.starts_with(n)) {
+                repository_files(&rel, out);
+            }
+        } else {
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// A file path in a code span (`src/redis/keys.rs`, `routes/openapi.rs`, a
+/// folder-relative one as the text around it gives the folder) names a file
+/// of the repository: a path ending its path. URLs (`/openapi.json`), the
+/// bench's output (`bench-out/…`) and patterns (`<`, `{`, `*`) are no files.
+#[test]
+fn every_file_path_the_docs_name_exists() {
+    let mut files = Vec::new();
+    repository_files(Path::new(""), &mut files);
+    let mut bad = Vec::new();
+    for file in markdown_files() {
+        let text = read(&file);
+        for (n, line) in prose_lines(&text).iter().enumerate() {
+            for span in super::code_spans(line) {
+                let path = span.split('#').next().unwrap();
+                let is_path = path.contains('/')
+                    && FILE_ENDINGS.iter().any(|e| path.ends_with(e))
+                    && !path.starts_with('/')
+                    && !path.starts_with("bench-out")
+                    && !path.contains([' ', '<', '{', '*', '$', ':']);
+                if !is_path {
+                    continue;
+                }
+                let inside = path.trim_start_matches("./");
+                let found = !inside.starts_with("..")
+                    && files
+                        .iter()
+                        .any(|f| f == inside || f.ends_with(&format!("/{inside}")));
+                if !found {
+                    bad.push(format!(
+                        "{}: `{span}` is no file of the repository",
+                        at(&file, n + 1)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
