@@ -19,6 +19,7 @@ mod queues;
 mod redis_keys;
 mod routes;
 mod schema;
+mod scopes;
 
 use std::path::{Path, PathBuf};
 
