@@ -12,6 +12,7 @@ mod cli;
 mod config_envs;
 mod config_keys;
 mod config_mentions;
+mod events;
 mod markdown;
 mod metrics;
 mod problem_codes;
