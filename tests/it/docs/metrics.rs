@@ -24,7 +24,7 @@ const METRIC_ENDINGS: [&str; 7] = [
 ];
 
 /// Metric name → label names, from every metrics macro of src/.
-fn recorded() -> BTreeMap<String, BTreeSet<String>> {
+pub(super) fn recorded() -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     rust_files(&root().join("src"), &mut files);
     // A constant may have several values: `C::BATCH_SIZE_METRIC` is one per lane kind.
@@ -152,7 +152,10 @@ fn parse_mention(span: &str) -> (String, Vec<String>) {
 }
 
 /// The recorded metric a documented name is a series of.
-fn base_name(name: &str, recorded: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
+pub(super) fn base_name(
+    name: &str,
+    recorded: &BTreeMap<String, BTreeSet<String>>,
+) -> Option<String> {
     if recorded.contains_key(name) {
         return Some(name.to_string());
     }
@@ -197,9 +200,8 @@ fn every_documented_metric_and_label_is_recorded() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-#[test]
-fn every_recorded_metric_has_a_runbook_row_naming_its_labels() {
-    let recorded = recorded();
+/// Metric → the labels its rows name, from the `metric` tables of the runbook.
+pub(super) fn runbook_rows() -> BTreeMap<String, BTreeSet<String>> {
     let mut rows: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (file, table) in all_tables() {
         if file != RUNBOOK || !table.first_header_is("metric") {
@@ -212,6 +214,13 @@ fn every_recorded_metric_has_a_runbook_row_naming_its_labels() {
             }
         }
     }
+    rows
+}
+
+#[test]
+fn every_recorded_metric_has_a_runbook_row_naming_its_labels() {
+    let recorded = recorded();
+    let rows = runbook_rows();
     let mut bad = Vec::new();
     for (name, labels) in &recorded {
         match rows.get(name) {

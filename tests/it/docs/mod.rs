@@ -1,8 +1,8 @@
 //! The reference tables of the docs checked against the code (issue 53, item 2),
 //! so a table cannot drift from what it describes: each file below compares one
 //! kind of table with its source of truth and fails naming the row and file.
-//! None needs a service: they read the repository and the library's own values,
-//! and take milliseconds.
+//! They read the repository and the library's own values and take milliseconds;
+//! one (`metrics_scrape`) also drives a small run and reads `/metrics`.
 //!
 //! This file holds what they share: the repository's markdown files and a small
 //! reader of GitHub-flavoured tables and code spans.
@@ -15,6 +15,7 @@ mod config_mentions;
 mod events;
 mod markdown;
 mod metrics;
+mod metrics_scrape;
 mod problem_codes;
 mod queues;
 mod redis_keys;
