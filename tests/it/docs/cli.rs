@@ -232,3 +232,34 @@ fn the_nothing_to_do_hint_names_every_role() {
     let roles: BTreeSet<&str> = roles.iter().map(String::as_str).collect();
     assert_eq!(named, roles, "src/main.rs: `--role {hint}`");
 }
+
+/// Contract §1's role table ("role | runs") has a row for every role but
+/// `all` (every role in one process, said above it), and no other.
+#[test]
+fn the_role_table_names_every_role() {
+    let root = Cli::command();
+    let roles: BTreeSet<String> = root
+        .get_arguments()
+        .find(|a| a.get_long() == Some("role"))
+        .unwrap()
+        .get_possible_values()
+        .iter()
+        .map(|v| v.get_name().to_string())
+        .filter(|r| r != "all")
+        .collect();
+    let (file, table) = all_tables()
+        .into_iter()
+        .find(|(_, t)| t.first_header_is("role"))
+        .expect("contract §1 has a table headed `role`");
+    let rows: BTreeSet<String> = table
+        .rows
+        .iter()
+        .map(|(_, r)| code_spans(&r[0]).concat())
+        .collect();
+    assert_eq!(
+        rows,
+        roles,
+        "{}: the roles of `--role`",
+        at(&file, table.line)
+    );
+}
