@@ -63,3 +63,49 @@ fn the_topology_section_names_every_exchange_and_queue() {
         "{ARCHITECTURE} \"Topology\": names stockd does not declare: {unknown:?}; declared but not named: {missing:?}"
     );
 }
+
+/// `expiry.delay.<T>s`, `.<new>s`, `.<reservation.extend_secs>s`: one pattern.
+fn delay_level_as_one(name: &str) -> String {
+    match name.split_once("expiry.delay.<") {
+        Some((head, _)) => format!("{head}expiry.delay.<level>s"),
+        None => name.to_string(),
+    }
+}
+
+/// Everywhere else the docs write a broker name as `<prefix>name` or
+/// `<amqp.queue_prefix>name`: each is a name stockd declares (or, `<prefix>`
+/// being also the Redis prefix in places, an unhashed Redis key: `skus`).
+#[test]
+fn every_prefixed_broker_name_in_the_docs_is_declared() {
+    let declared: BTreeSet<String> = declared()
+        .iter()
+        .map(|n| delay_level_as_one(n.trim_start_matches("<p>")))
+        .collect();
+    let redis: BTreeSet<String> = super::redis_keys::built()
+        .into_iter()
+        .filter(|(tag, _)| tag.is_empty())
+        .map(|(_, suffix)| suffix)
+        .collect();
+    let mut bad = Vec::new();
+    for file in super::markdown_files() {
+        let text = read(&file);
+        for (n, line) in text.lines().enumerate() {
+            for prefix in ["<prefix>", "<amqp.queue_prefix>"] {
+                for (i, _) in line.match_indices(prefix) {
+                    let rest = &line[i + prefix.len()..];
+                    let end = rest
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || "._<>".contains(c)))
+                        .unwrap_or(rest.len());
+                    let name = delay_level_as_one(rest[..end].trim_end_matches('.'));
+                    if !declared.contains(&name) && !redis.contains(&name) {
+                        bad.push(format!(
+                            "{}: `{prefix}{name}` is declared nowhere",
+                            super::at(&file, n + 1)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

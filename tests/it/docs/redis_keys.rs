@@ -16,7 +16,7 @@ const NOT_BUILDERS: [&str; 5] = ["new", "prefix", "tagged", "at", "order_shard_t
 type Shape = (&'static str, String);
 
 /// The shapes keys.rs builds, from its builder functions (tests left out).
-fn built() -> BTreeSet<Shape> {
+pub(super) fn built() -> BTreeSet<Shape> {
     let text = read(KEYS_RS);
     let code = &text[..text.find("#[cfg(test)]").unwrap_or(text.len())];
     let mut out = BTreeSet::new();
