@@ -123,7 +123,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         (None, None) => anyhow::bail!(
-            "nothing to do: pass --role api|consumer|all or a subcommand (see --help)"
+            "nothing to do: pass --role api|consumer|closer|reconciler|all or a subcommand (see --help)"
         ),
     }
 }

@@ -39,6 +39,7 @@ mod console;
 mod crate_layers;
 mod deploy;
 mod dlq;
+mod docs;
 mod events;
 mod events_paths;
 mod events_race;
