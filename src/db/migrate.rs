@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0008_told_available",
         include_str!("../../sql/0008_told_available.sql"),
     ),
+    (
+        10,
+        "0010_hold_client",
+        include_str!("../../sql/0010_hold_client.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

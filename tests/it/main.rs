@@ -27,6 +27,7 @@ mod servers;
 mod adjustments;
 mod audit;
 mod auth;
+mod auth_owners;
 mod auth_spelling;
 mod bad_input;
 mod batch_admission;
