@@ -8,6 +8,8 @@ use std::collections::HashSet;
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
+use crate::domain::CLIENT_NAME_MAX_LEN;
+
 /// Hex digits of a SHA-256 digest.
 pub const TOKEN_SHA256_HEX_LEN: usize = 64;
 
@@ -74,6 +76,12 @@ impl AuthSettings {
             let key = format!("auth.clients[{i}]");
             if client.name.trim().is_empty() {
                 bail!("invalid configuration key `{key}.name`: must not be empty");
+            }
+            if client.name.len() > CLIENT_NAME_MAX_LEN {
+                // Holds record the name (contract §6.2; MySQL `VARCHAR(64)`).
+                bail!(
+                    "invalid configuration key `{key}.name`: at most {CLIENT_NAME_MAX_LEN} bytes"
+                );
             }
             if !names.insert(client.name.as_str()) {
                 bail!(

@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0009_movement_redis_step",
         include_str!("../../sql/0009_movement_redis_step.sql"),
     ),
+    (
+        10,
+        "0010_hold_client",
+        include_str!("../../sql/0010_hold_client.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

@@ -21,12 +21,25 @@ pub struct OrderRow {
     pub expires_at_ms: u64,
     /// Extensions of the time to pay granted so far (`POST .../extend`).
     pub extensions: u32,
+    /// The client that placed it (`sql/0010_hold_client.sql`); none: an
+    /// order of no one.
+    pub client: Option<String>,
 }
 
-type RawOrder = (String, u64, String, String, Option<String>, u64, u64, u32);
+type RawOrder = (
+    String,
+    u64,
+    String,
+    String,
+    Option<String>,
+    u64,
+    u64,
+    u32,
+    Option<String>,
+);
 
-const ORDER_COLUMNS: &str =
-    "order_id, user_id, order_lines, status, reason, reserved_at_ms, expires_at_ms, extensions";
+const ORDER_COLUMNS: &str = "order_id, user_id, order_lines, status, reason, reserved_at_ms,
+    expires_at_ms, extensions, client";
 
 /// Every value went through the domain's parsers on its way in (as for the
 /// ledger): one that does not parse back is a programmer error.
@@ -40,6 +53,7 @@ fn from_raw(raw: RawOrder) -> OrderRow {
         reserved_at_ms: raw.5,
         expires_at_ms: raw.6,
         extensions: raw.7,
+        client: raw.8,
     }
 }
 

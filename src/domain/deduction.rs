@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{OrderLines, RequestId, Reservation, SkuId, UserId};
+use super::{OrderLines, RequestId, Reservation, SkuId, UserId, CLIENT_NAME_MAX_LEN};
 
 /// Most units one reservation may take (contract §6: `count` is 1..=1000). The
 /// config's `reservation.max_count`, the wire check and the API schema all use it.
@@ -33,6 +33,13 @@ pub struct Deduction {
     /// part of one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<OrderLines>,
+    /// The client that made the hold (`auth.required`, contract §6.2), for
+    /// the ledger row's `client`. Absent on the wire without one, so such a
+    /// message is what it was before owners; a message that carries it is
+    /// format 3 (`mq::format`), which a consumer before owners refuses whole
+    /// (`deny_unknown_fields`) rather than apply without the owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 /// A request id Redis admitted twice: the ledger already holds a row for it
@@ -55,6 +62,18 @@ impl Deduction {
         created_ms: u64,
         expires_ms: u64,
     ) -> Vec<Self> {
+        Self::of_order_by(order_id, user_id, lines, created_ms, expires_ms, None)
+    }
+
+    /// [`Self::of_order`] of an order `client` placed (none: of no one).
+    pub fn of_order_by(
+        order_id: &RequestId,
+        user_id: UserId,
+        lines: &OrderLines,
+        created_ms: u64,
+        expires_ms: u64,
+        client: Option<&str>,
+    ) -> Vec<Self> {
         lines
             .lines()
             .iter()
@@ -66,8 +85,17 @@ impl Deduction {
                 created_ms,
                 expires_ms,
                 order: Some(lines.clone()),
+                client: client.map(str::to_string),
             })
             .collect()
+    }
+
+    /// Whether the client's name, if any, is one a hold records (1..=
+    /// [`CLIENT_NAME_MAX_LEN`] bytes); a deduction with another is poison.
+    pub fn client_in_range(&self) -> bool {
+        self.client
+            .as_ref()
+            .is_none_or(|c| (1..=CLIENT_NAME_MAX_LEN).contains(&c.len()))
     }
 
     /// Whether `count` is in 1..=[`COUNT_MAX`]; a deduction outside is poison.
@@ -86,6 +114,7 @@ impl From<&Reservation> for Deduction {
             created_ms: r.created_at_ms,
             expires_ms: r.expires_at_ms,
             order: None,
+            client: r.client.clone(),
         }
     }
 }
@@ -105,10 +134,12 @@ mod tests {
             status: ReservationStatus::Reserved,
             created_at_ms: 10,
             expires_at_ms: 20,
+            client: Some("orders".into()),
         };
         let d = Deduction::from(&r);
         assert_eq!((d.count, d.created_ms, d.expires_ms), (3, 10, 20));
         assert_eq!(d.request_id, r.request_id);
+        assert_eq!(d.client.as_deref(), Some("orders"));
         assert!(d.count_in_range());
         assert!(!Deduction {
             count: COUNT_MAX + 1,

@@ -7,10 +7,12 @@ pub mod deduction;
 pub mod ids;
 pub mod order;
 pub mod outcome;
+pub mod ownership;
 pub mod reservation;
 
 pub use deduction::{Deduction, Readmission, COUNT_MAX};
 pub use ids::{RequestId, SkuId, UserId};
 pub use order::{OrderLine, OrderLines, LINES_MAX};
 pub use outcome::ReserveOutcome;
+pub use ownership::{Requester, CLIENT_NAME_MAX_LEN};
 pub use reservation::{Reservation, ReservationStatus};

@@ -18,6 +18,9 @@ pub enum ReserveOutcome {
     Replayed { reservation: Reservation },
     /// The request id exists with another user or count.
     Mismatch,
+    /// The request id names another client's hold (contract §6.2): nothing
+    /// of it is told.
+    Taken,
     /// The SKU is not in Redis (never warmed, or Redis lost it).
     NotLoaded,
     /// The buyer's holds on the SKU that lapsed unpaid reached
@@ -45,6 +48,7 @@ impl ReserveOutcome {
             Self::Reserved { .. } => "reserved",
             Self::Replayed { .. } => "replayed",
             Self::Mismatch => "mismatch",
+            Self::Taken => "id_taken",
             Self::NotLoaded => "not_loaded",
             Self::LimitExceeded { .. } => "limit_exceeded",
             Self::LapseLimit { .. } => "lapse_limit",

@@ -60,6 +60,10 @@ pub struct Reservation {
     pub created_at_ms: u64,
     /// Milliseconds since the Unix epoch after which an unpaid reservation is released.
     pub expires_at_ms: u64,
+    /// The client that made it (`auth.required`, contract §6.2); none: a
+    /// hold of no one. Never shown to a caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 #[cfg(test)]

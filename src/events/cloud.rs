@@ -128,6 +128,7 @@ mod tests {
             created_ms: 0,
             expires_ms: 0,
             order: None,
+            client: None,
         };
         Event::reservation(kind, &facts, Some(1), None, 1_700_000_000_123)
     }

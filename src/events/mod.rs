@@ -300,6 +300,7 @@ mod tests {
             created_ms: 10,
             expires_ms: 20,
             order: None,
+            client: None,
         }
     }
 

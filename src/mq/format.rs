@@ -8,6 +8,10 @@
 //! - 1: single reservations only; a message without the header is this
 //!   (every release before orders).
 //! - 2: deductions that may be order lines (`Deduction::order`).
+//! - 3: deductions that may name the client that made the hold
+//!   (`Deduction::client`, contract §6.2). Only a message that carries a
+//!   client is stamped 3 ([`of_deductions`]): without `auth.required` the
+//!   messages stay format 2, readable by the release before owners.
 //!
 //! A consumer that meets a version above [`FORMAT`] never applies it: it
 //! dead-letters the message with the reason, and `stockd dlq replay` hands
@@ -20,11 +24,24 @@ use lapin::BasicProperties;
 pub const FORMAT_HEADER: &str = "x-stockd-format";
 
 /// The newest format this release writes and reads.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 
-/// Adds the version this release writes to `headers`.
-pub fn stamp(headers: &mut FieldTable) {
-    headers.insert(FORMAT_HEADER.into(), AMQPValue::LongUInt(FORMAT));
+/// The format before owners: what a message that names no client is.
+const FORMAT_WITHOUT_CLIENTS: u32 = 2;
+
+/// The version a message carrying `msgs` needs: [`FORMAT`] when one names
+/// its client, else the format before owners.
+pub fn of_deductions(msgs: &[crate::domain::Deduction]) -> u32 {
+    if msgs.iter().any(|m| m.client.is_some()) {
+        FORMAT
+    } else {
+        FORMAT_WITHOUT_CLIENTS
+    }
+}
+
+/// Adds `version` (from [`of_deductions`]) to `headers`.
+pub fn stamp(headers: &mut FieldTable, version: u32) {
+    headers.insert(FORMAT_HEADER.into(), AMQPValue::LongUInt(version));
 }
 
 /// The version a delivery says it has (1 when it says none).
@@ -73,14 +90,14 @@ mod tests {
         assert_eq!(of(&BasicProperties::default()), 1);
         assert_eq!(of(&with(None)), 1);
         let mut stamped = FieldTable::default();
-        stamp(&mut stamped);
+        stamp(&mut stamped, FORMAT);
         let stamped = BasicProperties::default().with_headers(stamped);
         assert_eq!(of(&stamped), u64::from(FORMAT));
         assert!(check(of(&stamped)).is_ok());
         assert!(check(1).is_ok());
-        let newer = of(&with(Some(AMQPValue::LongLongInt(3))));
+        let newer = of(&with(Some(AMQPValue::LongLongInt(4))));
         let refused = check(newer).unwrap_err();
-        assert!(refused.contains("version 3"), "{refused}");
+        assert!(refused.contains("version 4"), "{refused}");
         assert!(check(of(&with(Some(AMQPValue::Boolean(true))))).is_err());
     }
 }

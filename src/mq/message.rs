@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::{Deduction, COUNT_MAX};
+use crate::domain::{Deduction, CLIENT_NAME_MAX_LEN, COUNT_MAX};
 
 /// The body of a message carrying one deduction.
 pub fn to_bytes(deduction: &Deduction) -> Vec<u8> {
@@ -24,6 +24,11 @@ pub fn message_id(deduction: &Deduction) -> String {
 }
 
 fn check_count(deduction: &Deduction) -> Result<(), String> {
+    if !deduction.client_in_range() {
+        return Err(format!(
+            "client: a name of 1..={CLIENT_NAME_MAX_LEN} bytes expected"
+        ));
+    }
     if deduction.count_in_range() {
         return Ok(());
     }
@@ -97,6 +102,7 @@ mod tests {
             created_ms: 10,
             expires_ms: 20,
             order: None,
+            client: None,
         };
         assert_eq!(from_bytes(&to_bytes(&msg)).unwrap(), msg);
         assert_eq!(

@@ -190,7 +190,7 @@ impl Publisher {
             .with_content_type("application/json".into())
             .with_delivery_mode(PERSISTENT);
         let mut headers = FieldTable::default();
-        super::format::stamp(&mut headers);
+        super::format::stamp(&mut headers, super::format::of_deductions(msgs));
         if contexts.len() == msgs.len() {
             super::trace_context::write(&mut headers, contexts);
         }

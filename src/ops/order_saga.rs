@@ -26,7 +26,7 @@
 
 use futures_util::future::try_join_all;
 
-use crate::domain::{OrderLine, OrderLines, RequestId, SkuId, UserId};
+use crate::domain::{OrderLine, OrderLines, RequestId, Requester, SkuId, UserId};
 use crate::redis::keys::order_shard;
 use crate::redis::order_holds::{Attempt, LineHold};
 use crate::redis::order_intents::{AbortOutcome, AbortStep, CommitOutcome, IntentOutcome};
@@ -41,8 +41,25 @@ pub async fn place(
     lines: &OrderLines,
     hold_timeout_ms: u64,
 ) -> Result<OrderOutcome, RedisError> {
+    let anyone = &Requester::Anyone;
+    place_as(redis, order_id, user_id, lines, hold_timeout_ms, anyone).await
+}
+
+/// [`place`] asked by `requester`: the order records its client, and another
+/// client's order id is [`OrderOutcome::Taken`] (contract §6.2).
+pub async fn place_as(
+    redis: &RedisStore,
+    order_id: &RequestId,
+    user_id: UserId,
+    lines: &OrderLines,
+    hold_timeout_ms: u64,
+    requester: &Requester,
+) -> Result<OrderOutcome, RedisError> {
     if !redis.is_cluster() {
-        let outcome = redis.orders().reserve(order_id, user_id, lines).await?;
+        let orders = redis.orders();
+        let outcome = orders
+            .reserve_as(order_id, user_id, lines, requester)
+            .await?;
         // A split SKU's units live in the buyer's bucket, where the script
         // cannot reach: it refused before writing anything.
         if !matches!(
@@ -55,7 +72,7 @@ pub async fn place(
             return Ok(outcome);
         }
     }
-    line_by_line(redis, order_id, user_id, lines, hold_timeout_ms).await
+    line_by_line_as(redis, order_id, user_id, lines, hold_timeout_ms, requester).await
 }
 
 /// The intent protocol (module doc).
@@ -66,6 +83,19 @@ pub async fn line_by_line(
     lines: &OrderLines,
     hold_timeout_ms: u64,
 ) -> Result<OrderOutcome, RedisError> {
+    let anyone = &Requester::Anyone;
+    line_by_line_as(redis, order_id, user_id, lines, hold_timeout_ms, anyone).await
+}
+
+/// [`line_by_line`] asked by `requester` (the intent records its client).
+pub async fn line_by_line_as(
+    redis: &RedisStore,
+    order_id: &RequestId,
+    user_id: UserId,
+    lines: &OrderLines,
+    hold_timeout_ms: u64,
+    requester: &Requester,
+) -> Result<OrderOutcome, RedisError> {
     if let Some(sku_id) = first_unloaded(redis, lines).await? {
         return Ok(OrderOutcome::Refused {
             sku_id,
@@ -74,7 +104,7 @@ pub async fn line_by_line(
     }
     let orders = redis.orders();
     let attempt = match orders
-        .intent(order_id, user_id, lines, hold_timeout_ms)
+        .intent_as(order_id, user_id, lines, hold_timeout_ms, requester)
         .await?
     {
         IntentOutcome::Hold(attempt) => attempt,
@@ -90,6 +120,7 @@ pub async fn line_by_line(
             })
         }
         IntentOutcome::Mismatch => return Ok(OrderOutcome::Mismatch),
+        IntentOutcome::Taken => return Ok(OrderOutcome::Taken),
         IntentOutcome::Backpressure => return Ok(OrderOutcome::Backpressure),
         IntentOutcome::Busy => {
             return Ok(OrderOutcome::Retry(format!(

@@ -12,6 +12,8 @@ use super::core::Core;
 pub use super::lanes::Batching;
 use super::lanes::{BatchCall, Lanes};
 use super::RedisError;
+#[cfg(doc)]
+use crate::domain::Requester;
 use crate::domain::{RequestId, SkuId, UserId};
 
 /// What every reserve call passes besides the requests: the reservation's
@@ -48,6 +50,9 @@ pub struct Ask {
     pub request_id: RequestId,
     pub user_id: UserId,
     pub count: u32,
+    /// Who asks ([`Requester::script_arg`]): the owner the record gets and
+    /// whether another's record is refused as taken.
+    pub requester: String,
 }
 
 /// One reserve script call for `asks` on `target` (its replies, counted by
@@ -80,7 +85,8 @@ async fn call(
             .key(core.keys.user_at(tag, ask.user_id))
             .arg(ask.request_id.as_str())
             .arg(ask.user_id.get())
-            .arg(ask.count);
+            .arg(ask.count)
+            .arg(&ask.requester);
     }
     core.run(|mut c| async move { invocation.invoke_async(&mut c).await })
         .await

@@ -25,6 +25,8 @@ pub enum IntentOutcome {
         expires_ms: u64,
     },
     Mismatch,
+    /// The order id names another client's order (contract §6.2).
+    Taken,
     /// An attempt is holding or being undone.
     Busy,
     /// The shard's order outbox is full.
@@ -86,6 +88,20 @@ impl Orders {
         lines: &OrderLines,
         hold_timeout_ms: u64,
     ) -> Result<IntentOutcome, RedisError> {
+        let anyone = &crate::domain::Requester::Anyone;
+        (self.intent_as(order_id, user_id, lines, hold_timeout_ms, anyone)).await
+    }
+
+    /// [`Self::intent`] asked by `requester`: the record names its client,
+    /// and another client's order id is [`IntentOutcome::Taken`].
+    pub async fn intent_as(
+        &self,
+        order_id: &RequestId,
+        user_id: UserId,
+        lines: &OrderLines,
+        hold_timeout_ms: u64,
+        requester: &crate::domain::Requester,
+    ) -> Result<IntentOutcome, RedisError> {
         let keys = &self.core.keys;
         let shard = order_shard(order_id);
         let mut invocation = super::scripts::ORDER_INTENT.prepare_invoke();
@@ -99,7 +115,8 @@ impl Orders {
             .arg(self.args.ttl_ms)
             .arg(self.args.retention_ms)
             .arg(hold_timeout_ms)
-            .arg(self.args.outbox_max_len);
+            .arg(self.args.outbox_max_len)
+            .arg(requester.script_arg());
         let reply: Vec<String> = self
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
@@ -126,6 +143,7 @@ impl Orders {
                 expires_ms: num(3)?,
             },
             Some("MISMATCH") => IntentOutcome::Mismatch,
+            Some("TAKEN") => IntentOutcome::Taken,
             Some("BUSY") => IntentOutcome::Busy,
             Some("BACKPRESSURE") => IntentOutcome::Backpressure,
             _ => return Err(bad()),

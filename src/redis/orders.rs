@@ -20,7 +20,7 @@ use super::core::Core;
 use super::lanes::{BatchCall, Batching, Lanes};
 use super::outbox::OutboxStream;
 use super::RedisError;
-use crate::domain::{OrderLines, RequestId, ReservationStatus, SkuId, UserId};
+use crate::domain::{OrderLines, RequestId, Requester, ReservationStatus, SkuId, UserId};
 
 /// Why one line of an order could not be held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +76,8 @@ pub enum OrderOutcome {
     },
     /// The order id was used with another buyer or other lines.
     Mismatch,
+    /// The order id names another client's order (contract §6.2).
+    Taken,
     /// The first line (in SKU order) that could not be held; nothing is held.
     Refused { sku_id: SkuId, why: LineRefusal },
     /// A line's outbox is full (the broker is not confirming).
@@ -94,6 +96,9 @@ pub struct OrderAsk {
     pub order_id: RequestId,
     pub user_id: UserId,
     pub lines: OrderLines,
+    /// Who asks (`Requester::script_arg`): the order's owner, and whether
+    /// another client's order id is refused as taken.
+    pub requester: String,
 }
 
 /// The order script as a lane calls it: one lane per Redis (every order of
@@ -134,7 +139,8 @@ impl BatchCall for OrderCall {
                 .arg(ask.order_id.as_str())
                 .arg(ask.user_id.get())
                 .arg(ask.lines.encode())
-                .arg(ask.lines.len());
+                .arg(ask.lines.len())
+                .arg(&ask.requester);
             for line in ask.lines.lines() {
                 invocation
                     .key(keys.sku(line.sku_id))
@@ -203,6 +209,18 @@ impl Orders {
         user_id: UserId,
         lines: &OrderLines,
     ) -> Result<OrderOutcome, RedisError> {
+        (self.reserve_as(order_id, user_id, lines, &Requester::Anyone)).await
+    }
+
+    /// [`Self::reserve`] asked by `requester`: the order names its client,
+    /// and another client's order id is [`OrderOutcome::Taken`].
+    pub async fn reserve_as(
+        &self,
+        order_id: &RequestId,
+        user_id: UserId,
+        lines: &OrderLines,
+        requester: &Requester,
+    ) -> Result<OrderOutcome, RedisError> {
         if self.cluster {
             return Ok(OrderOutcome::Unsupported);
         }
@@ -210,6 +228,7 @@ impl Orders {
             order_id: order_id.clone(),
             user_id,
             lines: lines.clone(),
+            requester: requester.script_arg(),
         };
         let reply = self.lanes.submit((), ask).await?;
         parse_reply(lines, super::keys::order_shard(order_id), &reply)
@@ -252,6 +271,10 @@ pub struct OrderRecord {
     /// Extensions mirrored onto the record (`ext`, `order_extend.lua`); 0
     /// before the first.
     pub extensions: u32,
+    /// The client that placed it (`client`; contract §6.2); none: an order
+    /// of no one. A field a release before owners ignores, so the record's
+    /// `v` stays 1.
+    pub client: Option<String>,
 }
 
 impl Orders {
@@ -294,6 +317,7 @@ impl Orders {
                 None => 0,
                 Some(ext) => ext.parse().map_err(|_| bad())?,
             },
+            client: map.get("client").cloned(),
         }))
     }
 
@@ -384,6 +408,7 @@ fn parse_reply(
             expires_ms: num(3)?,
         },
         Some("MISMATCH") => OrderOutcome::Mismatch,
+        Some("TAKEN") => OrderOutcome::Taken,
         Some("ERROR") => {
             return Err(RedisError::Script(
                 reply.get(1).cloned().unwrap_or_default(),

@@ -94,6 +94,7 @@ impl OutboxEntry {
                 Some(text) => Some(OrderLines::decode(text).map_err(|_| bad("order"))?),
                 None => None,
             },
+            client: fields.get("client").cloned(),
         };
         let skus: Vec<SkuId> = match &message.order {
             Some(lines) => lines.lines().iter().map(|l| l.sku_id).collect(),

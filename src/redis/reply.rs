@@ -12,6 +12,8 @@ pub struct ReserveRequest<'a> {
     pub user_id: UserId,
     pub count: u32,
     pub bucket: u16,
+    /// The client the record names when this request made it.
+    pub client: Option<&'a str>,
 }
 
 pub fn parse_reserve_reply(
@@ -33,6 +35,7 @@ pub fn parse_reserve_reply(
         status,
         created_at_ms: created,
         expires_at_ms: expires,
+        client: req.client.map(str::to_string),
     };
     let tag = reply.first().map(String::as_str).ok_or_else(bad)?;
     Ok(match tag {
@@ -56,6 +59,7 @@ pub fn parse_reserve_reply(
             }
         }
         "MISMATCH" => ReserveOutcome::Mismatch,
+        "TAKEN" => ReserveOutcome::Taken,
         "RATE_LIMITED" => ReserveOutcome::RateLimited {
             retry_after_ms: num(1)?,
         },
@@ -91,6 +95,7 @@ mod tests {
             user_id: UserId::new(2).unwrap(),
             count: 3,
             bucket: 0,
+            client: None,
         }
     }
 
@@ -127,6 +132,7 @@ mod tests {
         assert_eq!(parse(&["SOLD_OUT"]).unwrap(), ReserveOutcome::SoldOut);
         assert_eq!(parse(&["NOT_LOADED"]).unwrap(), ReserveOutcome::NotLoaded);
         assert_eq!(parse(&["MISMATCH"]).unwrap(), ReserveOutcome::Mismatch);
+        assert_eq!(parse(&["TAKEN"]).unwrap(), ReserveOutcome::Taken);
         assert_eq!(
             parse(&["INSUFFICIENT", "2"]).unwrap(),
             ReserveOutcome::Insufficient { available: 2 }

@@ -12,7 +12,9 @@ use super::core::Core;
 use super::reply::{parse_reserve_reply, ReserveRequest};
 use super::routed::Routed;
 use super::RedisError;
-use crate::domain::{RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId};
+use crate::domain::{
+    RequestId, Requester, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId,
+};
 
 /// The bucket `bucket` of `layout` as a reserve call names it.
 pub(super) fn target(layout: &Layout, bucket: u16) -> BucketTarget {
@@ -124,10 +126,24 @@ impl Reservations {
         user_id: UserId,
         count: u32,
     ) -> Result<ReserveOutcome, RedisError> {
+        (self.reserve_as(sku_id, request_id, user_id, count, &Requester::Anyone)).await
+    }
+
+    /// [`Self::reserve`] asked by `requester`: the record names its client,
+    /// and another client's record is [`ReserveOutcome::Taken`] (contract §6.2).
+    pub async fn reserve_as(
+        &self,
+        sku_id: SkuId,
+        request_id: &RequestId,
+        user_id: UserId,
+        count: u32,
+        requester: &Requester,
+    ) -> Result<ReserveOutcome, RedisError> {
         let ask = Ask {
             request_id: request_id.clone(),
             user_id,
             count,
+            requester: requester.script_arg(),
         };
         let call = |target: BucketTarget| self.admission.reserve(target, ask.clone());
         match self.routed(sku_id, user_id, count, call).await? {
@@ -138,6 +154,7 @@ impl Reservations {
                     user_id,
                     count,
                     bucket,
+                    client: requester.stamp(),
                 };
                 parse_reserve_reply(&req, &reply)
             }
@@ -170,6 +187,7 @@ impl Reservations {
                     user_id: ask.user_id,
                     count: ask.count,
                     bucket,
+                    client: ask.requester.get(1..).filter(|c| !c.is_empty()),
                 };
                 parse_reserve_reply(&req, &reply)
             })
@@ -364,6 +382,7 @@ impl Reservations {
                 .ok_or_else(bad)?,
             created_at_ms: num("created_ms")?,
             expires_at_ms: num("expires_ms")?,
+            client: map.get("client").cloned(),
         };
         Ok(Some(HeldRecord {
             reservation,

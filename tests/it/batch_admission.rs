@@ -24,6 +24,7 @@ fn ask(rid: &str, user: u64, count: u32) -> Ask {
         request_id: RequestId::parse(rid).unwrap(),
         user_id: UserId::new(user).unwrap(),
         count,
+        requester: String::new(),
     }
 }
 

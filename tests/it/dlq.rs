@@ -213,6 +213,7 @@ async fn a_message_of_a_newer_format_is_dead_lettered_not_applied() {
         created_ms: 1,
         expires_ms: u64::MAX / 2,
         order: None,
+        client: None,
     };
     let queue = app.res.publisher.topology().deduct_queue.clone();
     for (rid, format) in [("newer", FORMAT + 1), ("this", FORMAT)] {

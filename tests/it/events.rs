@@ -167,6 +167,7 @@ async fn a_redelivered_deduction_is_applied_once_and_told_again_with_the_same_id
         created_ms: 1,
         expires_ms: 2,
         order: None,
+        client: None,
     };
     let report = stockd::db::ledger::apply_batch(&app.res.db, &[msg.clone(), msg], 0)
         .await

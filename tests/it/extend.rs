@@ -68,6 +68,7 @@ fn expiry_message(sku: u64, rid: &str, user: u64, count: u32) -> Deduction {
         created_ms: 0,
         expires_ms: 0,
         order: None,
+        client: None,
     }
 }
 

@@ -206,6 +206,7 @@ async fn duplicate_expiries_and_cancels_release_exactly_once() {
         created_ms: 0,
         expires_ms: 0,
         order: None,
+        client: None,
     };
     let closer = Closer::from_resources(&app.res);
     let (a, b, c, d) = tokio::join!(
@@ -257,6 +258,7 @@ async fn pay_and_expiry_racing_have_exactly_one_winner_each() {
                 created_ms: 0,
                 expires_ms: 0,
                 order: None,
+                client: None,
             };
             let ((status, body), expired) = tokio::join!(app.confirm(1, &rid), closer.expire(&msg));
             assert!(expired.is_ok());

@@ -28,6 +28,7 @@ mod adjustments;
 mod adjustments_once;
 mod audit;
 mod auth;
+mod auth_owners;
 mod auth_spelling;
 mod bad_input;
 mod batch_admission;

@@ -33,6 +33,7 @@ fn ask(order_id: &str, buyer: u64, parts: &[(u64, u32)]) -> OrderAsk {
         order_id: RequestId::parse(order_id).unwrap(),
         user_id: UserId::new(buyer).unwrap(),
         lines: TestApp::order_lines(parts),
+        requester: String::new(),
     }
 }
 

@@ -493,6 +493,7 @@ async fn an_order_whose_id_names_a_single_reservation_in_mysql_is_rejected_whole
         created_ms: 1,
         expires_ms: u64::MAX / 2,
         order: None,
+        client: None,
     };
     let report = apply_batch(&app.res.db, &[single], 0).await.unwrap();
     assert_eq!(report.applied, 1);

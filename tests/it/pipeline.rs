@@ -23,6 +23,7 @@ fn message(sku: u64, rid: &str, user: u64, count: u32) -> Deduction {
         created_ms: 1,
         expires_ms: u64::MAX / 4,
         order: None,
+        client: None,
     }
 }
 
@@ -64,6 +65,7 @@ async fn a_duplicate_delivery_is_applied_once() {
         created_ms: 1,
         expires_ms: u64::MAX / 4,
         order: None,
+        client: None,
     };
     app.publish_raw(&message::to_bytes(&msg)).await;
     app.publish_raw(&message::to_bytes(&msg)).await;

@@ -183,6 +183,7 @@ async fn preload(
         created_ms: now_ms,
         expires_ms: now_ms + ttl_ms,
         order: None,
+        client: None,
     };
     let group = group as u64;
     let results: Vec<_> = futures_util::stream::iter((0..count).step_by(group as usize))

@@ -40,12 +40,13 @@ pub(super) fn expand(
             None => singles.push(msg),
             Some(lines) => {
                 orders.entry(msg.request_id.clone()).or_insert_with(|| {
-                    Deduction::of_order(
+                    Deduction::of_order_by(
                         &msg.request_id,
                         msg.user_id,
                         lines,
                         msg.created_ms,
                         msg.expires_ms,
+                        msg.client.as_deref(),
                     )
                 });
             }
@@ -446,7 +447,7 @@ async fn insert_orders(
     for chunk in orders.chunks(INSERT_CHUNK_ROWS) {
         let mut sql = SqlText::new(
             "INSERT INTO orders (order_id, user_id, order_lines, status, reason, failed_sku_id,
-               reserved_at_ms, expires_at_ms)
+               reserved_at_ms, expires_at_ms, client)
              VALUES ",
         );
         sql.list(chunk, ",", |s, (first, failed)| {
@@ -480,7 +481,13 @@ async fn insert_orders(
                 .int(first.created_ms)
                 .raw(",")
                 .int(first.expires_ms)
-                .raw(")");
+                .raw(",");
+            // The client's name as the hex of its bytes (`ledger::insert_rows`).
+            match &first.client {
+                Some(client) => s.hex(client.as_bytes()),
+                None => s.null(),
+            };
+            s.raw(")");
         });
         tx.query_drop(sql.finish()).await?;
     }

@@ -44,7 +44,7 @@ pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Resul
         let mut sql = SqlText::new(
             "INSERT INTO stock_deduct_idempotent (sku_id, deduct_request_id, user_id,
                deduct_count, status, reason, reserved_at_ms, expires_at_ms, redis_pending,
-               order_line, told_available)
+               order_line, told_available, client)
              VALUES ",
         );
         sql.list(chunk, ",", |s, row| {
@@ -75,6 +75,13 @@ pub async fn insert_rows(tx: &mut Transaction<'_>, rows: &[NewRow<'_>]) -> Resul
                 .raw(",");
             match row.told_available {
                 Some(available) => s.int(available),
+                None => s.null(),
+            };
+            s.raw(",");
+            // A client's name is configuration, not a request id: sent as
+            // the hex of its bytes, as `sql_text` renders anything else.
+            match &msg.client {
+                Some(client) => s.hex(client.as_bytes()),
                 None => s.null(),
             };
             s.raw(")");

@@ -88,6 +88,9 @@ pub struct LedgerRow {
     pub reserved_at_ms: u64,
     pub expires_at_ms: u64,
     pub redis_pending: bool,
+    /// The client that made it (`sql/0010_hold_client.sql`); none: a hold
+    /// of no one.
+    pub client: Option<String>,
 }
 
 impl LedgerRow {
@@ -103,6 +106,7 @@ impl LedgerRow {
             reserved_at_ms: msg.created_ms,
             expires_at_ms: msg.expires_ms,
             redis_pending: true,
+            client: msg.client.clone(),
         }
     }
 
@@ -115,6 +119,7 @@ impl LedgerRow {
             status: self.status,
             created_at_ms: self.reserved_at_ms,
             expires_at_ms: self.expires_at_ms,
+            client: self.client.clone(),
         }
     }
 }

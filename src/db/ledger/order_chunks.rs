@@ -78,6 +78,7 @@ mod tests {
             created_ms: 1,
             expires_ms: 2,
             order,
+            client: None,
         }
     }
 

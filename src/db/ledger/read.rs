@@ -8,10 +8,21 @@ use super::LedgerRow;
 use crate::db::DbError;
 use crate::domain::{RequestId, ReservationStatus, SkuId, UserId};
 
-type RawLedger = (u64, String, u64, u32, String, Option<String>, u64, u64, u8);
+type RawLedger = (
+    u64,
+    String,
+    u64,
+    u32,
+    String,
+    Option<String>,
+    u64,
+    u64,
+    u8,
+    Option<String>,
+);
 
 const LEDGER_COLUMNS: &str = "sku_id, deduct_request_id, user_id, deduct_count, status, reason,
-    reserved_at_ms, expires_at_ms, redis_pending";
+    reserved_at_ms, expires_at_ms, redis_pending, client";
 
 fn from_raw(raw: RawLedger) -> LedgerRow {
     LedgerRow {
@@ -24,6 +35,7 @@ fn from_raw(raw: RawLedger) -> LedgerRow {
         reserved_at_ms: raw.6,
         expires_at_ms: raw.7,
         redis_pending: raw.8 != 0,
+        client: raw.9,
     }
 }
 

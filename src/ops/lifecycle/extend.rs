@@ -17,10 +17,10 @@
 //! mirror changes no decision: the closer and the sweep read MySQL's time.
 
 use super::locate::{self, Located, Locked};
-use super::{retried, within_query_bound, LifecycleError, Transition};
+use super::{retried, within_query_bound, Asked, LifecycleError, Transition};
 use crate::db::ledger::{settle, LedgerRow};
 use crate::db::{event_outbox, Db, DbError};
-use crate::domain::{RequestId, ReservationStatus, SkuId};
+use crate::domain::ReservationStatus;
 use crate::redis::RedisStore;
 
 /// How far one extension moves the time, and how many a reservation may have.
@@ -58,15 +58,17 @@ pub enum ExtendOutcome {
 
 /// Extends one reservation: the MySQL decision (within one
 /// `mysql.query_timeout_ms`, deadlocks retried), then the Redis mirror.
+/// Another client's reservation is [`ExtendOutcome::NotFound`], nothing
+/// written (contract §6.2).
 pub async fn extend(
     db: &Db,
     redis: &RedisStore,
     extension: Extension,
-    sku_id: SkuId,
-    request_id: &RequestId,
+    asked: &Asked<'_>,
     now_ms: u64,
 ) -> Result<ExtendOutcome, LifecycleError> {
-    let decision = retried(|| decide(db, redis, extension, sku_id, request_id, now_ms));
+    let (sku_id, request_id) = (asked.sku_id, asked.request_id);
+    let decision = retried(|| decide(db, redis, extension, asked, now_ms));
     let outcome = within_query_bound(db, decision).await?;
     if let ExtendOutcome::Extended { row, extensions } = &outcome {
         let mirrored = redis
@@ -96,22 +98,13 @@ async fn decide(
     db: &Db,
     redis: &RedisStore,
     extension: Extension,
-    sku_id: SkuId,
-    request_id: &RequestId,
+    asked: &Asked<'_>,
     now_ms: u64,
 ) -> Result<ExtendOutcome, LifecycleError> {
     let mut conn = db.conn().await?;
     // A release recorded from Redis came, like a late payment, too late:
     // `Confirm` makes it an expiry or a cancel by the record's time.
-    let locked = locate::lock(
-        &mut conn,
-        db,
-        redis,
-        sku_id,
-        request_id,
-        Transition::Confirm,
-        now_ms,
-    );
+    let locked = locate::lock(&mut conn, db, redis, asked, Transition::Confirm, now_ms);
     let Locked { mut tx, row, out } = match locked.await? {
         Located::Locked(locked) => locked,
         Located::ReleaseRecorded(row) => return Ok(ExtendOutcome::Final { row }),

@@ -9,15 +9,17 @@
 //! reservation MySQL lost together with its release (the Redis record says
 //! RELEASED) is recorded RELEASED (`recovered::record_release`). A record
 //! that is a line of an order is never applied or moved as a single
-//! reservation: `ORDER_LINE` before anything is written.
+//! reservation: `ORDER_LINE` before anything is written. Nor is another
+//! client's reservation (contract §6.2): `NotFound`, from the Redis record
+//! before it is applied or recorded, or from the row under its lock.
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Transaction};
 
-use super::{recovered, LifecycleError, Transition};
+use super::{recovered, Asked, LifecycleError, Transition};
 use crate::db::ledger::{self, LedgerRow};
 use crate::db::{sku, Db, DbError};
-use crate::domain::{Deduction, RequestId, Reservation, ReservationStatus, SkuId};
+use crate::domain::{Deduction, Reservation, ReservationStatus};
 use crate::events::Outgoing;
 use crate::redis::RedisStore;
 
@@ -38,7 +40,8 @@ pub(super) enum Located<'c> {
     /// A line of an order: it moves only with its whole order
     /// (`lifecycle::order`), never alone.
     OrderLine,
-    /// No such reservation in MySQL or Redis (or no such SKU in MySQL).
+    /// No such reservation in MySQL or Redis (or no such SKU in MySQL), or
+    /// another client's.
     NotFound,
 }
 
@@ -62,14 +65,14 @@ pub(super) async fn lock<'c>(
     conn: &'c mut Conn,
     db: &Db,
     redis: &RedisStore,
-    sku_id: SkuId,
-    request_id: &RequestId,
+    asked: &Asked<'_>,
     release_as: Transition,
     now_ms: u64,
 ) -> Result<Located<'c>, LifecycleError> {
+    let (sku_id, request_id) = (asked.sku_id, asked.request_id);
     let known = ledger::find(&mut *conn, sku_id, request_id).await?;
     if known.is_none() {
-        match locate_in_redis(redis, sku_id, request_id).await? {
+        match locate_in_redis(redis, asked).await? {
             OnlyInRedis::Live(deduction) => {
                 // The consumer is behind: apply the deduction now, in a
                 // transaction of its own, exactly as the consumer would — its
@@ -97,6 +100,10 @@ pub(super) async fn lock<'c>(
     let Some(row) = ledger::find_for_update(&mut tx, sku_id, request_id).await? else {
         return Ok(Located::NotFound);
     };
+    if !asked.requester.may_act_on(row.client.as_deref()) {
+        // Rolled back: nothing of another client's reservation moves.
+        return Ok(Located::NotFound);
+    }
     let order_line: Option<u8> = tx
         .exec_first(
             "SELECT order_line FROM stock_deduct_idempotent
@@ -114,12 +121,18 @@ pub(super) async fn lock<'c>(
 /// Looks in Redis for a reservation the ledger has no row of.
 async fn locate_in_redis(
     redis: &RedisStore,
-    sku_id: SkuId,
-    request_id: &RequestId,
+    asked: &Asked<'_>,
 ) -> Result<OnlyInRedis, LifecycleError> {
-    let Some(record) = redis.reservations().record(sku_id, request_id).await? else {
+    let records = redis.reservations();
+    let Some(record) = records.record(asked.sku_id, asked.request_id).await? else {
         return Ok(OnlyInRedis::Nowhere);
     };
+    if !asked
+        .requester
+        .may_act_on(record.reservation.client.as_deref())
+    {
+        return Ok(OnlyInRedis::Nowhere);
+    }
     if record.order.is_some() {
         return Ok(OnlyInRedis::OrderLine);
     }

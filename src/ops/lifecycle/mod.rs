@@ -21,11 +21,17 @@
 //! reservation therefore re-applies the confirm instead and answers as if the
 //! payment had won the race: a paid unit is never released; a released one
 //! is never confirmed (`recovered`, docs/operations.md "MySQL failover").
+//!
+//! Holds belong to their client (contract §6.2): a confirm, cancel or
+//! extension asked by a client of another client's reservation finds it
+//! nowhere (`NotFound`) before anything is written — checked on the row
+//! under its lock, or, when the consumer has not applied it yet, on the Redis
+//! record the lock step reads anyway (`locate`).
 
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, settle, LedgerRow};
 use crate::db::{event_outbox, sku, Db, DbError};
-use crate::domain::{RequestId, ReservationStatus, SkuId};
+use crate::domain::{RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::{FinishEffect, FinishOutcome, RedisError, RedisStore};
 use locate::{Located, Locked};
 
@@ -37,7 +43,7 @@ mod order_recovered;
 mod recovered;
 
 pub use extend::{extend, ExtendOutcome, Extension};
-pub use order::{transition_order, OrderTransitionOutcome};
+pub use order::{transition_order, transition_order_as, OrderTransitionOutcome};
 pub use order_extend::{extend_order, OrderExtendOutcome};
 pub use order_recovered::reapply_lost as reapply_lost_order;
 
@@ -107,7 +113,32 @@ pub async fn transition(
     transition: Transition,
     now_ms: u64,
 ) -> Result<TransitionOutcome, LifecycleError> {
-    let decision = decide_with_retries(db, redis, sku_id, request_id, transition, now_ms);
+    let anyone = &Requester::Anyone;
+    // Boxed: the decision's future is large, and the reconciler's repair
+    // awaits it deep in its own (a debug build's stack would not hold both).
+    Box::pin(transition_as(
+        db, redis, sku_id, request_id, transition, now_ms, anyone,
+    ))
+    .await
+}
+
+/// [`transition`] asked by `requester`: another client's reservation is
+/// [`TransitionOutcome::NotFound`], nothing written (contract §6.2).
+pub async fn transition_as(
+    db: &Db,
+    redis: &RedisStore,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    transition: Transition,
+    now_ms: u64,
+    requester: &Requester,
+) -> Result<TransitionOutcome, LifecycleError> {
+    let asked = Asked {
+        sku_id,
+        request_id,
+        requester,
+    };
+    let decision = decide_with_retries(db, redis, &asked, transition, now_ms);
     let (outcome, applied) = within_query_bound(db, decision).await?;
     match &outcome {
         TransitionOutcome::Done { row, changed: true } => {
@@ -133,14 +164,21 @@ pub async fn transition(
 async fn decide_with_retries(
     db: &Db,
     redis: &RedisStore,
-    sku_id: SkuId,
-    request_id: &RequestId,
-    asked: Transition,
+    asked: &Asked<'_>,
+    wanted: Transition,
     now_ms: u64,
 ) -> Result<(TransitionOutcome, Transition), LifecycleError> {
-    let transition = recovered::transition(db, redis, sku_id, request_id, asked, now_ms).await?;
-    let outcome = retried(|| decide(db, redis, sku_id, request_id, transition, now_ms)).await?;
+    let (sku_id, request_id) = (asked.sku_id, asked.request_id);
+    let transition = recovered::transition(db, redis, sku_id, request_id, wanted, now_ms).await?;
+    let outcome = retried(|| decide(db, redis, asked, transition, now_ms)).await?;
     Ok((outcome, transition))
+}
+
+/// The reservation a decision is about, and who asks.
+pub struct Asked<'a> {
+    pub sku_id: SkuId,
+    pub request_id: &'a RequestId,
+    pub requester: &'a Requester,
 }
 
 /// `decision` within one `mysql.query_timeout_ms` (its reads and every
@@ -178,13 +216,12 @@ where
 async fn decide(
     db: &Db,
     redis: &RedisStore,
-    sku_id: SkuId,
-    request_id: &RequestId,
+    asked: &Asked<'_>,
     transition: Transition,
     now_ms: u64,
 ) -> Result<TransitionOutcome, LifecycleError> {
     let mut conn = db.conn().await?;
-    let locked = locate::lock(&mut conn, db, redis, sku_id, request_id, transition, now_ms);
+    let locked = locate::lock(&mut conn, db, redis, asked, transition, now_ms);
     let Locked {
         mut tx,
         row,

@@ -12,12 +12,18 @@
 //! is applied first, whole, from its Redis record, exactly as the consumer
 //! would, and told in the same transaction (`ledger::apply_batch_told`,
 //! `Telling::InOutbox`: the consumer's late duplicate tells the same body).
+//!
+//! Orders belong to their client (contract §6.2): a client asking about
+//! another client's order finds it nowhere (`NotFound`), judged on the row
+//! or, before the consumer applied it, on the Redis record the first step
+//! reads anyway — before anything is applied or moved. (An order's client
+//! never changes once written, so the unlocked read decides.)
 
 use super::{mirror, retried, within_query_bound, LifecycleError, Transition};
 use crate::db::ledger::{self, settle, LedgerRow};
 use crate::db::orders::{self, OrderRow};
 use crate::db::{event_outbox, sku, Db, DbError};
-use crate::domain::{Deduction, RequestId, ReservationStatus};
+use crate::domain::{Deduction, RequestId, Requester, ReservationStatus};
 use crate::events::{Event, OrderFacts};
 use crate::redis::RedisStore;
 
@@ -41,7 +47,26 @@ pub async fn transition_order(
     transition: Transition,
     now_ms: u64,
 ) -> Result<OrderTransitionOutcome, LifecycleError> {
-    let known = match find_or_apply(db, redis, order_id).await? {
+    let anyone = &Requester::Anyone;
+    // Boxed, as `lifecycle::transition` is: the reconciler awaits it deep
+    // in its own future.
+    Box::pin(transition_order_as(
+        db, redis, order_id, transition, now_ms, anyone,
+    ))
+    .await
+}
+
+/// [`transition_order`] asked by `requester`: another client's order is
+/// [`OrderTransitionOutcome::NotFound`], nothing written.
+pub async fn transition_order_as(
+    db: &Db,
+    redis: &RedisStore,
+    order_id: &RequestId,
+    transition: Transition,
+    now_ms: u64,
+    requester: &Requester,
+) -> Result<OrderTransitionOutcome, LifecycleError> {
+    let known = match find_or_apply(db, redis, order_id, requester).await? {
         InMysql::Missing => return Ok(OrderTransitionOutcome::NotFound),
         InMysql::Known(row) => Some(row),
         InMysql::AppliedNow => None,
@@ -76,13 +101,15 @@ pub async fn transition_order(
 
 /// Whether MySQL has the order, after applying it whole from its Redis
 /// record when only Redis has it (the consumer is behind).
+/// `requester`: another client's order is not there.
 pub(super) async fn applied_or_applies(
     db: &Db,
     redis: &RedisStore,
     order_id: &RequestId,
+    requester: &Requester,
 ) -> Result<bool, LifecycleError> {
     Ok(!matches!(
-        find_or_apply(db, redis, order_id).await?,
+        find_or_apply(db, redis, order_id, requester).await?,
         InMysql::Missing
     ))
 }
@@ -93,7 +120,7 @@ pub(super) enum InMysql {
     Known(OrderRow),
     /// Only Redis had it; it was applied from the record just now.
     AppliedNow,
-    /// Neither store has it.
+    /// Neither store has it (or it is another client's).
     Missing,
 }
 
@@ -103,6 +130,7 @@ async fn find_or_apply(
     db: &Db,
     redis: &RedisStore,
     order_id: &RequestId,
+    requester: &Requester,
 ) -> Result<InMysql, LifecycleError> {
     let known = db
         .bounded(async {
@@ -111,17 +139,24 @@ async fn find_or_apply(
         })
         .await?;
     if let Some(row) = known {
+        if !requester.may_act_on(row.client.as_deref()) {
+            return Ok(InMysql::Missing);
+        }
         return Ok(InMysql::Known(row));
     }
     let Some(record) = redis.orders().record(order_id).await? else {
         return Ok(InMysql::Missing);
     };
-    let lines = Deduction::of_order(
+    if !requester.may_act_on(record.client.as_deref()) {
+        return Ok(InMysql::Missing);
+    }
+    let lines = Deduction::of_order_by(
         order_id,
         record.user_id,
         &record.lines,
         record.created_ms,
         record.expires_ms,
+        record.client.as_deref(),
     );
     let retries = super::TRANSITION_RETRIES;
     let telling = ledger::Telling::InOutbox;

@@ -39,8 +39,10 @@ pub async fn extend_order(
     extension: Extension,
     order_id: &RequestId,
     now_ms: u64,
+    requester: &crate::domain::Requester,
 ) -> Result<OrderExtendOutcome, LifecycleError> {
-    if !applied_or_applies(db, redis, order_id).await? {
+    // Another client's order is not there (contract §6.2).
+    if !applied_or_applies(db, redis, order_id, requester).await? {
         return Ok(OrderExtendOutcome::NotFound);
     }
     let decision = retried(|| decide(db, extension, order_id, now_ms));

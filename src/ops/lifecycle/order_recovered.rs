@@ -170,7 +170,7 @@ pub async fn reapply_lost(
     let Some(record) = redis.orders().record(order_id).await? else {
         return Ok(false);
     };
-    if !applied_or_applies(db, redis, order_id).await? {
+    if !applied_or_applies(db, redis, order_id, &crate::domain::Requester::Anyone).await? {
         return Ok(false);
     }
     let transition = match proven {

@@ -205,6 +205,7 @@ mod tests {
             status: ReservationStatus::Released,
             created_at_ms: 10,
             expires_at_ms: 100,
+            client: None,
         };
         let r = Some(record.expires_at_ms);
         assert_eq!(release_of(r, Transition::Cancel, 50), Transition::Cancel);

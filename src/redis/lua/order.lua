@@ -37,8 +37,9 @@
 -- ARGV[5] lapsed holds that refuse a buyer a line (`limits.max_lapsed_holds`,
 --         the buyer hash's `x` that finish.lua counts, as in reserve.lua; 0 = off)
 -- then per order, in turn: order_id, user_id, the line list
--- (`sku:count,...`), n its line count, then per line (sorted by SKU id)
--- sku_id, count.
+-- (`sku:count,...`), n its line count, the requester ('' ownership not
+-- enforced, 'c<name>' a client, 'a<name>' an operator: as in reserve.lua),
+-- then per line (sorted by SKU id) sku_id, count.
 -- KEYS per order, in turn: its record (`<p>{oi:<n>}:order:<order_id>`:
 -- user, lines, status, created_ms, expires_ms, `v` its format:
 -- redis/orders.rs), its shard's outbox stream (`<p>{oi:<n>}:outbox`), then
@@ -49,6 +50,7 @@
 --   {'REPLAY', status, created_ms, expires_ms}   the order was held before
 --   {'MISMATCH'}        the order id was used with another user or other lines,
 --                       or a line's SKU already has a reservation of that id
+--   {'TAKEN'}           the order id names another client's order
 --   {'REFUSED', i, why, a, b}  line i cannot be held: why is NOT_LOADED,
 --                       SPLIT (a split SKU: not on this path), LAPSED (a =
 --                       the buyer's lapsed holds of the SKU, b = the cap),
@@ -117,17 +119,28 @@ end
 
 -- One order: `k` its first KEYS index, `a` its first ARGV index. Line i's
 -- keys start at KEYS[k + 4i - 2] (sku hash, reservation, buyer, winners),
--- its args at ARGV[a + 2 + 2i] (sku_id, count); indexed inline, not through
+-- its args at ARGV[a + 3 + 2i] (sku_id, count); indexed inline, not through
 -- closures made per order (they cost 8 % of the script).
 local function order_one(k, a, n)
   local order_key, outbox_key = KEYS[k], KEYS[k + 1]
   local order_id, user_id, lines_text = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local requester = ARGV[a + 4]
+  local client = nil
+  if requester ~= '' then
+    client = string.sub(requester, 2)
+  end
 
   -- 1. replay: the stored order wins; another user or other lines is a
   -- mismatch (an attempt of the intent protocol, ops/order_saga.rs, shares
   -- the record: one still holding or being undone is BUSY, one undone is no
-  -- order)
-  local prior = redis.call('HMGET', order_key, 'user', 'lines', 'status', 'created_ms', 'expires_ms')
+  -- order). Another client's order (`client`, read by the same HMGET) is
+  -- TAKEN, checked first and telling nothing of it.
+  local prior = redis.call('HMGET', order_key, 'user', 'lines', 'status', 'created_ms', 'expires_ms',
+    'client')
+  if prior[6] and prior[3] ~= 'ABORTED' and string.sub(requester, 1, 1) == 'c'
+      and prior[6] ~= client then
+    return {'TAKEN'}
+  end
   if prior[3] == 'HOLDING' or prior[3] == 'ABORTING' then
     return {'BUSY'}
   end
@@ -144,7 +157,7 @@ local function order_one(k, a, n)
   end
   local states = {}
   for i = 1, n do
-    local ki, ai = k + 4 * i - 2, a + 2 + 2 * i
+    local ki, ai = k + 4 * i - 2, a + 3 + 2 * i
     local count = tonumber(ARGV[ai + 1])
     local sku = sku_state(KEYS[ki], KEYS[ki + 3], ARGV[ai])
     if not sku.loaded then
@@ -184,29 +197,47 @@ local function order_one(k, a, n)
   local lefts = {}
   for i = 1, n do
     local sku = states[i]
-    lefts[i] = string.format('%.0f', sku.available - sku.taken - tonumber(ARGV[a + 3 + 2 * i]))
+    lefts[i] = string.format('%.0f', sku.available - sku.taken - tonumber(ARGV[a + 4 + 2 * i]))
   end
-  local entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', ARGV[a + 4],
-    'user_id', user_id, 'count', ARGV[a + 5], 'created_ms', created, 'expires_ms', expires,
-    'order', lines_text, 'available', table.concat(lefts, ','))
+  -- the owner goes with the deduction to the order row and its lines
+  local entry
+  if client then
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', ARGV[a + 5],
+      'user_id', user_id, 'count', ARGV[a + 6], 'created_ms', created, 'expires_ms', expires,
+      'order', lines_text, 'available', table.concat(lefts, ','), 'client', client)
+  else
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', ARGV[a + 5],
+      'user_id', user_id, 'count', ARGV[a + 6], 'created_ms', created, 'expires_ms', expires,
+      'order', lines_text, 'available', table.concat(lefts, ','))
+  end
   outbox_lens[outbox_key] = outbox_lens[outbox_key] + 1
   local reply = {'OK', created, expires, entry}
   for i = 1, n do
     local ki = k + 4 * i - 2
-    local count = ARGV[a + 3 + 2 * i]
+    local count = ARGV[a + 4 + 2 * i]
     local sku = states[i]
     -- the buyer's live units: what HGET read plus count (no printf)
     redis.call('HINCRBY', KEYS[ki + 2], 'n', count)
     redis.call('PEXPIRE', KEYS[ki + 2], record_ms_text)
-    redis.call('HSET', KEYS[ki + 1], 'user', user_id, 'count', count, 'status', 'RESERVED',
-      'created_ms', created, 'expires_ms', expires, 'order', order_id)
+    if client then
+      redis.call('HSET', KEYS[ki + 1], 'user', user_id, 'count', count, 'status', 'RESERVED',
+        'created_ms', created, 'expires_ms', expires, 'order', order_id, 'client', client)
+    else
+      redis.call('HSET', KEYS[ki + 1], 'user', user_id, 'count', count, 'status', 'RESERVED',
+        'created_ms', created, 'expires_ms', expires, 'order', order_id)
+    end
     redis.call('PEXPIRE', KEYS[ki + 1], record_ms_text)
     sku.taken = sku.taken + tonumber(count)
     sku.winners[#sku.winners + 1] = order_id
     reply[#reply + 1] = sku.available - sku.taken
   end
-  redis.call('HSET', order_key, 'user', user_id, 'lines', lines_text, 'status', 'RESERVED',
-    'created_ms', created, 'expires_ms', expires, 'v', '1')
+  if client then
+    redis.call('HSET', order_key, 'user', user_id, 'lines', lines_text, 'status', 'RESERVED',
+      'created_ms', created, 'expires_ms', expires, 'v', '1', 'client', client)
+  else
+    redis.call('HSET', order_key, 'user', user_id, 'lines', lines_text, 'status', 'RESERVED',
+      'created_ms', created, 'expires_ms', expires, 'v', '1')
+  end
   redis.call('PEXPIRE', order_key, record_ms_text)
   return reply
 end
@@ -230,7 +261,7 @@ while a <= #ARGV do
     replies[#replies + 1] = {'ERROR', error_text(reply)}
   end
   k = k + 2 + 4 * n
-  a = a + 4 + 2 * n
+  a = a + 5 + 2 * n
 end
 
 -- 4. the shared writes, once per SKU for the batch

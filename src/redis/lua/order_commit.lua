@@ -21,7 +21,7 @@
 
 local record_key, index_key, outbox_key = KEYS[1], KEYS[2], KEYS[3]
 local r = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'deadline_ms', 'user', 'lines',
-  'created_ms', 'expires_ms')
+  'created_ms', 'expires_ms', 'client')
 if r[1] ~= 'HOLDING' or r[2] ~= ARGV[2] then
   if r[2] == ARGV[2] and r[1] ~= 'ABORTING' and r[1] ~= 'ABORTED' then
     return {'DONE'}
@@ -36,7 +36,15 @@ end
 redis.call('HSET', record_key, 'status', 'RESERVED')
 redis.call('HDEL', record_key, 'deadline_ms')
 redis.call('ZREM', index_key, ARGV[1])
-local entry = redis.call('XADD', outbox_key, '*', 'request_id', ARGV[1], 'sku_id', ARGV[3],
-  'user_id', r[4], 'count', ARGV[4], 'created_ms', r[6], 'expires_ms', r[7], 'order', r[5],
-  'available', ARGV[5] or '')
+-- the owner the intent recorded goes with the deduction to the order row
+local entry
+if r[8] then
+  entry = redis.call('XADD', outbox_key, '*', 'request_id', ARGV[1], 'sku_id', ARGV[3],
+    'user_id', r[4], 'count', ARGV[4], 'created_ms', r[6], 'expires_ms', r[7], 'order', r[5],
+    'available', ARGV[5] or '', 'client', r[8])
+else
+  entry = redis.call('XADD', outbox_key, '*', 'request_id', ARGV[1], 'sku_id', ARGV[3],
+    'user_id', r[4], 'count', ARGV[4], 'created_ms', r[6], 'expires_ms', r[7], 'order', r[5],
+    'available', ARGV[5] or '')
+end
 return {'OK', entry}

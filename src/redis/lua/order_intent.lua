@@ -15,12 +15,15 @@
 -- ARGV[1] order_id  ARGV[2] user_id  ARGV[3] the line list (`sku:count,...`)
 -- ARGV[4] reservation ttl ms  ARGV[5] record retention ms
 -- ARGV[6] hold timeout ms (the deadline)  ARGV[7] outbox max length
+-- ARGV[8] the requester ('' ownership not enforced, 'c<name>' a client,
+--         'a<name>' an operator: as in reserve.lua)
 --
 -- Returns:
 --   {'HOLD', attempt, created_ms, expires_ms, deadline_ms}
 --                                               hold the lines as attempt
 --   {'REPLAY', status, created_ms, expires_ms}  the order was held before
 --   {'MISMATCH'}      held before with another buyer or other lines
+--   {'TAKEN'}         the order id names another client's order
 --   {'BUSY'}          an attempt is holding or being undone: retry shortly
 --   {'BACKPRESSURE'}  the shard's order outbox is full
 -- An attempt that was aborted leaves the record `ABORTED`: the next one
@@ -31,9 +34,20 @@ local order_id, user_id, lines_text = ARGV[1], ARGV[2], ARGV[3]
 local ttl_ms, retention_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
 local hold_ms, outbox_max = tonumber(ARGV[6]), tonumber(ARGV[7])
 
+local requester = ARGV[8] or ''
+local client = nil
+if requester ~= '' then
+  client = string.sub(requester, 2)
+end
+
 local prior = redis.call('HMGET', record_key, 'user', 'lines', 'status', 'attempt',
-  'created_ms', 'expires_ms')
+  'created_ms', 'expires_ms', 'client')
 local status = prior[3]
+-- another client's order (or attempt) tells nothing of itself
+if prior[7] and status ~= 'ABORTED' and string.sub(requester, 1, 1) == 'c'
+    and prior[7] ~= client then
+  return {'TAKEN'}
+end
 if status == 'HOLDING' or status == 'ABORTING' then
   return {'BUSY'}
 end
@@ -58,6 +72,12 @@ local deadline = now_ms + hold_ms
 redis.call('HSET', record_key, 'user', user_id, 'lines', lines_text, 'status', 'HOLDING',
   'attempt', attempt, 'created_ms', created, 'expires_ms', expires,
   'deadline_ms', string.format('%.0f', deadline), 'v', '1')
+if client then
+  redis.call('HSET', record_key, 'client', client)
+else
+  -- an attempt after an aborted one of another client owns nothing of it
+  redis.call('HDEL', record_key, 'client')
+end
 redis.call('PEXPIRE', record_key, ttl_ms + retention_ms)
 redis.call('ZADD', index_key, deadline, order_id)
 return {'HOLD', attempt, created, expires, string.format('%.0f', deadline)}

@@ -34,7 +34,10 @@
 -- ARGV[8] the SKU's bucket count the caller routed with  ARGV[9] event subject
 --         (`<sku>`, or `<sku>.<bucket>` for a bucket of a split SKU)
 -- ARGV[10] lapsed holds that refuse a buyer (`limits.max_lapsed_holds`; 0 = off)
--- then per request i: ARGV[8+3i] request_id  ARGV[9+3i] user_id  ARGV[10+3i] count
+-- then per request i: ARGV[7+4i] request_id  ARGV[8+4i] user_id  ARGV[9+4i] count
+--   ARGV[10+4i] the requester (domain/ownership.rs): '' ownership not enforced
+--   (auth off), 'c<name>' a client (recorded; another client's record is
+--   TAKEN), 'a<name>' an operator (recorded; may replay anyone's)
 --
 -- Returns one reply per request, in the order given.
 --
@@ -56,7 +59,7 @@ local channel = ARGV[5]
 local rps, burst = tonumber(ARGV[6]), tonumber(ARGV[7])
 local subject = ARGV[9] or sku_id
 local max_lapsed = tonumber(ARGV[10])
-local requests = (#ARGV - 10) / 3
+local requests = (#ARGV - 10) / 4
 
 -- What every request of the batch shares is read once: the SKU (bucket) hash,
 -- the clock, the outbox length. The requests then change local copies, and
@@ -93,15 +96,24 @@ local outbox_len = redis.call('XLEN', outbox_key)
 local taken = 0
 local winners = {}
 
-local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg)
+local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, requester)
   local count = tonumber(count_arg)
+  local client, checked = nil, false
+  if requester ~= '' then
+    client, checked = string.sub(requester, 2), string.sub(requester, 1, 1) == 'c'
+  end
 
   -- 1. idempotent replay: the stored outcome wins, a different user/count is a
   -- mismatch, and so is a line of an order (its `order` field): a single
-  -- reservation never replays an order's line
+  -- reservation never replays an order's line. Another client's record (its
+  -- `client` field; read by the same HMGET) is TAKEN, checked first and
+  -- telling nothing of it; a record of no client is anyone's.
   local prior = redis.call('HMGET', res_key, 'user', 'count', 'status', 'created_ms', 'expires_ms',
-    'order')
+    'order', 'client')
   if prior[1] then
+    if checked and prior[7] and prior[7] ~= client then
+      return {'TAKEN'}
+    end
     if prior[1] ~= user_id or tonumber(prior[2]) ~= count or prior[6] then
       return {'MISMATCH'}
     end
@@ -189,15 +201,25 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg)
     redis.call('HSET', buyer_key, 'n', units)
   end
   redis.call('PEXPIRE', buyer_key, record_ms_text)
-  redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
-    'created_ms', created, 'expires_ms', expires)
-  redis.call('PEXPIRE', res_key, record_ms_text)
   -- the entry keeps the available its `reserved` event tells, so the relay's
-  -- republish tells the same body (docs/contract.md §18)
+  -- republish tells the same body (docs/contract.md §18); the owner goes
+  -- with the deduction to the ledger row
   local left = string.format('%.0f', available - taken - count)
-  local entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
-    'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires,
-    'available', left)
+  local entry
+  if client then
+    redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
+      'created_ms', created, 'expires_ms', expires, 'client', client)
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
+      'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires,
+      'available', left, 'client', client)
+  else
+    redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
+      'created_ms', created, 'expires_ms', expires)
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
+      'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires,
+      'available', left)
+  end
+  redis.call('PEXPIRE', res_key, record_ms_text)
   -- counted only once every write of the request is made
   taken = taken + count
   outbox_len = outbox_len + 1
@@ -216,7 +238,7 @@ end
 local replies = {}
 for i = 1, requests do
   local ok, reply = pcall(reserve_one, KEYS[2 + 2 * i], KEYS[3 + 2 * i],
-    ARGV[8 + 3 * i], ARGV[9 + 3 * i], ARGV[10 + 3 * i])
+    ARGV[7 + 4 * i], ARGV[8 + 4 * i], ARGV[9 + 4 * i], ARGV[10 + 4 * i])
   if ok then
     replies[i] = reply
   else

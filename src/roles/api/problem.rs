@@ -40,6 +40,9 @@ pub enum ApiError {
     LapseLimit { lapsed: u64, max: u64 },
     #[error("request_id was used with another user or count")]
     IdempotencyMismatch,
+    /// The id names another client's hold (contract §6.2): nothing of it is told.
+    #[error("this id is already taken; send a new one")]
+    IdTaken,
     #[error("the reservation was released")]
     ReservationReleased,
     #[error("the reservation is confirmed")]
@@ -100,6 +103,7 @@ impl ApiError {
             Self::LimitExceeded { .. } => "LIMIT_EXCEEDED",
             Self::LapseLimit { .. } => "LAPSE_LIMIT",
             Self::IdempotencyMismatch => "IDEMPOTENCY_MISMATCH",
+            Self::IdTaken => "ID_TAKEN",
             Self::ReservationReleased => "RESERVATION_RELEASED",
             Self::ReservationConfirmed => "RESERVATION_CONFIRMED",
             Self::ReservationRejected => "RESERVATION_REJECTED",
@@ -141,6 +145,7 @@ impl ResponseError for ApiError {
             | Self::InsufficientStock { .. }
             | Self::LimitExceeded { .. }
             | Self::LapseLimit { .. }
+            | Self::IdTaken
             | Self::ReservationReleased
             | Self::ReservationConfirmed
             | Self::ReservationRejected
@@ -233,6 +238,7 @@ mod tests {
                 "LAPSE_LIMIT",
             ),
             (ApiError::IdempotencyMismatch, 422, "IDEMPOTENCY_MISMATCH"),
+            (ApiError::IdTaken, 409, "ID_TAKEN"),
             (ApiError::SkuNotFound(1), 404, "SKU_NOT_FOUND"),
             (ApiError::InvalidRequest("x".into()), 400, "INVALID_REQUEST"),
             (ApiError::Unavailable("x".into()), 503, "UNAVAILABLE"),

@@ -152,6 +152,7 @@ impl TestApp {
             created_ms: r.created_at_ms,
             expires_ms: r.expires_at_ms,
             order: None,
+            client: None,
         }
     }
 

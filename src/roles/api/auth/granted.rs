@@ -8,6 +8,11 @@
 //! With `auth.required` false every caller passes (contract §6.2). With it
 //! true the gate has put the request's [`Known`] client in its extensions;
 //! without one the handler answers 401, with one lacking the scope 403.
+//!
+//! The proof also says who asks, for ownership ([`Requester`], contract
+//! §6.2 "Holds belong to their client"): with `auth.required` false anyone
+//! (one anonymous client, even when a known token was sent); with it true the
+//! client, or an operator when the client has scope `admin`.
 
 use std::marker::PhantomData;
 
@@ -15,6 +20,7 @@ use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 
 use super::Known;
 use crate::config::Scope;
+use crate::domain::Requester;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
 
@@ -43,6 +49,14 @@ impl NeedsScope for Lifecycle {
 /// Proof, for the handler, that the caller may use scope `S`.
 pub struct Granted<S: NeedsScope> {
     scope: PhantomData<S>,
+    requester: Requester,
+}
+
+impl<S: NeedsScope> Granted<S> {
+    /// Who asks, as holds are owned.
+    pub fn requester(&self) -> &Requester {
+        &self.requester
+    }
 }
 
 impl<S: NeedsScope> FromRequest for Granted<S> {
@@ -50,21 +64,27 @@ impl<S: NeedsScope> FromRequest for Granted<S> {
     type Future = std::future::Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        std::future::ready(check(req, S::SCOPE).map(|()| Granted { scope: PhantomData }))
+        std::future::ready(check(req, S::SCOPE).map(|requester| Granted {
+            scope: PhantomData,
+            requester,
+        }))
     }
 }
 
 /// Whether the gate let a client with `scope` through (or clients are not
-/// required); refuses when the app has no gate at all.
-fn check(req: &HttpRequest, scope: Scope) -> Result<(), ApiError> {
+/// required), and who it is; refuses when the app has no gate at all.
+fn check(req: &HttpRequest, scope: Scope) -> Result<Requester, ApiError> {
     let Some(state) = req.app_data::<web::Data<ApiState>>() else {
         return Err(ApiError::Unauthenticated);
     };
     if !state.auth.required {
-        return Ok(());
+        return Ok(Requester::Anyone);
     }
     match req.extensions().get::<Known>() {
-        Some(known) if known.may(scope) => Ok(()),
+        Some(known) if known.may(scope) && known.may(Scope::Admin) => {
+            Ok(Requester::Operator(known.name.to_string()))
+        }
+        Some(known) if known.may(scope) => Ok(Requester::Client(known.name.to_string())),
         Some(_) => Err(ApiError::Forbidden(scope.as_str())),
         None => Err(ApiError::Unauthenticated),
     }

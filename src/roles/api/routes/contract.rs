@@ -144,8 +144,9 @@ problems! {
     /// be held is named by the `line` member with why (`SOLD_OUT`,
     /// `INSUFFICIENT_STOCK`, `LIMIT_EXCEEDED`, `LAPSE_LIMIT`: the buyer's
     /// holds on that SKU lapsed unpaid `limits.max_lapsed_holds` times);
-    /// nothing is held.
-    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT"];
+    /// or, without `line`, `ID_TAKEN`: the `order_id` names another
+    /// client's order (nothing of it is told). Nothing is held.
+    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN"];
     /// Not confirmed: the order was released (expired or cancelled; refund
     /// the buyer) or rejected by the ledger.
     OrderConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED"];
@@ -165,8 +166,10 @@ problems! {
     /// Not reserved: `SOLD_OUT` (nothing left), `INSUFFICIENT_STOCK` (fewer
     /// units left than asked for), `LIMIT_EXCEEDED` (the user's per-SKU limit)
     /// or `LAPSE_LIMIT` (the user's holds on this SKU lapsed unpaid
-    /// `limits.max_lapsed_holds` times). Nothing is held.
-    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT"];
+    /// `limits.max_lapsed_holds` times), or `ID_TAKEN` (the `request_id`
+    /// names another client's reservation; nothing of it is told). Nothing
+    /// is held.
+    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN"];
     /// This `request_id` was already used with another user or count.
     IdempotencyMismatch = 422 ["IDEMPOTENCY_MISMATCH"];
     /// Not confirmed: the reservation was released (expired or cancelled;

@@ -16,7 +16,7 @@ use super::contract::{
 };
 use super::{request_from, sku_from};
 use crate::domain::ReservationStatus;
-use crate::ops::lifecycle::{self, ExtendOutcome, Extension, LifecycleError};
+use crate::ops::lifecycle::{self, Asked, ExtendOutcome, Extension, LifecycleError};
 use crate::roles::api::auth::{Granted, Lifecycle};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::ReservationView;
@@ -46,19 +46,23 @@ use crate::roles::api::ApiState;
     )
 )]
 pub async fn extend(
-    _scope: Granted<Lifecycle>,
+    scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let request_id = request_from(&req)?;
     let extension = Extension::from_settings(&state.res.settings.reservation);
+    let asked = Asked {
+        sku_id,
+        request_id: &request_id,
+        requester: scope.requester(),
+    };
     let outcome = lifecycle::extend(
         &state.res.db,
         &state.res.redis,
         extension,
-        sku_id,
-        &request_id,
+        &asked,
         crate::clock::unix_ms(),
     )
     .await

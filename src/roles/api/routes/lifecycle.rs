@@ -15,7 +15,7 @@ use super::contract::{
     ReservationPath, Unauthenticated, Unavailable,
 };
 use super::{request_from, sku_from};
-use crate::domain::ReservationStatus;
+use crate::domain::{Requester, ReservationStatus};
 use crate::ops::lifecycle::{self, LifecycleError, Transition, TransitionOutcome};
 use crate::otel;
 use crate::roles::api::auth::{Granted, Lifecycle};
@@ -47,11 +47,11 @@ use crate::roles::traces;
     )
 )]
 pub async fn confirm(
-    _scope: Granted<Lifecycle>,
+    scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    apply(req, state, Transition::Confirm).await
+    apply(req, state, Transition::Confirm, scope.requester()).await
 }
 
 /// Cancel a reservation: its units go back on sale. Repeats answer 200 again.
@@ -77,17 +77,18 @@ pub async fn confirm(
     )
 )]
 pub async fn cancel(
-    _scope: Granted<Lifecycle>,
+    scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    apply(req, state, Transition::Cancel).await
+    apply(req, state, Transition::Cancel, scope.requester()).await
 }
 
 async fn apply(
     req: HttpRequest,
     state: web::Data<ApiState>,
     transition: Transition,
+    requester: &Requester,
 ) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let request_id = request_from(&req)?;
@@ -97,13 +98,14 @@ async fn apply(
         let parent = opentelemetry::Context::current();
         traces::transition_span(tracing, &parent, transition, sku_id, &request_id)
     });
-    let outcome = lifecycle::transition(
+    let outcome = lifecycle::transition_as(
         &state.res.db,
         &state.res.redis,
         sku_id,
         &request_id,
         transition,
         now_ms,
+        requester,
     )
     .await;
     let label = outcome.as_ref().map_or("error", traces::transition_outcome);

@@ -281,6 +281,7 @@ mod tests {
             },
             ApiError::LapseLimit { lapsed: 2, max: 2 },
             ApiError::IdempotencyMismatch,
+            ApiError::IdTaken,
             ApiError::ReservationReleased,
             ApiError::ReservationConfirmed,
             ApiError::ReservationRejected,

@@ -46,11 +46,11 @@ use crate::roles::api::ApiState;
     )
 )]
 pub async fn confirm(
-    _scope: Granted<Lifecycle>,
+    scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    apply(req, state, Transition::Confirm).await
+    apply(req, state, Transition::Confirm, scope.requester()).await
 }
 
 /// Cancel a whole order: every line's units go back on sale. Repeats
@@ -76,11 +76,11 @@ pub async fn confirm(
     )
 )]
 pub async fn cancel(
-    _scope: Granted<Lifecycle>,
+    scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    apply(req, state, Transition::Cancel).await
+    apply(req, state, Transition::Cancel, scope.requester()).await
 }
 
 fn unavailable(err: LifecycleError) -> ApiError {
@@ -103,14 +103,16 @@ async fn apply(
     req: HttpRequest,
     state: web::Data<ApiState>,
     transition: Transition,
+    requester: &crate::domain::Requester,
 ) -> Result<HttpResponse, ApiError> {
     let order_id = order_from(&req)?;
-    let outcome = lifecycle::transition_order(
+    let outcome = lifecycle::transition_order_as(
         &state.res.db,
         &state.res.redis,
         &order_id,
         transition,
         crate::clock::unix_ms(),
+        requester,
     )
     .await
     .map_err(unavailable)?;
@@ -180,7 +182,7 @@ fn clear_sold_out_flags(state: &ApiState, order: &OrderRow) {
     )
 )]
 pub async fn extend(
-    _scope: Granted<Lifecycle>,
+    scope: Granted<Lifecycle>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
@@ -192,6 +194,7 @@ pub async fn extend(
         extension,
         &order_id,
         crate::clock::unix_ms(),
+        scope.requester(),
     )
     .await
     .map_err(unavailable)?;

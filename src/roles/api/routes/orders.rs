@@ -18,7 +18,7 @@ use super::contract::{
 use super::reservations::not_loaded;
 use crate::config::Durability;
 use crate::db::orders;
-use crate::domain::{Deduction, OrderLines, RequestId, SkuId, UserId};
+use crate::domain::{Deduction, OrderLines, RequestId, Requester, SkuId, UserId};
 use crate::outbox::OrderLineEntry;
 use crate::redis::{HeldLine, LineRefusal, OrderOutcome};
 use crate::roles::api::auth::{Granted, Read, Reserve};
@@ -64,7 +64,7 @@ use crate::roles::api::ApiState;
     )
 )]
 pub async fn place(
-    _scope: Granted<Reserve>,
+    scope: Granted<Reserve>,
     state: web::Data<ApiState>,
     body: web::Json<OrderBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -75,7 +75,7 @@ pub async fn place(
     let order_id = &body.order_id;
     let (label, response) = match short_circuited(&state, order_id, user_id, &lines) {
         Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
-        None => hold(&state, order_id, user_id, &lines).await,
+        None => hold(&state, order_id, user_id, &lines, scope.requester()).await,
     };
     metrics::counter!("stockd_orders_total", "result" => label).increment(1);
     metrics::histogram!("stockd_order_lines").record(lines.len() as f64);
@@ -106,11 +106,19 @@ async fn hold(
     order_id: &RequestId,
     user_id: UserId,
     lines: &OrderLines,
+    requester: &Requester,
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
     let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
-    let outcome =
-        crate::ops::order_saga::place(&state.res.redis, order_id, user_id, lines, hold_timeout_ms)
-            .await;
+    let redis = &state.res.redis;
+    let outcome = (crate::ops::order_saga::place_as(
+        redis,
+        order_id,
+        user_id,
+        lines,
+        hold_timeout_ms,
+        requester,
+    ))
+    .await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(err) => return ("error", Err(ApiError::unavailable("redis", err))),
@@ -123,7 +131,9 @@ async fn hold(
             expires_ms,
             lines: held,
         } => {
-            let msgs = Deduction::of_order(order_id, user_id, lines, created_ms, expires_ms);
+            let client = requester.stamp();
+            let msgs =
+                Deduction::of_order_by(order_id, user_id, lines, created_ms, expires_ms, client);
             let confirmed = publish(state, held, msgs).await;
             let mut response = if confirmed {
                 HttpResponse::Created()
@@ -148,11 +158,15 @@ async fn hold(
             let view = OrderView::new(order_id, user_id, lines, status, expires_ms);
             ("replayed", Ok(replayed(view, location)))
         }
-        OrderOutcome::Mismatch => match stored_in_mysql(state, order_id, user_id, lines).await {
-            Ok(Some(view)) => ("replayed", Ok(replayed(view, location))),
-            Ok(None) => ("mismatch", Err(ApiError::IdempotencyMismatch)),
-            Err(err) => ("error", Err(err)),
-        },
+        OrderOutcome::Mismatch => {
+            match stored_in_mysql(state, order_id, user_id, lines, requester).await {
+                Ok(Stored::Same(view)) => ("replayed", Ok(replayed(view, location))),
+                Ok(Stored::Taken) => ("id_taken", Err(ApiError::IdTaken)),
+                Ok(Stored::Other) => ("mismatch", Err(ApiError::IdempotencyMismatch)),
+                Err(err) => ("error", Err(err)),
+            }
+        }
+        OrderOutcome::Taken => ("id_taken", Err(ApiError::IdTaken)),
         OrderOutcome::Refused { sku_id, why } => refusal(state, sku_id, why).await,
         OrderOutcome::Backpressure => (
             "backpressure",
@@ -188,7 +202,8 @@ async fn stored_in_mysql(
     order_id: &RequestId,
     user_id: UserId,
     lines: &OrderLines,
-) -> Result<Option<OrderView>, ApiError> {
+    requester: &Requester,
+) -> Result<Stored, ApiError> {
     let db = &state.res.db;
     let row = db
         .bounded(async {
@@ -197,9 +212,23 @@ async fn stored_in_mysql(
         })
         .await
         .map_err(|e| ApiError::unavailable("mysql", e))?;
-    Ok(row
-        .filter(|row| row.user_id == user_id && row.lines == *lines)
-        .map(|row| OrderView::of_row(&row)))
+    Ok(match row {
+        Some(row) if !requester.may_act_on(row.client.as_deref()) => Stored::Taken,
+        Some(row) if row.user_id == user_id && row.lines == *lines => {
+            Stored::Same(OrderView::of_row(&row))
+        }
+        _ => Stored::Other,
+    })
+}
+
+/// What MySQL stores under an order id the script found taken.
+enum Stored {
+    /// This very order: a replay.
+    Same(OrderView),
+    /// Another client's order (contract §6.2): nothing of it is told.
+    Taken,
+    /// Another order, or none.
+    Other,
 }
 
 /// An order's answer naming the line it failed on.
@@ -320,7 +349,7 @@ fn flag_sold_out_lines(state: &ApiState, user_id: UserId, outcome: &OrderOutcome
     )
 )]
 pub async fn get(
-    _scope: Granted<Read>,
+    scope: Granted<Read>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
@@ -340,6 +369,17 @@ pub async fn get(
         })
         .await
         .map_err(|e| ApiError::unavailable("mysql", e))?;
+    // Another client's order is not there for this one (contract §6.2).
+    let owners = [
+        in_redis.as_ref().and_then(|r| r.client.as_deref()),
+        in_mysql.as_ref().and_then(|row| row.client.as_deref()),
+    ];
+    if !owners
+        .iter()
+        .all(|owner| scope.requester().may_act_on(*owner))
+    {
+        return Err(ApiError::OrderNotFound);
+    }
     // MySQL decides final states; Redis may lag behind a transition.
     let view = match (in_mysql, in_redis) {
         (Some(row), _) => OrderView {

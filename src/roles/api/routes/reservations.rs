@@ -29,7 +29,8 @@ use crate::roles::api::ApiState;
 ///
 /// Idempotent on `request_id`: an identical retry replays the first answer
 /// (200 with `Idempotent-Replayed: true`); the same id with another user or
-/// count is 422. A buyer whose holds on the SKU lapsed unpaid
+/// count is 422; the id of another client's reservation is 409 `ID_TAKEN`
+/// (with `auth.required`). A buyer whose holds on the SKU lapsed unpaid
 /// `limits.max_lapsed_holds` times is refused (409 `LAPSE_LIMIT`).
 ///
 /// Needs a client token with scope `reserve` when `auth.required` is true
@@ -64,7 +65,7 @@ use crate::roles::api::ApiState;
     )
 )]
 pub async fn reserve(
-    _scope: Granted<Reserve>,
+    scope: Granted<Reserve>,
     req: HttpRequest,
     state: web::Data<ApiState>,
     body: web::Json<ReserveBody>,
@@ -85,7 +86,7 @@ pub async fn reserve(
         .res
         .redis
         .reservations()
-        .reserve(sku_id, &body.request_id, user_id, count)
+        .reserve_as(sku_id, &body.request_id, user_id, count, scope.requester())
         .await;
     otel::end(
         redis_span,
@@ -208,6 +209,7 @@ async fn answer(
             .insert_header(("Idempotent-Replayed", "true"))
             .json(ReservationView::new(&reservation, None))),
         ReserveOutcome::Mismatch => Err(ApiError::IdempotencyMismatch),
+        ReserveOutcome::Taken => Err(ApiError::IdTaken),
         ReserveOutcome::LimitExceeded { bought, limit } => {
             Err(ApiError::LimitExceeded { bought, limit })
         }
@@ -268,7 +270,7 @@ pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
     )
 )]
 pub async fn get(
-    _scope: Granted<Read>,
+    scope: Granted<Read>,
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
@@ -289,6 +291,17 @@ pub async fn get(
         })
         .await
         .map_err(|e| ApiError::unavailable("mysql", e))?;
+    // Another client's reservation is not there for this one (contract §6.2).
+    let owners = [
+        in_redis.as_ref().and_then(|r| r.client.as_deref()),
+        in_mysql.as_ref().and_then(|row| row.client.as_deref()),
+    ];
+    if !owners
+        .iter()
+        .all(|owner| scope.requester().may_act_on(*owner))
+    {
+        return Err(ApiError::ReservationNotFound);
+    }
     let view = match (in_redis, &in_mysql) {
         // MySQL decides final states; Redis may lag behind a transition.
         (Some(mut r), Some(row)) => {
