@@ -58,6 +58,7 @@ fn every_error() -> Vec<ApiError> {
         RouteNotFound,
         MethodNotAllowed("GET"),
         UnsupportedMediaType,
+        IdTaken,
     ];
     all.iter().for_each(listed);
     all
@@ -74,6 +75,7 @@ fn listed(e: &ApiError) {
         ExtensionLimit(_) | OrderRefused { .. } | BelowReserved(_) | BucketsLocked(_) => {}
         Stale { .. } | AdjustmentMismatch(_) | Conflict(_) | Unavailable(_) => {}
         RateLimited { .. } | RouteNotFound | MethodNotAllowed(_) | UnsupportedMediaType => {}
+        IdTaken => {}
     }
 }
 
