@@ -20,14 +20,18 @@
 # also on failure (trap), and the run's data is dropped from the services.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One run at a time on a machine: podman's secret store is global and the kube
+# manifests name their Secret `stockd-secrets`. The lock is held by `flock -o`
+# around this script, not on an fd of the script: every container's conmon and
+# the MariaDB gate would inherit such an fd, and one left behind by a killed run
+# would hold the lock for ever.
+if [ -z "${STOCKD_TEST_IMAGE_LOCKED:-}" ]; then
+    exec env STOCKD_TEST_IMAGE_LOCKED=1 flock -o "${TMPDIR:-/tmp}/stockd-test-image.lock" "$0" "$@"
+fi
 . scripts/image/lib.sh
 . scripts/image/serve-check.sh
 . scripts/image/kube-play.sh
 trap cleanup EXIT
-# One run at a time on a machine: podman's secret store is global and the kube
-# manifests name their Secret `stockd-secrets`.
-exec 7>"${TMPDIR:-/tmp}/stockd-test-image.lock"
-flock 7
 
 scripts/container-tools.sh engine
 podman image exists "$IMAGE" || fail "$IMAGE missing: run make image"
