@@ -1,25 +1,11 @@
 //! Every Redis key stockd uses is built here, nowhere else.
 //!
-//! Layout (prefix `stockd:` by default, `{sku}` is the Redis Cluster hash tag, so
-//! every key one script touches lives in one slot):
-//!
-//! | key                                | type   | holds                                   |
-//! |------------------------------------|--------|-----------------------------------------|
-//! | `<p>{<sku>}:sku`                   | hash   | `available`, `limit`, `total`           |
-//! | `<p>{<sku>}:user:<user_id>`        | hash   | the buyer: `n` live units held of this SKU, `t` next attempt time (rate limit) |
-//! | `<p>{<sku>}:res:<request_id>`      | hash   | the reservation record                  |
-//! | `<p>{<sku>}:outbox`                | stream | deductions not yet confirmed by the MQ  |
-//! | `<p>{<sku>}:winners`               | set    | request ids that took stock             |
-//! | `<p>{<sku>}:op:<op_id>`            | string | a restock already applied (60 s TTL)    |
-//! | `<p>{oi:<n>}:order:<order_id>`     | hash   | an order: `user`, `lines`, `status`, times, `attempt` |
-//! | `<p>{oi:<n>}:intents`              | zset   | orders of shard n being held line by line (score: deadline) |
-//! | `<p>{oi:<n>}:outbox`               | stream | orders held line by line, not yet confirmed by the MQ |
-//! | `<p>{<sku>}:otomb:<order_id>`      | string | the highest attempt of an order undone on this SKU |
-//! | `<p>{<tag>}:xout`                  | hash   | stock transfers out, not yet settled    |
-//! | `<p>{<tag>}:xin`                   | set    | stock transfers in, already credited    |
-//! | `<p>skus`                          | set    | SKUs ever loaded (relay, reconciler)    |
-//! | `<p>nodes`                         | hash   | `host:pid` → last heartbeat (Redis ms)  |
-//! | `<p>soldout` (Pub/Sub channel)     |        | `S:<sku>` sold out, `A:<sku>` available |
+//! The layout — every key, its type and what it holds — is documented once, in
+//! docs/architecture.md, "Key layout" (a docs check, `tests/it/docs/redis_keys.rs`,
+//! compares that table with the builders below). Every key carries the prefix
+//! (`stockd:` by default) and, but for the few global ones, a Redis Cluster hash
+//! tag (`{<sku>}`, a bucket's tag, or an order shard's `{oi:<n>}`), so every key
+//! one script touches lives in one slot.
 //!
 //! A SKU split into buckets (`redis/buckets`) keeps bucket 0 under the tag
 //! `{<sku>}` (today's keys, plus `pool`, `buckets` and `tags` in its hash) and
