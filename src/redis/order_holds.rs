@@ -30,6 +30,11 @@ pub struct Attempt {
     /// itself, and the tombstones of the attempt live until it plus
     /// [`TOMBSTONE_MARGIN_MS`].
     pub deadline_ms: u64,
+    /// The client each line's record names (`Requester::stamp`), as a line
+    /// of `order.lua` does, so the line's id is another client's
+    /// `ID_TAKEN` to a single reservation; `None` records none (ownership
+    /// not enforced, or an undo, which writes no record).
+    pub client: Option<String>,
 }
 
 /// How long an undone attempt's tombstone (and its `ABORTED` record)
@@ -83,7 +88,8 @@ impl Reservations {
                 .arg(lifetime)
                 .arg(target.n)
                 .arg(attempt.deadline_ms)
-                .arg(self.max_lapsed());
+                .arg(self.max_lapsed())
+                .arg(attempt.client.as_deref().unwrap_or(""));
             self.core
                 .run(|mut c| async move { invocation.invoke_async::<Vec<String>>(&mut c).await })
         };

@@ -133,6 +133,7 @@ impl Orders {
                 created_ms: num(2)?,
                 expires_ms: num(3)?,
                 deadline_ms: num(4)?,
+                client: requester.stamp().map(str::to_owned),
             }),
             Some("REPLAY") => IntentOutcome::Replayed {
                 status: reply
@@ -236,6 +237,7 @@ impl Orders {
                         created_ms: 0,
                         expires_ms: 0,
                         deadline_ms: field(4)?.parse().map_err(|_| bad())?,
+                        client: None,
                     },
                     lines: OrderLines::decode(field(3)?).map_err(|_| bad())?,
                 }

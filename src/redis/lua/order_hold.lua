@@ -35,6 +35,9 @@
 -- ARGV[9] the attempt's deadline ms (Redis time)
 -- ARGV[10] lapsed holds that refuse the buyer (`limits.max_lapsed_holds`, the
 --          buyer hash's `x` that finish.lua counts, as in reserve.lua; 0 = off)
+-- ARGV[11] the client the line records ('' none: ownership not enforced), as
+--          a line of order.lua does: reserve.lua's replay HMGET reads it, so
+--          another client's single reservation of this id is TAKEN
 --
 -- Returns {'OK', available_after}, {'HELD', available} (this attempt held
 -- it already: a re-sent call), {'ABORTED'} (the attempt was undone, or
@@ -119,8 +122,15 @@ end
 local left = redis.call('HINCRBY', sku_key, 'available', -count)
 redis.call('HSET', buyer_key, 'n', string.format('%.0f', bought + count))
 redis.call('PEXPIRE', buyer_key, record_ms)
-redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
-  'created_ms', ARGV[5], 'expires_ms', ARGV[6], 'order', order_id, 'attempt', attempt)
+local client = ARGV[11] or ''
+if client ~= '' then
+  redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
+    'created_ms', ARGV[5], 'expires_ms', ARGV[6], 'order', order_id, 'attempt', attempt,
+    'client', client)
+else
+  redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
+    'created_ms', ARGV[5], 'expires_ms', ARGV[6], 'order', order_id, 'attempt', attempt)
+end
 redis.call('PEXPIRE', res_key, record_ms)
 redis.call('SADD', winners_key, order_id)
 redis.call('PEXPIRE', winners_key, record_ms)
