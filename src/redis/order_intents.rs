@@ -80,21 +80,10 @@ pub enum AbortOutcome {
 }
 
 impl Orders {
-    /// Starts an attempt (or answers the order as stored).
+    /// Starts an attempt (or answers the order as stored), asked by
+    /// `requester`: the record names its client, and another client's order
+    /// id is [`IntentOutcome::Taken`].
     pub async fn intent(
-        &self,
-        order_id: &RequestId,
-        user_id: UserId,
-        lines: &OrderLines,
-        hold_timeout_ms: u64,
-    ) -> Result<IntentOutcome, RedisError> {
-        let anyone = &crate::domain::Requester::Anyone;
-        (self.intent_as(order_id, user_id, lines, hold_timeout_ms, anyone)).await
-    }
-
-    /// [`Self::intent`] asked by `requester`: the record names its client,
-    /// and another client's order id is [`IntentOutcome::Taken`].
-    pub async fn intent_as(
         &self,
         order_id: &RequestId,
         user_id: UserId,
