@@ -128,6 +128,7 @@ pub async fn line_by_line(
                 why,
             },
             Ok(LineHold::Mismatch) => OrderOutcome::Mismatch,
+            Ok(LineHold::Taken) => OrderOutcome::Taken,
             Ok(LineHold::Aborted) => OrderOutcome::Retry(format!(
                 "order {order_id} took longer than orders.hold_timeout_ms and was undone; retry"
             )),

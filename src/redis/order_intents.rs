@@ -122,7 +122,7 @@ impl Orders {
                 created_ms: num(2)?,
                 expires_ms: num(3)?,
                 deadline_ms: num(4)?,
-                client: requester.stamp().map(str::to_owned),
+                requester: requester.clone(),
             }),
             Some("REPLAY") => IntentOutcome::Replayed {
                 status: reply
@@ -226,7 +226,7 @@ impl Orders {
                         created_ms: 0,
                         expires_ms: 0,
                         deadline_ms: field(4)?.parse().map_err(|_| bad())?,
-                        client: None,
+                        requester: crate::domain::Requester::Anyone,
                     },
                     lines: OrderLines::decode(field(3)?).map_err(|_| bad())?,
                 }

@@ -194,7 +194,7 @@ async fn line_of(
         expires_ms: line.expires_at_ms,
         // Long past: the undo's tombstone lives only its margin.
         deadline_ms: 0,
-        client: None,
+        requester: crate::domain::Requester::Anyone,
     }))
 }
 
