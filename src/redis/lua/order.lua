@@ -168,11 +168,15 @@ local function order_one(k, a, n)
       return {'REFUSED', tostring(i), 'SPLIT'}
     end
     -- a reservation of the id on the line's SKU: another client's is
-    -- TAKEN (telling nothing of it), any other a mismatch
-    local held = redis.call('HMGET', KEYS[ki + 1], 'user', 'client')
-    if held[1] then
-      if string.sub(requester, 1, 1) == 'c' and held[2] and held[2] ~= client then
-        return {'TAKEN'}
+    -- TAKEN (telling nothing of it), any other a mismatch; its owner is
+    -- read only then (an HMGET per line in place of EXISTS cost ~5k
+    -- instructions a line under callgrind)
+    if redis.call('EXISTS', KEYS[ki + 1]) == 1 then
+      if string.sub(requester, 1, 1) == 'c' then
+        local owner = redis.call('HGET', KEYS[ki + 1], 'client')
+        if owner and owner ~= client then
+          return {'TAKEN'}
+        end
       end
       return {'MISMATCH'}
     end
