@@ -174,6 +174,7 @@ impl Closer {
             &msg.request_id,
             Transition::Expire,
             unix_ms(),
+            &crate::domain::Requester::Anyone,
         )
         .await;
         let label = result.as_ref().map_or("error", traces::transition_outcome);
@@ -196,6 +197,7 @@ impl Closer {
             &msg.request_id,
             Transition::Expire,
             unix_ms(),
+            &crate::domain::Requester::Anyone,
         )
         .await?;
         match outcome {

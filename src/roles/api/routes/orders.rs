@@ -110,7 +110,7 @@ async fn hold(
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
     let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
     let redis = &state.res.redis;
-    let outcome = (crate::ops::order_saga::place_as(
+    let outcome = (crate::ops::order_saga::place(
         redis,
         order_id,
         user_id,

@@ -86,7 +86,7 @@ pub async fn reserve(
         .res
         .redis
         .reservations()
-        .reserve_as(sku_id, &body.request_id, user_id, count, scope.requester())
+        .reserve(sku_id, &body.request_id, user_id, count, scope.requester())
         .await;
     otel::end(
         redis_span,
