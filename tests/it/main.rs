@@ -25,6 +25,7 @@ mod proxy;
 mod servers;
 
 mod adjustments;
+mod adjustments_cap;
 mod adjustments_once;
 mod audit;
 mod auth;
