@@ -5,6 +5,7 @@
 //! that reopen, clean reconciler and audit, and N guarded while buyers live.
 
 mod contention;
+mod cuts;
 mod layout;
 mod load;
 mod ops;
