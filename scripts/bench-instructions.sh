@@ -10,6 +10,7 @@
 # $OUT), feeds each the text of scripts/lib/instructions_workload.py with
 # instrumentation on only around the measured calls, prints instructions per
 # event, and removes both servers (by pid) and their data, even on failure.
+# RPORT and MPORT move the ports; a taken port stops the run before it starts.
 # Redis: order.lua and reserve.lua of this checkout (src/redis/lua), in
 # calls of $PER_CALL (the acker's XDEL not included). MariaDB: the
 # consumer's statements for $ORDERS orders (transactions of 160) in the
@@ -28,8 +29,18 @@ PER_CALL=${PER_CALL:-16}
 CALLS=${CALLS:-200}
 ORDERS=${ORDERS:-3200}
 SINGLES=${SINGLES:-3000}
-RPORT=16399
-MPORT=13399
+# Private ports, overridable: two checkouts measuring at once must not share
+# a server (a second run on the same ports fed its statements to the first's
+# mariadbd and counted its redis-server's instructions).
+RPORT=${RPORT:-16399}
+MPORT=${MPORT:-13399}
+for port in $RPORT $MPORT; do
+    if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+        echo "bench-instructions: 127.0.0.1:$port is taken (another run?); set RPORT/MPORT" >&2
+        rmdir "$OUT" 2>/dev/null || true
+        exit 1
+    fi
+done
 W="python3 scripts/lib/instructions_workload.py"
 
 if ! command -v valgrind >/dev/null || ! command -v callgrind_control >/dev/null; then
