@@ -88,7 +88,8 @@ pub struct BenchArgs {
 pub enum BenchAction {
     /// Rewrite BENCHMARKS.md's report of the current run from bench.json and
     /// the instruction counts (the last step of `make bench`).
-    Report(crate::bench::page::ReportArgs),
+    // Boxed: three paths inline would make every `stockd` command this large.
+    Report(Box<crate::bench::page::ReportArgs>),
 }
 
 /// Phases `--only` can run on their own.

@@ -110,7 +110,10 @@ pub fn splice(page: &str, block: &str) -> anyhow::Result<String> {
         page.matches(BEGIN).count() == 1 && page.matches(END).count() == 1,
         "BENCHMARKS.md needs the lines\n{BEGIN}\n{END}\nonce each, in this order"
     );
-    let start = page.find(BEGIN).unwrap() + BEGIN.len();
+    let start = page
+        .find(BEGIN)
+        .context("BENCHMARKS.md has no BEGIN marker")?
+        + BEGIN.len();
     let end = start
         + page[start..]
             .find(END)
