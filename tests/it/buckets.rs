@@ -8,6 +8,7 @@ mod contention;
 mod layout;
 mod load;
 mod ops;
+mod resplit;
 mod sale;
 mod split;
 
