@@ -9,6 +9,7 @@ mod cuts;
 mod layout;
 mod load;
 mod ops;
+mod resplit;
 mod sale;
 mod split;
 
