@@ -10,21 +10,37 @@
 # $OUT), feeds each the text of scripts/lib/instructions_workload.py with
 # instrumentation on only around the measured calls, prints instructions per
 # event, and removes both servers (by pid) and their data, even on failure.
+# RPORT and MPORT move the ports; a taken port stops the run before it starts.
 # Redis: order.lua and reserve.lua of this checkout (src/redis/lua), in
 # calls of $PER_CALL (the acker's XDEL not included). MariaDB: the
 # consumer's statements for $ORDERS orders (transactions of 160) in the
 # `current` shape and the `lookups` shape before 2026-12-05, and for
 # $SINGLES reservations (transactions of 500), over this checkout's schema.
 # The shared services are not touched. Takes about two minutes.
+#
+# Also writes the counts as JSON to $JSON_OUT (default
+# bench-out/instructions.json), which `stockd bench report` (the last step of
+# `make bench`) puts into BENCHMARKS.md beside the run's bench.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d /tmp/stockd-instructions.XXXXXX)}
+JSON_OUT=${JSON_OUT:-bench-out/instructions.json}
 PER_CALL=${PER_CALL:-16}
 CALLS=${CALLS:-200}
 ORDERS=${ORDERS:-3200}
 SINGLES=${SINGLES:-3000}
-RPORT=16399
-MPORT=13399
+# Private ports, overridable: two checkouts measuring at once must not share
+# a server (a second run on the same ports fed its statements to the first's
+# mariadbd and counted its redis-server's instructions).
+RPORT=${RPORT:-16399}
+MPORT=${MPORT:-13399}
+for port in $RPORT $MPORT; do
+    if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+        echo "bench-instructions: 127.0.0.1:$port is taken (another run?); set RPORT/MPORT" >&2
+        rmdir "$OUT" 2>/dev/null || true
+        exit 1
+    fi
+done
 W="python3 scripts/lib/instructions_workload.py"
 
 if ! command -v valgrind >/dev/null || ! command -v callgrind_control >/dev/null; then
@@ -131,3 +147,37 @@ printf '%-46s %12s %12s %8s\n' "MariaDB: the consumer's statements" "$sql_order"
     "$(ratio "$sql_order" "$sql_single")"
 printf '%-46s %12s %12s %8s\n' "MariaDB: orders in the shape before 2026-12-05" "$sql_order_before" \
     "$sql_single" "$(ratio "$sql_order_before" "$sql_single")"
+
+# The same counts for `stockd bench report`: the checkout's commit ("-dirty"
+# when tracked files differ from it), the servers' versions and the settings.
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
+redis_version=$(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')
+mariadb_version=$(/usr/sbin/mariadbd --version | sed -n 's/.*Ver \([^ ]*\).*/\1/p')
+row() { # key what per_order per_reservation
+    printf '    {"key": "%s", "what": "%s", "per_order": %s, "per_reservation": %s}' "$@"
+}
+mkdir -p "$(dirname "$JSON_OUT")"
+{
+    echo "{"
+    echo "  \"generated_at\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\","
+    echo "  \"commit\": \"$commit\","
+    echo "  \"redis\": \"$redis_version\","
+    echo "  \"mariadb\": \"$mariadb_version\","
+    echo "  \"redis_events_per_call\": $PER_CALL,"
+    echo "  \"orders\": $ORDERS,"
+    echo "  \"reservations\": $SINGLES,"
+    echo "  \"rows\": ["
+    row redis_scripts "Redis: order.lua / reserve.lua" "$redis_order" "$redis_single"
+    echo ","
+    row mariadb_statements "MariaDB: the consumer's statements" "$sql_order" "$sql_single"
+    echo ","
+    row mariadb_statements_lookups "MariaDB: orders with the orders rows and lines looked up first (the earlier shape)" \
+        "$sql_order_before" "$sql_single"
+    echo
+    echo "  ]"
+    echo "}"
+} >"$JSON_OUT.tmp"
+python3 -m json.tool "$JSON_OUT.tmp" >/dev/null
+mv "$JSON_OUT.tmp" "$JSON_OUT"
+echo "bench-instructions: wrote $JSON_OUT" >&2

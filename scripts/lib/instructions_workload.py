@@ -26,6 +26,11 @@ first, rows order after order). Keep both in step with the consumer.
 MAX_LAPSED in the environment is the scripts' cap on lapsed holds
 (`limits.max_lapsed_holds`, 0 = off, the default): the buyers here have
 none, so a cap that is on measures the check itself.
+
+REQUESTER in the environment is the requester argument of each reservation
+and order (src/domain/ownership.rs `script_arg`): empty (the default) as with
+`auth.required` false, which records no client; `c<name>` as a client with
+`auth.required` true, whose holds record its name.
 """
 
 import os
@@ -37,6 +42,8 @@ SINGLE_SKU = 200
 TTL_MS, RETENTION_MS, OUTBOX_MAX = 900000, 60000, 1000000
 T0 = 1796500000000
 MAX_LAPSED = int(os.environ.get("MAX_LAPSED", "0"))
+# Quoted for redis-cli, which reads `""` as one empty argument.
+REQUESTER = '"' + os.environ.get("REQUESTER", "") + '"'
 
 
 def shard(order_id):
@@ -61,7 +68,8 @@ def redis_orders(calls, per_call, first=0):
             oid, user = f"o-{n:08d}", n
             s = shard(oid)
             keys += [f"{PREFIX}{{oi:{s}}}:order:{oid}", f"{PREFIX}{{oi:{s}}}:outbox"]
-            args += [oid, user, ",".join(f"{k}:1" for k in ORDER_SKUS), len(ORDER_SKUS)]
+            lines = ",".join(f"{k}:1" for k in ORDER_SKUS)
+            args += [oid, user, lines, len(ORDER_SKUS), REQUESTER]
             for sku in ORDER_SKUS:
                 keys += [
                     f"{PREFIX}{{{sku}}}",
@@ -82,7 +90,7 @@ def redis_reservations(calls, per_call, first=0):
         for _ in range(per_call):
             n += 1
             keys += [f"{PREFIX}{{{s}}}:res:r-{n:08d}", f"{PREFIX}{{{s}}}:user:{n}"]
-            args += [f"r-{n:08d}", n, 1]
+            args += [f"r-{n:08d}", n, 1, REQUESTER]
         print("EVALSHA SHA", len(keys), *keys, *args)
 
 

@@ -18,7 +18,11 @@ const HOT_SKU_RATE_MAX: f64 = 100_000.0;
 
 /// Options of `stockd bench`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// `stockd bench report`: write BENCHMARKS.md's report instead of running.
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
     /// Run the flash-sale demo instead of the benchmark.
     #[arg(long)]
     pub demo: bool,
@@ -77,6 +81,15 @@ pub struct BenchArgs {
     /// both variants (default: half the reserve rate this run measured, else 1,000).
     #[arg(long, value_name = "PER_SEC")]
     pub hot_sku_rate: Option<f64>,
+}
+
+/// What `stockd bench` can do besides running the suite.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum BenchAction {
+    /// Rewrite BENCHMARKS.md's report of the current run from bench.json and
+    /// the instruction counts (the last step of `make bench`).
+    // Boxed: three paths inline would make every `stockd` command this large.
+    Report(Box<crate::bench::page::ReportArgs>),
 }
 
 /// Phases `--only` can run on their own.

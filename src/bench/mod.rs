@@ -20,11 +20,14 @@
 //! - [`measure`]: where the time went (percentiles, CPU per process, Redis stalls).
 //! - [`report`]: the tables, the target rows, the chart (reads [`results`] only).
 //! - [`results`]: the data types every layer above shares.
+//! - [`page`]: `stockd bench report`, BENCHMARKS.md's generated block (reads
+//!   the run's bench.json, not [`results`]).
 
 pub mod args;
 pub mod demo;
 pub mod drive;
 pub mod measure;
+pub mod page;
 pub mod phases;
 pub mod report;
 pub mod results;
@@ -57,6 +60,10 @@ pub fn refuse_production(env: &str) -> anyhow::Result<()> {
 /// `stockd bench`: the demo, or the suite followed by its report (stdout and
 /// `--out-dir`); exits 1 when an invariant was violated.
 pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode> {
+    if let Some(args::BenchAction::Report(report)) = &args.action {
+        page::run(report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     args.validate()?;
     if args.demo {
         return demo::run(args, settings).await;
@@ -85,6 +92,7 @@ pub async fn run(args: BenchArgs, settings: Settings) -> anyhow::Result<ExitCode
     let violations = std::mem::take(&mut collected.violations);
     let report = Report {
         generated_at: now_rfc3339(),
+        commit: stack::machine::checkout_commit(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         concurrency: args.concurrency,
         machine,

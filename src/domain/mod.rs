@@ -9,6 +9,7 @@ pub mod order;
 pub mod outcome;
 pub mod ownership;
 pub mod reservation;
+pub mod stock;
 
 pub use deduction::{Deduction, Readmission, COUNT_MAX};
 pub use ids::{RequestId, SkuId, UserId};
@@ -16,3 +17,4 @@ pub use order::{OrderLine, OrderLines, LINES_MAX};
 pub use outcome::ReserveOutcome;
 pub use ownership::{Requester, CLIENT_NAME_MAX_LEN};
 pub use reservation::{Reservation, ReservationStatus};
+pub use stock::TOTAL_STOCK_MAX;

@@ -11,6 +11,8 @@
 //! - `expected_available` makes it a compare-and-set against MySQL's
 //!   available (the ledger's count, `mysql_available` in the admin view):
 //!   `Stale` with the current value when it moved;
+//! - the total never passes `TOTAL_STOCK_MAX` (`AboveCap`, as the admin
+//!   `PUT` refuses such a total: 400, nothing written);
 //! - the total never drops below what is live (`BelowReserved`), and Redis
 //!   refuses a cut deeper than what it has not promised yet;
 //! - a SKU Redis does not hold is refused (`NotLoaded`, 503) until warm-up
@@ -60,6 +62,8 @@ pub enum AdjustError {
          use a new id for a new adjustment"
     )]
     Mismatch(String),
+    #[error("the total would be {total}, past the most one SKU may hold ({max})")]
+    AboveCap { total: i64, max: i64 },
     #[error(transparent)]
     Admin(#[from] SkuAdminError),
     #[error(transparent)]
@@ -140,7 +144,12 @@ async fn adjust_unbounded(
             });
         }
     }
-    let total = row.total_stock + adj.delta;
+    let total = crate::domain::stock::total_within_cap(row.total_stock, adj.delta).ok_or(
+        AdjustError::AboveCap {
+            total: row.total_stock.saturating_add(adj.delta),
+            max: crate::domain::TOTAL_STOCK_MAX,
+        },
+    )?;
     if total < row.reserved() {
         return Err(SkuAdminError::BelowReserved {
             requested: total,

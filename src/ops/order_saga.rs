@@ -33,21 +33,10 @@ use crate::redis::order_intents::{AbortOutcome, AbortStep, CommitOutcome, Intent
 use crate::redis::{HeldLine, LineRefusal, OrderOutcome, OutboxStream, RedisError, RedisStore};
 
 /// Holds every line of the order or none: one script where it can, the
-/// intent protocol where it cannot.
+/// intent protocol where it cannot. Asked by `requester`: the order records
+/// its client, and another client's order id is [`OrderOutcome::Taken`]
+/// (contract §6.2); [`Requester::Anyone`] where ownership is not enforced.
 pub async fn place(
-    redis: &RedisStore,
-    order_id: &RequestId,
-    user_id: UserId,
-    lines: &OrderLines,
-    hold_timeout_ms: u64,
-) -> Result<OrderOutcome, RedisError> {
-    let anyone = &Requester::Anyone;
-    place_as(redis, order_id, user_id, lines, hold_timeout_ms, anyone).await
-}
-
-/// [`place`] asked by `requester`: the order records its client, and another
-/// client's order id is [`OrderOutcome::Taken`] (contract §6.2).
-pub async fn place_as(
     redis: &RedisStore,
     order_id: &RequestId,
     user_id: UserId,
@@ -57,9 +46,7 @@ pub async fn place_as(
 ) -> Result<OrderOutcome, RedisError> {
     if !redis.is_cluster() {
         let orders = redis.orders();
-        let outcome = orders
-            .reserve_as(order_id, user_id, lines, requester)
-            .await?;
+        let outcome = orders.reserve(order_id, user_id, lines, requester).await?;
         // A split SKU's units live in the buyer's bucket, where the script
         // cannot reach: it refused before writing anything.
         if !matches!(
@@ -72,23 +59,12 @@ pub async fn place_as(
             return Ok(outcome);
         }
     }
-    line_by_line_as(redis, order_id, user_id, lines, hold_timeout_ms, requester).await
+    line_by_line(redis, order_id, user_id, lines, hold_timeout_ms, requester).await
 }
 
-/// The intent protocol (module doc).
+/// The intent protocol (module doc), asked by `requester`: the intent and
+/// every line record its client.
 pub async fn line_by_line(
-    redis: &RedisStore,
-    order_id: &RequestId,
-    user_id: UserId,
-    lines: &OrderLines,
-    hold_timeout_ms: u64,
-) -> Result<OrderOutcome, RedisError> {
-    let anyone = &Requester::Anyone;
-    line_by_line_as(redis, order_id, user_id, lines, hold_timeout_ms, anyone).await
-}
-
-/// [`line_by_line`] asked by `requester` (the intent records its client).
-pub async fn line_by_line_as(
     redis: &RedisStore,
     order_id: &RequestId,
     user_id: UserId,
@@ -104,7 +80,7 @@ pub async fn line_by_line_as(
     }
     let orders = redis.orders();
     let attempt = match orders
-        .intent_as(order_id, user_id, lines, hold_timeout_ms, requester)
+        .intent(order_id, user_id, lines, hold_timeout_ms, requester)
         .await?
     {
         IntentOutcome::Hold(attempt) => attempt,
@@ -152,6 +128,7 @@ pub async fn line_by_line_as(
                 why,
             },
             Ok(LineHold::Mismatch) => OrderOutcome::Mismatch,
+            Ok(LineHold::Taken) => OrderOutcome::Taken,
             Ok(LineHold::Aborted) => OrderOutcome::Retry(format!(
                 "order {order_id} took longer than orders.hold_timeout_ms and was undone; retry"
             )),

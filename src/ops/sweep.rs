@@ -18,7 +18,7 @@
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, settle};
 use crate::db::Db;
-use crate::domain::{RequestId, ReservationStatus, SkuId};
+use crate::domain::{RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
 
 use super::lifecycle::{
@@ -111,7 +111,15 @@ async fn release_expired_orders(
         let Ok(order_id) = RequestId::parse(raw) else {
             continue; // every stored id went through the parser on its way in
         };
-        let outcome = transition_order(db, redis, &order_id, Transition::Expire, unix_ms()).await?;
+        let outcome = transition_order(
+            db,
+            redis,
+            &order_id,
+            Transition::Expire,
+            unix_ms(),
+            &Requester::Anyone,
+        )
+        .await?;
         if let OrderTransitionOutcome::Done { changed: true, .. } = outcome {
             released += 1;
         }
@@ -166,6 +174,7 @@ async fn reapply_lost_confirms(
                 &request_id,
                 Transition::Expire,
                 unix_ms(),
+                &Requester::Anyone,
             )
             .await?;
             reapplied += usize::from(confirmed);

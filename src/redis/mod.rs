@@ -35,6 +35,7 @@ mod routed;
 pub mod scripts;
 pub mod sku;
 mod sku_cuts;
+mod sku_split_cut;
 pub mod store;
 pub mod subscriptions;
 

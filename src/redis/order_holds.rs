@@ -15,7 +15,7 @@ use super::orders::LineRefusal;
 use super::reservation::Reservations;
 use super::routed::Routed;
 use super::RedisError;
-use crate::domain::{RequestId, SkuId, UserId};
+use crate::domain::{RequestId, Requester, SkuId, UserId};
 
 /// What every line of one attempt shares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,13 @@ pub struct Attempt {
     /// itself, and the tombstones of the attempt live until it plus
     /// [`TOMBSTONE_MARGIN_MS`].
     pub deadline_ms: u64,
+    /// Who placed the order: each line's record names its client
+    /// (`Requester::stamp`), as a line of `order.lua` does, so the line's id
+    /// is another client's `ID_TAKEN` to a single reservation, and a line
+    /// whose SKU has another client's reservation of the id is `Taken`.
+    /// [`Requester::Anyone`] records none (ownership not enforced, or an
+    /// undo, which writes no record).
+    pub requester: Requester,
 }
 
 /// How long an undone attempt's tombstone (and its `ABORTED` record)
@@ -54,6 +61,8 @@ pub enum LineHold {
     Aborted,
     /// The SKU has a record of this id that is not this attempt's.
     Mismatch,
+    /// The SKU has another client's record of this id (contract §6.2).
+    Taken,
     /// A split SKU's bucket stayed dry through every refill.
     Rebalancing,
     /// Too few units, while other attempts hold enough of them to cover the
@@ -83,7 +92,8 @@ impl Reservations {
                 .arg(lifetime)
                 .arg(target.n)
                 .arg(attempt.deadline_ms)
-                .arg(self.max_lapsed());
+                .arg(self.max_lapsed())
+                .arg(attempt.requester.script_arg());
             self.core
                 .run(|mut c| async move { invocation.invoke_async::<Vec<String>>(&mut c).await })
         };
@@ -219,6 +229,7 @@ fn parse_hold(reply: &[String]) -> Result<LineHold, RedisError> {
         },
         Some("ABORTED") => LineHold::Aborted,
         Some("MISMATCH") => LineHold::Mismatch,
+        Some("TAKEN") => LineHold::Taken,
         Some("NOT_LOADED") => LineHold::Refused(LineRefusal::NotLoaded),
         Some("LAPSED") => LineHold::Refused(LineRefusal::LapseLimit {
             lapsed: num(1)?,

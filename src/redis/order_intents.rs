@@ -80,21 +80,10 @@ pub enum AbortOutcome {
 }
 
 impl Orders {
-    /// Starts an attempt (or answers the order as stored).
+    /// Starts an attempt (or answers the order as stored), asked by
+    /// `requester`: the record names its client, and another client's order
+    /// id is [`IntentOutcome::Taken`].
     pub async fn intent(
-        &self,
-        order_id: &RequestId,
-        user_id: UserId,
-        lines: &OrderLines,
-        hold_timeout_ms: u64,
-    ) -> Result<IntentOutcome, RedisError> {
-        let anyone = &crate::domain::Requester::Anyone;
-        (self.intent_as(order_id, user_id, lines, hold_timeout_ms, anyone)).await
-    }
-
-    /// [`Self::intent`] asked by `requester`: the record names its client,
-    /// and another client's order id is [`IntentOutcome::Taken`].
-    pub async fn intent_as(
         &self,
         order_id: &RequestId,
         user_id: UserId,
@@ -133,6 +122,7 @@ impl Orders {
                 created_ms: num(2)?,
                 expires_ms: num(3)?,
                 deadline_ms: num(4)?,
+                requester: requester.clone(),
             }),
             Some("REPLAY") => IntentOutcome::Replayed {
                 status: reply
@@ -236,6 +226,7 @@ impl Orders {
                         created_ms: 0,
                         expires_ms: 0,
                         deadline_ms: field(4)?.parse().map_err(|_| bad())?,
+                        requester: crate::domain::Requester::Anyone,
                     },
                     lines: OrderLines::decode(field(3)?).map_err(|_| bad())?,
                 }

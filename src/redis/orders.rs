@@ -202,19 +202,10 @@ impl Orders {
     }
 
     /// Holds every line of the order or none, in one `order.lua` call
-    /// (shared with the orders that queued beside it).
+    /// (shared with the orders that queued beside it), asked by
+    /// `requester`: the order names its client, and another client's order
+    /// id is [`OrderOutcome::Taken`].
     pub async fn reserve(
-        &self,
-        order_id: &RequestId,
-        user_id: UserId,
-        lines: &OrderLines,
-    ) -> Result<OrderOutcome, RedisError> {
-        (self.reserve_as(order_id, user_id, lines, &Requester::Anyone)).await
-    }
-
-    /// [`Self::reserve`] asked by `requester`: the order names its client,
-    /// and another client's order id is [`OrderOutcome::Taken`].
-    pub async fn reserve_as(
         &self,
         order_id: &RequestId,
         user_id: UserId,

@@ -119,19 +119,9 @@ impl Reservations {
     /// Stage 1: the atomic admission decision (one EVALSHA round trip,
     /// shared with the concurrent requests of its bucket: `admission.rs`). A
     /// split SKU's dry bucket is refilled first (`redis/buckets/refill.rs`).
+    /// Asked by `requester`: the record names its client, and another
+    /// client's record is [`ReserveOutcome::Taken`] (contract §6.2).
     pub async fn reserve(
-        &self,
-        sku_id: SkuId,
-        request_id: &RequestId,
-        user_id: UserId,
-        count: u32,
-    ) -> Result<ReserveOutcome, RedisError> {
-        (self.reserve_as(sku_id, request_id, user_id, count, &Requester::Anyone)).await
-    }
-
-    /// [`Self::reserve`] asked by `requester`: the record names its client,
-    /// and another client's record is [`ReserveOutcome::Taken`] (contract §6.2).
-    pub async fn reserve_as(
         &self,
         sku_id: SkuId,
         request_id: &RequestId,

@@ -7,6 +7,7 @@ use deadpool_redis::redis;
 
 use super::buckets::{BucketStock, Buckets, Layout};
 use super::core::Core;
+use super::sku_split_cut::SplitCut;
 use super::RedisError;
 use crate::domain::SkuId;
 
@@ -101,12 +102,20 @@ impl Skus {
         total: u64,
         step: Step<'_>,
     ) -> Result<LoadOutcome, RedisError> {
-        if layout.is_split() && delta < 0 {
-            // A cut takes from the pool: bring every bucket's stock back first.
-            self.buckets.reclaim(layout, None).await?;
-        }
-        let outcome = self
-            .load_home(
+        let outcome = if layout.is_split() && delta < 0 {
+            // A cut takes from the pool, and from the buckets only what the
+            // pool lacks, once it knows they hold enough (`sku_split_cut.rs`).
+            self.cut_split(SplitCut {
+                layout,
+                delta,
+                available_if_absent,
+                limit_per_user,
+                total,
+                step,
+            })
+            .await?
+        } else {
+            self.load_home(
                 layout,
                 delta,
                 available_if_absent,
@@ -114,7 +123,8 @@ impl Skus {
                 total,
                 step,
             )
-            .await?;
+            .await?
+        };
         if layout.is_split() {
             if let LoadOutcome::Loaded { .. } = outcome {
                 self.buckets
@@ -134,7 +144,7 @@ impl Skus {
         Ok(outcome)
     }
 
-    async fn load_home(
+    pub(super) async fn load_home(
         &self,
         layout: &Layout,
         delta: i64,

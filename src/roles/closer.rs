@@ -241,6 +241,7 @@ impl Closer {
             &msg.request_id,
             Transition::Expire,
             unix_ms(),
+            &crate::domain::Requester::Anyone,
         )
         .await?;
         match outcome {

@@ -5,18 +5,34 @@
 //! Pub/Sub is at-most-once, so a lost "available again" message can cause a
 //! wrong refusal for at most the TTL — never a wrong acceptance, because a
 //! flag is only ever set from Redis' own state.
+//!
+//! A flag belongs to a bucket *of one layout*: a re-split reuses the bucket
+//! numbers (bucket 1 of 4 and bucket 1 of 2 are different stock), and it
+//! empties the old buckets, raising their markers. So a flag keeps the layout
+//! its marker was read under and refuses only requests routed by that same
+//! layout; a flag of a layout that is gone refuses nobody.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::domain::{RequestId, SkuId};
+use crate::domain::{RequestId, SkuId, UserId};
+use crate::redis::buckets::Layout;
 use crate::redis::{RedisError, RedisStore};
 
 struct Flag {
     validated_at: Instant,
     winners: Arc<HashSet<String>>,
+    /// The layout the marker was read under (see the module doc).
+    layout: Arc<Layout>,
+}
+
+impl Flag {
+    /// Whether the flag speaks for `layout`'s bucket of the same number.
+    fn of_layout(&self, layout: &Layout) -> bool {
+        std::ptr::eq(&*self.layout, layout) || *self.layout == *layout
+    }
 }
 
 pub struct SoldOutBoard {
@@ -42,13 +58,15 @@ impl SoldOutBoard {
         }
     }
 
-    /// True when the request can be refused with `SOLD_OUT` without Redis.
-    pub fn short_circuits(&self, sku: SkuId, bucket: u16, request: &RequestId) -> bool {
+    /// True when the request, routed by `layout` (the api's cached one), can
+    /// be refused with `SOLD_OUT` without Redis: its bucket is flagged under
+    /// that same layout, within the TTL, and the request did not win.
+    pub fn short_circuits(&self, layout: &Layout, user: UserId, request: &RequestId) -> bool {
         let flags = self.flags.read().expect("lock poisoned");
-        let Some(flag) = flags.get(&(sku, bucket)) else {
+        let Some(flag) = flags.get(&(layout.sku(), layout.bucket_of(user))) else {
             return false;
         };
-        let fresh = flag.validated_at.elapsed() < self.ttl;
+        let fresh = flag.validated_at.elapsed() < self.ttl && flag.of_layout(layout);
         let refuse = fresh && !flag.winners.contains(request.as_str());
         if refuse {
             self.short_circuited.fetch_add(1, Ordering::Relaxed);
@@ -62,11 +80,16 @@ impl SoldOutBoard {
         self.short_circuited.load(Ordering::Relaxed)
     }
 
+    /// Whether the bucket is flagged under the SKU's cached layout (a flag of
+    /// a layout that is gone does not count: the bucket is to be refreshed).
     pub fn is_bucket_flagged(&self, sku: SkuId, bucket: u16) -> bool {
+        let Some(layout) = self.redis.buckets().cached_layout(sku) else {
+            return false;
+        };
         let flags = self.flags.read().expect("lock poisoned");
         flags
             .get(&(sku, bucket))
-            .is_some_and(|f| f.validated_at.elapsed() < self.ttl)
+            .is_some_and(|f| f.validated_at.elapsed() < self.ttl && f.of_layout(&layout))
     }
 
     /// Whether any bucket of the SKU is flagged (the SKU's one bucket when
@@ -119,6 +142,7 @@ impl SoldOutBoard {
     }
 
     async fn refresh_now(&self, sku: SkuId, bucket: u16) -> Result<(), RedisError> {
+        let layout = self.redis.buckets().layout(sku).await?;
         if self.redis.skus().sold_out(sku, bucket).await? != Some(true) {
             self.clear(sku, bucket);
             return Ok(());
@@ -152,9 +176,16 @@ impl SoldOutBoard {
             self.clear(sku, bucket);
             return Ok(());
         }
+        // The reads above went through the layout cache: if it changed under
+        // them (a re-split), the marker may be an old bucket's; flag nothing.
+        if *layout != *self.redis.buckets().layout(sku).await? {
+            self.clear(sku, bucket);
+            return Ok(());
+        }
         let flag = Flag {
             validated_at: Instant::now(),
             winners,
+            layout,
         };
         self.flags
             .write()

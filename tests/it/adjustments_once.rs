@@ -30,7 +30,7 @@ async fn spawn_bounded() -> TestApp {
 }
 
 /// MySQL's (total, available) of `sku`.
-async fn mysql_stock(app: &TestApp, sku: u64) -> (i64, i64) {
+pub(crate) async fn mysql_stock(app: &TestApp, sku: u64) -> (i64, i64) {
     (
         app.mysql_total(sku).await,
         app.mysql_available(sku).await.unwrap(),
@@ -39,7 +39,7 @@ async fn mysql_stock(app: &TestApp, sku: u64) -> (i64, i64) {
 
 /// Holds the unique key `(sku, adjustment_id)` of `stock_movements` in an
 /// open transaction, as a concurrent writer would; roll it back to let go.
-async fn hold_adjustment_key(app: &TestApp, sku: u64, id: &str) -> mysql_async::Conn {
+pub(crate) async fn hold_adjustment_key(app: &TestApp, sku: u64, id: &str) -> mysql_async::Conn {
     let mut conn = app.mysql().await;
     conn.query_drop("START TRANSACTION").await.unwrap();
     conn.exec_drop(
@@ -117,7 +117,7 @@ async fn a_sku_redis_lost_is_adjusted_only_after_the_warm_up_and_replays_survive
 }
 
 /// Milliseconds since the epoch, as stockd stamps its movements.
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

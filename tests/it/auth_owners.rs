@@ -343,3 +343,80 @@ async fn a_client_neither_sees_nor_moves_another_clients_order_and_its_id_is_tak
     app.wait_drained(1).await;
     app.cleanup().await;
 }
+
+/// A line of an order held line by line (SKU 1 split, so the intent path
+/// runs on a standalone Redis too) records its client like a line of
+/// `order.lua`: another client's single reservation of the order id on a
+/// line's SKU answers 409 ID_TAKEN telling nothing of the order, holding
+/// nothing; the owner's own is still a mismatch (a reservation never
+/// replays an order's line).
+#[tokio::test]
+async fn a_line_held_line_by_line_belongs_to_its_client() {
+    let app = TestApp::with(owners(true, true)).await;
+    let split = json!({"total_stock": 40, "limit_per_user": 5, "buckets": 2});
+    let (status, answer) = app.put_sku_json(1, &split).await;
+    assert_eq!(status, 200, "{answer}");
+    app.create_sku(2, 100, 10).await;
+    let (status, body) = place(&app, SHOP_A.1, "lbl-1", 1).await;
+    assert_eq!(status, 201, "{body}");
+    app.wait_ledger_rows(2).await;
+    let available = app.redis_available(2).await;
+    let body = |user: u64| json!({"request_id": "lbl-1", "user_id": user, "count": 1});
+    for user in [1, 8] {
+        let (status, answer) = call(
+            &app,
+            Method::POST,
+            "/v1/skus/2/reservations",
+            SHOP_B.1,
+            Some(body(user)),
+        )
+        .await;
+        assert_taken(status, &answer, &format!("B on A's line, user {user}"));
+    }
+    let (status, answer) = call(
+        &app,
+        Method::POST,
+        "/v1/skus/2/reservations",
+        SHOP_A.1,
+        Some(body(1)),
+    )
+    .await;
+    assert_eq!(status, 422, "A on its own line: {answer}");
+    assert_eq!(app.redis_available(2).await, available, "nothing held");
+    app.wait_drained(1).await;
+    app.cleanup().await;
+}
+
+/// An order whose id is another client's reservation on one of its lines'
+/// SKUs answers 409 ID_TAKEN and holds nothing, in one call (SKUs 2 and 3)
+/// or line by line (SKU 1 split); the owner's own order on its reservation's
+/// id is still a mismatch.
+#[tokio::test]
+async fn an_order_on_another_clients_reservation_id_is_taken() {
+    let app = TestApp::with(owners(true, true)).await;
+    let split = json!({"total_stock": 40, "limit_per_user": 5, "buckets": 2});
+    let (status, answer) = app.put_sku_json(1, &split).await;
+    assert_eq!(status, 200, "{answer}");
+    app.create_sku(2, 100, 10).await;
+    app.create_sku(3, 100, 10).await;
+    for rid in ["sr-1", "sr-2"] {
+        let body = json!({"request_id": rid, "user_id": 1, "count": 1});
+        let path = "/v1/skus/2/reservations";
+        let (status, answer) = call(&app, Method::POST, path, SHOP_A.1, Some(body)).await;
+        assert_eq!(status, 201, "{answer}");
+    }
+    app.wait_ledger_rows(2).await;
+    let before = [app.redis_available(2).await, app.redis_available(3).await];
+    for (id, lines) in [("sr-1", [(2, 1), (3, 1)]), ("sr-2", [(1, 1), (2, 1)])] {
+        let body = order_body(id, 1, &lines);
+        let (status, answer) = call(&app, Method::POST, "/v1/orders", SHOP_B.1, Some(body)).await;
+        assert_taken(status, &answer, &format!("B's order {id}"));
+    }
+    let after = [app.redis_available(2).await, app.redis_available(3).await];
+    assert_eq!(after, before, "nothing held");
+    let body = order_body("sr-1", 1, &[(2, 1), (3, 1)]);
+    let (status, answer) = call(&app, Method::POST, "/v1/orders", SHOP_A.1, Some(body)).await;
+    assert_eq!(status, 422, "A's order on its own id: {answer}");
+    app.wait_drained(1).await;
+    app.cleanup().await;
+}

@@ -10,7 +10,7 @@ use deadpool_redis::redis;
 use futures_util::StreamExt;
 use serde_json::json;
 
-use stockd::domain::{RequestId, ReservationStatus, ReserveOutcome, SkuId, UserId};
+use stockd::domain::{RequestId, Requester, ReservationStatus, ReserveOutcome, SkuId, UserId};
 use stockd::redis::admission::Ask;
 use stockd::redis::buckets::Layout;
 use stockd::redis::{Keys, RedisError};
@@ -52,7 +52,7 @@ async fn reserve_at_once(
         async move {
             store
                 .reservations()
-                .reserve(sku, &rid, UserId::new(u).unwrap(), 1)
+                .reserve(sku, &rid, UserId::new(u).unwrap(), 1, &Requester::Anyone)
                 .await
         }
     });
@@ -220,7 +220,7 @@ async fn a_redis_that_stalls_mid_batch_fails_each_request_whole_and_replays_sett
             .res
             .redis
             .reservations()
-            .reserve(sku, &rid, user, 1)
+            .reserve(sku, &rid, user, 1, &Requester::Anyone)
             .await;
         match again {
             Ok(ReserveOutcome::Replayed { .. }) | Ok(ReserveOutcome::Reserved { .. }) => {

@@ -5,9 +5,11 @@
 //! that reopen, clean reconciler and audit, and N guarded while buyers live.
 
 mod contention;
+mod cuts;
 mod layout;
 mod load;
 mod ops;
+mod resplit;
 mod sale;
 mod split;
 

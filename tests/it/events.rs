@@ -466,8 +466,15 @@ async fn the_relay_tells_an_order_it_republishes_whole() {
     let buyer = stockd::domain::UserId::new(4).unwrap();
     // As the api holds it (one script, or line by line on a Redis Cluster),
     // without its publish.
-    let held =
-        stockd::ops::order_saga::place(&app.res.redis, &order_id, buyer, &lines, 5_000).await;
+    let held = stockd::ops::order_saga::place(
+        &app.res.redis,
+        &order_id,
+        buyer,
+        &lines,
+        5_000,
+        &stockd::domain::Requester::Anyone,
+    )
+    .await;
     assert!(
         matches!(
             held,

@@ -228,3 +228,60 @@ fn the_manifests_agree_with_the_production_config() {
         "deploy/kubernetes/base/production.yaml differs from config/production.yaml: copy it over"
     );
 }
+
+/// The job names the alert rules select on (`job="stockd-consumer"` …) are the
+/// ones the PodMonitor gives each role's pods. Without a relabeling the
+/// Prometheus Operator names a PodMonitor's job `<namespace>/<monitor>`, so an
+/// alert like `StockdNoConsumer` (`absent(up{job="stockd-consumer"} == 1)`)
+/// would fire for ever on the shipped Kubernetes setup.
+#[test]
+fn the_podmonitor_names_the_scrape_jobs_the_alert_rules_use() {
+    let objs = objects(&render());
+    let monitor = objs.iter().find(|o| o["kind"] == "PodMonitor").unwrap();
+    let components: Vec<String> = objs
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .map(|d| {
+            d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+                .as_str()
+                .expect("every role's pods carry their component label")
+                .to_string()
+        })
+        .collect();
+    let mut jobs = Vec::new();
+    for endpoint in monitor["spec"]["podMetricsEndpoints"]
+        .as_sequence()
+        .unwrap()
+    {
+        let relabel = endpoint["relabelings"]
+            .as_sequence()
+            .and_then(|r| r.iter().find(|r| r["targetLabel"] == "job"));
+        let port = endpoint["port"].as_str().unwrap();
+        let Some(relabel) = relabel else {
+            panic!(
+                "PodMonitor endpoint {port}: no relabeling sets `job`, so it is <namespace>/stockd"
+            );
+        };
+        assert_eq!(
+            relabel["sourceLabels"][0], "__meta_kubernetes_pod_label_app_kubernetes_io_component",
+            "endpoint {port}"
+        );
+        let replacement = relabel["replacement"].as_str().unwrap();
+        jobs.extend(components.iter().map(|c| replacement.replace("$1", c)));
+    }
+    let alerts = std::fs::read_to_string(format!("{ROOT}/deploy/prometheus/alerts.yml")).unwrap();
+    let mut named = 0;
+    for (i, _) in alerts.match_indices("job=\"") {
+        let rest = &alerts[i + 5..];
+        let job = &rest[..rest.find('"').unwrap()];
+        named += 1;
+        assert!(
+            jobs.iter().any(|j| j == job),
+            "alerts.yml selects job {job:?}; the PodMonitor gives {jobs:?}"
+        );
+    }
+    assert!(
+        named > 0,
+        "alerts.yml names no job: the check has nothing to hold"
+    );
+}

@@ -25,7 +25,9 @@ mod proxy;
 mod servers;
 
 mod adjustments;
+mod adjustments_cap;
 mod adjustments_once;
+mod adjustments_reconciler;
 mod audit;
 mod auth;
 mod auth_owners;

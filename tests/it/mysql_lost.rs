@@ -214,6 +214,7 @@ async fn a_confirm_mysql_lost_is_reapplied_instead_of_an_expiry_or_a_cancel() {
         &rid,
         Transition::Expire,
         now_ms,
+        &stockd::domain::Requester::Anyone,
     )
     .await
     .unwrap();

@@ -11,7 +11,7 @@ use std::time::Duration;
 use deadpool_redis::redis;
 use futures_util::StreamExt;
 
-use stockd::domain::{RequestId, UserId};
+use stockd::domain::{RequestId, Requester, UserId};
 use stockd::redis::{Keys, LineRefusal, OrderAsk, OrderOutcome, RedisError};
 
 use crate::helpers::{PrivateRedis, TestApp, TestOptions};
@@ -272,7 +272,7 @@ async fn concurrent_orders_share_calls_and_sell_exactly_the_stock() {
             let a = ask(&format!("c-{buyer}"), buyer, &[(1, 1), (2, 1), (3, 1)]);
             let outcome = store
                 .orders()
-                .reserve(&a.order_id, a.user_id, &a.lines)
+                .reserve(&a.order_id, a.user_id, &a.lines, &Requester::Anyone)
                 .await
                 .unwrap();
             matches!(outcome, OrderOutcome::Reserved { .. })

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use serde_json::json;
-use stockd::domain::{OrderLines, RequestId, UserId};
+use stockd::domain::{OrderLines, RequestId, Requester, UserId};
 use stockd::ops::invariants;
 use stockd::ops::order_saga::{line_by_line, release_all};
 use stockd::ops::order_sweeper::{sweep_once, Swept};
@@ -68,7 +68,7 @@ pub(crate) async fn intent(app: &TestApp, order_id: &str, user: u64, of: &OrderL
         .res
         .redis
         .orders()
-        .intent(&order_id, user, of, timeout)
+        .intent(&order_id, user, of, timeout, &Requester::Anyone)
         .await
         .unwrap()
     {
@@ -423,6 +423,7 @@ async fn a_refused_order_leaves_no_lasting_key_and_releases_only_the_lines_it_se
         user,
         &lines,
         hold_timeout_ms,
+        &Requester::Anyone,
     ))
     .await;
     let outcome = outcome.unwrap();
@@ -483,6 +484,7 @@ async fn an_order_naming_an_unknown_sku_is_refused_before_its_intent() {
         UserId::new(5).unwrap(),
         &TestApp::order_lines(&of),
         500,
+        &Requester::Anyone,
     ))
     .await;
     assert!(
@@ -714,7 +716,7 @@ async fn an_attempt_bound_to_fail_neither_refuses_an_order_that_fits_nor_marks_s
     let o2_id = RequestId::parse("d4-o2").unwrap();
     let o2_lines = TestApp::order_lines(&[(1, 1), (2, 1)]);
     let buyer = UserId::new(8).unwrap();
-    let o2 = line_by_line(redis, &o2_id, buyer, &o2_lines, timeout)
+    let o2 = line_by_line(redis, &o2_id, buyer, &o2_lines, timeout, &Requester::Anyone)
         .await
         .unwrap();
     assert!(
@@ -740,7 +742,7 @@ async fn an_attempt_bound_to_fail_neither_refuses_an_order_that_fits_nor_marks_s
     release_all(redis, &o1, &o1_lines).await.unwrap();
     assert_eq!(available(&app, 1).await, 1, "O1 undone");
 
-    let o2 = line_by_line(redis, &o2_id, buyer, &o2_lines, timeout)
+    let o2 = line_by_line(redis, &o2_id, buyer, &o2_lines, timeout, &Requester::Anyone)
         .await
         .unwrap();
     assert!(matches!(o2, OrderOutcome::Reserved { .. }), "{o2:?}");
@@ -752,9 +754,16 @@ async fn an_attempt_bound_to_fail_neither_refuses_an_order_that_fits_nor_marks_s
     .await;
     let o3_id = RequestId::parse("d4-o3").unwrap();
     let o3_lines = TestApp::order_lines(&[(1, 1)]);
-    let o3 = line_by_line(redis, &o3_id, UserId::new(9).unwrap(), &o3_lines, timeout)
-        .await
-        .unwrap();
+    let o3 = line_by_line(
+        redis,
+        &o3_id,
+        UserId::new(9).unwrap(),
+        &o3_lines,
+        timeout,
+        &Requester::Anyone,
+    )
+    .await
+    .unwrap();
     assert!(
         matches!(
             o3,

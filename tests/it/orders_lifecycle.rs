@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stockd::domain::{Deduction, RequestId, UserId};
+use stockd::domain::{Deduction, RequestId, Requester, UserId};
 use stockd::ops::lifecycle::{transition_order, OrderTransitionOutcome, Transition};
 use stockd::redis::OrderOutcome;
 use stockd::roles::closer::Closer;
@@ -41,10 +41,16 @@ async fn place(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) 
     let lines = TestApp::order_lines(parts);
     let user = UserId::new(buyer).unwrap();
     let timeout = app.res.settings.orders.hold_timeout_ms;
-    let outcome =
-        stockd::ops::order_saga::place(&app.res.redis, &id(order_id), user, &lines, timeout)
-            .await
-            .unwrap();
+    let outcome = stockd::ops::order_saga::place(
+        &app.res.redis,
+        &id(order_id),
+        user,
+        &lines,
+        timeout,
+        &Requester::Anyone,
+    )
+    .await
+    .unwrap();
     let OrderOutcome::Reserved {
         created_ms,
         expires_ms,
@@ -84,6 +90,7 @@ async fn decide(app: &TestApp, order_id: &str, transition: Transition) -> OrderT
         &id(order_id),
         transition,
         stockd::clock::unix_ms(),
+        &Requester::Anyone,
     )
     .await
     .unwrap()

@@ -11,7 +11,7 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 
-use stockd::domain::{RequestId, ReservationStatus, UserId};
+use stockd::domain::{RequestId, Requester, ReservationStatus, UserId};
 use stockd::ops::invariants;
 use stockd::ops::lifecycle::{self, OrderTransitionOutcome, Transition};
 use stockd::ops::reconcile::Verdict;
@@ -226,10 +226,16 @@ async fn an_order_decision_mysql_lost_is_reapplied_before_any_other() {
     lose_confirm(&app, "o-paid", &lines).await;
     let id = stockd::domain::RequestId::parse("o-paid").unwrap();
     let late = stockd::clock::unix_ms() + 24 * 3_600_000;
-    let expired =
-        lifecycle::transition_order(&app.res.db, &app.res.redis, &id, Transition::Expire, late)
-            .await
-            .unwrap();
+    let expired = lifecycle::transition_order(
+        &app.res.db,
+        &app.res.redis,
+        &id,
+        Transition::Expire,
+        late,
+        &Requester::Anyone,
+    )
+    .await
+    .unwrap();
     assert!(
         matches!(&expired, OrderTransitionOutcome::Conflict { order } if order.status == ReservationStatus::Confirmed),
         "{expired:?}"
@@ -313,9 +319,16 @@ async fn an_order_extension_mysql_lost_is_reapplied_by_its_expiry() {
     drop(db);
     let id = stockd::domain::RequestId::parse("o-ext").unwrap();
     let (db, redis) = (&app.res.db, &app.res.redis);
-    let at_old_time = lifecycle::transition_order(db, redis, &id, Transition::Expire, first_ms + 1)
-        .await
-        .unwrap();
+    let at_old_time = lifecycle::transition_order(
+        db,
+        redis,
+        &id,
+        Transition::Expire,
+        first_ms + 1,
+        &Requester::Anyone,
+    )
+    .await
+    .unwrap();
     assert_eq!(at_old_time, OrderTransitionOutcome::NotYetExpired);
     assert_eq!(
         order_status(&app, "o-ext").await.as_deref(),
@@ -326,9 +339,16 @@ async fn an_order_extension_mysql_lost_is_reapplied_by_its_expiry() {
         again.iter().all(|&t| t == (moved_ms, 1)),
         "re-applied: {again:?}"
     );
-    let at_new_time = lifecycle::transition_order(db, redis, &id, Transition::Expire, moved_ms + 1)
-        .await
-        .unwrap();
+    let at_new_time = lifecycle::transition_order(
+        db,
+        redis,
+        &id,
+        Transition::Expire,
+        moved_ms + 1,
+        &Requester::Anyone,
+    )
+    .await
+    .unwrap();
     assert!(
         matches!(&at_new_time, OrderTransitionOutcome::Done { order, changed: true } if order.status == ReservationStatus::Released),
         "{at_new_time:?}"
@@ -367,7 +387,10 @@ async fn a_line_of_an_uncommitted_order_attempt_is_left_to_the_sweeper() {
     let user = UserId::new(7).unwrap();
     let lines = TestApp::order_lines(&[(1, 2), (2, 1)]);
     let orders = app.res.redis.orders();
-    let attempt = match orders.intent(&order_id, user, &lines, 60_000).await {
+    let attempt = match orders
+        .intent(&order_id, user, &lines, 60_000, &Requester::Anyone)
+        .await
+    {
         Ok(IntentOutcome::Hold(attempt)) => attempt,
         other => panic!("intent: {other:?}"),
     };
@@ -441,7 +464,7 @@ async fn lines_stranded_by_a_lost_intent_or_a_missed_undo_are_given_back() {
                 .res
                 .redis
                 .orders()
-                .intent(&order_id, user, &lines, 60_000)
+                .intent(&order_id, user, &lines, 60_000, &Requester::Anyone)
                 .await
             {
                 Ok(IntentOutcome::Hold(attempt)) => attempt,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use deadpool_redis::redis;
 
-use stockd::domain::{RequestId, ReservationStatus, UserId};
+use stockd::domain::{RequestId, Requester, ReservationStatus, UserId};
 use stockd::redis::{LineRefusal, OrderOutcome, OutboxEntry};
 
 use crate::helpers::{TestApp, TestOptions};
@@ -41,7 +41,12 @@ async fn order(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) 
     app.res
         .redis
         .orders()
-        .reserve(&id(order_id), user(buyer), &TestApp::order_lines(parts))
+        .reserve(
+            &id(order_id),
+            user(buyer),
+            &TestApp::order_lines(parts),
+            &Requester::Anyone,
+        )
         .await
         .unwrap()
 }
@@ -347,6 +352,7 @@ async fn a_cluster_store_refuses_orders_without_calling_redis() {
             &id("o-c"),
             user(1),
             &TestApp::order_lines(&[(1, 1), (2, 1)]),
+            &Requester::Anyone,
         )
         .await
         .unwrap();

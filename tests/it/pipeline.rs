@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use stockd::db::ledger;
 use stockd::domain::Deduction;
-use stockd::domain::{RequestId, UserId};
+use stockd::domain::{RequestId, Requester, UserId};
 use stockd::mq::message;
 
 use crate::helpers::{TestApp, TestOptions};
@@ -95,6 +95,7 @@ async fn the_relay_publishes_an_outbox_entry_that_was_never_published() {
             &RequestId::parse("lost").unwrap(),
             UserId::new(3).unwrap(),
             1,
+            &Requester::Anyone,
         )
         .await
         .unwrap();

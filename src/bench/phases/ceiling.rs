@@ -32,7 +32,7 @@ impl Requester for Direct {
         match self
             .store
             .reservations()
-            .reserve(self.sku, &rid, user, 1)
+            .reserve(self.sku, &rid, user, 1, &crate::domain::Requester::Anyone)
             .await
         {
             Ok(ReserveOutcome::Reserved { .. }) => Outcome::done("reserved"),

@@ -18,6 +18,9 @@ pub struct Memory {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub generated_at: String,
+    /// The checkout the run was started in (`git rev-parse --short=12 HEAD`,
+    /// `-dirty` when tracked files differ from it; `unknown` outside git).
+    pub commit: String,
     pub command: String,
     pub concurrency: usize,
     pub machine: Machine,

@@ -113,3 +113,27 @@ async fn rabbitmq_version() -> Option<String> {
     let text = text.trim().to_string();
     (status.success() && !text.is_empty()).then_some(text)
 }
+
+/// The checkout the bench runs in, as `git rev-parse --short=12 HEAD`, with
+/// `-dirty` when tracked files differ from it: the report must say which code
+/// it measured. `unknown` outside a git checkout or without git.
+pub fn checkout_commit() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+    };
+    let Some(head) = git(&["rev-parse", "--short=12", "HEAD"]).filter(|o| o.status.success())
+    else {
+        return unknown();
+    };
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let clean = git(&["diff", "--quiet", "HEAD", "--"]).is_some_and(|o| o.status.success());
+    if clean {
+        head
+    } else {
+        format!("{head}-dirty")
+    }
+}

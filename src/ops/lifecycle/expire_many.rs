@@ -59,7 +59,16 @@ pub async fn expire_many(
         .collect();
     mirror_many(db, redis, &to_mirror).await;
     for id in alone {
-        let outcome = transition(db, redis, sku_id, &id, Transition::Expire, now_ms).await?;
+        let outcome = transition(
+            db,
+            redis,
+            sku_id,
+            &id,
+            Transition::Expire,
+            now_ms,
+            &crate::domain::Requester::Anyone,
+        )
+        .await?;
         outcomes.insert(id, outcome);
     }
     Ok(ids

@@ -45,7 +45,7 @@ mod recovered;
 
 pub use expire_many::{expire_many, mirror_many};
 pub use extend::{extend, ExtendOutcome, Extension};
-pub use order::{transition_order, transition_order_as, OrderTransitionOutcome};
+pub use order::{transition_order, OrderTransitionOutcome};
 pub use order_extend::{extend_order, OrderExtendOutcome};
 pub use order_recovered::reapply_lost as reapply_lost_order;
 
@@ -107,26 +107,11 @@ pub enum LifecycleError {
 /// (its reads and every deadlock retry) within one `mysql.query_timeout_ms`,
 /// then the Redis mirror within one Redis bound; clearing the row's pending flag
 /// runs after the answer (`mirror_then_clear_later`).
+///
+/// Asked by `requester`: another client's reservation is
+/// [`TransitionOutcome::NotFound`], nothing written (contract §6.2);
+/// [`Requester::Anyone`] for stockd's own roles and with `auth.required` false.
 pub async fn transition(
-    db: &Db,
-    redis: &RedisStore,
-    sku_id: SkuId,
-    request_id: &RequestId,
-    transition: Transition,
-    now_ms: u64,
-) -> Result<TransitionOutcome, LifecycleError> {
-    let anyone = &Requester::Anyone;
-    // Boxed: the decision's future is large, and the reconciler's repair
-    // awaits it deep in its own (a debug build's stack would not hold both).
-    Box::pin(transition_as(
-        db, redis, sku_id, request_id, transition, now_ms, anyone,
-    ))
-    .await
-}
-
-/// [`transition`] asked by `requester`: another client's reservation is
-/// [`TransitionOutcome::NotFound`], nothing written (contract §6.2).
-pub async fn transition_as(
     db: &Db,
     redis: &RedisStore,
     sku_id: SkuId,
@@ -135,30 +120,35 @@ pub async fn transition_as(
     now_ms: u64,
     requester: &Requester,
 ) -> Result<TransitionOutcome, LifecycleError> {
-    let asked = Asked {
-        sku_id,
-        request_id,
-        requester,
-    };
-    let decision = decide_with_retries(db, redis, &asked, transition, now_ms);
-    let (outcome, applied) = within_query_bound(db, decision).await?;
-    match &outcome {
-        TransitionOutcome::Done { row, changed: true } => {
-            mirror_then_clear_later(db, redis, row).await;
+    // Boxed: the decision's future is large, and the reconciler's repair
+    // awaits it deep in its own (a debug build's stack would not hold both).
+    Box::pin(async move {
+        let asked = Asked {
+            sku_id,
+            request_id,
+            requester,
+        };
+        let decision = decide_with_retries(db, redis, &asked, transition, now_ms);
+        let (outcome, applied) = within_query_bound(db, decision).await?;
+        match &outcome {
+            TransitionOutcome::Done { row, changed: true } => {
+                mirror_then_clear_later(db, redis, row).await;
+            }
+            // Possibly inserted as REJECTED just now: return the user's quota in Redis.
+            TransitionOutcome::Conflict { row } if row.status == ReservationStatus::Rejected => {
+                mirror_then_clear_later(db, redis, row).await;
+            }
+            _ => {}
         }
-        // Possibly inserted as REJECTED just now: return the user's quota in Redis.
-        TransitionOutcome::Conflict { row } if row.status == ReservationStatus::Rejected => {
-            mirror_then_clear_later(db, redis, row).await;
-        }
-        _ => {}
-    }
-    Ok(match outcome {
-        // A cancel or expiry that found the payment decided: the payment won.
-        TransitionOutcome::Done { row, .. } if applied != transition => {
-            TransitionOutcome::Conflict { row }
-        }
-        other => other,
+        Ok(match outcome {
+            // A cancel or expiry that found the payment decided: the payment won.
+            TransitionOutcome::Done { row, .. } if applied != transition => {
+                TransitionOutcome::Conflict { row }
+            }
+            other => other,
+        })
     })
+    .await
 }
 
 /// The decision and the transition it applied (a lost confirm re-applied

@@ -40,25 +40,10 @@ pub enum OrderTransitionOutcome {
 }
 
 /// Applies `transition` to a whole order: MySQL first, then the mirrors.
+/// Asked by `requester`: another client's order is
+/// [`OrderTransitionOutcome::NotFound`], nothing written;
+/// [`Requester::Anyone`] for stockd's own roles and with `auth.required` false.
 pub async fn transition_order(
-    db: &Db,
-    redis: &RedisStore,
-    order_id: &RequestId,
-    transition: Transition,
-    now_ms: u64,
-) -> Result<OrderTransitionOutcome, LifecycleError> {
-    let anyone = &Requester::Anyone;
-    // Boxed, as `lifecycle::transition` is: the reconciler awaits it deep
-    // in its own future.
-    Box::pin(transition_order_as(
-        db, redis, order_id, transition, now_ms, anyone,
-    ))
-    .await
-}
-
-/// [`transition_order`] asked by `requester`: another client's order is
-/// [`OrderTransitionOutcome::NotFound`], nothing written.
-pub async fn transition_order_as(
     db: &Db,
     redis: &RedisStore,
     order_id: &RequestId,
@@ -66,37 +51,42 @@ pub async fn transition_order_as(
     now_ms: u64,
     requester: &Requester,
 ) -> Result<OrderTransitionOutcome, LifecycleError> {
-    let known = match find_or_apply(db, redis, order_id, requester).await? {
-        InMysql::Missing => return Ok(OrderTransitionOutcome::NotFound),
-        InMysql::Known(row) => Some(row),
-        InMysql::AppliedNow => None,
-    };
-    let asked = transition;
-    let transition =
-        super::order_recovered::proven_transition(db, redis, order_id, known, asked, now_ms)
-            .await?;
-    let decision = retried(|| decide(db, order_id, transition, now_ms));
-    let (outcome, lines) = within_query_bound(db, decision).await?;
-    if let OrderTransitionOutcome::Done {
-        order,
-        changed: true,
-    } = &outcome
-    {
-        for line in &lines {
-            mirror(db, redis, line).await;
+    // Boxed, as `lifecycle::transition` is: the reconciler awaits it deep
+    // in its own future.
+    Box::pin(async move {
+        let known = match find_or_apply(db, redis, order_id, requester).await? {
+            InMysql::Missing => return Ok(OrderTransitionOutcome::NotFound),
+            InMysql::Known(row) => Some(row),
+            InMysql::AppliedNow => None,
+        };
+        let asked = transition;
+        let transition =
+            super::order_recovered::proven_transition(db, redis, order_id, known, asked, now_ms)
+                .await?;
+        let decision = retried(|| decide(db, order_id, transition, now_ms));
+        let (outcome, lines) = within_query_bound(db, decision).await?;
+        if let OrderTransitionOutcome::Done {
+            order,
+            changed: true,
+        } = &outcome
+        {
+            for line in &lines {
+                mirror(db, redis, line).await;
+            }
+            if let Err(err) = redis.orders().mark(order_id, order.status).await {
+                crate::health::outage::failed("redis", &err);
+            }
         }
-        if let Err(err) = redis.orders().mark(order_id, order.status).await {
-            crate::health::outage::failed("redis", &err);
-        }
-    }
-    Ok(match outcome {
-        // A cancel or expiry that found the payment decided (lost by MySQL,
-        // proven by the record): the payment won.
-        OrderTransitionOutcome::Done { order, .. } if transition != asked => {
-            OrderTransitionOutcome::Conflict { order }
-        }
-        other => other,
+        Ok(match outcome {
+            // A cancel or expiry that found the payment decided (lost by MySQL,
+            // proven by the record): the payment won.
+            OrderTransitionOutcome::Done { order, .. } if transition != asked => {
+                OrderTransitionOutcome::Conflict { order }
+            }
+            other => other,
+        })
     })
+    .await
 }
 
 /// Whether MySQL has the order, after applying it whole from its Redis

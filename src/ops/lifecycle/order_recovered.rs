@@ -24,7 +24,7 @@ use super::{retried, LifecycleError, Transition};
 use crate::db::ledger;
 use crate::db::orders::{self, OrderRow};
 use crate::db::{sku, Db, DbError};
-use crate::domain::{RequestId, ReservationStatus};
+use crate::domain::{RequestId, Requester, ReservationStatus};
 use crate::redis::orders::OrderRecord;
 use crate::redis::RedisStore;
 
@@ -170,7 +170,7 @@ pub async fn reapply_lost(
     let Some(record) = redis.orders().record(order_id).await? else {
         return Ok(false);
     };
-    if !applied_or_applies(db, redis, order_id, &crate::domain::Requester::Anyone).await? {
+    if !applied_or_applies(db, redis, order_id, &Requester::Anyone).await? {
         return Ok(false);
     }
     let transition = match proven {
@@ -180,7 +180,7 @@ pub async fn reapply_lost(
         }
         _ => return Ok(true),
     };
-    transition_order(db, redis, order_id, transition, now_ms).await?;
+    transition_order(db, redis, order_id, transition, now_ms, &Requester::Anyone).await?;
     Ok(true)
 }
 

@@ -46,7 +46,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::db::Db;
-use crate::domain::{Deduction, RequestId, ReservationStatus, SkuId};
+use crate::domain::{Deduction, RequestId, Requester, ReservationStatus, SkuId};
 use crate::mq::Publisher;
 use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
 use crate::ops::observe::{Observation, ObserveError, Unapplied};
@@ -194,6 +194,7 @@ async fn line_of(
         expires_ms: line.expires_at_ms,
         // Long past: the undo's tombstone lives only its margin.
         deadline_ms: 0,
+        requester: crate::domain::Requester::Anyone,
     }))
 }
 
@@ -338,9 +339,17 @@ pub async fn reapply(
             _ if record.expires_at_ms <= now_ms => Transition::Expire,
             _ => Transition::Cancel,
         };
-        lifecycle::transition(db, redis, sku_id, &record.request_id, transition, now_ms)
-            .await
-            .map_err(ObserveError::from)?;
+        lifecycle::transition(
+            db,
+            redis,
+            sku_id,
+            &record.request_id,
+            transition,
+            now_ms,
+            &Requester::Anyone,
+        )
+        .await
+        .map_err(ObserveError::from)?;
         done.transitions += 1;
     }
     if done != Reapplied::default() {
@@ -416,9 +425,17 @@ async fn confirm(
     request_id: &RequestId,
     now_ms: u64,
 ) -> Result<TransitionOutcome, ObserveError> {
-    lifecycle::transition(db, redis, sku_id, request_id, Transition::Confirm, now_ms)
-        .await
-        .map_err(ObserveError::from)
+    lifecycle::transition(
+        db,
+        redis,
+        sku_id,
+        request_id,
+        Transition::Confirm,
+        now_ms,
+        &Requester::Anyone,
+    )
+    .await
+    .map_err(ObserveError::from)
 }
 
 #[cfg(test)]

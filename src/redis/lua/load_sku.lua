@@ -27,8 +27,9 @@
 --
 -- A split SKU (ARGV[8] > 1) keeps the stock not yet leased to a bucket in
 -- `pool`: a new one starts with everything there (bucket 0's `available` 0),
--- and a restock moves the pool. The caller gathers the buckets' stock into
--- the pool before a cut; a cut deeper than the pool is BELOW_RESERVED.
+-- and a restock moves the pool. A cut deeper than the pool is BELOW_RESERVED:
+-- the caller then reclaims what the pool lacks from the buckets and tries
+-- again, or gives it back (redis/sku_split_cut.rs).
 --
 -- A Redis Cluster client re-sends a script whose connection dropped, and a
 -- retried or swept step runs again: the marker makes a second run answer the

@@ -35,11 +35,17 @@
 -- ARGV[9] the attempt's deadline ms (Redis time)
 -- ARGV[10] lapsed holds that refuse the buyer (`limits.max_lapsed_holds`, the
 --          buyer hash's `x` that finish.lua counts, as in reserve.lua; 0 = off)
+-- ARGV[11] the requester, as in reserve.lua ('' ownership not enforced,
+--          'c<name>' a client, 'a<name>' an operator): the line records the
+--          name as a line of order.lua does (reserve.lua's replay HMGET reads
+--          it, so another client's single reservation of this id is TAKEN),
+--          and a client finding another client's record of the id is TAKEN
 --
 -- Returns {'OK', available_after}, {'HELD', available} (this attempt held
 -- it already: a re-sent call), {'ABORTED'} (the attempt was undone, or
 -- its deadline passed),
 -- {'MISMATCH'} (a record of this id that is not this attempt's),
+-- {'TAKEN'} (another client's record of this id: nothing of it told),
 -- {'NOT_LOADED'}, {'LAPSED', lapsed, cap}, {'LIMIT', bought, limit},
 -- {'DRY', left} (a split bucket that is not drained: lease first),
 -- {'SOLD_OUT'}, {'INSUFFICIENT', left}, {'CONTENDED', left, pending},
@@ -65,10 +71,15 @@ local deadline_ms = tonumber(ARGV[9])
 if now_ms > deadline_ms then
   return {'ABORTED'}
 end
-local prior = redis.call('HMGET', res_key, 'user', 'order', 'attempt')
+local requester = ARGV[11] or ''
+local client = string.sub(requester, 2)
+local prior = redis.call('HMGET', res_key, 'user', 'order', 'attempt', 'client')
 if prior[1] then
   if prior[2] == order_id and prior[3] == attempt then
     return {'HELD', string.format('%.0f', tonumber(sku[1] or '0'))}
+  end
+  if string.sub(requester, 1, 1) == 'c' and prior[4] and prior[4] ~= client then
+    return {'TAKEN'}
   end
   return {'MISMATCH'}
 end
@@ -119,8 +130,14 @@ end
 local left = redis.call('HINCRBY', sku_key, 'available', -count)
 redis.call('HSET', buyer_key, 'n', string.format('%.0f', bought + count))
 redis.call('PEXPIRE', buyer_key, record_ms)
-redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
-  'created_ms', ARGV[5], 'expires_ms', ARGV[6], 'order', order_id, 'attempt', attempt)
+if requester ~= '' then
+  redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
+    'created_ms', ARGV[5], 'expires_ms', ARGV[6], 'order', order_id, 'attempt', attempt,
+    'client', client)
+else
+  redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
+    'created_ms', ARGV[5], 'expires_ms', ARGV[6], 'order', order_id, 'attempt', attempt)
+end
 redis.call('PEXPIRE', res_key, record_ms)
 redis.call('SADD', winners_key, order_id)
 redis.call('PEXPIRE', winners_key, record_ms)

@@ -71,8 +71,8 @@ pub struct SkuBody {
     pub low_stock_threshold: Option<i64>,
 }
 
-/// Largest stock one SKU may hold; keeps every sum far from overflow.
-pub const TOTAL_STOCK_MAX: i64 = 1_000_000_000_000;
+/// Largest stock one SKU may hold (`domain/stock.rs`).
+pub use crate::domain::TOTAL_STOCK_MAX;
 /// Largest low-stock threshold (fits the column's INT UNSIGNED with room).
 pub const LOW_STOCK_THRESHOLD_MAX: i64 = 1_000_000_000;
 /// Largest per-user limit (a reservation takes at most 1,000 units).

@@ -3,7 +3,8 @@
 //! usual opening (roles, SKUs, load) and the noted injection of its fault,
 //! the expectations it collects, and the closing drain + audit. Steps that
 //! only some scenarios share live beside them: `cluster`, `mysql_failover`,
-//! `partition` and `partition_run`, `bounds`, `metrics`, `reconcile`, `orders`.
+//! `partition` and `partition_run`, `bounds`, `metrics`, `reconcile`, `orders`,
+//! `adjustments` (s28's operator and its check of the movements).
 
 mod s01_redis_kill;
 mod s02_redis_empty;
@@ -33,7 +34,9 @@ mod s24_orders_consumer_kill;
 mod s25_orders_redis_empty;
 mod s26_rolling_upgrade;
 mod s27_orders_shard_failover;
+mod s28_live_adjustments;
 
+mod adjustments;
 mod bounds;
 mod cluster;
 mod metrics;

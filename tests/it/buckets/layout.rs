@@ -214,7 +214,7 @@ async fn a_finish_routed_by_a_layout_that_shrank_finds_the_held_reservation() {
         .res
         .redis
         .reservations()
-        .reserve(sku, &rid, buyer, 2)
+        .reserve(sku, &rid, buyer, 2, &stockd::domain::Requester::Anyone)
         .await;
     assert!(
         matches!(taken, Ok(stockd::domain::ReserveOutcome::Reserved { .. })),

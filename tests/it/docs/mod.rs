@@ -8,6 +8,7 @@
 //! reader of GitHub-flavoured tables and code spans.
 
 mod alerts;
+mod benchmarks;
 mod cli;
 mod config_envs;
 mod config_keys;

@@ -161,6 +161,8 @@ fn adjust_failed(err: AdjustError) -> ApiError {
         AdjustError::UnknownSku(sku) => ApiError::SkuNotFound(sku),
         AdjustError::Stale { expected, current } => ApiError::Stale { expected, current },
         AdjustError::Mismatch(_) => ApiError::AdjustmentMismatch(err.to_string()),
+        // The same answer `PUT` gives a total past the cap.
+        AdjustError::AboveCap { .. } => ApiError::InvalidRequest(err.to_string()),
         AdjustError::Admin(SkuAdminError::BelowReserved { .. }) => {
             ApiError::BelowReserved(err.to_string())
         }

@@ -98,7 +98,7 @@ async fn apply(
         let parent = opentelemetry::Context::current();
         traces::transition_span(tracing, &parent, transition, sku_id, &request_id)
     });
-    let outcome = lifecycle::transition_as(
+    let outcome = lifecycle::transition(
         &state.res.db,
         &state.res.redis,
         sku_id,

@@ -106,7 +106,7 @@ async fn apply(
     requester: &crate::domain::Requester,
 ) -> Result<HttpResponse, ApiError> {
     let order_id = order_from(&req)?;
-    let outcome = lifecycle::transition_order_as(
+    let outcome = lifecycle::transition_order(
         &state.res.db,
         &state.res.redis,
         &order_id,

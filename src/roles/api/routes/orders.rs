@@ -95,8 +95,8 @@ fn short_circuited(
     let buckets = state.res.redis.buckets();
     lines.lines().iter().map(|l| l.sku_id).find(|&sku_id| {
         buckets
-            .cached_bucket_of(sku_id, user_id)
-            .is_some_and(|bucket| board.short_circuits(sku_id, bucket, order_id))
+            .cached_layout(sku_id)
+            .is_some_and(|layout| board.short_circuits(&layout, user_id, order_id))
     })
 }
 
@@ -110,7 +110,7 @@ async fn hold(
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
     let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
     let redis = &state.res.redis;
-    let outcome = (crate::ops::order_saga::place_as(
+    let outcome = (crate::ops::order_saga::place(
         redis,
         order_id,
         user_id,

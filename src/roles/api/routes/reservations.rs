@@ -73,9 +73,9 @@ pub async fn reserve(
     let started = std::time::Instant::now();
     let sku_id = sku_from(&req)?;
     let (user_id, count) = body.validate(state.res.settings.reservation.max_count)?;
-    let bucket = state.res.redis.buckets().cached_bucket_of(sku_id, user_id);
-    if let (Some(board), Some(bucket)) = (&state.soldout, bucket) {
-        if board.short_circuits(sku_id, bucket, &body.request_id) {
+    let layout = state.res.redis.buckets().cached_layout(sku_id);
+    if let (Some(board), Some(layout)) = (&state.soldout, layout) {
+        if board.short_circuits(&layout, user_id, &body.request_id) {
             metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
             return Err(ApiError::SoldOut);
         }
@@ -86,7 +86,7 @@ pub async fn reserve(
         .res
         .redis
         .reservations()
-        .reserve_as(sku_id, &body.request_id, user_id, count, scope.requester())
+        .reserve(sku_id, &body.request_id, user_id, count, scope.requester())
         .await;
     otel::end(
         redis_span,

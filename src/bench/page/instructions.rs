@@ -1,0 +1,62 @@
+//! The instruction counts of `scripts/bench-instructions.sh` as a table of the
+//! generated block. Instructions, unlike seconds, do not drift with a shared
+//! VM's speed: the same code counts the same on a busy and a quiet machine, so
+//! these rows compare across runs and commits where the throughputs cannot.
+
+use std::fmt::Write as _;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use super::render::{cell, text};
+
+/// The table of the counts, with what they were counted on.
+pub fn table(json: &str) -> anyhow::Result<String> {
+    let counts: Value = serde_json::from_str(json).context("instructions.json is not JSON")?;
+    let mut out = String::from("\n### Instructions per event\n\n");
+    let _ = writeln!(
+        out,
+        "Counted by callgrind in a private redis-server {} and mariadbd {} at commit `{}`, {}: \
+         {} orders of 3 lines and {} one-unit reservations, the Redis scripts in calls of {}.\n",
+        text(&counts["redis"]),
+        text(&counts["mariadb"]),
+        text(&counts["commit"]),
+        text(&counts["generated_at"]),
+        text(&counts["orders"]),
+        text(&counts["reservations"]),
+        text(&counts["redis_events_per_call"]),
+    );
+    out.push_str(
+        "| what | per order | per reservation | order / reservation |\n|---|--:|--:|--:|\n",
+    );
+    for row in counts["rows"].as_array().cloned().unwrap_or_default() {
+        let order = row["per_order"].as_f64().unwrap_or(f64::NAN);
+        let single = row["per_reservation"].as_f64().unwrap_or(f64::NAN);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.2} |",
+            cell(&text(&row["what"])),
+            crate::bench::report::numbers::thousands(order),
+            crate::bench::report::numbers::thousands(single),
+            order / single
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_table_gives_each_count_and_its_ratio() {
+        let json = r#"{"generated_at": "t", "commit": "c", "redis": "7", "mariadb": "10",
+            "redis_events_per_call": 16, "orders": 3200, "reservations": 3000,
+            "rows": [{"key": "k", "what": "Redis: order.lua / reserve.lua",
+                      "per_order": 30000, "per_reservation": 20000}]}"#;
+        let table = super::table(json).unwrap();
+        assert!(
+            table.contains("| Redis: order.lua / reserve.lua | 30,000 | 20,000 | 1.50 |"),
+            "{table}"
+        );
+        assert!(table.contains("at commit `c`"), "{table}");
+    }
+}
