@@ -116,6 +116,32 @@ async fn a_sku_redis_lost_is_adjusted_only_after_the_warm_up_and_replays_survive
     app.finish_conserved(1).await;
 }
 
+/// Takes a cut in Redis as an adjustment's Redis step does (recorded in the
+/// SKU's cuts under `op`), without its MySQL side: what a caller that died
+/// between the two stores leaves. `total` is the SKU's total after the cut.
+pub(crate) async fn take_cut_in_redis(
+    app: &TestApp,
+    sku: u64,
+    op: &str,
+    delta: i64,
+    total: u64,
+) -> Result<stockd::redis::LoadOutcome, stockd::redis::RedisError> {
+    let sku = TestApp::sku(sku);
+    let layout = app.res.redis.buckets().read_layout(sku).await.unwrap();
+    let step = stockd::redis::Step {
+        op,
+        mode: stockd::redis::LoadMode::Move,
+        movement_id: 0,
+        record_cut: true,
+    };
+    let limit_per_user = 5;
+    app.res
+        .redis
+        .skus()
+        .load_sku(&layout, delta, total as i64, limit_per_user, total, step)
+        .await
+}
+
 /// Milliseconds since the epoch, as stockd stamps its movements.
 pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -173,19 +199,7 @@ async fn a_cut_its_caller_left_is_given_back_or_kept_by_what_mysql_committed() {
         .await;
     assert_eq!(status, 201);
     let sku = TestApp::sku(1);
-    let layout = app.res.redis.buckets().read_layout(sku).await.unwrap();
-    let step = stockd::redis::Step {
-        op: "lost-cut",
-        mode: stockd::redis::LoadMode::Move,
-        movement_id: 0,
-        record_cut: true,
-    };
-    let taken = app
-        .res
-        .redis
-        .skus()
-        .load_sku(&layout, -3, 5, 5, 5, step)
-        .await;
+    let taken = take_cut_in_redis(&app, 1, "lost-cut", -3, 5).await;
     assert!(
         matches!(
             taken,

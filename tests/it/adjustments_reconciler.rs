@@ -9,7 +9,7 @@ use mysql_async::prelude::Queryable;
 use serde_json::json;
 use std::time::Duration;
 
-use crate::adjustments_once::{hold_adjustment_key, mysql_stock, now_ms};
+use crate::adjustments_once::{hold_adjustment_key, mysql_stock, now_ms, take_cut_in_redis};
 use crate::helpers::{poll_until_steady, TestApp};
 
 /// Passes a `REDIS_BEHIND` repair needs (the same drift seen twice).
@@ -96,19 +96,7 @@ async fn a_cut_taken_in_redis_and_not_committed_is_not_repaired() {
     )
     .await
     .unwrap();
-    let layout = app.res.redis.buckets().read_layout(sku).await.unwrap();
-    let step = stockd::redis::Step {
-        op: "held-cut",
-        mode: stockd::redis::LoadMode::Move,
-        movement_id: 0,
-        record_cut: true,
-    };
-    let taken = app
-        .res
-        .redis
-        .skus()
-        .load_sku(&layout, -2, 8, 5, 8, step)
-        .await;
+    let taken = take_cut_in_redis(&app, 1, "held-cut", -2, 8).await;
     assert!(taken.is_ok(), "{taken:?}");
     passes(&app).await;
     assert_eq!(
