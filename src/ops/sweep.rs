@@ -4,7 +4,8 @@
 //!
 //! One call is one bounded step, the sweep's counterpart of the consumer's
 //! batch: at most [`SKUS_MAX`] SKUs with one batch of rows each (one
-//! transaction per SKU, [`super::lifecycle::release_expired`]), then one batch
+//! transaction per SKU, [`super::lifecycle::release_expired`], mirrored to
+//! Redis in one call per bucket, `lifecycle::mirror_many`), then one batch
 //! of pending mirrors. Whether to go again at once (a full batch) or after the
 //! sweep interval is the closer's loop's call, so a test drives one step.
 //!
@@ -21,8 +22,8 @@ use crate::domain::{RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
 
 use super::lifecycle::{
-    mirror, release_expired, transition, transition_order, LifecycleError, OrderTransitionOutcome,
-    Transition,
+    mirror_many, release_expired, transition, transition_order, LifecycleError,
+    OrderTransitionOutcome, Transition,
 };
 
 /// SKUs examined per pass: bounds one step's work and the SKU list it reads.
@@ -72,9 +73,7 @@ pub async fn pass(
             .await?;
         swept.released += released.len();
         swept.full |= released.len() >= batch;
-        for row in &released {
-            mirror(db, redis, row).await;
-        }
+        mirror_many(db, redis, &released).await;
     }
     let (released, full) = release_expired_orders(db, redis, cutoff_ms, batch).await?;
     swept.released += released;
@@ -86,9 +85,7 @@ pub async fn pass(
             ledger::pending_mirrors(&mut conn, older_than, batch).await
         })
         .await?;
-    for row in &pending {
-        mirror(db, redis, row).await;
-    }
+    mirror_many(db, redis, &pending).await;
     swept.mirrors_retried = pending.len();
     swept.full |= pending.len() >= batch;
     Ok(swept)

@@ -17,6 +17,7 @@
 //! retried when the dependency answers — never requeued, which would count a
 //! delivery and could dead-letter a routine expiry.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use opentelemetry::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::unix_ms;
-use crate::domain::Deduction;
+use crate::domain::{Deduction, RequestId, SkuId};
 use crate::mq::batching::{next_batch, Batch, Subscription};
 use crate::mq::{message, MqError};
 use crate::ops::lifecycle::{
@@ -38,6 +39,10 @@ use crate::roles::traces;
 
 /// Pause before reconnecting to the broker or retrying a failed expiry batch.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
+/// Reservations of one SKU released per batch (one MySQL transaction, one
+/// Redis call per bucket): the delivery batch, `closer.expiry_batch`, rarely
+/// holds more; the bound keeps one transaction's lock time short.
+const EXPIRE_CHUNK: usize = 500;
 /// Name of this worker in breaker logs.
 const WORKER: &str = "closer";
 
@@ -89,10 +94,8 @@ impl Closer {
             .await?
             {
                 Batch::Deliveries(deliveries) => {
-                    for delivery in deliveries {
-                        if !self.settle_expiry(delivery, cancel).await? {
-                            break; // shutdown while a dependency was down
-                        }
+                    if !self.settle_expiries(deliveries, cancel).await? {
+                        break; // shutdown while a dependency was down
                     }
                 }
                 Batch::Cancelled => break,
@@ -103,89 +106,130 @@ impl Closer {
         Ok(())
     }
 
-    /// Expires every reservation a delivery carries, then acks it. While a
-    /// dependency is down the delivery is held (breaker) and retried; returns
-    /// false when shutdown came first (the delivery goes back unacked).
-    async fn settle_expiry(
+    /// Expires every reservation a batch of deliveries carries, then acks
+    /// them. While a dependency is down the batch is held (breaker) and
+    /// retried whole (a release is idempotent); returns false when shutdown
+    /// came first (the deliveries go back unacked).
+    async fn settle_expiries(
         &self,
-        delivery: lapin::message::Delivery,
+        deliveries: Vec<lapin::message::Delivery>,
         cancel: &CancellationToken,
     ) -> Result<bool, MqError> {
-        let msgs = match message::decode(&delivery.data) {
-            Ok(msgs) => msgs,
-            Err(why) => {
-                tracing::error!(reason = %why, "closer.poison: dead-lettering");
-                let reject = BasicNackOptions {
-                    requeue: false,
-                    multiple: false,
-                };
-                delivery.acker.nack(reject).await?;
-                return Ok(true);
-            }
-        };
-        let parents = traces::contexts_of(&delivery, msgs.len());
-        // An order expires whole, once, whichever of its lines come.
-        let mut orders_seen = std::collections::HashSet::new();
-        for (msg, parent) in msgs.iter().zip(parents) {
-            if msg.order.is_some() && !orders_seen.insert(msg.request_id.clone()) {
-                continue;
-            }
-            let parent = parent.unwrap_or_default();
-            while let Err(err) = self.expire_under(msg, &parent).await {
-                let breaker = &self.res.mysql_breaker;
-                breaker.trip(WORKER, &err);
-                let probe = || async {
-                    self.res.db.ping().await.map_err(|e| e.to_string())?;
-                    self.res.redis.ping().await.map_err(|e| e.to_string())
-                };
-                if !breaker.wait_until_healthy(cancel, probe).await {
-                    return Ok(false);
+        let mut held = Vec::with_capacity(deliveries.len());
+        let mut due: Vec<(Deduction, Context)> = Vec::new();
+        for delivery in deliveries {
+            let msgs = match message::decode(&delivery.data) {
+                Ok(msgs) => msgs,
+                Err(why) => {
+                    tracing::error!(reason = %why, "closer.poison: dead-lettering");
+                    let reject = BasicNackOptions {
+                        requeue: false,
+                        multiple: false,
+                    };
+                    delivery.acker.nack(reject).await?;
+                    continue;
                 }
+            };
+            let parents = traces::contexts_of(&delivery, msgs.len());
+            let parents = parents.into_iter().map(Option::unwrap_or_default);
+            due.extend(msgs.into_iter().zip(parents));
+            held.push(delivery);
+        }
+        while let Err(err) = self.expire_all(&due).await {
+            let breaker = &self.res.mysql_breaker;
+            breaker.trip(WORKER, &err);
+            let probe = || async {
+                self.res.db.ping().await.map_err(|e| e.to_string())?;
+                self.res.redis.ping().await.map_err(|e| e.to_string())
+            };
+            if !breaker.wait_until_healthy(cancel, probe).await {
+                return Ok(false);
             }
         }
         self.res.mysql_breaker.reset(WORKER);
-        delivery.acker.ack(BasicAckOptions::default()).await?;
+        for delivery in held {
+            delivery.acker.ack(BasicAckOptions::default()).await?;
+        }
         Ok(true)
     }
 
     /// Expires one reservation; an error means a dependency is down (retry).
     pub async fn expire(&self, msg: &Deduction) -> Result<(), LifecycleError> {
-        self.expire_under(msg, &Context::new()).await
+        self.expire_many(std::slice::from_ref(msg)).await
     }
 
-    /// [`Self::expire`] as a span under `parent` (the reservation's trace,
-    /// which the expiry message carries from its request).
-    async fn expire_under(&self, msg: &Deduction, parent: &Context) -> Result<(), LifecycleError> {
-        if msg.order.is_some() {
-            return self.expire_order(msg).await;
-        }
-        let tracing = &self.res.tracing;
-        let span = traces::transition_span(
-            tracing,
-            parent,
-            Transition::Expire,
-            msg.sku_id,
-            &msg.request_id,
-        );
-        let result = lifecycle::transition(
-            &self.res.db,
-            &self.res.redis,
-            msg.sku_id,
-            &msg.request_id,
-            Transition::Expire,
-            unix_ms(),
-            &crate::domain::Requester::Anyone,
-        )
-        .await;
-        let label = result.as_ref().map_or("error", traces::transition_outcome);
-        otel::end(span, label, result.is_err());
-        match result? {
-            TransitionOutcome::Done { changed: true, .. } => {
-                metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(1);
+    /// Expires the reservations `msgs` name as the delay queue hands them
+    /// over: each SKU's in batches (`lifecycle::expire_many`), each order
+    /// whole and once, whichever of its lines come. An error means a
+    /// dependency is down (retry: a release is idempotent).
+    pub async fn expire_many(&self, msgs: &[Deduction]) -> Result<(), LifecycleError> {
+        let due: Vec<(Deduction, Context)> =
+            (msgs.iter()).map(|m| (m.clone(), Context::new())).collect();
+        self.expire_all(&due).await
+    }
+
+    /// [`Self::expire_many`], each reservation a span under its parent (the
+    /// reservation's trace, which the expiry message carries from its request).
+    async fn expire_all(&self, due: &[(Deduction, Context)]) -> Result<(), LifecycleError> {
+        let mut orders_seen = std::collections::HashSet::new();
+        let mut by_sku: BTreeMap<SkuId, Vec<&(Deduction, Context)>> = BTreeMap::new();
+        for item in due {
+            let msg = &item.0;
+            if msg.order.is_none() {
+                by_sku.entry(msg.sku_id).or_default().push(item);
+            } else if orders_seen.insert(msg.request_id.clone()) {
+                self.expire_order(msg).await?;
             }
-            TransitionOutcome::NotYetExpired => self.wait_again(msg).await,
-            _ => {}
         }
+        for (sku_id, items) in by_sku {
+            for chunk in items.chunks(EXPIRE_CHUNK) {
+                self.expire_chunk(sku_id, chunk).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One SKU's expiries in one batch, each with its span.
+    async fn expire_chunk(
+        &self,
+        sku_id: SkuId,
+        items: &[&(Deduction, Context)],
+    ) -> Result<(), LifecycleError> {
+        let tracing = &self.res.tracing;
+        let spans: Vec<Option<Context>> = (items.iter())
+            .map(|(msg, parent)| {
+                traces::transition_span(
+                    tracing,
+                    parent,
+                    Transition::Expire,
+                    sku_id,
+                    &msg.request_id,
+                )
+            })
+            .collect();
+        let ids: Vec<RequestId> = items.iter().map(|(m, _)| m.request_id.clone()).collect();
+        let (db, redis) = (&self.res.db, &self.res.redis);
+        let result = lifecycle::expire_many(db, redis, sku_id, &ids, unix_ms()).await;
+        let outcomes = match result {
+            Ok(outcomes) => outcomes,
+            Err(err) => {
+                spans
+                    .into_iter()
+                    .for_each(|span| otel::end(span, "error", true));
+                return Err(err);
+            }
+        };
+        let mut released = 0;
+        for ((item, span), outcome) in items.iter().zip(spans).zip(outcomes) {
+            otel::end(span, traces::transition_outcome(&outcome), false);
+            match outcome {
+                TransitionOutcome::Done { changed: true, .. } => released += 1,
+                TransitionOutcome::NotYetExpired => self.wait_again(&item.0).await,
+                _ => {}
+            }
+        }
+        metrics::counter!("stockd_closer_releases_total", "reason" => "EXPIRED", "path" => "delay_queue").increment(released);
+        metrics::histogram!("stockd_closer_release_batch_size").record(items.len() as f64);
         Ok(())
     }
 

@@ -46,6 +46,7 @@ mod docs;
 mod events;
 mod events_paths;
 mod events_race;
+mod expire_batch;
 mod extend;
 mod kubernetes;
 mod lapse_limit;

@@ -75,6 +75,49 @@ pub async fn find_for_update(
     Ok(raw.map(from_raw))
 }
 
+/// The rows of one SKU's `ids` that are single reservations (order lines
+/// left out), without locking: a batch's first read (`lifecycle::expire_many`).
+pub async fn find_many<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    ids: &[RequestId],
+) -> Result<Vec<LedgerRow>, DbError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let raw: Vec<RawLedger> = q.query(rows_of_sql(sku_id, ids, "")).await?;
+    Ok(raw.into_iter().map(from_raw).collect())
+}
+
+/// [`find_many`], locked for a batch of transitions (take the SKU lock
+/// first), in request-id order so two batches lock in the same order.
+pub async fn find_many_for_update(
+    tx: &mut Transaction<'_>,
+    sku_id: SkuId,
+    ids: &[RequestId],
+) -> Result<Vec<LedgerRow>, DbError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = rows_of_sql(sku_id, ids, " ORDER BY deduct_request_id FOR UPDATE");
+    let raw: Vec<RawLedger> = tx.query(sql).await?;
+    Ok(raw.into_iter().map(from_raw).collect())
+}
+
+/// The SELECT of [`find_many`] as text (`db::sql_text`: one statement
+/// whatever the batch's size).
+fn rows_of_sql(sku_id: SkuId, ids: &[RequestId], tail: &str) -> String {
+    let mut sql = crate::db::sql_text::SqlText::new(&format!(
+        "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent WHERE sku_id = "
+    ));
+    sql.int(sku_id.get())
+        .raw(" AND order_line = 0 AND deduct_request_id IN (")
+        .request_ids(ids)
+        .raw(")")
+        .raw(tail);
+    sql.finish()
+}
+
 /// Sum of live (RESERVED + CONFIRMED) units of one SKU.
 pub async fn live_units<Q: Queryable>(q: &mut Q, sku_id: SkuId) -> Result<i64, DbError> {
     let sum: Option<Option<i64>> = q

@@ -7,6 +7,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
 use super::LedgerRow;
+use crate::db::sql_text::SqlText;
 use crate::db::{sku, DbError};
 use crate::domain::Deduction;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
@@ -72,6 +73,69 @@ pub async fn finish_row_locked(
     })
 }
 
+/// [`finish_locked`] for many `RESERVED` rows of one SKU (SKU and rows
+/// locked): one conditional update of them all and one give-back of their
+/// units, each row's event noted in `out` in order, as one call each would.
+pub async fn finish_many_locked(
+    tx: &mut Transaction<'_>,
+    rows: &[LedgerRow],
+    target: ReservationStatus,
+    why: Option<&'static str>,
+    now_ms: u64,
+    out: &mut Outgoing,
+) -> Result<(), DbError> {
+    let Some(first) = rows.first() else {
+        return Ok(());
+    };
+    let sku_id = first.sku_id;
+    for row in rows {
+        // Programmer errors, not operating ones.
+        assert_eq!(row.sku_id, sku_id, "one SKU per batch");
+        assert!(
+            row.status.can_become(target),
+            "{:?} -> {target:?}",
+            row.status
+        );
+    }
+    let mut sql = SqlText::new("UPDATE stock_deduct_idempotent SET status = ");
+    sql.constant(target.as_str()).raw(", reason = ");
+    match why {
+        Some(why) => sql.constant(why),
+        None => sql.null(),
+    };
+    sql.raw(", finished_at_ms = ")
+        .int(now_ms)
+        .raw(", redis_pending = 1 WHERE sku_id = ")
+        .int(sku_id.get())
+        .raw(" AND status = 'RESERVED' AND deduct_request_id IN (")
+        .request_ids(rows.iter().map(|r| &r.request_id))
+        .raw(")");
+    tx.query_drop(sql.finish()).await?;
+    assert_eq!(
+        tx.affected_rows(),
+        rows.len() as u64,
+        "the rows are locked and were RESERVED"
+    );
+    let kind = if target == ReservationStatus::Released {
+        let units: i64 = rows.iter().map(|r| i64::from(r.count)).sum();
+        sku::give_back(tx, sku_id, units).await?;
+        EventType::Released
+    } else {
+        EventType::Confirmed
+    };
+    for row in rows {
+        if kind == EventType::Released {
+            out.moved(sku_id, i64::from(row.count), 0);
+        }
+        if out.wants(kind) {
+            let facts = Deduction::from(&row.to_reservation());
+            let available = out.available(sku_id);
+            out.push(Event::reservation(kind, &facts, available, why, now_ms));
+        }
+    }
+    Ok(())
+}
+
 /// Moves a locked `RESERVED` row's `expires_at_ms` by `by_ms`, unless it had
 /// `max` extensions already. Returns the row's extensions now, or `None`
 /// when it did not move. The SKU and the row are locked (ledger lock
@@ -120,6 +184,25 @@ pub async fn clear_redis_pending<Q: Queryable>(
         (sku_id.get(), request_id.as_str()),
     )
     .await?;
+    Ok(())
+}
+
+/// [`clear_redis_pending`] for many rows of one SKU, in one statement.
+pub async fn clear_redis_pending_many<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    ids: &[RequestId],
+) -> Result<(), DbError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut sql =
+        SqlText::new("UPDATE stock_deduct_idempotent SET redis_pending = 0 WHERE sku_id = ");
+    sql.int(sku_id.get())
+        .raw(" AND deduct_request_id IN (")
+        .request_ids(ids)
+        .raw(")");
+    q.query_drop(sql.finish()).await?;
     Ok(())
 }
 

@@ -35,6 +35,7 @@ use crate::domain::{RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::{FinishEffect, FinishOutcome, RedisError, RedisStore};
 use locate::{Located, Locked};
 
+mod expire_many;
 mod extend;
 mod locate;
 mod order;
@@ -42,6 +43,7 @@ mod order_extend;
 mod order_recovered;
 mod recovered;
 
+pub use expire_many::{expire_many, mirror_many};
 pub use extend::{extend, ExtendOutcome, Extension};
 pub use order::{transition_order, OrderTransitionOutcome};
 pub use order_extend::{extend_order, OrderExtendOutcome};
@@ -286,17 +288,9 @@ async fn mirror_then_clear_later(db: &Db, redis: &RedisStore, row: &LedgerRow) {
 
 /// The Redis half of [`mirror`]; false when Redis failed (left to the sweep).
 async fn mirror_to_redis(redis: &RedisStore, row: &LedgerRow) -> bool {
-    let returns_stock = ledger::reason::rejection_returns_stock(row.reason.as_deref());
-    // A hold that lapsed unpaid counts against its buyer (`limits.max_lapsed_holds`).
-    let lapsed = row.status == ReservationStatus::Released
-        && row.reason.as_deref() == Some(ledger::reason::EXPIRED);
-    let effect = if returns_stock {
-        FinishEffect::ReturnsStock
-    } else if lapsed {
-        FinishEffect::Lapsed
-    } else {
-        FinishEffect::Plain
-    };
+    let effect = finish_effect(row);
+    let returns_stock = effect == FinishEffect::ReturnsStock;
+    let lapsed = effect == FinishEffect::Lapsed;
     let mirrored = redis
         .reservations()
         .finish(
@@ -328,6 +322,20 @@ async fn mirror_to_redis(redis: &RedisStore, row: &LedgerRow) -> bool {
     true
 }
 
+/// What a decided row's mirror does beyond its status (`finish.lua`).
+fn finish_effect(row: &LedgerRow) -> FinishEffect {
+    // A hold that lapsed unpaid counts against its buyer (`limits.max_lapsed_holds`).
+    let lapsed = row.status == ReservationStatus::Released
+        && row.reason.as_deref() == Some(ledger::reason::EXPIRED);
+    if ledger::reason::rejection_returns_stock(row.reason.as_deref()) {
+        FinishEffect::ReturnsStock
+    } else if lapsed {
+        FinishEffect::Lapsed
+    } else {
+        FinishEffect::Plain
+    }
+}
+
 /// Clears a mirrored row's `redis_pending` flag.
 async fn clear_pending(db: &Db, row: &LedgerRow) {
     let cleared = db.bounded(async {
@@ -354,8 +362,8 @@ pub(crate) async fn reopen_split_sku(redis: &RedisStore, sku_id: SkuId) {
 }
 
 /// The sweep's release: up to `limit` `RESERVED` rows of one SKU expired
-/// before `cutoff_ms`, released in one transaction (SKU row locked first; rows
-/// another closer holds are skipped). Returns the rows as they now are, for
+/// before `cutoff_ms`, released in one transaction by one statement (SKU row
+/// locked first; rows another closer holds are skipped). Returns the rows as they now are, for
 /// the Redis mirror.
 pub async fn release_expired(
     db: &Db,
@@ -374,24 +382,20 @@ pub async fn release_expired(
     }
     let rows = ledger::expired_for_update(&mut tx, sku_id, cutoff_ms, limit).await?;
     let now = unix_ms();
-    let mut released = Vec::with_capacity(rows.len());
-    for row in rows {
-        settle::finish_locked(
-            &mut tx,
-            &row,
-            ReservationStatus::Released,
-            Some(reason::EXPIRED),
-            now,
-            &mut out,
-        )
-        .await?;
-        released.push(LedgerRow {
-            status: ReservationStatus::Released,
-            reason: Some(reason::EXPIRED.to_string()),
+    // The locked read chose RESERVED rows expired before the caller's cutoff
+    // (which a test's sweep may set ahead of the clock): each is released, as
+    // the sweep always did.
+    let winners = rows;
+    let (target, why) = (Transition::Expire.target(), Transition::Expire.reason());
+    settle::finish_many_locked(&mut tx, &winners, target, why, now, &mut out).await?;
+    let released = (winners.into_iter())
+        .map(|row| LedgerRow {
+            status: target,
+            reason: why.map(str::to_string),
             redis_pending: true,
             ..row
-        });
-    }
+        })
+        .collect();
     event_outbox::stage(&mut tx, out, now).await?;
     tx.commit().await.map_err(DbError::from)?;
     Ok(released)

@@ -38,6 +38,27 @@ pub(super) async fn transition(
             ledger::find(&mut conn, sku_id, request_id).await
         })
         .await?;
+    let asked_of = Asked { sku_id, request_id };
+    transition_given(db, redis, &asked_of, row.as_ref(), asked, now_ms).await
+}
+
+/// The reservation [`transition_given`] is about.
+pub(super) struct Asked<'a> {
+    pub sku_id: SkuId,
+    pub request_id: &'a RequestId,
+}
+
+/// [`transition`] with MySQL's row read already (a batch reads its rows in
+/// one query: `expire_many`): the same rule, one home.
+pub(super) async fn transition_given(
+    db: &Db,
+    redis: &RedisStore,
+    of: &Asked<'_>,
+    row: Option<&LedgerRow>,
+    asked: Transition,
+    now_ms: u64,
+) -> Result<Transition, LifecycleError> {
+    let (sku_id, request_id) = (of.sku_id, of.request_id);
     if row
         .as_ref()
         .is_some_and(|r| r.status != ReservationStatus::Reserved)
@@ -52,7 +73,7 @@ pub(super) async fn transition(
         }
         Err(err) => return Err(err.into()),
     };
-    if let (Transition::Expire, Some(row), Some(record)) = (asked, &row, &record) {
+    if let (Transition::Expire, Some(row), Some(record)) = (asked, row, &record) {
         if later_in_redis(row, record) {
             let reservations = redis.reservations();
             let mirrored = reservations
