@@ -26,7 +26,7 @@ use super::{
     LifecycleError, Transition, TransitionOutcome,
 };
 use crate::db::ledger::{self, settle, LedgerRow};
-use crate::db::{event_outbox, sku, Db, DbError};
+use crate::db::{event_outbox, Db, DbError};
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::redis::{FinishEffect, FinishItem, FinishOutcome, RedisStore};
 
@@ -143,14 +143,9 @@ async fn decide_locked(
         return Ok((outcomes, Vec::new()));
     }
     let mut conn = db.conn().await?;
-    let mut tx = conn
-        .start_transaction(ledger::tx_opts())
-        .await
-        .map_err(DbError::from)?;
-    let mut out = db.outgoing();
-    if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
+    let Some((mut tx, mut out)) = super::locate::begin_on_sku(db, &mut conn, sku_id).await? else {
         return Ok((outcomes, ids.to_vec())); // the single path says NotFound
-    }
+    };
     let locked = ledger::find_many_for_update(&mut tx, sku_id, ids).await?;
     let mut winners = Vec::new();
     for row in locked {

@@ -89,14 +89,9 @@ pub(super) async fn lock<'c>(
             OnlyInRedis::Nowhere => return Ok(Located::NotFound),
         }
     }
-    let mut tx = conn
-        .start_transaction(ledger::tx_opts())
-        .await
-        .map_err(DbError::from)?;
-    let mut out = db.outgoing();
-    if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
+    let Some((mut tx, out)) = begin_on_sku(db, conn, sku_id).await? else {
         return Ok(Located::NotFound);
-    }
+    };
     let Some(row) = ledger::find_for_update(&mut tx, sku_id, request_id).await? else {
         return Ok(Located::NotFound);
     };
@@ -146,4 +141,23 @@ async fn locate_in_redis(
         ReservationStatus::Released => OnlyInRedis::Released(r),
         ReservationStatus::Rejected => OnlyInRedis::Nowhere,
     })
+}
+
+/// The lock protocol's first step, shared by every ledger decision: a
+/// transaction on `conn` with the SKU row locked (`sku::lock_noted`) and the
+/// events it will stage. `None` when the SKU does not exist.
+pub(super) async fn begin_on_sku<'c>(
+    db: &Db,
+    conn: &'c mut Conn,
+    sku_id: crate::domain::SkuId,
+) -> Result<Option<(Transaction<'c>, Outgoing)>, DbError> {
+    let mut tx = conn
+        .start_transaction(ledger::tx_opts())
+        .await
+        .map_err(DbError::from)?;
+    let mut out = db.outgoing();
+    if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
+        return Ok(None);
+    }
+    Ok(Some((tx, out)))
 }

@@ -30,7 +30,7 @@
 
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, settle, LedgerRow};
-use crate::db::{event_outbox, sku, Db, DbError};
+use crate::db::{event_outbox, Db, DbError};
 use crate::domain::{RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::{FinishEffect, FinishOutcome, RedisError, RedisStore};
 use locate::{Located, Locked};
@@ -372,14 +372,9 @@ pub async fn release_expired(
     limit: usize,
 ) -> Result<Vec<LedgerRow>, DbError> {
     let mut conn = db.conn().await?;
-    let mut tx = conn
-        .start_transaction(ledger::tx_opts())
-        .await
-        .map_err(DbError::from)?;
-    let mut out = db.outgoing();
-    if sku::lock_noted(&mut tx, sku_id, &mut out).await?.is_none() {
+    let Some((mut tx, mut out)) = locate::begin_on_sku(db, &mut conn, sku_id).await? else {
         return Ok(Vec::new());
-    }
+    };
     let rows = ledger::expired_for_update(&mut tx, sku_id, cutoff_ms, limit).await?;
     let now = unix_ms();
     // The locked read chose RESERVED rows expired before the caller's cutoff
