@@ -116,6 +116,25 @@ async fn a_sku_redis_lost_is_adjusted_only_after_the_warm_up_and_replays_survive
     app.finish_conserved(1).await;
 }
 
+/// A restock of SKU 1 (10 → 15) committed in MySQL whose Redis step has not
+/// run: the stock moved and the movement `adjustment_id` marked pending
+/// (`op-<id>`), created at `created_at_ms`. Redis still says 10.
+pub(crate) async fn pending_restock(app: &TestApp, adjustment_id: &str, created_at_ms: u64) {
+    let mut conn = app.mysql().await;
+    conn.query_drop("UPDATE sku_stock SET total_stock = 15, available_stock = 15 WHERE sku_id = 1")
+        .await
+        .unwrap();
+    conn.exec_drop(
+        "INSERT INTO stock_movements (sku_id, kind, delta, total_before, total_after,
+           available_before, available_after, reason, actor, adjustment_id, created_at_ms,
+           redis_op, redis_pending)
+         VALUES (1, 'adjustment', 5, 10, 15, 10, 15, 'late', 'test', ?, ?, ?, 1)",
+        (adjustment_id, created_at_ms, format!("op-{adjustment_id}")),
+    )
+    .await
+    .unwrap();
+}
+
 /// Takes a cut in Redis as an adjustment's Redis step does (recorded in the
 /// SKU's cuts under `op`), without its MySQL side: what a caller that died
 /// between the two stores leaves. `total` is the SKU's total after the cut.
@@ -160,19 +179,7 @@ const LEFT_MS_AGO: u64 = 600_000;
 #[tokio::test]
 async fn a_restock_its_caller_left_is_applied_once_by_the_sweep() {
     let app = TestApp::spawn_with_sku(1, 10, 5).await;
-    let mut conn = app.mysql().await;
-    conn.query_drop("UPDATE sku_stock SET total_stock = 15, available_stock = 15 WHERE sku_id = 1")
-        .await
-        .unwrap();
-    conn.exec_drop(
-        "INSERT INTO stock_movements (sku_id, kind, delta, total_before, total_after,
-           available_before, available_after, reason, actor, adjustment_id, created_at_ms,
-           redis_op, redis_pending)
-         VALUES (1, 'adjustment', 5, 10, 15, 10, 15, 'late', 'test', 'p1', ?, 'op-p1', 1)",
-        (now_ms() - LEFT_MS_AGO,),
-    )
-    .await
-    .unwrap();
+    pending_restock(&app, "p1", now_ms() - LEFT_MS_AGO).await;
     assert_eq!(app.redis_available(1).await, Some(10));
     app.reconcile(true).await;
     assert_eq!(app.redis_available(1).await, Some(15), "swept");

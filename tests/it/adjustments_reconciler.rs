@@ -9,7 +9,9 @@ use mysql_async::prelude::Queryable;
 use serde_json::json;
 use std::time::Duration;
 
-use crate::adjustments_once::{hold_adjustment_key, mysql_stock, now_ms, take_cut_in_redis};
+use crate::adjustments_once::{
+    hold_adjustment_key, mysql_stock, now_ms, pending_restock, take_cut_in_redis,
+};
 use crate::helpers::{poll_until_steady, TestApp};
 
 /// Passes a `REDIS_BEHIND` repair needs (the same drift seen twice).
@@ -126,19 +128,7 @@ async fn a_cut_taken_in_redis_and_not_committed_is_not_repaired() {
 #[tokio::test]
 async fn a_restock_committed_and_not_yet_in_redis_is_not_repaired() {
     let app = TestApp::spawn_with_sku(1, 10, 5).await;
-    let mut conn = app.mysql().await;
-    conn.query_drop("UPDATE sku_stock SET total_stock = 15, available_stock = 15 WHERE sku_id = 1")
-        .await
-        .unwrap();
-    conn.exec_drop(
-        "INSERT INTO stock_movements (sku_id, kind, delta, total_before, total_after,
-           available_before, available_after, reason, actor, adjustment_id, created_at_ms,
-           redis_op, redis_pending)
-         VALUES (1, 'adjustment', 5, 10, 15, 10, 15, 'late', 'test', 'q1', ?, 'op-q1', 1)",
-        (now_ms(),),
-    )
-    .await
-    .unwrap();
+    pending_restock(&app, "q1", now_ms()).await;
     passes(&app).await;
     assert_eq!(
         app.redis_available(1).await,
