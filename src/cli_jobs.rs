@@ -79,7 +79,7 @@ async fn warm_one(res: &Resources, sku: SkuId, force: bool) -> (String, bool) {
         &res.publisher,
         sku,
         force,
-        res.settings.reconcile.max_winners,
+        &res.settings.reconcile,
     )
     .await;
     match outcome {

@@ -32,6 +32,9 @@ pub struct ReconcileSettings {
     /// Youngest age of a reservation Redis took and MySQL lacks that may be
     /// judged lost by MySQL (MYSQL_BEHIND), with the pipeline drained.
     pub lost_after_ms: u64,
+    /// Longest wait of a warm-up for its probe to come through the deduct
+    /// queue when deductions are queued (contract §8.1).
+    pub warmup_probe_wait_ms: u64,
     /// Optional alert webhook (plain `http://`).
     pub webhook_url: Option<String>,
     pub webhook_format: WebhookFormat,
@@ -57,6 +60,11 @@ impl ReconcileSettings {
                 self.lost_after_ms <= self.stuck_after_ms,
                 "reconcile.lost_after_ms",
                 "must be <= reconcile.stuck_after_ms (lost work is told apart before it could look stuck)",
+            ),
+            (
+                (1..=60_000).contains(&self.warmup_probe_wait_ms),
+                "reconcile.warmup_probe_wait_ms",
+                "must be between 1 and 60000 (a warm-up waits this long for the deduct queue)",
             ),
             (
                 order_sweep_ms < self.lost_after_ms,

@@ -12,6 +12,9 @@
 //!   (`Deduction::client`, contract §6.2). Only a message that carries a
 //!   client is stamped 3 ([`of_deductions`]): without `auth.required` the
 //!   messages stay format 2, readable by the release before owners.
+//! - 4: the warm-up's probe (`mq/probe.rs`), which carries no deduction:
+//!   deductions are never stamped 4, so a release that reads 3 reads them
+//!   all and dead-letters only a probe.
 //!
 //! A consumer that meets a version above [`FORMAT`] never applies it: it
 //! dead-letters the message with the reason, and `stockd dlq replay` hands
@@ -24,16 +27,19 @@ use lapin::BasicProperties;
 pub const FORMAT_HEADER: &str = "x-stockd-format";
 
 /// The newest format this release writes and reads.
-pub const FORMAT: u32 = 3;
+pub const FORMAT: u32 = 4;
 
 /// The format before owners: what a message that names no client is.
 const FORMAT_WITHOUT_CLIENTS: u32 = 2;
 
-/// The version a message carrying `msgs` needs: [`FORMAT`] when one names
-/// its client, else the format before owners.
+/// The newest format a deduction needs (a message naming its client).
+const FORMAT_WITH_CLIENTS: u32 = 3;
+
+/// The version a message carrying `msgs` needs: 3 when one names its
+/// client, else the format before owners.
 pub fn of_deductions(msgs: &[crate::domain::Deduction]) -> u32 {
     if msgs.iter().any(|m| m.client.is_some()) {
-        FORMAT
+        FORMAT_WITH_CLIENTS
     } else {
         FORMAT_WITHOUT_CLIENTS
     }
@@ -95,9 +101,12 @@ mod tests {
         assert_eq!(of(&stamped), u64::from(FORMAT));
         assert!(check(of(&stamped)).is_ok());
         assert!(check(1).is_ok());
-        let newer = of(&with(Some(AMQPValue::LongLongInt(4))));
+        let newer = of(&with(Some(AMQPValue::LongLongInt(i64::from(FORMAT) + 1))));
         let refused = check(newer).unwrap_err();
-        assert!(refused.contains("version 4"), "{refused}");
+        assert!(
+            refused.contains(&format!("version {}", FORMAT + 1)),
+            "{refused}"
+        );
         assert!(check(of(&with(Some(AMQPValue::Boolean(true))))).is_err());
     }
 }

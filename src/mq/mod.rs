@@ -6,6 +6,7 @@ pub mod batching;
 pub mod dlq;
 pub mod format;
 pub mod message;
+pub mod probe;
 pub mod publisher;
 pub mod topology;
 pub mod trace_context;

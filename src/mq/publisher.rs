@@ -200,6 +200,14 @@ impl Publisher {
             .await
     }
 
+    /// Publishes the warm-up probe `id` (`mq/probe.rs`) to the reservations
+    /// exchange, behind every deduction queued before it.
+    pub async fn publish_probe(&self, id: &str) -> Result<(), PublishError> {
+        let (props, body) = super::probe::build(id);
+        let exchange = self.topology.reservations_exchange.clone();
+        self.publish(&exchange, "", &body, props).await
+    }
+
     /// `amqp.publish_timeout_ms`: the longest wait for one confirm.
     pub fn confirm_timeout(&self) -> std::time::Duration {
         self.timeout

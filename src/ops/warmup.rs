@@ -15,18 +15,26 @@
 //! Refused while deductions of the SKU are in flight — outbox entries not yet
 //! confirmed, reservations Redis took that MySQL has not applied, releases not
 //! yet mirrored, or messages waiting in the work queue — because copying then
-//! would hand out units twice. `force` proceeds anyway and subtracts the
+//! would hand out units twice. The work queue is shared by every SKU: rather
+//! than wait for it to be empty, a warm-up sends a probe through it and reads
+//! MySQL once the probe came through (`mq/probe.rs`), so one SKU can be
+//! warmed while others sell. `force` proceeds anyway and subtracts the
 //! reservations Redis still knows to be unapplied, so even a forced warm-up
 //! does not put Redis above the truth for them.
 
 use super::correction::{self, Correction};
 use super::observe::{observe, ObserveError};
 use super::rebuild::rebuild_buyer_side;
+use crate::config::ReconcileSettings;
 use crate::db::movements::MovementKind;
 use crate::db::Db;
 use crate::domain::SkuId;
 use crate::mq::Publisher;
 use crate::redis::{AdjustOutcome, RedisStore};
+use std::time::Duration;
+
+/// How often a warm-up looks for its probe's mark.
+const PROBE_POLL: Duration = Duration::from_millis(20);
 
 /// Why a warm-up wrote nothing although nothing was in flight.
 const MOVED_MEANWHILE: &str = "an adjustment or restock reached Redis after this warm-up read \
@@ -49,14 +57,21 @@ pub async fn warmup(
     publisher: &Publisher,
     sku_id: SkuId,
     force: bool,
-    max_winners: usize,
+    settings: &ReconcileSettings,
 ) -> Result<WarmupOutcome, ObserveError> {
-    let obs = match observe(db, redis, sku_id, max_winners).await {
+    let mut reasons = Vec::new();
+    if !force {
+        // Before MySQL is read: what the queue delivers meanwhile is in it.
+        let wait = Duration::from_millis(settings.warmup_probe_wait_ms);
+        if let Some(reason) = queue_not_passed(redis, publisher, wait).await? {
+            reasons.push(reason);
+        }
+    }
+    let obs = match observe(db, redis, sku_id, settings.max_winners).await {
         Ok(obs) => obs,
         Err(ObserveError::UnknownSku(_)) => return Ok(WarmupOutcome::NotFound),
         Err(err) => return Err(err),
     };
-    let mut reasons = Vec::new();
     let outbox = redis.outbox().len(sku_id).await?;
     if outbox > 0 {
         reasons.push(format!(
@@ -68,12 +83,6 @@ pub async fn warmup(
             "{} units in flight between Redis and MySQL",
             obs.in_flight
         ));
-    }
-    let queue = &publisher.topology().deduct_queue;
-    match publisher.queue_depth(queue).await {
-        Ok(0) => {}
-        Ok(n) => reasons.push(format!("{n} deduction messages queued")),
-        Err(err) => reasons.push(format!("queue depth unknown ({err})")),
     }
     if !reasons.is_empty() && !force {
         return Ok(WarmupOutcome::Refused(reasons.join("; ")));
@@ -107,7 +116,7 @@ pub async fn warmup(
         // Even forced: the overwrite would lose a movement Redis has.
         return Ok(WarmupOutcome::Refused(MOVED_MEANWHILE.into()));
     }
-    rebaseline_adjust(redis, sku_id, obs.total_stock, max_winners).await?;
+    rebaseline_adjust(redis, sku_id, obs.total_stock, settings.max_winners).await?;
     tracing::info!(sku.id = %sku_id, available, forced = force, "warmup: loaded into Redis");
     let before = obs.redis.as_ref().map(|r| r.available);
     if before != Some(available) {
@@ -127,6 +136,53 @@ pub async fn warmup(
         available,
         limit_per_user: limit,
     })
+}
+
+/// Why the deduct queue may still hold deductions of this SKU published
+/// before the warm-up, or `None` when it does not: the queue is empty, or
+/// the warm-up's probe came through it within `wait` (`mq/probe.rs`), so
+/// other SKUs' sales do not hold one SKU's warm-up back.
+async fn queue_not_passed(
+    redis: &RedisStore,
+    publisher: &Publisher,
+    wait: Duration,
+) -> Result<Option<String>, ObserveError> {
+    let queue = &publisher.topology().deduct_queue;
+    let state = match publisher.queue_state(queue).await {
+        Ok(state) => state,
+        Err(err) => return Ok(Some(format!("queue depth unknown ({err})"))),
+    };
+    if state.messages == 0 {
+        return Ok(None);
+    }
+    let queued = state.messages;
+    // Sent even with no consumer attached: one may be restarting. A probe
+    // left behind is passed by the next consumer and changes nothing.
+    let idle = if state.consumers == 0 {
+        " (no consumer was attached)"
+    } else {
+        ""
+    };
+    let id = uuid::Uuid::new_v4().to_string();
+    if let Err(err) = publisher.publish_probe(&id).await {
+        return Ok(Some(format!(
+            "{queued} deduction messages queued; the probe could not be sent ({err})"
+        )));
+    }
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if redis.probes().passed(&id).await? {
+            return Ok(None);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(Some(format!(
+                "{queued} deduction messages queued, and the queue did not pass this \
+                 warm-up's probe within {} ms{idle}",
+                wait.as_millis()
+            )));
+        }
+        tokio::time::sleep(PROBE_POLL).await;
+    }
 }
 
 /// Keeps Redis' own conservation true after a warm-up: whatever its records do

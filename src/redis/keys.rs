@@ -157,6 +157,11 @@ impl Keys {
         format!("{}soldout", self.prefix)
     }
 
+    /// A warm-up probe that came through the deduct queue (`redis/probes.rs`).
+    pub fn probe(&self, id: &str) -> String {
+        format!("{}probe:{id}", self.prefix)
+    }
+
     /// Set of every SKU id ever loaded; read by background loops, never by the hot path.
     pub fn registry(&self) -> String {
         format!("{}skus", self.prefix)

@@ -14,6 +14,7 @@
 //! | `inspect()`        | [`Inspection`]     | `inspect.rs`                 |
 //! | `subscriptions()`  | [`Subscriptions`]  | `subscriptions.rs`           |
 //! | `nodes()`          | [`Nodes`]          | `nodes.rs`                   |
+//! | `probes()`         | [`Probes`]         | `probes.rs`                  |
 //!
 //! The store itself keeps what concerns the connection as a whole: health
 //! (`ping`, `scripts_loaded`), the script cache, the clock, side links.
@@ -40,6 +41,7 @@ use super::local_link::LocalLinks;
 use super::nodes::Nodes;
 use super::orders::Orders;
 use super::outbox::OutboxStreams;
+use super::probes::Probes;
 use super::reservation::Reservations;
 use super::scripts;
 use super::sku::Skus;
@@ -58,6 +60,7 @@ pub struct RedisStore {
     inspection: Inspection,
     subscriptions: Subscriptions,
     nodes: Nodes,
+    probes: Probes,
 }
 
 impl RedisStore {
@@ -108,6 +111,7 @@ impl RedisStore {
             inspection: Inspection::new(core.clone(), buckets.clone()),
             subscriptions: Subscriptions::new(pubsub_clients, connect_timeout),
             nodes: Nodes::new(core.clone()),
+            probes: Probes::new(core.clone()),
             skus,
             buckets,
             core,
@@ -146,6 +150,10 @@ impl RedisStore {
 
     pub fn outbox(&self) -> &OutboxStreams {
         &self.outbox
+    }
+
+    pub fn probes(&self) -> &Probes {
+        &self.probes
     }
 
     pub fn drift(&self) -> &Drift {

@@ -185,6 +185,48 @@ impl Consumer {
         deliveries: Vec<Delivery>,
         cancel: &CancellationToken,
     ) -> Result<(), MqError> {
+        let mut probes = Vec::new();
+        let mut deductions = Vec::with_capacity(deliveries.len());
+        for delivery in deliveries {
+            match crate::mq::probe::id_of(&delivery.properties) {
+                // Acked before the batch's multiple ack could cover it.
+                Some(id) => {
+                    delivery.acker.ack(BasicAckOptions::default()).await?;
+                    probes.push(id);
+                }
+                None => deductions.push(delivery),
+            }
+        }
+        self.process_deductions(channel, deductions, cancel).await?;
+        // Shutdown may have left the batch unapplied (back to the queue): its
+        // probes do not pass, and their warm-ups are refused.
+        if !cancel.is_cancelled() {
+            self.pass_probes(&probes).await;
+        }
+        Ok(())
+    }
+
+    /// Marks the warm-up probes of a settled batch as come through
+    /// (`mq/probe.rs`). A mark Redis refused leaves that warm-up refused
+    /// when its wait runs out; it sends a new probe when retried.
+    async fn pass_probes(&self, probes: &[String]) {
+        for id in probes {
+            match self.redis.probes().pass(id).await {
+                Ok(()) => {
+                    tracing::info!(probe = %id, "consumer.probe: a warm-up probe came through")
+                }
+                Err(err) => crate::health::outage::failed("redis", &err),
+            }
+        }
+    }
+
+    /// [`Self::process`] for the deliveries that carry deductions.
+    async fn process_deductions(
+        &self,
+        channel: &lapin::Channel,
+        deliveries: Vec<Delivery>,
+        cancel: &CancellationToken,
+    ) -> Result<(), MqError> {
         let mut valid = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
             // A newer release's message is never applied (mq/format.rs).

@@ -80,3 +80,4 @@ mod stuck;
 mod telemetry;
 mod tls;
 mod tracing;
+mod warmup_probe;

@@ -326,7 +326,7 @@ async fn warming_an_unknown_sku_is_not_found() {
         &res.publisher,
         TestApp::sku(77),
         false,
-        1000,
+        &res.settings.reconcile,
     )
     .await
     .unwrap();

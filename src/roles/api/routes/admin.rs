@@ -192,14 +192,13 @@ pub async fn warmup(
 ) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
     let res = &state.res;
-    let max_winners = res.settings.reconcile.max_winners;
     let outcome = warm::warmup(
         &res.db,
         &res.redis,
         &res.publisher,
         sku_id,
         query.force,
-        max_winners,
+        &res.settings.reconcile,
     )
     .await
     .map_err(observe_failed)?;
