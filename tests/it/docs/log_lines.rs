@@ -95,6 +95,20 @@ fn is_logged(message: &str, logged: &Logged) -> bool {
     })
 }
 
+/// The messages src/ logs with the quoted message's prefix, for a failure.
+fn same_prefix(message: &str, logged: &Logged) -> String {
+    let Some((prefix, _)) = message.split_once(": ") else {
+        return String::new();
+    };
+    let head = format!("{prefix}: ");
+    let alike: Vec<&String> = logged
+        .strings
+        .iter()
+        .filter(|s| s.starts_with(&head))
+        .collect();
+    format!(" (messages it logs starting \"{head}\": {alike:?})")
+}
+
 /// Whether the prose `before` a span ends in a log word and at most a few
 /// words that introduce what it logs: "logs `…`", "logged at error (`…`",
 /// "in the logs: `…`" (the gap empty, or ending in `(` or `:`).
@@ -111,29 +125,6 @@ fn follows_log_word(before: &str) -> bool {
                 && !gap.contains([',', ';', '.', '`', '|'])
         })
     })
-}
-
-/// (line, span, whether it follows a log word) of every span of a prose text.
-fn spans_with_context(text: &str) -> Vec<(usize, String, bool)> {
-    let lines: Vec<&str> = text.lines().collect();
-    paragraph_spans(text)
-        .into_iter()
-        .map(|(line, span)| {
-            // The prose before the span on its line and the line above
-            // (a span may open a line after "logs" ended the last one).
-            let here = lines[line - 1];
-            let first_line = span.split(' ').next().unwrap_or("");
-            let start = here
-                .match_indices('`')
-                .map(|(i, _)| i)
-                .find(|i| here[i + 1..].starts_with(first_line))
-                .unwrap_or(0);
-            let above = if line > 1 { lines[line - 2] } else { "" };
-            let before = format!("{above} {}", &here[..start]);
-            let near = follows_log_word(&before);
-            (line, span, near)
-        })
-        .collect()
 }
 
 /// "word: text" in double quotes outside code spans.
@@ -166,9 +157,12 @@ fn every_log_line_the_docs_quote_is_logged() {
     let mut bad = Vec::new();
     let mut claims = 0;
     for (file, text) in prose_sources() {
-        let mut found: Vec<(usize, Claim)> = spans_with_context(&text)
+        let mut found: Vec<(usize, Claim)> = paragraph_spans(&text)
             .into_iter()
-            .filter_map(|(line, span, near)| Some((line, claim_of(&span, &base, &logged, near)?)))
+            .filter_map(|s| {
+                let near = follows_log_word(&s.before);
+                Some((s.line, claim_of(&s.text, &base, &logged, near)?))
+            })
             .collect();
         for (n, line) in text.lines().enumerate() {
             for quoted in quoted_messages(line) {
@@ -181,8 +175,10 @@ fn every_log_line_the_docs_quote_is_logged() {
             claims += 1;
             match claim {
                 Claim::Message(m) if !is_logged(&m, &logged) => bad.push(format!(
-                    "{}: quotes the log line \"{m}\", which no tracing macro of src/ logs",
-                    at(&file, line)
+                    "{}: quotes the log line \"{}\", which no tracing macro of src/ logs{}",
+                    at(&file, line),
+                    m.split('…').next().unwrap().trim(),
+                    same_prefix(&m, &logged)
                 )),
                 Claim::Name(n) if !logged.names.contains(&n) => bad.push(format!(
                     "{}: quotes the log name `{n}`, which src/ logs nowhere (names starting `{}.` it logs: {:?})",

@@ -245,7 +245,10 @@ fn every_label_value_the_docs_give_is_recorded() {
     let mut bad = Vec::new();
     let mut given = 0;
     for (file, text) in prose_sources() {
-        for (line, span) in paragraph_spans(&text) {
+        for super::Span {
+            line, text: span, ..
+        } in paragraph_spans(&text)
+        {
             if !span.starts_with("stockd_") || !span.contains('=') {
                 continue;
             }

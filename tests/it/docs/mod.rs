@@ -226,30 +226,54 @@ pub fn prose_sources() -> Vec<(String, String)> {
     out
 }
 
-/// The code spans of a prose text with the 1-based line each starts on. A span
-/// may run over a line break inside its paragraph (the break read as a space),
-/// as markdown renders it; a blank line ends a paragraph and any open span.
-pub fn paragraph_spans(text: &str) -> Vec<(usize, String)> {
+/// A code span of prose: the 1-based line it starts on, its text, and the
+/// prose between the span before it (or its paragraph's start) and it.
+pub struct Span {
+    pub line: usize,
+    pub text: String,
+    pub before: String,
+}
+
+/// The code spans of a prose text. A span may run over a line break inside
+/// its paragraph (the break read as a space), as markdown renders it; a blank
+/// line ends a paragraph and any open span.
+pub fn paragraph_spans(text: &str) -> Vec<Span> {
     let mut out = Vec::new();
-    let mut open: Option<(usize, String)> = None;
+    let mut open: Option<Span> = None;
+    let mut prose = String::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             open = None;
+            prose.clear();
             continue;
         }
         // The pieces between backticks alternate prose and span; a span still
         // open from the line before takes this line's first piece.
         let mut pieces = line.split('`');
-        if let Some((_, span)) = open.as_mut() {
-            span.push(' ');
-            span.push_str(pieces.next().unwrap().trim_start());
-        } else {
-            pieces.next();
+        let first = pieces.next().unwrap();
+        match open.as_mut() {
+            Some(span) => {
+                span.text.push(' ');
+                span.text.push_str(first.trim_start());
+            }
+            None => {
+                prose.push(' ');
+                prose.push_str(first);
+            }
         }
         for piece in pieces {
             match open.take() {
-                Some(done) => out.push(done),
-                None => open = Some((n + 1, piece.to_string())),
+                Some(done) => {
+                    out.push(done);
+                    prose = piece.to_string();
+                }
+                None => {
+                    open = Some(Span {
+                        line: n + 1,
+                        text: piece.to_string(),
+                        before: std::mem::take(&mut prose),
+                    })
+                }
             }
         }
     }
