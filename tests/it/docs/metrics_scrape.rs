@@ -1,6 +1,6 @@
 //! What `/metrics` exposes after a small run (a reservation through the whole
-//! pipeline, the gauges refreshed) is what docs::metrics reads from the
-//! source: every `stockd_*` series is a metric the source records, with labels
+//! pipeline, the gauges refreshed) is what docs::metrics_source reads from
+//! the source: every `stockd_*` series is a metric the source records, with labels
 //! the source gives it, and has its runbook row. This keeps the source reader
 //! honest (a metric it missed would go unchecked) and is the one docs check
 //! that needs the services.
@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 
 use crate::helpers::TestApp;
 
-use super::metrics::{base_name, recorded, runbook_rows};
+use super::metrics::{base_name, runbook_rows};
+use super::metrics_source::recorded;
 
 /// Labels the exporter adds itself: histogram buckets and summary quantiles.
 const EXPORTER_LABELS: [&str; 2] = ["le", "quantile"];

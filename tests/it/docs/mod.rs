@@ -17,9 +17,13 @@ mod config_envs;
 mod config_keys;
 mod config_mentions;
 mod events;
+mod log_lines;
+mod log_source;
 mod markdown;
+mod metric_labels;
 mod metrics;
 mod metrics_scrape;
+mod metrics_source;
 mod problem_codes;
 mod queues;
 mod redis_keys;
@@ -165,4 +169,113 @@ pub fn at(file: &str, line: usize) -> String {
 /// Whether `path` (relative to the root) exists.
 pub fn exists(rel: &Path) -> bool {
     root().join(rel).exists()
+}
+
+/// The files of a source directory (relative to the root), recursively, as
+/// (path from the root, text), in a stable order.
+pub fn source_files(rel: &str) -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    walk(&root().join(rel), &mut paths);
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let rel = p
+                .strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (rel, text)
+        })
+        .collect()
+}
+
+/// What the docs claim in prose, as (file, text with line numbers kept): the
+/// markdown files with fenced blocks blanked, and config/base.yaml's comments
+/// (other lines blanked, `#` dropped). docs/benchmarks-history.md is left out:
+/// it tells what earlier runs saw, not what the code does today.
+pub fn prose_sources() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = markdown_files()
+        .into_iter()
+        .filter(|f| f != "docs/benchmarks-history.md")
+        .map(|f| {
+            let text = prose_lines(&read(&f)).join("\n");
+            (f, text)
+        })
+        .collect();
+    let yaml = read("config/base.yaml")
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix('#') {
+            Some(comment) => comment.trim(),
+            None => "",
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push(("config/base.yaml".to_string(), yaml));
+    out
+}
+
+/// A code span of prose: the 1-based line it starts on, its text, and the
+/// prose between the span before it (or its paragraph's start) and it.
+pub struct Span {
+    pub line: usize,
+    pub text: String,
+    pub before: String,
+}
+
+/// The code spans of a prose text. A span may run over a line break inside
+/// its paragraph (the break read as a space), as markdown renders it; a blank
+/// line ends a paragraph and any open span.
+pub fn paragraph_spans(text: &str) -> Vec<Span> {
+    let mut out = Vec::new();
+    let mut open: Option<Span> = None;
+    let mut prose = String::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            open = None;
+            prose.clear();
+            continue;
+        }
+        // The pieces between backticks alternate prose and span; a span still
+        // open from the line before takes this line's first piece.
+        let mut pieces = line.split('`');
+        let first = pieces.next().unwrap();
+        match open.as_mut() {
+            Some(span) => {
+                span.text.push(' ');
+                span.text.push_str(first.trim_start());
+            }
+            None => {
+                prose.push(' ');
+                prose.push_str(first);
+            }
+        }
+        for piece in pieces {
+            match open.take() {
+                Some(done) => {
+                    out.push(done);
+                    prose = piece.to_string();
+                }
+                None => {
+                    open = Some(Span {
+                        line: n + 1,
+                        text: piece.to_string(),
+                        before: std::mem::take(&mut prose),
+                    })
+                }
+            }
+        }
+    }
+    out
 }
