@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What TLS on the listeners plus client tokens cost (issue 27, BENCHMARKS.md
+# What TLS on the listeners plus client tokens cost (issue 27, docs/benchmarks-history.md,
 # "Auth and TLS on the listeners"): `stockd bench --target` against one
 # `stockd --role all` with durability redis, listeners plain and open (off) vs
 # TLS + auth.required with one client (on), alternating, same machine.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What one 3-line order and one reservation ask of Redis and of MariaDB, in
-# instructions (BENCHMARKS.md "Orders"): callgrind counts instructions, not
+# instructions (docs/benchmarks-history.md, "Orders"): callgrind counts instructions, not
 # seconds, so two runs of the same code read the same on a VM whose speed
 # drifts by half between minutes, where CPU time per event cannot tell a
 # 5 % change from noise.

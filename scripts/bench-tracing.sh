@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What distributed tracing costs (issue 30, BENCHMARKS.md "Tracing"):
+# What distributed tracing costs (issue 30, docs/benchmarks-history.md, "Tracing"):
 # `stockd bench --target` against one `stockd --role all` with durability
 # queue, tracing off (no telemetry.otlp.endpoint) vs on at a 1 % sample vs on
 # at 100 %, alternating in rounds on the same machine. The collector is

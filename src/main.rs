@@ -13,9 +13,9 @@ use stockd::{db, resources::Resources, roles, shutdown, telemetry};
 
 /// mimalloc instead of glibc malloc: fewer cycles per allocation on the
 /// request path and no contention between the runtime's threads
-/// (BENCHMARKS.md, "CPU efficiency"). Built without its transparent huge page
+/// (docs/benchmarks-history.md, "CPU efficiency"). Built without its transparent huge page
 /// advice (`no_thp` in Cargo.toml), which cost ~50 MiB of peak RSS for no
-/// measurable CPU (BENCHMARKS.md, "Memory").
+/// measurable CPU (docs/benchmarks-history.md, "Memory").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

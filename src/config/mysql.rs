@@ -45,6 +45,13 @@ impl MysqlSettings {
             .files()
             .validate("mysql", self.tls.require, "mysql.tls.require is false")
     }
+
+    /// The user `url` names (`None`: none, or a URL the driver refuses,
+    /// which [`MysqlSettings::validate`] reports).
+    pub fn user(&self) -> Option<String> {
+        let opts = mysql_async::Opts::from_url(&self.url).ok()?;
+        opts.user().map(str::to_string)
+    }
 }
 
 /// MySQL TLS: the driver has no "TLS if offered" mode, so one switch turns it

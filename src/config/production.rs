@@ -167,14 +167,12 @@ fn check_credentials(settings: &Settings) -> anyhow::Result<()> {
             );
         }
     }
-    if let Ok(opts) = mysql_async::Opts::from_url(&settings.mysql.url) {
-        if opts.user() == Some("root") {
-            bail!(
-                "invalid configuration key `mysql.url`: this environment refuses the user root \
-                 (the runtime needs only SELECT, INSERT, UPDATE); give stockd a user of its \
-                 own (docs/operations.md, \"Users and grants\")"
-            );
-        }
+    if settings.mysql.user().as_deref() == Some("root") {
+        bail!(
+            "invalid configuration key `mysql.url`: this environment refuses the user root \
+             (the runtime needs only SELECT, INSERT, UPDATE); give stockd a user of its \
+             own (docs/operations.md, \"Users and grants\")"
+        );
     }
     Ok(())
 }

@@ -15,6 +15,12 @@ pub mod sql_text;
 
 pub use pool::Db;
 
+/// The driver's connection and transaction, for the callers that hold one
+/// across several of this module's functions (a lifecycle decision under the
+/// ledger lock protocol, a restock): they name the handles, never the driver,
+/// and every statement stays in here.
+pub use mysql_async::{Conn, Transaction};
+
 /// Failures talking to MySQL.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {

@@ -124,6 +124,34 @@ pub async fn extend_locked(
     Ok((tx.affected_rows() == 1).then_some(order.extensions + 1))
 }
 
+/// Moves a locked `RESERVED` order row to the time and count of extensions
+/// its Redis record proves (MySQL lost the commit of the difference), when
+/// it is the same admission (`reserved_at_ms`) and has fewer extensions and
+/// an earlier time. Whether it moved; if so the caller moves the lines too
+/// (`ledger::settle::restore_line_extension`), in the same transaction.
+pub async fn restore_extension_locked(
+    tx: &mut Transaction<'_>,
+    order: &OrderRow,
+    expires_at_ms: u64,
+    extensions: u32,
+) -> Result<bool, DbError> {
+    tx.exec_drop(
+        "UPDATE orders SET expires_at_ms = ?, extensions = ?
+         WHERE order_id = ? AND status = 'RESERVED' AND reserved_at_ms = ?
+           AND extensions < ? AND expires_at_ms < ?",
+        (
+            expires_at_ms,
+            extensions,
+            order.order_id.as_str(),
+            order.reserved_at_ms,
+            extensions,
+            expires_at_ms,
+        ),
+    )
+    .await?;
+    Ok(tx.affected_rows() == 1)
+}
+
 /// Ids of `RESERVED` orders that expired before `cutoff_ms`, at most `limit`
 /// (index `idx_orders_status_expiry`), oldest first.
 pub async fn expired_ids<Q: Queryable>(

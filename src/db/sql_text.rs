@@ -7,7 +7,7 @@
 //! server's parse and one column definition packet per column), cached it,
 //! and evicted the fixed statements of the hot path (the SKU row's lock and
 //! take) to make room. A profile of `stockd --role all` under load put 12 %
-//! of its CPU there (BENCHMARKS.md, "CPU efficiency"). Sent as text, such a
+//! of its CPU there (docs/benchmarks-history.md, "CPU efficiency"). Sent as text, such a
 //! statement is one round trip and the fixed statements stay prepared.
 //!
 //! Safety comes from the types, not from escaping: only integers, request

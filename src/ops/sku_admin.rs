@@ -15,11 +15,9 @@
 //! Every change of the total is a `stock_movements` row (`create`, `restock`)
 //! written in the same transaction; an unchanged total writes none.
 
-use mysql_async::Transaction;
-
 use crate::db::movement_steps::PendingStep;
 use crate::db::movements::{self, MovementKind, NewMovement};
-use crate::db::{event_outbox, ledger, sku, Db, DbError};
+use crate::db::{event_outbox, ledger, sku, Db, DbError, Transaction};
 use crate::domain::SkuId;
 use crate::ops::stock_step::{self, Applied};
 use crate::redis::buckets::Layout;

@@ -7,7 +7,7 @@
 //! thread while the HTTP workers live on others, so every reservation paid
 //! two cross-thread wake-ups (worker → driver to send, driver → worker with
 //! the reply): a context switch each on two shared cores, the largest item
-//! of stockd's profile (BENCHMARKS.md, "CPU efficiency"). A worker that owns
+//! of stockd's profile (docs/benchmarks-history.md, "CPU efficiency"). A worker that owns
 //! its connection sends, waits and parses on its own thread, and one
 //! `epoll_wait` serves its HTTP and Redis sockets alike.
 //!

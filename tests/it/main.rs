@@ -66,6 +66,7 @@ mod orders_mysql_lost;
 mod orders_script;
 mod orders_sweeper_mysql;
 mod outage;
+mod outage_names;
 mod pipeline;
 mod readiness;
 mod reconcile;

@@ -6,7 +6,7 @@
 //!
 //! Why not the `reserve_queue` and `orders` phases side by side: this VM's
 //! speed moves by a quarter from one quarter-second to the next and by half
-//! between minutes (a fixed CPU-bound loop, BENCHMARKS.md "Orders"), and two
+//! between minutes (a fixed CPU-bound loop, docs/benchmarks-history.md, "Orders"), and two
 //! phases of 2–3 s each, one after the other, each catch a different moment:
 //! over 21 runs their quotient read 1.79–2.32 with the code unchanged. Six
 //! rounds of each kind, one after the other, put both kinds through the same

@@ -19,7 +19,7 @@ use crate::redis::RedisStore;
 
 /// Longest wait for the pipeline (outbox → broker → consumer → MySQL) to drain
 /// after a phase. A bench backlog usually takes seconds; the orders phase on a
-/// slow day took over a minute (BENCHMARKS.md, "Orders").
+/// slow day took over a minute (docs/benchmarks-history.md, "Orders").
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(180);
 /// Drain poll period: one primary-key read of `sku_stock` each time.
 const DRAIN_POLL: Duration = Duration::from_millis(20);

@@ -78,7 +78,7 @@ pub async fn apply_batch_told(
 /// both looked up first ([`OrderCheck::LookedUp`]: a duplicate order is
 /// skipped and told again, a clashing line rejects its order), not counted
 /// as a retry. Duplicates are rare; the two lookups were a fifth of
-/// MariaDB's work per 3-line order (BENCHMARKS.md, "Orders").
+/// MariaDB's work per 3-line order (docs/benchmarks-history.md, "Orders").
 async fn apply_run(
     db: &Db,
     batch: &[Deduction],

@@ -97,7 +97,7 @@ fn misfit(fit: &SkuFit, line: &Deduction) -> Option<&'static str> {
 /// are locked, nothing else moves them), and what fits is taken with one
 /// guarded `UPDATE` per SKU and inserted with multi-row inserts. The
 /// same outcome as fitting line by line with a statement each, in some
-/// fifteen statements per run instead of per order (BENCHMARKS.md,
+/// fifteen statements per run instead of per order (docs/benchmarks-history.md,
 /// "Orders").
 pub(super) async fn apply_orders(
     tx: &mut Transaction<'_>,

@@ -20,7 +20,7 @@ pub use insert::{insert_rows, note_inserted, NewRow};
 pub use order_chunks::ORDER_LINES_PER_TX;
 pub use read::{
     buyers_over_limit, expired_for_update, find, find_for_update, find_many, find_many_for_update,
-    live_ids_since, live_units, page_since, pending_mirrors,
+    is_order_line, live_ids_since, live_units, page_since, pending_mirrors,
 };
 
 /// Rows per multi-row INSERT (and ids per `IN` list), sent as text

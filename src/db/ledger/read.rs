@@ -57,6 +57,23 @@ pub async fn find<Q: Queryable>(
     Ok(raw.map(from_raw))
 }
 
+/// Whether the ledger row is a line of an order (`order_line = 1`): such a
+/// row moves only with its whole order, never as a single reservation.
+pub async fn is_order_line<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    request_id: &RequestId,
+) -> Result<bool, DbError> {
+    let order_line: Option<u8> = q
+        .exec_first(
+            "SELECT order_line FROM stock_deduct_idempotent
+             WHERE sku_id = ? AND deduct_request_id = ?",
+            (sku_id.get(), request_id.as_str()),
+        )
+        .await?;
+    Ok(order_line == Some(1))
+}
+
 /// One ledger row, locked for a transition (take the SKU lock first).
 pub async fn find_for_update(
     tx: &mut Transaction<'_>,

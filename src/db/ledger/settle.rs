@@ -1,10 +1,12 @@
 //! The conditional updates that settle a reservation in the ledger: the
 //! `RESERVED` → final-state update (with the stock given back on a release),
-//! the extension of a `RESERVED` row's time to pay, clearing the Redis-mirror
-//! flag, and the sweep's search for SKUs with expired rows. `ops::lifecycle` decides when; the SQL lives here.
+//! the extension of a `RESERVED` row's time to pay (and its restoring, when a
+//! failover lost an extension the Redis mirror proves), clearing the
+//! Redis-mirror flag, and the sweep's search for SKUs with expired rows.
+//! `ops::lifecycle` decides when; the SQL lives here.
 
 use mysql_async::prelude::Queryable;
-use mysql_async::Transaction;
+use mysql_async::{Conn, Transaction};
 
 use super::LedgerRow;
 use crate::db::sql_text::SqlText;
@@ -170,6 +172,53 @@ pub async fn extend_locked(
         )
         .await?;
     Ok(extensions)
+}
+
+/// Moves a `RESERVED` row to the time and count of extensions its Redis
+/// mirror proves (MySQL lost the commit of the difference), when the row has
+/// fewer extensions and an earlier time; no lock (one conditional update).
+/// Whether the row moved: the guards make it a no-op for anything else.
+pub async fn restore_extension(
+    conn: &mut Conn,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    expires_at_ms: u64,
+    extensions: u32,
+) -> Result<bool, DbError> {
+    conn.exec_drop(
+        "UPDATE stock_deduct_idempotent SET expires_at_ms = ?, extensions = ?
+         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'
+           AND extensions < ? AND expires_at_ms < ?",
+        (
+            expires_at_ms,
+            extensions,
+            sku_id.get(),
+            request_id.as_str(),
+            extensions,
+            expires_at_ms,
+        ),
+    )
+    .await?;
+    Ok(conn.affected_rows() == 1)
+}
+
+/// Moves a `RESERVED` line of an order to the order's restored time and
+/// count of extensions, in the transaction that restored the order row
+/// (`orders::restore_extension_locked`, whose guards decided it).
+pub async fn restore_line_extension(
+    tx: &mut Transaction<'_>,
+    sku_id: SkuId,
+    order_id: &RequestId,
+    expires_at_ms: u64,
+    extensions: u32,
+) -> Result<(), DbError> {
+    tx.exec_drop(
+        "UPDATE stock_deduct_idempotent SET expires_at_ms = ?, extensions = ?
+         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'",
+        (expires_at_ms, extensions, sku_id.get(), order_id.as_str()),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Marks a decided row's Redis mirror as done.

@@ -13,12 +13,9 @@
 //! client's reservation (contract §6.2): `NotFound`, from the Redis record
 //! before it is applied or recorded, or from the row under its lock.
 
-use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Transaction};
-
 use super::{recovered, Asked, LifecycleError, Transition};
 use crate::db::ledger::{self, LedgerRow};
-use crate::db::{sku, Db, DbError};
+use crate::db::{sku, Conn, Db, DbError, Transaction};
 use crate::domain::{Deduction, Reservation, ReservationStatus};
 use crate::events::Outgoing;
 use crate::redis::RedisStore;
@@ -99,15 +96,7 @@ pub(super) async fn lock<'c>(
         // Rolled back: nothing of another client's reservation moves.
         return Ok(Located::NotFound);
     }
-    let order_line: Option<u8> = tx
-        .exec_first(
-            "SELECT order_line FROM stock_deduct_idempotent
-             WHERE sku_id = ? AND deduct_request_id = ?",
-            (sku_id.get(), request_id.as_str()),
-        )
-        .await
-        .map_err(DbError::from)?;
-    if order_line == Some(1) {
+    if ledger::is_order_line(&mut tx, sku_id, request_id).await? {
         return Ok(Located::OrderLine);
     }
     Ok(Located::Locked(Locked { tx, row, out }))

@@ -16,12 +16,10 @@
 //! mark that failed (Redis unreachable right after the commit) leaves a
 //! record that proves nothing, and MySQL's state stands.
 
-use mysql_async::prelude::Queryable;
-
 use super::order::{applied_or_applies, transition_order};
 use super::recovered::release_of;
 use super::{retried, LifecycleError, Transition};
-use crate::db::ledger;
+use crate::db::ledger::{self, settle};
 use crate::db::orders::{self, OrderRow};
 use crate::db::{sku, Db, DbError};
 use crate::domain::{RequestId, Requester, ReservationStatus};
@@ -116,37 +114,13 @@ async fn reapply_extension(
     for line in row.lines.lines() {
         sku::lock(&mut tx, line.sku_id).await?;
     }
-    tx.exec_drop(
-        "UPDATE orders SET expires_at_ms = ?, extensions = ?
-         WHERE order_id = ? AND status = 'RESERVED' AND reserved_at_ms = ?
-           AND extensions < ? AND expires_at_ms < ?",
-        (
-            record.expires_ms,
-            record.extensions,
-            row.order_id.as_str(),
-            row.reserved_at_ms,
-            record.extensions,
-            record.expires_ms,
-        ),
-    )
-    .await
-    .map_err(DbError::from)?;
-    if tx.affected_rows() != 1 {
+    let (expires_ms, extensions) = (record.expires_ms, record.extensions);
+    if !orders::restore_extension_locked(&mut tx, row, expires_ms, extensions).await? {
         return Ok(()); // dropped uncommitted: rolled back
     }
     for line in row.lines.lines() {
-        tx.exec_drop(
-            "UPDATE stock_deduct_idempotent SET expires_at_ms = ?, extensions = ?
-             WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'",
-            (
-                record.expires_ms,
-                record.extensions,
-                line.sku_id.get(),
-                row.order_id.as_str(),
-            ),
-        )
-        .await
-        .map_err(DbError::from)?;
+        let (sku_id, order_id) = (line.sku_id, &row.order_id);
+        settle::restore_line_extension(&mut tx, sku_id, order_id, expires_ms, extensions).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     metrics::counter!("stockd_lost_decisions_reapplied_total").increment(1);

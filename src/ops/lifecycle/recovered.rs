@@ -9,10 +9,8 @@
 //! row of the same admission is an extension MySQL lost, and an expiry
 //! re-applies it instead of releasing a unit the buyer was told is held.
 
-use mysql_async::prelude::Queryable;
-
 use super::{Transition, TransitionOutcome};
-use crate::db::ledger::{self, reason, LedgerRow};
+use crate::db::ledger::{self, reason, settle, LedgerRow};
 use crate::db::{event_outbox, sku, Db, DbError};
 use crate::domain::{Deduction, RequestId, Reservation, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
@@ -118,21 +116,10 @@ async fn reapply_extension(db: &Db, record: &Reservation, mirrored: u32) -> Resu
     let reapplied = db
         .bounded(async {
             let mut conn = db.conn().await?;
-            conn.exec_drop(
-                "UPDATE stock_deduct_idempotent SET expires_at_ms = ?, extensions = ?
-                 WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'
-                   AND extensions < ? AND expires_at_ms < ?",
-                (
-                    record.expires_at_ms,
-                    mirrored,
-                    record.sku_id.get(),
-                    record.request_id.as_str(),
-                    mirrored,
-                    record.expires_at_ms,
-                ),
-            )
-            .await?;
-            Ok(conn.affected_rows() == 1)
+            let (sku_id, request_id) = (record.sku_id, &record.request_id);
+            let (expires_at_ms, extensions) = (record.expires_at_ms, mirrored);
+            settle::restore_extension(&mut conn, sku_id, request_id, expires_at_ms, extensions)
+                .await
         })
         .await?;
     if reapplied {

@@ -29,7 +29,7 @@ const X_REQUEST_ID: &str = "x-request-id";
 /// found once by this middleware, the outermost, and read by the ones inside
 /// it (the per-IP guard, the auth gate, the audit trail). Each `match_pattern` call runs actix's route table again,
 /// regex by regex: three per request were ~8 % of the api's CPU in a profile
-/// of the reserve path (BENCHMARKS.md, "Batch admission").
+/// of the reserve path (docs/benchmarks-history.md, "Batch admission").
 #[derive(Debug, Clone)]
 pub struct MatchedRoute(pub Option<String>);
 

@@ -30,6 +30,7 @@ mod redis_keys;
 mod routes;
 mod schema;
 mod scopes;
+mod section_refs;
 
 use std::path::{Path, PathBuf};
 

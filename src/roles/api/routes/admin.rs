@@ -163,7 +163,7 @@ fn observe_failed(err: ObserveError) -> ApiError {
         ObserveError::UnknownSku(sku) => ApiError::SkuNotFound(sku.get()),
         ObserveError::Db(e) => ApiError::unavailable("mysql", e),
         ObserveError::Redis(e) => ApiError::unavailable("redis", e),
-        ObserveError::Republish(e) => ApiError::unavailable("rabbitmq", e),
+        ObserveError::Republish(e) => ApiError::unavailable("amqp", e),
     }
 }
 
