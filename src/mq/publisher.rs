@@ -200,12 +200,14 @@ impl Publisher {
             .await
     }
 
-    /// Publishes the warm-up probe `id` (`mq/probe.rs`) to the reservations
-    /// exchange, behind every deduction queued before it.
+    /// Publishes the warm-up probe `id` (`mq/probe.rs`) into the deduct
+    /// queue, behind every deduction queued before it. Through the default
+    /// exchange, by the queue's name: the reservations exchange would also
+    /// hand it to the expiry delay queue, and so to the closer.
     pub async fn publish_probe(&self, id: &str) -> Result<(), PublishError> {
         let (props, body) = super::probe::build(id);
-        let exchange = self.topology.reservations_exchange.clone();
-        self.publish(&exchange, "", &body, props).await
+        let queue = self.topology.deduct_queue.clone();
+        self.publish("", &queue, &body, props).await
     }
 
     /// `amqp.publish_timeout_ms`: the longest wait for one confirm.

@@ -40,6 +40,10 @@ async fn another_skus_queued_deduction_does_not_refuse_a_warmup() {
         (200, Some(10)),
         "{body}"
     );
+    // The probe went to the deduct queue only: the expiry delay queue holds
+    // the one reservation's expiry, nothing for the closer to choke on.
+    let delay = &app.res.publisher.topology().expiry_delay_queue;
+    assert_eq!(app.queue_depth(delay).await, 1, "the expiry delay queue");
     app.wait_ledger_rows(1).await;
     app.wait_drained(2).await;
     app.assert_conserved(1).await;
