@@ -61,6 +61,10 @@ pub async fn warmup(
 ) -> Result<WarmupOutcome, ObserveError> {
     let mut reasons = Vec::new();
     if !force {
+        // An unknown SKU is told at once, not after the probe's wait.
+        if read_sku(db, sku_id).await?.is_none() {
+            return Ok(WarmupOutcome::NotFound);
+        }
         // Before MySQL is read: what the queue delivers meanwhile is in it.
         let wait = Duration::from_millis(settings.warmup_probe_wait_ms);
         if let Some(reason) = queue_not_passed(redis, publisher, wait).await? {
@@ -87,12 +91,7 @@ pub async fn warmup(
     if !reasons.is_empty() && !force {
         return Ok(WarmupOutcome::Refused(reasons.join("; ")));
     }
-    let row = db
-        .bounded(async {
-            let mut conn = db.conn().await?;
-            crate::db::sku::get(&mut conn, sku_id).await
-        })
-        .await?;
+    let row = read_sku(db, sku_id).await?;
     let limit = row.map_or(1, |row| row.limit_per_user);
     let buckets = row.map_or(1, |row| row.buckets);
     let available = (obs.mysql_available - obs.unapplied).max(0);
@@ -136,6 +135,15 @@ pub async fn warmup(
         available,
         limit_per_user: limit,
     })
+}
+
+/// The SKU's MySQL row, `None` for an unknown SKU.
+async fn read_sku(db: &Db, sku_id: SkuId) -> Result<Option<crate::db::sku::SkuRow>, ObserveError> {
+    let row = db.bounded(async {
+        let mut conn = db.conn().await?;
+        crate::db::sku::get(&mut conn, sku_id).await
+    });
+    Ok(row.await?)
 }
 
 /// Why the deduct queue may still hold deductions of this SKU published
