@@ -26,7 +26,9 @@ make-up of calls, so that two runs of the same code count the same.
                                     sql-singles made, <per-tx> per batch
                                     (src/ops/lifecycle/expire_many.rs), with
                                     the outbox insert of their events when
-                                    <events> is 1 (events on, the default)
+                                    <events> is 1 (events on, the default);
+                                    an optional 4th argument lists the parts
+                                    to run (EXPIRE_PARTS, comma-separated)
 
 The Redis ones print the script's SHA placeholder `SHA`; the caller puts in
 the SHA of the loaded script. Keys and arguments follow src/redis/orders.rs
@@ -231,11 +233,16 @@ def single_ids(b, per_tx):
     return [f"r{i}-{i * 7919 % 100003:05x}" for i in range(b, b + per_tx)]
 
 
-def sql_expire(count, per_tx, events):
+EXPIRE_PARTS = ("read", "lock", "locked_read", "update", "give_back", "events", "clear")
+
+
+def sql_expire(count, per_tx, events, parts=EXPIRE_PARTS):
     """The closer's batched expiry of `per_tx` rows of one SKU, the
     statements of lifecycle::expire_many in order: the rows read, then one
     transaction (SKU row locked, the rows locked, one conditional update, the
-    stock given back, the events staged), then the pending flags cleared."""
+    stock given back, the events staged), then the pending flags cleared.
+    `parts` (a subset of EXPIRE_PARTS) leaves the others out, to see where a
+    release's instructions go."""
     s = SINGLE_SKU
     for b in range(0, count, per_tx):
         ids = single_ids(b, min(per_tx, count - b))
@@ -246,23 +253,28 @@ def sql_expire(count, per_tx, events):
             f"SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent WHERE sku_id = {s} "
             f"AND order_line = 0 AND deduct_request_id IN ({quoted})"
         )
-        print(rows + ";")
+        if "read" in parts:
+            print(rows + ";")
         print("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION;")
-        print(
-            "SELECT sku_id, total_stock, available_stock, limit_per_user, buckets, "
-            f"low_stock_threshold FROM sku_stock WHERE sku_id = {s} FOR UPDATE;"
-        )
-        print(rows + " ORDER BY deduct_request_id FOR UPDATE;")
-        print(
-            "UPDATE stock_deduct_idempotent SET status = 'RELEASED', reason = 'EXPIRED', "
-            f"finished_at_ms = {t}, redis_pending = 1 WHERE sku_id = {s} AND status = 'RESERVED' "
-            f"AND deduct_request_id IN ({quoted});"
-        )
-        print(
-            f"UPDATE sku_stock SET available_stock = available_stock + {n}, version = version + 1 "
-            f"WHERE sku_id = {s} AND available_stock + {n} <= total_stock;"
-        )
-        if events:
+        if "lock" in parts:
+            print(
+                "SELECT sku_id, total_stock, available_stock, limit_per_user, buckets, "
+                f"low_stock_threshold FROM sku_stock WHERE sku_id = {s} FOR UPDATE;"
+            )
+        if "locked_read" in parts:
+            print(rows + " ORDER BY deduct_request_id FOR UPDATE;")
+        if "update" in parts:
+            print(
+                "UPDATE stock_deduct_idempotent SET status = 'RELEASED', reason = 'EXPIRED', "
+                f"finished_at_ms = {t}, redis_pending = 1 WHERE sku_id = {s} "
+                f"AND status = 'RESERVED' AND deduct_request_id IN ({quoted});"
+            )
+        if "give_back" in parts:
+            print(
+                f"UPDATE sku_stock SET available_stock = available_stock + {n}, "
+                f"version = version + 1 WHERE sku_id = {s} AND available_stock + {n} <= total_stock;"
+            )
+        if events and "events" in parts:
             values = []
             for k, i in enumerate(ids):
                 eid = f"{b + k:08x}-0000-4000-8000-{(b + k) * 7919:012x}"
@@ -282,10 +294,11 @@ def sql_expire(count, per_tx, events):
                 + ";"
             )
         print("COMMIT;")
-        print(
-            f"UPDATE stock_deduct_idempotent SET redis_pending = 0 WHERE sku_id = {s} "
-            f"AND deduct_request_id IN ({quoted});"
-        )
+        if "clear" in parts:
+            print(
+                f"UPDATE stock_deduct_idempotent SET redis_pending = 0 WHERE sku_id = {s} "
+                f"AND deduct_request_id IN ({quoted});"
+            )
 
 
 def main(argv):
@@ -302,7 +315,8 @@ def main(argv):
     elif kind == "redis-finish":
         redis_finishes(int(rest[0]), int(rest[1]), int(rest[2]))
     elif kind == "sql-expire":
-        sql_expire(int(rest[0]), int(rest[1]), rest[2] == "1")
+        parts = rest[3].split(",") if len(rest) > 3 else EXPIRE_PARTS
+        sql_expire(int(rest[0]), int(rest[1]), rest[2] == "1", parts)
     elif kind == "sql-setup":
         setup_sql()
     elif kind == "sql-orders":
