@@ -57,9 +57,11 @@ fn releases(counts: &Value) -> String {
         return String::new();
     }
     let mut out = format!(
-        "\nPer release of an expired reservation, {} releases each (goal: release / reservation \
-         ≤ 1 at a storm's batch sizes):\n\n",
-        text(&counts["releases"])
+        "\nPer release of an expired reservation ({} released by finish.lua, {} by the closer's \
+         statements, at each batch size; goal: release / reservation ≤ 1 at a storm's batch \
+         sizes):\n\n",
+        text(&counts["releases"]),
+        text(&counts["reservations"])
     );
     out.push_str(
         "| what | batch | per release | per reservation | release / reservation |\n\
