@@ -47,7 +47,7 @@ check: lint test
 
 # The load generator is the cargo feature `bench`, a default one: a plain
 # `cargo build --release` carries it (docs/architecture.md, "The load generator").
-# Then the instruction counts (scripts/bench-instructions.sh, ~2 minutes under
+# Then the instruction counts (scripts/bench-instructions.sh, ~4 minutes under
 # callgrind), then `stockd bench report`: keeps both results in docs/bench/ and
 # rewrites BENCHMARKS.md's generated block from them (commit those files).
 bench: services

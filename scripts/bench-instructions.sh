@@ -16,7 +16,15 @@
 # consumer's statements for $ORDERS orders (transactions of 160) in the
 # `current` shape and the `lookups` shape before 2026-12-05, and for
 # $SINGLES reservations (transactions of 500), over this checkout's schema.
-# The shared services are not touched. Takes about two minutes.
+# Per release of an expired reservation (the closer's batch): Redis,
+# finish.lua in calls of each of $RELEASE_CALL_SIZES ids (what a storm's
+# batch gives: finish.rs' FINISH_CHUNK is 200), over $RELEASES reservations
+# reserve.lua made first (not counted); MariaDB, the statements of
+# lifecycle::expire_many for batches of each of $RELEASE_TX_SIZES rows
+# (the closer's EXPIRE_CHUNK is 500) with the outbox insert of their events
+# (events on, the default), and at the largest size without it, over the
+# $SINGLES rows the consumer's statements made (not counted).
+# The shared services are not touched. Takes about four minutes.
 #
 # Also writes the counts as JSON to $JSON_OUT (default
 # bench-out/instructions.json), which `stockd bench report` (the last step of
@@ -29,6 +37,9 @@ PER_CALL=${PER_CALL:-16}
 CALLS=${CALLS:-200}
 ORDERS=${ORDERS:-3200}
 SINGLES=${SINGLES:-3000}
+RELEASES=${RELEASES:-3200}
+RELEASE_CALL_SIZES=${RELEASE_CALL_SIZES:-16 64 200}
+RELEASE_TX_SIZES=${RELEASE_TX_SIZES:-16 64 500}
 # Private ports, overridable: two checkouts measuring at once must not share
 # a server (a second run on the same ports fed its statements to the first's
 # mariadbd and counted its redis-server's instructions).
@@ -123,6 +134,34 @@ redis_run() { # kind script
 redis_order=$(redis_run order src/redis/lua/order.lua)
 redis_single=$(redis_run reserve src/redis/lua/reserve.lua)
 
+# Redis per release: reserve.lua makes the reservations (not counted), then
+# finish.lua releases 20 calls' worth unmeasured and $RELEASES measured; the
+# last one must read RELEASED, or the workload did not do what it says.
+redis_release_run() { # ids per call
+    local per=$1 warm=$((20 * $1))
+    $R FLUSHALL >/dev/null
+    $W redis-setup | $R >/dev/null
+    local reserve finish
+    reserve=$($R SCRIPT LOAD "$(cat src/redis/lua/reserve.lua)")
+    finish=$($R SCRIPT LOAD "$(cat src/redis/lua/finish.lua)")
+    $W redis-reserve $(((warm + RELEASES) / 16)) 16 | sed "s/ SHA / $reserve /" | $R >/dev/null
+    $W redis-finish 20 "$per" 0 | sed "s/ SHA / $finish /" | $R >/dev/null
+    $W redis-finish $((RELEASES / per)) "$per" "$warm" | sed "s/ SHA / $finish /" \
+        >"$OUT/redis-finish.txt"
+    instructions "$rpid" $((RELEASES / per * per)) sh -c "$R <'$OUT/redis-finish.txt'"
+    local last status
+    last=$(printf 'r-%08d' $((warm + RELEASES / per * per)))
+    status=$($R HGET "p:{200}:res:$last" status)
+    if [ "$status" != RELEASED ]; then
+        echo "bench-instructions: finish.lua left $last $status, not RELEASED" >&2
+        exit 1
+    fi
+}
+redis_release=()
+for per in $RELEASE_CALL_SIZES; do
+    redis_release+=("$per:$(redis_release_run "$per")")
+done
+
 # MariaDB: a fresh database with this checkout's schema per workload.
 sql_run() { # events, then the workload's arguments
     local events=$1
@@ -137,6 +176,30 @@ sql_order=$(sql_run "$ORDERS" sql-orders "$ORDERS" current)
 sql_order_before=$(sql_run "$ORDERS" sql-orders "$ORDERS" lookups)
 sql_single=$(sql_run "$SINGLES" sql-singles "$SINGLES")
 
+# MariaDB per release: the consumer's statements make $SINGLES RESERVED rows
+# (not counted), then the closer's batches release them all.
+sql_release_run() { # rows per batch, events (1/0)
+    $M -e 'DROP DATABASE IF EXISTS bench; CREATE DATABASE bench'
+    for f in sql/*.sql; do $M bench <"$f"; done
+    $W sql-setup | $M bench
+    $W sql-singles "$SINGLES" | $M bench >/dev/null
+    $W sql-expire "$SINGLES" "$1" "$2" >"$OUT/sql.txt"
+    instructions "$mpid" "$SINGLES" sh -c "$M bench <'$OUT/sql.txt'"
+    local left
+    left=$($M -N bench -e "SELECT COUNT(*) FROM stock_deduct_idempotent WHERE status = 'RESERVED'")
+    if [ "$left" != 0 ]; then
+        echo "bench-instructions: $left rows still RESERVED after the expiry batches" >&2
+        exit 1
+    fi
+}
+sql_release=()
+largest=0
+for per in $RELEASE_TX_SIZES; do
+    sql_release+=("$per:$(sql_release_run "$per" 1)")
+    [ "$per" -gt "$largest" ] && largest=$per
+done
+sql_release_quiet=$(sql_release_run "$largest" 0)
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
 echo "instructions per event (callgrind; Redis in calls of $PER_CALL)"
@@ -147,6 +210,18 @@ printf '%-46s %12s %12s %8s\n' "MariaDB: the consumer's statements" "$sql_order"
     "$(ratio "$sql_order" "$sql_single")"
 printf '%-46s %12s %12s %8s\n' "MariaDB: orders in the shape before 2026-12-05" "$sql_order_before" \
     "$sql_single" "$(ratio "$sql_order_before" "$sql_single")"
+echo
+printf '%-46s %12s %12s %8s\n' "" "per release" "per reserv." "ratio"
+for entry in "${redis_release[@]}"; do
+    printf '%-46s %12s %12s %8s\n' "Redis: finish.lua, ${entry%%:*} ids per call" "${entry#*:}" \
+        "$redis_single" "$(ratio "${entry#*:}" "$redis_single")"
+done
+for entry in "${sql_release[@]}"; do
+    printf '%-46s %12s %12s %8s\n' "MariaDB: expiry batch of ${entry%%:*}, events on" "${entry#*:}" \
+        "$sql_single" "$(ratio "${entry#*:}" "$sql_single")"
+done
+printf '%-46s %12s %12s %8s\n' "MariaDB: expiry batch of $largest, events off" "$sql_release_quiet" \
+    "$sql_single" "$(ratio "$sql_release_quiet" "$sql_single")"
 
 # The same counts for `stockd bench report`: the checkout's commit ("-dirty"
 # when tracked files differ from it), the servers' versions and the settings.
@@ -156,6 +231,9 @@ redis_version=$(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')
 mariadb_version=$(/usr/sbin/mariadbd --version | sed -n 's/.*Ver \([^ ]*\).*/\1/p')
 row() { # key what per_order per_reservation
     printf '    {"key": "%s", "what": "%s", "per_order": %s, "per_reservation": %s}' "$@"
+}
+release_row() { # key what batch per_release per_reservation
+    printf '    {"key": "%s", "what": "%s", "batch": %s, "per_release": %s, "per_reservation": %s}' "$@"
 }
 mkdir -p "$(dirname "$JSON_OUT")"
 {
@@ -167,6 +245,7 @@ mkdir -p "$(dirname "$JSON_OUT")"
     echo "  \"redis_events_per_call\": $PER_CALL,"
     echo "  \"orders\": $ORDERS,"
     echo "  \"reservations\": $SINGLES,"
+    echo "  \"releases\": $RELEASES,"
     echo "  \"rows\": ["
     row redis_scripts "Redis: order.lua / reserve.lua" "$redis_order" "$redis_single"
     echo ","
@@ -174,6 +253,24 @@ mkdir -p "$(dirname "$JSON_OUT")"
     echo ","
     row mariadb_statements_lookups "MariaDB: orders with the orders rows and lines looked up first (the earlier shape)" \
         "$sql_order_before" "$sql_single"
+    echo
+    echo "  ],"
+    echo "  \"release_rows\": ["
+    sep=""
+    for entry in "${redis_release[@]}"; do
+        printf '%s' "$sep"
+        release_row "redis_finish_${entry%%:*}" "Redis: finish.lua, ${entry%%:*} expiries per call / reserve.lua" \
+            "${entry%%:*}" "${entry#*:}" "$redis_single"
+        sep=$',\n'
+    done
+    for entry in "${sql_release[@]}"; do
+        printf '%s' "$sep"
+        release_row "mariadb_expire_${entry%%:*}" "MariaDB: the closer's expiry batch of ${entry%%:*}, events on / the consumer's statements" \
+            "${entry%%:*}" "${entry#*:}" "$sql_single"
+    done
+    printf '%s' "$sep"
+    release_row "mariadb_expire_${largest}_events_off" "MariaDB: the closer's expiry batch of $largest, events off / the consumer's statements" \
+        "$largest" "$sql_release_quiet" "$sql_single"
     echo
     echo "  ]"
     echo "}"

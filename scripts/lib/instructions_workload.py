@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Workloads for scripts/bench-instructions.sh: what Redis and MariaDB are
-asked per 3-line order and per single reservation, written as plain command
+asked per 3-line order, per single reservation and per release of an expired
+one, written as plain command
 text for redis-cli and the mariadb client (standard library only).
 
 Why text and not stockd itself: the instruction counts must come from the
@@ -15,6 +16,19 @@ make-up of calls, so that two runs of the same code count the same.
                                     (480 lines), src/db/ledger/apply_order.rs
   sql-singles <reservations>        the consumer's transactions of 500
                                     reservations of one SKU, apply.rs
+  redis-finish <calls> <per-call> <first>
+                                    EVALSHA of finish.lua: <per-call>
+                                    expiries of SKU 200 (the reservations
+                                    redis-reserve made from <first> + 1),
+                                    src/redis/finish.rs
+  sql-expire <reservations> <per-tx> <events>
+                                    the closer's release of the rows
+                                    sql-singles made, <per-tx> per batch
+                                    (src/ops/lifecycle/expire_many.rs), with
+                                    the outbox insert of their events when
+                                    <events> is 1 (events on, the default);
+                                    an optional 4th argument lists the parts
+                                    to run (EXPIRE_PARTS, comma-separated)
 
 The Redis ones print the script's SHA placeholder `SHA`; the caller puts in
 the SHA of the loaded script. Keys and arguments follow src/redis/orders.rs
@@ -91,6 +105,21 @@ def redis_reservations(calls, per_call, first=0):
             n += 1
             keys += [f"{PREFIX}{{{s}}}:res:r-{n:08d}", f"{PREFIX}{{{s}}}:user:{n}"]
             args += [f"r-{n:08d}", n, 1, REQUESTER]
+        print("EVALSHA SHA", len(keys), *keys, *args)
+
+
+def redis_finishes(calls, per_call, first):
+    """finish.lua as the closer's batch calls it (src/redis/finish.rs): one
+    bucket, status RELEASED, an expiry (the lapse counted)."""
+    n = first
+    s = SINGLE_SKU
+    for _ in range(calls):
+        keys = [f"{PREFIX}{{{s}}}"]
+        args = ["RELEASED", TTL_MS + RETENTION_MS, PREFIX + "soldout", s, 0, 1, 1, 0]
+        for _ in range(per_call):
+            n += 1
+            keys += [f"{PREFIX}{{{s}}}:res:r-{n:08d}", f"{PREFIX}{{{s}}}:user:{n}"]
+            args += [n, 1]
         print("EVALSHA SHA", len(keys), *keys, *args)
 
 
@@ -193,6 +222,85 @@ def sql_singles(count, per_tx=500):
         print("COMMIT;")
 
 
+LEDGER_COLUMNS = (
+    "sku_id, deduct_request_id, user_id, deduct_count, status, reason, "
+    "reserved_at_ms, expires_at_ms, redis_pending, client"
+)
+
+
+def single_ids(b, per_tx):
+    """The request ids sql_singles gives rows b .. b + per_tx - 1."""
+    return [f"r{i}-{i * 7919 % 100003:05x}" for i in range(b, b + per_tx)]
+
+
+EXPIRE_PARTS = ("read", "lock", "locked_read", "update", "give_back", "events", "clear")
+
+
+def sql_expire(count, per_tx, events, parts=EXPIRE_PARTS):
+    """The closer's batched expiry of `per_tx` rows of one SKU, the
+    statements of lifecycle::expire_many in order: the rows read, then one
+    transaction (SKU row locked, the rows locked, one conditional update, the
+    stock given back, the events staged), then the pending flags cleared.
+    `parts` (a subset of EXPIRE_PARTS) leaves the others out, to see where a
+    release's instructions go."""
+    s = SINGLE_SKU
+    for b in range(0, count, per_tx):
+        ids = single_ids(b, min(per_tx, count - b))
+        n = len(ids)
+        t = T0 + TTL_MS + b
+        quoted = ",".join(f"'{i}'" for i in sorted(ids))
+        rows = (
+            f"SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent WHERE sku_id = {s} "
+            f"AND order_line = 0 AND deduct_request_id IN ({quoted})"
+        )
+        if "read" in parts:
+            print(rows + ";")
+        print("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION;")
+        if "lock" in parts:
+            print(
+                "SELECT sku_id, total_stock, available_stock, limit_per_user, buckets, "
+                f"low_stock_threshold FROM sku_stock WHERE sku_id = {s} FOR UPDATE;"
+            )
+        if "locked_read" in parts:
+            print(rows + " ORDER BY deduct_request_id FOR UPDATE;")
+        if "update" in parts:
+            print(
+                "UPDATE stock_deduct_idempotent SET status = 'RELEASED', reason = 'EXPIRED', "
+                f"finished_at_ms = {t}, redis_pending = 1 WHERE sku_id = {s} "
+                f"AND status = 'RESERVED' AND deduct_request_id IN ({quoted});"
+            )
+        if "give_back" in parts:
+            print(
+                f"UPDATE sku_stock SET available_stock = available_stock + {n}, "
+                f"version = version + 1 WHERE sku_id = {s} AND available_stock + {n} <= total_stock;"
+            )
+        if events and "events" in parts:
+            values = []
+            for k, i in enumerate(ids):
+                eid = f"{b + k:08x}-0000-4000-8000-{(b + k) * 7919:012x}"
+                data = (
+                    f'{{"available":{999000 + b + k},"count":1,"expires_at_ms":{t},'
+                    f'"reason":"expired","request_id":"{i}","sku_id":{s},'
+                    f'"status":"released","user_id":{10**12 + b + k}}}'
+                )
+                hexed = [
+                    x.encode().hex()
+                    for x in (eid, "stockd.reservation.released", f"skus/{s}/reservations/{i}")
+                ]
+                values.append(f"(X'{hexed[0]}',X'{hexed[1]}',X'{hexed[2]}',{t},X'{data.encode().hex()}')")
+            print(
+                "INSERT INTO event_outbox (event_id, type, subject, time_ms, data) VALUES "
+                + ",".join(values)
+                + ";"
+            )
+        print("COMMIT;")
+        if "clear" in parts:
+            print(
+                f"UPDATE stock_deduct_idempotent SET redis_pending = 0 WHERE sku_id = {s} "
+                f"AND deduct_request_id IN ({quoted});"
+            )
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -204,6 +312,11 @@ def main(argv):
         redis_orders(int(rest[0]), int(rest[1]), int(rest[2]) if len(rest) > 2 else 0)
     elif kind == "redis-reserve":
         redis_reservations(int(rest[0]), int(rest[1]), int(rest[2]) if len(rest) > 2 else 0)
+    elif kind == "redis-finish":
+        redis_finishes(int(rest[0]), int(rest[1]), int(rest[2]))
+    elif kind == "sql-expire":
+        parts = rest[3].split(",") if len(rest) > 3 else EXPIRE_PARTS
+        sql_expire(int(rest[0]), int(rest[1]), rest[2] == "1", parts)
     elif kind == "sql-setup":
         setup_sql()
     elif kind == "sql-orders":

@@ -12,6 +12,8 @@ const CONCURRENCY_MAX: usize = 1_024;
 const REQUESTS_MAX: u64 = 200_000;
 /// Longest half-load (persist lag) phase.
 const LAG_SECS_MAX: u64 = 60;
+/// Most expiries of one storm: a few times the 60,000, still bounded.
+const STORM_EXPIRIES_MAX: u64 = 200_000;
 /// Highest offered rate of the hot-SKU phase: above anything one machine
 /// serves, so a typo cannot make the open-loop generator spin.
 const HOT_SKU_RATE_MAX: f64 = 100_000.0;
@@ -81,6 +83,10 @@ pub struct BenchArgs {
     /// both variants (default: half the reserve rate this run measured, else 1,000).
     #[arg(long, value_name = "PER_SEC")]
     pub hot_sku_rate: Option<f64>,
+    /// Reservations of the expiry storm's burst, which all fall due
+    /// `reservation.ttl_secs` (10 s in its child) later.
+    #[arg(long, default_value_t = 60_000, value_name = "N")]
+    pub storm_expiries: u64,
 }
 
 /// What `stockd bench` can do besides running the suite.
@@ -104,6 +110,9 @@ pub enum Only {
     /// `reserve_queue`, then 3-line orders, in one durability-queue child: the
     /// CPU of an order next to one reservation (standalone Redis only).
     Orders,
+    /// The expiry storm: a burst of reservations with a 10 s time to pay,
+    /// then their release (a child of its own).
+    ExpiryStorm,
 }
 
 impl BenchArgs {
@@ -135,6 +144,10 @@ impl BenchArgs {
         anyhow::ensure!(
             (1..=LAG_SECS_MAX).contains(&self.lag_secs),
             "--lag-secs must be in 1..={LAG_SECS_MAX}"
+        );
+        anyhow::ensure!(
+            (1..=STORM_EXPIRIES_MAX).contains(&self.storm_expiries),
+            "--storm-expiries must be in 1..={STORM_EXPIRIES_MAX}"
         );
         if let Some(rate) = self.hot_sku_rate {
             anyhow::ensure!(

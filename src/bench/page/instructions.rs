@@ -41,7 +41,46 @@ pub fn table(json: &str) -> anyhow::Result<String> {
             order / single
         );
     }
+    out.push_str(&releases(&counts));
     Ok(out)
+}
+
+/// The release rows (an expiry released by the closer's batch, beside one
+/// reservation), when the counts have them: the issue's goal is a ratio ≤ 1
+/// at the batch sizes a storm gives.
+fn releases(counts: &Value) -> String {
+    let rows = counts["release_rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\nPer release of an expired reservation ({} released by finish.lua, {} by the closer's \
+         statements, at each batch size; goal: release / reservation ≤ 1 at a storm's batch \
+         sizes):\n\n",
+        text(&counts["releases"]),
+        text(&counts["reservations"])
+    );
+    out.push_str(
+        "| what | batch | per release | per reservation | release / reservation |\n\
+         |---|--:|--:|--:|--:|\n",
+    );
+    for row in rows {
+        let release = row["per_release"].as_f64().unwrap_or(f64::NAN);
+        let single = row["per_reservation"].as_f64().unwrap_or(f64::NAN);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {:.2} |",
+            cell(&text(&row["what"])),
+            text(&row["batch"]),
+            crate::bench::report::numbers::thousands(release),
+            crate::bench::report::numbers::thousands(single),
+            release / single
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -58,5 +97,20 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("at commit `c`"), "{table}");
+        assert!(!table.contains("Per release"), "no release rows, no table");
+    }
+
+    #[test]
+    fn the_release_rows_give_each_batch_size_and_its_ratio() {
+        let json = r#"{"generated_at": "t", "commit": "c", "redis": "7", "mariadb": "10",
+            "redis_events_per_call": 16, "orders": 3200, "reservations": 3000,
+            "releases": 3200, "rows": [],
+            "release_rows": [{"key": "k", "what": "Redis: finish.lua", "batch": 64,
+                              "per_release": 50000, "per_reservation": 100000}]}"#;
+        let table = super::table(json).unwrap();
+        assert!(
+            table.contains("| Redis: finish.lua | 64 | 50,000 | 100,000 | 0.50 |"),
+            "{table}"
+        );
     }
 }

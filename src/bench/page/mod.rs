@@ -12,10 +12,12 @@
 //!
 //! - this module: the subcommand's options, the copies, the splice;
 //! - [`render`]: the block itself (machine, targets, phases, memory);
-//! - [`instructions`]: the table of instruction counts.
+//! - [`instructions`]: the table of instruction counts;
+//! - [`storm`]: the expiry storm's table.
 
 pub mod instructions;
 pub mod render;
+pub mod storm;
 
 use std::path::{Path, PathBuf};
 

@@ -6,6 +6,7 @@
 pub mod ceiling;
 pub mod console;
 pub mod consumer;
+pub mod expiry_storm;
 pub mod hot_sku;
 pub mod orders;
 pub mod orders_interleaved;
@@ -55,6 +56,7 @@ impl PhaseResult {
             redis_stalls: Vec::new(),
             batches: None,
             hot_sku: None,
+            expiry_storm: None,
         }
     }
 
@@ -82,6 +84,7 @@ impl PhaseResult {
             redis_stalls: Vec::new(),
             batches: None,
             hot_sku: None,
+            expiry_storm: None,
         }
     }
 }

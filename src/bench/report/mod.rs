@@ -5,7 +5,8 @@
 //!
 //! - [`ratios`] (with [`efficiency`], [`fan_in`], [`buckets`] and
 //!   [`order_cost`]): the target table's rows; [`order_cost`] also gives the
-//!   report's line on what a 3-line order costs.
+//!   report's line on what a 3-line order costs; [`storm`] the expiry
+//!   storm's rows and its line on the release paths.
 //! - this module: the phase, CPU and target tables as text and Markdown;
 //!   [`redis_servers`]: CPU per redis-server; [`buckets`]: the stock-bucket
 //!   table; [`svg`]: the chart; [`numbers`]: `12,346`.
@@ -17,6 +18,7 @@ pub mod numbers;
 pub mod order_cost;
 pub mod ratios;
 pub mod redis_servers;
+pub mod storm;
 pub mod svg;
 
 use std::fmt::Write as _;
@@ -60,6 +62,7 @@ impl Report {
         let _ = write!(out, "{}", buckets::text(&self.phases));
         let _ = write!(out, "{}", self.stalls_text());
         let _ = write!(out, "{}", order_cost::text(&self.phases));
+        let _ = write!(out, "{}", storm::text(&self.phases));
         let _ = writeln!(out);
         for m in &self.memory {
             let _ = writeln!(
@@ -151,6 +154,7 @@ impl Report {
         out.push_str(&buckets::markdown(&self.phases));
         out.push_str(&self.batches_markdown());
         out.push_str(&order_cost::text(&self.phases));
+        out.push_str(&storm::text(&self.phases));
         let stalls = self.stalls_text();
         if !stalls.is_empty() {
             let _ = writeln!(

@@ -4,12 +4,14 @@
 //! this module imports neither, so neither side can import the other through it.
 
 mod bucket_split;
+mod expiry_storm;
 mod phase_result;
 mod ratio;
 mod readings;
 mod run_report;
 
 pub use bucket_split::HotSku;
+pub use expiry_storm::{Burst, ExpiryStorm, ReleasePaths, Released};
 pub use phase_result::{key, LatencyMs, PhaseResult};
 pub use ratio::{row, Goal, Ratio};
 pub use readings::{BatchSizes, Stall};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{BatchSizes, HotSku, Stall};
+use super::{BatchSizes, ExpiryStorm, HotSku, Stall};
 
 /// The phases, in the order the table lists them; the key is the JSON name.
 pub mod key {
@@ -64,6 +64,11 @@ pub mod key {
     pub const HOT_SKU_3: &str = "hot_sku_3";
     pub const CONSUMER_BATCHED: &str = "consumer_batched";
     pub const CONSUMER_PER_MESSAGE: &str = "consumer_per_message";
+    /// The burst of the expiry storm: reservations at full speed in a child
+    /// whose `reservation.ttl_secs` is short.
+    pub const EXPIRY_STORM_BURST: &str = "expiry_storm_burst";
+    /// The storm's release: releases per second, the lag from each due time.
+    pub const EXPIRY_STORM: &str = "expiry_storm";
 }
 
 /// What one phase measured.
@@ -101,6 +106,9 @@ pub struct PhaseResult {
     /// The hot-SKU phase's split, per-primary CPU and round trips.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hot_sku: Option<HotSku>,
+    /// The expiry storm's rates, lags and release paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expiry_storm: Option<ExpiryStorm>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]

@@ -16,6 +16,10 @@ use crate::redis::{RedisLink, RedisStore};
 /// Keys removed per SCAN step; big enough to be quick, small enough not to
 /// block Redis for other clients.
 const SCAN_COUNT: usize = 1_000;
+/// `reservation.ttl_secs` of the expiry storm's child
+/// ([`crate::bench::phases::expiry_storm`]): its delay queue carries this TTL
+/// in its name, so [`Namespace::cleanup`] removes that delay level too.
+pub const STORM_TTL_SECS: u64 = 10;
 /// Upper bound on SCAN steps: the bench writes at most a few hundred thousand keys.
 const SCAN_STEPS_MAX: usize = 100_000;
 
@@ -127,6 +131,13 @@ impl Namespace {
         .await?;
         let channel = conn.create_channel().await?;
         self.topology().delete(&channel).await?;
+        let mut storm = self.settings.reservation.clone();
+        storm.ttl_secs = STORM_TTL_SECS;
+        let storm = Topology::new(&self.settings.amqp, &storm);
+        let queue = lapin::options::QueueDeleteOptions::default();
+        channel
+            .queue_delete(storm.expiry_delay_queue.as_str().into(), queue)
+            .await?;
         let _ = conn.close(200, "bench cleanup".into()).await;
         Ok(())
     }

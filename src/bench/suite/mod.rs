@@ -5,6 +5,7 @@
 
 mod on_cluster;
 mod orders_run;
+mod storm;
 mod variants;
 
 use std::net::SocketAddr;
@@ -50,6 +51,8 @@ const SKU_ORDERS: [u64; 3] = [7, 8, 9];
 /// The interleaved orders phase's SKUs: one for reservations, three for orders.
 const SKU_INTERLEAVED: u64 = 10;
 const SKU_INTERLEAVED_ORDERS: [u64; 3] = [11, 12, 13];
+/// The expiry storm's SKU.
+const SKU_STORM: u64 = 14;
 /// Connections of the fan-in phase: a busy sale's many buyers at once.
 pub const FAN_IN_CONNECTIONS: usize = 1_000;
 /// Share of the measured reserve throughput the persist-lag run offers.
@@ -133,6 +136,10 @@ pub async fn run_phases(
     if args.only == Some(Only::Orders) {
         return orders_run::only(args, ns, out).await;
     }
+    if args.only == Some(Only::ExpiryStorm) {
+        storm::run(args, ns, out).await?;
+        return Ok(());
+    }
     let conc = args.concurrency;
     for (batched, what) in [(false, "one call each"), (true, "batch admission")] {
         note(&format!(
@@ -151,7 +158,7 @@ pub async fn run_phases(
         None => children(args, ns, out).await?,
         Some(url) => target(args, ns, url, out).await?,
     };
-    if !proceed || !on_cluster::run(args, ns, out).await? {
+    if !proceed || !storm::run(args, ns, out).await? || !on_cluster::run(args, ns, out).await? {
         return Ok(());
     }
     ns.cleanup().await?;
