@@ -5,3 +5,4 @@
 pub mod cpu;
 pub mod slowlog;
 pub mod stats;
+pub mod storm_lags;

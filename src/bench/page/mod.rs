@@ -17,7 +17,7 @@
 
 pub mod instructions;
 pub mod render;
-pub mod storm;
+pub mod storm_table;
 
 use std::path::{Path, PathBuf};
 

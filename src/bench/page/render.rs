@@ -37,7 +37,7 @@ pub fn render(run: &str, instructions: Option<&str>) -> anyhow::Result<String> {
     out.push_str(&machine(&run));
     out.push_str(&targets(&run));
     out.push_str(&phases(&run));
-    out.push_str(&super::storm::table(&run));
+    out.push_str(&super::storm_table::table(&run));
     out.push_str(&memory(&run));
     match instructions {
         Some(text) => out.push_str(&instructions::table(text)?),

@@ -31,7 +31,7 @@ use super::reserve::workers;
 use super::Checked;
 use crate::bench::drive::load::{drive, Plan};
 use crate::bench::drive::progress::note;
-use crate::bench::results::{key, Burst, ExpiryStorm, Memory, PhaseResult, Released};
+use crate::bench::results::{key, Burst, Memory, PhaseResult, Released};
 use crate::bench::stack::check::{self, Expect, Stores, Target};
 use crate::bench::stack::child::StockdChild;
 use crate::bench::stack::namespace::Namespace;
@@ -147,7 +147,7 @@ async fn storm(
             rows.len()
         ));
     }
-    let measured = ExpiryStorm::measure(burst, &rows, stock_back_at, paths);
+    let measured = crate::bench::measure::storm_lags::of_rows(burst, &rows, stock_back_at, paths);
     let burst_result = PhaseResult::from_run(
         key::EXPIRY_STORM_BURST,
         format!("POST reservations at full speed with reservation.ttl_secs {TTL_SECS} (the storm's burst)"),

@@ -18,7 +18,7 @@ pub mod numbers;
 pub mod order_cost;
 pub mod ratios;
 pub mod redis_servers;
-pub mod storm;
+pub mod storm_targets;
 pub mod svg;
 
 use std::fmt::Write as _;
@@ -62,7 +62,7 @@ impl Report {
         let _ = write!(out, "{}", buckets::text(&self.phases));
         let _ = write!(out, "{}", self.stalls_text());
         let _ = write!(out, "{}", order_cost::text(&self.phases));
-        let _ = write!(out, "{}", storm::text(&self.phases));
+        let _ = write!(out, "{}", storm_targets::text(&self.phases));
         let _ = writeln!(out);
         for m in &self.memory {
             let _ = writeln!(
@@ -154,7 +154,7 @@ impl Report {
         out.push_str(&buckets::markdown(&self.phases));
         out.push_str(&self.batches_markdown());
         out.push_str(&order_cost::text(&self.phases));
-        out.push_str(&storm::text(&self.phases));
+        out.push_str(&storm_targets::text(&self.phases));
         let stalls = self.stalls_text();
         if !stalls.is_empty() {
             let _ = writeln!(

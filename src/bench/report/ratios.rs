@@ -156,7 +156,7 @@ pub fn compute(phases: &[PhaseResult], memory: &[Memory]) -> Vec<Ratio> {
     rows.extend(super::fan_in::rows(&run));
     rows.extend(super::buckets::rows(phases));
     rows.extend(super::order_cost::rows(phases));
-    rows.extend(super::storm::rows(phases));
+    rows.extend(super::storm_targets::rows(phases));
     rows
 }
 

@@ -4,15 +4,15 @@
 //! this module imports neither, so neither side can import the other through it.
 
 mod bucket_split;
-mod expiry_storm;
 mod phase_result;
 mod ratio;
 mod readings;
 mod run_report;
+mod storm_release;
 
 pub use bucket_split::HotSku;
-pub use expiry_storm::{Burst, ExpiryStorm, ReleasePaths, Released};
 pub use phase_result::{key, LatencyMs, PhaseResult};
 pub use ratio::{row, Goal, Ratio};
 pub use readings::{BatchSizes, Stall};
 pub use run_report::{Machine, Memory, Report};
+pub use storm_release::{Burst, ExpiryStorm, ReleasePaths, Released};

@@ -5,7 +5,7 @@
 
 mod on_cluster;
 mod orders_run;
-mod storm;
+mod storm_run;
 mod variants;
 
 use std::net::SocketAddr;
@@ -137,7 +137,7 @@ pub async fn run_phases(
         return orders_run::only(args, ns, out).await;
     }
     if args.only == Some(Only::ExpiryStorm) {
-        storm::run(args, ns, out).await?;
+        storm_run::run(args, ns, out).await?;
         return Ok(());
     }
     let conc = args.concurrency;
@@ -158,7 +158,7 @@ pub async fn run_phases(
         None => children(args, ns, out).await?,
         Some(url) => target(args, ns, url, out).await?,
     };
-    if !proceed || !storm::run(args, ns, out).await? || !on_cluster::run(args, ns, out).await? {
+    if !proceed || !storm_run::run(args, ns, out).await? || !on_cluster::run(args, ns, out).await? {
         return Ok(());
     }
     ns.cleanup().await?;

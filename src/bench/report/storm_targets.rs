@@ -87,26 +87,27 @@ pub fn text(phases: &[PhaseResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::results::{Burst, ReleasePaths, Released};
+    use crate::bench::results::ExpiryStorm;
 
     #[test]
     fn the_rows_judge_the_pace_and_the_end_of_the_storm() {
-        let burst = Burst {
+        // Two releases due at 1 s, released at 1 s and 2 s (2/s against a
+        // burst of 4/s), the stock back in Redis at 3.5 s.
+        let measured = Some(ExpiryStorm {
             ttl_secs: 10,
             reserved: 2,
             reservations_per_sec: 4.0,
-        };
-        let rows_of = [
-            Released {
-                expires_at_ms: 1_000,
-                finished_at_ms: 1_000,
-            },
-            Released {
-                expires_at_ms: 1_000,
-                finished_at_ms: 2_000,
-            },
-        ];
-        let measured = ExpiryStorm::measure(burst, &rows_of, Some(3_500), ReleasePaths::default());
+            released: 2,
+            releases_per_sec: 2.0,
+            release_to_reserve: 0.5,
+            lag_ms: None,
+            first_release_after_first_due_ms: 0,
+            last_release_after_last_due_ms: 1_000,
+            stock_back_after_last_due_ms: Some(2_500),
+            by_delay_queue: None,
+            by_sweep: None,
+            closer_batch_mean: None,
+        });
         let mut p = PhaseResult::from_rate(
             key::EXPIRY_STORM,
             String::new(),
