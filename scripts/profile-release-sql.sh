@@ -34,23 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Instructions of the server `pid` while "$@" runs, per `events`.
-instructions() {
-    local pid=$1 events=$2; shift 2
-    callgrind_control -z "$pid" >/dev/null 2>&1
-    callgrind_control -i on "$pid" >/dev/null 2>&1
-    "$@" >/dev/null
-    callgrind_control -i off "$pid" >/dev/null 2>&1
-    rm -f "$OUT"/cg.$pid.out.*
-    callgrind_control -d "$pid" >/dev/null 2>&1
-    local dump=""
-    for _ in $(seq 100); do
-        dump=$(ls -t "$OUT"/cg.$pid.out.* 2>/dev/null | head -1 || true)
-        [ -n "$dump" ] && grep -q '^totals:' "$dump" && break
-        sleep 0.1
-    done
-    echo $(( $(awk '/^totals:/ {print $2; exit}' "$dump") / events ))
-}
+. scripts/lib/callgrind.sh
 
 mariadb-install-db --no-defaults --datadir="$OUT/mysql" --auth-root-authentication-method=normal >"$OUT/install.log" 2>&1
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/cg.%p.out" \

@@ -7,19 +7,25 @@ use std::time::Duration;
 
 use crate::helpers::{TestApp, ADMIN_TOKEN};
 
-/// Starts a warm-up of `sku` over HTTP in the background: (status, body).
-fn warm_in_background(
-    app: &TestApp,
+/// Warms `sku` over HTTP while the stopped consumer comes back 300 ms into
+/// the warm-up's wait: (status, `available` of the answer, body).
+async fn warm_while_the_consumer_returns(
+    app: &mut TestApp,
     sku: u64,
-) -> tokio::task::JoinHandle<(u16, serde_json::Value)> {
+) -> (u16, Option<i64>, serde_json::Value) {
     let request = (app.client)
         .post(app.url(&format!("/v1/admin/skus/{sku}/warmup")))
         .bearer_auth(ADMIN_TOKEN);
-    tokio::spawn(async move {
+    let warm = tokio::spawn(async move {
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or_default())
-    })
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        (status, body)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.start_consumer();
+    let (status, body) = warm.await.unwrap();
+    (status, body["available"].as_i64(), body)
 }
 
 /// Defect: any message in the shared deduct queue refused every SKU's
@@ -30,16 +36,9 @@ async fn another_skus_queued_deduction_does_not_refuse_a_warmup() {
     app.create_sku(2, 10, 5).await;
     app.stop_consumer().await;
     app.reserve_ok(2, "y1", 1, 1).await;
-    let warm = warm_in_background(&app, 1);
     // The consumer comes back while the warm-up waits: the queue moves on.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    app.start_consumer();
-    let (status, body) = warm.await.unwrap();
-    assert_eq!(
-        (status, body["available"].as_i64()),
-        (200, Some(10)),
-        "{body}"
-    );
+    let (status, available, body) = warm_while_the_consumer_returns(&mut app, 1).await;
+    assert_eq!((status, available), (200, Some(10)), "{body}");
     // The probe went to the deduct queue only: the expiry delay queue holds
     // the one reservation's expiry, nothing for the closer to choke on.
     let delay = &app.res.publisher.topology().expiry_delay_queue;
@@ -59,9 +58,10 @@ async fn a_warmup_reads_mysql_only_after_the_skus_queued_deductions() {
     app.stop_consumer().await;
     app.reserve_ok(1, "x1", 1, 2).await;
     let keys = app.redis_keys().await;
-    app.redis_del(&keys).await; // Redis lost the SKU, the message is queued
-                                // No consumer: nothing passes the probe, so the warm-up is refused once
-                                // its wait (`reconcile.warmup_probe_wait_ms`) is over.
+    // Redis lost the SKU; its deduction is still queued.
+    app.redis_del(&keys).await;
+    // No consumer: nothing passes the probe, so the warm-up is refused once
+    // its wait (`reconcile.warmup_probe_wait_ms`) is over.
     let (status, body) = app.post_json_admin("/v1/admin/skus/1/warmup").await;
     assert_eq!(
         (status, body["code"].as_str()),
@@ -73,15 +73,8 @@ async fn a_warmup_reads_mysql_only_after_the_skus_queued_deductions() {
         detail.contains("did not pass this warm-up's probe"),
         "{body}"
     );
-    let warm = warm_in_background(&app, 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    app.start_consumer();
-    let (status, body) = warm.await.unwrap();
-    assert_eq!(
-        (status, body["available"].as_i64()),
-        (200, Some(8)),
-        "{body}"
-    );
+    let (status, available, body) = warm_while_the_consumer_returns(&mut app, 1).await;
+    assert_eq!((status, available), (200, Some(8)), "{body}");
     assert_eq!(app.mysql_available(1).await, Some(8));
     app.finish_drained_and_conserved(1).await;
 }

@@ -37,13 +37,7 @@ impl BatchCounters {
 
     fn parse(text: &str) -> Self {
         let mut c = Self::default();
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let Some((name, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.parse::<f64>() else {
-                continue;
-            };
+        for (name, value) in super::scrape::samples(text) {
             match name {
                 n if n == format!("{PUBLISH}_sum") => c.publish.0 = value,
                 n if n == format!("{PUBLISH}_count") => c.publish.1 = value,

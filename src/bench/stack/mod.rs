@@ -15,4 +15,5 @@ pub mod order_rows;
 pub mod otlp_sink;
 pub mod releases;
 pub mod round_trips;
+pub mod scrape;
 pub mod secured;

@@ -33,13 +33,7 @@ impl ReleaseCounters {
 
     fn parse(text: &str) -> Self {
         let mut c = Self::default();
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let Some((name, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.parse::<f64>() else {
-                continue;
-            };
+        for (name, value) in super::scrape::samples(text) {
             if name.starts_with(&format!("{RELEASES}{{")) {
                 if name.contains("path=\"delay_queue\"") {
                     c.delay_queue += value;

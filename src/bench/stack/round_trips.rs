@@ -29,16 +29,12 @@ pub async fn read_counter(addr: SocketAddr, counter: &str, label: &str) -> Optio
 /// per SKU, whichever the api exports). A counter never touched yet is not
 /// rendered at all by the exporter: that reads as 0, which it is.
 fn counter_sum(text: &str, counter: &str, label: &str) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
+    super::scrape::samples(text)
+        .filter(|(series, _)| {
             let (name, labels) = series.split_once('{').unwrap_or((series, ""));
-            if name != counter || !labels.contains(label) {
-                return None;
-            }
-            value.parse::<f64>().ok()
+            name == counter && labels.contains(label)
         })
+        .map(|(_, value)| value)
         .sum()
 }
 
