@@ -22,6 +22,8 @@
 //! reservations Redis still knows to be unapplied, so even a forced warm-up
 //! does not put Redis above the truth for them.
 
+use std::time::Duration;
+
 use super::correction::{self, Correction};
 use super::observe::{observe, ObserveError};
 use super::rebuild::rebuild_buyer_side;
@@ -31,7 +33,6 @@ use crate::db::Db;
 use crate::domain::SkuId;
 use crate::mq::Publisher;
 use crate::redis::{AdjustOutcome, RedisStore};
-use std::time::Duration;
 
 /// How often a warm-up looks for its probe's mark.
 const PROBE_POLL: Duration = Duration::from_millis(20);

@@ -12,8 +12,6 @@ use std::net::SocketAddr;
 
 use crate::bench::results::BatchSizes;
 
-use crate::bench::drive::api::Api;
-
 const PUBLISH: &str = "stockd_publish_batch_size";
 const CONSUMER: &str = "stockd_consumer_batch_size";
 const RESERVE: &str = "stockd_reserve_batch_size";
@@ -27,12 +25,9 @@ pub struct BatchCounters {
 }
 
 impl BatchCounters {
-    /// Reads the counters from `GET /metrics` on a fresh connection (a kept
-    /// one may have been closed as idle during a long phase); `None` when the
-    /// target does not serve them there (e.g. `metrics.bind` elsewhere).
+    /// Reads the counters from the child's `/metrics` ([`super::scrape::page`]).
     pub async fn read(addr: SocketAddr) -> Option<Self> {
-        let text = Api::new(addr, "").metrics().await.ok()?;
-        Some(Self::parse(&text))
+        Some(Self::parse(&super::scrape::page(addr).await?))
     }
 
     fn parse(text: &str) -> Self {

@@ -8,7 +8,6 @@
 
 use std::net::SocketAddr;
 
-use crate::bench::drive::api::Api;
 use crate::bench::results::ReleasePaths;
 
 const RELEASES: &str = "stockd_closer_releases_total";
@@ -24,11 +23,9 @@ pub struct ReleaseCounters {
 }
 
 impl ReleaseCounters {
-    /// Reads the counters from `GET /metrics` on a fresh connection; `None`
-    /// when the target does not serve them there.
+    /// Reads the counters from the child's `/metrics` ([`super::scrape::page`]).
     pub async fn read(addr: SocketAddr) -> Option<Self> {
-        let text = Api::new(addr, "").metrics().await.ok()?;
-        Some(Self::parse(&text))
+        Some(Self::parse(&super::scrape::page(addr).await?))
     }
 
     fn parse(text: &str) -> Self {

@@ -6,14 +6,10 @@
 
 use std::net::SocketAddr;
 
-use crate::bench::drive::api::Api;
-
 /// The counter's name as Prometheus text shows it.
 const ROUND_TRIPS: &str = "stockd_bucket_round_trips_total";
 
-/// Reads the counter from `GET /metrics` on a fresh connection (a kept one may
-/// have been closed as idle). `None` when the target does not serve
-/// `/metrics` there (e.g. `metrics.bind` elsewhere).
+/// Reads the counter from the child's `/metrics` ([`super::scrape::page`]).
 pub async fn read(addr: SocketAddr) -> Option<f64> {
     read_counter(addr, ROUND_TRIPS, "").await
 }
@@ -21,8 +17,11 @@ pub async fn read(addr: SocketAddr) -> Option<f64> {
 /// A counter of the child's `/metrics`, summed over its series whose labels
 /// contain `label` (`""`: all); `None` when `/metrics` is not served there.
 pub async fn read_counter(addr: SocketAddr, counter: &str, label: &str) -> Option<f64> {
-    let text = Api::new(addr, "").metrics().await.ok()?;
-    Some(counter_sum(&text, counter, label))
+    Some(counter_sum(
+        &super::scrape::page(addr).await?,
+        counter,
+        label,
+    ))
 }
 
 /// The counter's value, summed over its labels (one series per operation or

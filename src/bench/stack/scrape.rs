@@ -2,6 +2,17 @@
 //! the one way every bench reader of it needs: each line that is not a
 //! comment, as its series (name and labels, as written) and its value.
 
+use std::net::SocketAddr;
+
+use crate::bench::drive::api::Api;
+
+/// The child's `GET /metrics` page, on a fresh connection (a kept one may
+/// have been closed as idle during a long phase); `None` when the target does
+/// not serve `/metrics` there (e.g. `metrics.bind` elsewhere).
+pub async fn page(addr: SocketAddr) -> Option<String> {
+    Api::new(addr, "").metrics().await.ok()
+}
+
 /// `(series, value)` for each sample line of `text` whose value is a number.
 pub fn samples(text: &str) -> impl Iterator<Item = (&str, f64)> {
     text.lines()

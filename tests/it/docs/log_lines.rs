@@ -21,7 +21,7 @@
 use serde_yaml::Value;
 
 use super::log_source::{first_word, is_name, logged, Logged};
-use super::{at, paragraph_spans, prose_sources, read};
+use super::{at, outside_code_spans, paragraph_spans, prose_sources, read};
 
 /// Lines of other programs the docs quote after "logs", not stockd's.
 const FOREIGN: [&str; 1] = [
@@ -129,13 +129,7 @@ fn follows_log_word(before: &str) -> bool {
 
 /// "word: text" in double quotes outside code spans.
 fn quoted_messages(line: &str) -> Vec<String> {
-    let prose: String = line
-        .split('`')
-        .enumerate()
-        .filter(|(i, _)| i % 2 == 0)
-        .map(|(_, s)| s)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let prose = outside_code_spans(line);
     prose
         .split('"')
         .enumerate()

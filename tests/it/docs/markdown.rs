@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
 
-use super::{at, exists, markdown_files, prose_lines, read, tables};
+use super::{at, exists, markdown_files, outside_code_spans, prose_lines, read, tables};
 
 /// A table row, a blank line, then a row that starts no table of its own (no
 /// delimiter row under it): one table cut in two.
@@ -119,13 +119,7 @@ fn normalize(path: &Path) -> Option<PathBuf> {
 
 /// The link targets of one line, code spans left out.
 fn link_targets(line: &str) -> Vec<String> {
-    let prose: String = line
-        .split('`')
-        .enumerate()
-        .filter(|(i, _)| i % 2 == 0)
-        .map(|(_, s)| s)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let prose = outside_code_spans(line);
     let mut out = Vec::new();
     let mut rest = prose.as_str();
     while let Some(i) = rest.find("](") {

@@ -151,6 +151,16 @@ pub fn code_spans(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// A line's prose: the pieces between its code spans, joined by spaces.
+pub fn outside_code_spans(line: &str) -> String {
+    line.split('`')
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 0)
+        .map(|(_, s)| s)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Every table of every markdown file, with the file's path.
 pub fn all_tables() -> Vec<(String, Table)> {
     markdown_files()
