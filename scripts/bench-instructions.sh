@@ -11,7 +11,8 @@
 # instrumentation on only around the measured calls, prints instructions per
 # event, and removes both servers (by pid) and their data, even on failure.
 # RPORT and MPORT move the ports; a taken port stops the run before it starts.
-# Redis: order.lua and reserve.lua of this checkout (src/redis/lua), in
+# Redis: order.lua and reserve.lua of this checkout (src/redis/lua, with the
+# helpers of src/redis/lua/lib joined in as stockd joins them: examples/lua_text.rs), in
 # calls of $PER_CALL (the acker's XDEL not included). MariaDB: the
 # consumer's statements for $ORDERS orders (transactions of 160) in the
 # `current` shape and the `lookups` shape before 2026-12-05, and for
@@ -81,7 +82,13 @@ start_under_callgrind() { # name, then the server's command line; sets $started
     pids+=("$started")
 }
 
-mkdir -p "$OUT"
+mkdir -p "$OUT/lua"
+# The scripts as Redis runs them (src/redis/scripts.rs joins the shared
+# helpers of src/redis/lua/lib into each): printed by examples/lua_text.rs,
+# a release build as `make bench` makes.
+for script in order reserve finish; do
+    cargo run -q --release --example lua_text -- "$script" >"$OUT/lua/$script.lua"
+done
 echo "bench-instructions: private redis-server :$RPORT and mariadbd :$MPORT under callgrind, in $OUT" >&2
 start_under_callgrind redis redis-server --port $RPORT --bind 127.0.0.1 --save "" \
     --appendonly no --dir "$OUT"
@@ -111,8 +118,8 @@ redis_run() { # kind script
     $W "redis-$1" "$CALLS" "$PER_CALL" 100000 | sed "s/ SHA / $sha /" >"$OUT/redis-$1.txt"
     instructions "$rpid" $((CALLS * PER_CALL)) sh -c "$R <'$OUT/redis-$1.txt'"
 }
-redis_order=$(redis_run order src/redis/lua/order.lua)
-redis_single=$(redis_run reserve src/redis/lua/reserve.lua)
+redis_order=$(redis_run order "$OUT/lua/order.lua")
+redis_single=$(redis_run reserve "$OUT/lua/reserve.lua")
 
 # Redis per release: reserve.lua makes the reservations (not counted), then
 # finish.lua releases 20 calls' worth unmeasured and $RELEASES measured; the
@@ -122,8 +129,8 @@ redis_release_run() { # ids per call
     $R FLUSHALL >/dev/null
     $W redis-setup | $R >/dev/null
     local reserve finish
-    reserve=$($R SCRIPT LOAD "$(cat src/redis/lua/reserve.lua)")
-    finish=$($R SCRIPT LOAD "$(cat src/redis/lua/finish.lua)")
+    reserve=$($R SCRIPT LOAD "$(cat "$OUT/lua/reserve.lua")")
+    finish=$($R SCRIPT LOAD "$(cat "$OUT/lua/finish.lua")")
     $W redis-reserve $(((warm + RELEASES) / 16)) 16 | sed "s/ SHA / $reserve /" | $R >/dev/null
     $W redis-finish 20 "$per" 0 | sed "s/ SHA / $finish /" | $R >/dev/null
     $W redis-finish $((RELEASES / per)) "$per" "$warm" | sed "s/ SHA / $finish /" \

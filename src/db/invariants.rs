@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Params, Value};
 
+use super::due::DUE;
 pub use super::ledger::snapshot::snapshot_opts;
 use super::DbError;
 use crate::domain::{ReservationStatus, SkuId};
@@ -106,7 +107,7 @@ pub async fn expired_unreleased<Q: Queryable>(
     params.extend(sku_params);
     let from = format!(
         "FROM stock_deduct_idempotent
-         WHERE status = 'RESERVED' AND expires_at_ms < ?{filter}"
+         WHERE status = 'RESERVED' AND {DUE}{filter}"
     );
     let count: Option<u64> = q
         .exec_first(

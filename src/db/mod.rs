@@ -2,6 +2,7 @@
 
 pub mod codes;
 pub mod console;
+pub mod due;
 pub mod event_outbox;
 pub mod invariants;
 pub mod ledger;

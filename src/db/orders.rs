@@ -6,6 +6,7 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
+use super::due::DUE;
 use super::DbError;
 use crate::domain::{OrderLines, RequestId, ReservationStatus, UserId};
 
@@ -162,7 +163,7 @@ pub async fn expired_ids<Q: Queryable>(
     let ids = q
         .exec(
             format!(
-                "SELECT order_id FROM orders WHERE status = 'RESERVED' AND expires_at_ms < ?
+                "SELECT order_id FROM orders WHERE status = 'RESERVED' AND {DUE}
                  ORDER BY expires_at_ms LIMIT {limit}"
             ),
             (cutoff_ms,),

@@ -37,6 +37,20 @@ pub struct Admitted {
     pub taken: i64,
 }
 
+/// Whether one claim of `count` units fits: `held` the buyer's live units
+/// so far, `limit` the per-buyer limit, `left` the units not yet taken. The
+/// limit first, then the stock. The one statement of MySQL's rule for a
+/// single deduction and for an order's line (`db::ledger::apply_order`).
+pub fn refusal(held: i64, count: i64, limit: i64, left: i64) -> Option<Refusal> {
+    if held + count > limit {
+        Some(Refusal::LimitExceeded)
+    } else if count > left {
+        Some(Refusal::OverAdmitted)
+    } else {
+        None
+    }
+}
+
 /// Decides `claims` (in reservation order) against `available` units and
 /// `limit` per buyer, where `held` is each buyer's live units before the batch.
 pub fn admit(claims: &[Claim], available: i64, limit: i64, held: &HashMap<u64, i64>) -> Admitted {
@@ -47,11 +61,8 @@ pub fn admit(claims: &[Claim], available: i64, limit: i64, held: &HashMap<u64, i
         .iter()
         .map(|claim| {
             let buyer = held.entry(claim.user_id).or_insert(0);
-            if *buyer + claim.count > limit {
-                return Some(Refusal::LimitExceeded);
-            }
-            if claim.count > remaining {
-                return Some(Refusal::OverAdmitted);
+            if let Some(why) = refusal(*buyer, claim.count, limit, remaining) {
+                return Some(why);
             }
             remaining -= claim.count;
             taken += claim.count;

@@ -48,6 +48,15 @@ impl ReservationStatus {
     }
 }
 
+/// Whether a hold whose time to pay ends at `expires_at_ms` is due for
+/// release at `now_ms` (both milliseconds since the Unix epoch): from that
+/// millisecond on (contract §5). The one Rust statement of the rule; SQL
+/// states it once too, as `db::due::DUE` (docs/architecture.md, "Where each
+/// rule lives").
+pub fn is_due(expires_at_ms: u64, now_ms: u64) -> bool {
+    expires_at_ms <= now_ms
+}
+
 /// One reservation as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {

@@ -18,7 +18,7 @@
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, settle};
 use crate::db::Db;
-use crate::domain::{RequestId, Requester, ReservationStatus, SkuId};
+use crate::domain::{is_due, RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
 
 use super::lifecycle::{
@@ -160,7 +160,7 @@ async fn reapply_lost_confirms(
         // extension MySQL may have lost; the expiry re-applies it if so
         // (`lifecycle::recovered`). The count is read only in that case.
         let extended = record.status == ReservationStatus::Reserved
-            && record.expires_at_ms >= cutoff_ms
+            && !is_due(record.expires_at_ms, cutoff_ms)
             && redis
                 .reservations()
                 .mirrored_extensions(sku_id, &request_id, record.user_id)

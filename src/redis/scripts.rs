@@ -1,33 +1,64 @@
 //! The one registry of the Lua scripts in `src/redis/lua/`: each is declared
-//! here once, with its name, and every caller takes it from here.
+//! here once, with its name and the shared helpers it uses, and every caller
+//! takes it from here.
 //!
 //! Why one place: `RedisStore::load_scripts` (start-up) and
 //! `RedisStore::scripts_loaded` (`/readyz`) must cover every script, and a
 //! list kept beside scattered declarations drifts (it once covered 3 of 13).
 //! [`ALL`] is that list; a unit test below fails when a `.lua` file in the
 //! folder is missing from it, or when a name does not match its source.
+//!
+//! Shared helpers: Lua in Redis cannot `require`, so a rule that several
+//! scripts apply (the sold-out marker, the buyer's limit and quota) lives
+//! once in `lua/lib/` and is joined ahead of each script that names it, when
+//! the script is first used: the text Redis runs is [`LuaScript::text`] (the
+//! script's `#!lua` line, the helpers, then the rest of the script). Why a
+//! join and not Redis Functions: docs/architecture.md, "Where each rule lives".
 
 use std::ops::Deref;
 use std::sync::OnceLock;
 
 use deadpool_redis::redis::Script;
 
+/// The shared helpers of `lua/lib/`, each a set of `local function`s.
+mod lib {
+    /// The sold-out marker: set, clear, tell (`lua/lib/soldout.lua`).
+    pub const SOLDOUT: &str = include_str!("lua/lib/soldout.lua");
+    /// The buyer's limit and quota give-back (`lua/lib/buyer.lua`).
+    pub const BUYER: &str = include_str!("lua/lib/buyer.lua");
+}
+
 /// One Lua script: its name (the file stem in `src/redis/lua/`), its source
-/// (compiled in) and the [`Script`] (its SHA1), built once on first use.
+/// and helpers (compiled in), the joined text and the [`Script`] (its SHA1),
+/// built once on first use.
 pub struct LuaScript {
     /// The file stem, e.g. `reserve` for `lua/reserve.lua`.
     pub name: &'static str,
-    /// The script text, as `include_str!` read it at build time.
+    /// The script's own file, as `include_str!` read it at build time.
     source: &'static str,
-    /// Built on first use: hashing the source is not `const`.
+    /// The `lua/lib/` helpers joined ahead of it, in this order.
+    helpers: &'static [&'static str],
+    /// What Redis runs: built on first use (joining is not `const`).
+    text: OnceLock<String>,
+    /// Built on first use: hashing the text is not `const`.
     script: OnceLock<Script>,
 }
 
 impl LuaScript {
     const fn new(name: &'static str, source: &'static str) -> Self {
+        Self::with(name, source, &[])
+    }
+
+    const fn with(
+        name: &'static str,
+        source: &'static str,
+        helpers: &'static [&'static str],
+    ) -> Self {
         Self {
             name,
             source,
+            helpers,
+            text: OnceLock::new(),
             script: OnceLock::new(),
         }
     }
@@ -36,20 +67,61 @@ impl LuaScript {
     pub fn sha(&self) -> &str {
         self.get_hash()
     }
+
+    /// The text Redis runs: the source with its helpers joined in.
+    pub fn text(&self) -> &str {
+        self.text.get_or_init(|| join(self.source, self.helpers))
+    }
+}
+
+/// The source's shebang line (`#!lua`, which must stay first: it makes Redis
+/// refuse the whole script when out of memory), then each helper, then the
+/// rest of the source. A script without helpers is its source unchanged.
+fn join(source: &str, helpers: &[&str]) -> String {
+    if helpers.is_empty() {
+        return source.to_string();
+    }
+    let (shebang, rest) = if source.starts_with("#!") {
+        source.split_at(source.find('\n').map_or(source.len(), |i| i + 1))
+    } else {
+        ("", source)
+    };
+    let mut text =
+        String::with_capacity(source.len() + helpers.iter().map(|h| h.len() + 1).sum::<usize>());
+    text.push_str(shebang);
+    for helper in helpers {
+        text.push_str(helper);
+        text.push('\n');
+    }
+    text.push_str(rest);
+    text
+}
+
+/// The registered script of that name (the file stem), if any.
+pub fn named(name: &str) -> Option<&'static LuaScript> {
+    ALL.iter().copied().find(|script| script.name == name)
 }
 
 impl Deref for LuaScript {
     type Target = Script;
 
     fn deref(&self) -> &Script {
-        self.script.get_or_init(|| Script::new(self.source))
+        self.script.get_or_init(|| Script::new(self.text()))
     }
 }
 
 /// Admission: one atomic reservation (`reservation.rs`).
-pub static RESERVE: LuaScript = LuaScript::new("reserve", include_str!("lua/reserve.lua"));
+pub static RESERVE: LuaScript = LuaScript::with(
+    "reserve",
+    include_str!("lua/reserve.lua"),
+    &[lib::SOLDOUT, lib::BUYER],
+);
 /// Admission of a whole order on a standalone Redis (`orders.rs`).
-pub static ORDER: LuaScript = LuaScript::new("order", include_str!("lua/order.lua"));
+pub static ORDER: LuaScript = LuaScript::with(
+    "order",
+    include_str!("lua/order.lua"),
+    &[lib::SOLDOUT, lib::BUYER],
+);
 /// An order's final status onto its record (`orders.rs`).
 pub static ORDER_MARK: LuaScript = LuaScript::new("order_mark", include_str!("lua/order_mark.lua"));
 /// An order's extension onto its record (`orders.rs`).
@@ -59,7 +131,11 @@ pub static ORDER_EXTEND: LuaScript =
 pub static ORDER_INTENT: LuaScript =
     LuaScript::new("order_intent", include_str!("lua/order_intent.lua"));
 /// An order held line by line: one line's hold (`order_holds.rs`).
-pub static ORDER_HOLD: LuaScript = LuaScript::new("order_hold", include_str!("lua/order_hold.lua"));
+pub static ORDER_HOLD: LuaScript = LuaScript::with(
+    "order_hold",
+    include_str!("lua/order_hold.lua"),
+    &[lib::BUYER],
+);
 /// An order held line by line: the commit (`order_intents.rs`).
 pub static ORDER_COMMIT: LuaScript =
     LuaScript::new("order_commit", include_str!("lua/order_commit.lua"));
@@ -67,49 +143,82 @@ pub static ORDER_COMMIT: LuaScript =
 pub static ORDER_ABORT: LuaScript =
     LuaScript::new("order_abort", include_str!("lua/order_abort.lua"));
 /// An order held line by line: one line's undo (`order_holds.rs`).
-pub static ORDER_RELEASE: LuaScript =
-    LuaScript::new("order_release", include_str!("lua/order_release.lua"));
+pub static ORDER_RELEASE: LuaScript = LuaScript::with(
+    "order_release",
+    include_str!("lua/order_release.lua"),
+    &[lib::SOLDOUT, lib::BUYER],
+);
 /// An order held line by line: a committed line settled (`order_holds.rs`).
-pub static ORDER_SETTLE: LuaScript =
-    LuaScript::new("order_settle", include_str!("lua/order_settle.lua"));
+pub static ORDER_SETTLE: LuaScript = LuaScript::with(
+    "order_settle",
+    include_str!("lua/order_settle.lua"),
+    &[lib::SOLDOUT],
+);
 /// An order held line by line: the sweeper's re-commit of an intent MySQL
 /// holds as an order (`order_recommit.rs`).
 pub static ORDER_RECOMMIT: LuaScript =
     LuaScript::new("order_recommit", include_str!("lua/order_recommit.lua"));
 /// Loading or restocking a SKU (`sku.rs`).
-pub static LOAD_SKU: LuaScript = LuaScript::new("load_sku", include_str!("lua/load_sku.lua"));
+pub static LOAD_SKU: LuaScript = LuaScript::with(
+    "load_sku",
+    include_str!("lua/load_sku.lua"),
+    &[lib::SOLDOUT],
+);
 /// Keeping or giving back a cut taken before its commit (`sku.rs`).
-pub static CUT_SETTLE: LuaScript = LuaScript::new("cut_settle", include_str!("lua/cut_settle.lua"));
+pub static CUT_SETTLE: LuaScript = LuaScript::with(
+    "cut_settle",
+    include_str!("lua/cut_settle.lua"),
+    &[lib::SOLDOUT],
+);
 /// Confirm, cancel or expire a reservation (`reservation.rs`).
-pub static FINISH: LuaScript = LuaScript::new("finish", include_str!("lua/finish.lua"));
+pub static FINISH: LuaScript = LuaScript::with(
+    "finish",
+    include_str!("lua/finish.lua"),
+    &[lib::SOLDOUT, lib::BUYER],
+);
 /// The Redis mirror of an extension of the time to pay (`reservation.rs`).
 pub static EXTEND: LuaScript = LuaScript::new("extend", include_str!("lua/extend.lua"));
 /// The reconciler's atomic read of a SKU (`drift/mod.rs`).
 pub static SNAPSHOT: LuaScript = LuaScript::new("snapshot", include_str!("lua/snapshot.lua"));
 /// The reconciler's compare-and-set repair (`drift/mod.rs`).
-pub static ADJUST: LuaScript = LuaScript::new("adjust", include_str!("lua/adjust.lua"));
+pub static ADJUST: LuaScript =
+    LuaScript::with("adjust", include_str!("lua/adjust.lua"), &[lib::SOLDOUT]);
 /// The warm-up write (`drift/mod.rs`).
-pub static WARMUP: LuaScript = LuaScript::new("warmup", include_str!("lua/warmup.lua"));
+pub static WARMUP: LuaScript =
+    LuaScript::with("warmup", include_str!("lua/warmup.lua"), &[lib::SOLDOUT]);
 /// A request id admitted twice (`readmit.rs`).
-pub static READMIT: LuaScript = LuaScript::new("readmit", include_str!("lua/readmit.lua"));
+pub static READMIT: LuaScript =
+    LuaScript::with("readmit", include_str!("lua/readmit.lua"), &[lib::SOLDOUT]);
 /// The buyer side of a SKU rebuilt from MySQL (`drift/rebuild.rs`).
-pub static REBUILD: LuaScript = LuaScript::new("rebuild", include_str!("lua/rebuild.lua"));
+pub static REBUILD: LuaScript = LuaScript::with(
+    "rebuild",
+    include_str!("lua/rebuild.lua"),
+    &[lib::SOLDOUT, lib::BUYER],
+);
 /// Emptying a dry bucket (`buckets/refill.rs`).
-pub static DRAIN: LuaScript = LuaScript::new("drain", include_str!("lua/drain.lua"));
+pub static DRAIN: LuaScript =
+    LuaScript::with("drain", include_str!("lua/drain.lua"), &[lib::SOLDOUT]);
 /// Creating a bucket (`buckets/setup.rs`).
 pub static BUCKET_INIT: LuaScript =
     LuaScript::new("bucket_init", include_str!("lua/bucket_init.lua"));
 /// The home slot taking a new layout (`buckets/resplit.rs`).
-pub static RESPLIT: LuaScript = LuaScript::new("resplit", include_str!("lua/resplit.lua"));
+pub static RESPLIT: LuaScript =
+    LuaScript::with("resplit", include_str!("lua/resplit.lua"), &[lib::SOLDOUT]);
 /// One slot's read for the double read of a refill (`buckets/quiet.rs`).
 pub static STOCK_PROBE: LuaScript =
     LuaScript::new("stock_probe", include_str!("lua/stock_probe.lua"));
 /// A transfer's debit step (`buckets/transfer.rs`).
-pub static TRANSFER_DEBIT: LuaScript =
-    LuaScript::new("transfer_debit", include_str!("lua/transfer_debit.lua"));
+pub static TRANSFER_DEBIT: LuaScript = LuaScript::with(
+    "transfer_debit",
+    include_str!("lua/transfer_debit.lua"),
+    &[lib::SOLDOUT],
+);
 /// A transfer's credit step (`buckets/transfer.rs`).
-pub static TRANSFER_CREDIT: LuaScript =
-    LuaScript::new("transfer_credit", include_str!("lua/transfer_credit.lua"));
+pub static TRANSFER_CREDIT: LuaScript = LuaScript::with(
+    "transfer_credit",
+    include_str!("lua/transfer_credit.lua"),
+    &[lib::SOLDOUT],
+);
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
 pub static ALL: [&LuaScript; 26] = [
@@ -185,6 +294,62 @@ mod tests {
             let on_disk = std::fs::read_to_string(&path).expect("registered file exists");
             assert_eq!(script.source, on_disk, "{} differs", path.display());
         }
+    }
+
+    /// The `local function` names a helper defines.
+    fn functions_of(helper: &str) -> Vec<&str> {
+        helper
+            .lines()
+            .filter_map(|line| line.strip_prefix("local function "))
+            .filter_map(|rest| rest.split('(').next())
+            .collect()
+    }
+
+    /// A script that calls a helper's function joins that helper, and one
+    /// that joins a helper calls it: a missing helper would fail in Redis
+    /// only when the call is reached ("attempt to call a nil value").
+    #[test]
+    fn every_script_joins_exactly_the_helpers_it_calls() {
+        for script in ALL {
+            for helper in [lib::SOLDOUT, lib::BUYER] {
+                let calls = functions_of(helper)
+                    .iter()
+                    .any(|f| script.source.contains(&format!("{f}(")));
+                let joined = script.helpers.contains(&helper);
+                let first = helper.lines().next().unwrap_or_default();
+                assert_eq!(
+                    calls, joined,
+                    "{}.lua and the helper `{first}`",
+                    script.name
+                );
+            }
+        }
+    }
+
+    /// The `#!lua` line stays first (Redis reads flags only there), the
+    /// helpers come before the script's own code, and the text parses as one
+    /// chunk of locals: no helper defines a name twice.
+    #[test]
+    fn a_joined_script_keeps_its_shebang_first_and_its_helpers_before_its_code() {
+        let text = RESERVE.text();
+        assert!(text.starts_with("#!lua\n"), "{}", &text[..40]);
+        let helper_at = text.find("local function soldout_set(").unwrap();
+        let code_at = text.find("local sku_key, outbox_key").unwrap();
+        assert!(helper_at < code_at);
+        assert_eq!(text.lines().filter(|l| l.starts_with("#!")).count(), 1);
+        let mut names: Vec<&str> = [lib::SOLDOUT, lib::BUYER]
+            .iter()
+            .flat_map(|h| functions_of(h))
+            .collect();
+        let all = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all, "a helper function is defined twice");
+        assert_eq!(join("local x = 1\n", &[]), "local x = 1\n");
+        assert_eq!(
+            join("#!lua\nlocal x = 1\n", &["local y = 2"]),
+            "#!lua\nlocal y = 2\nlocal x = 1\n"
+        );
     }
 
     /// Distinct sources give distinct SHAs, so `SCRIPT EXISTS` checks each.

@@ -15,7 +15,7 @@ async fn restock(app: &TestApp, op: &str, delta: i64, total: i64) -> Vec<String>
     let keys = app.res.redis.keys();
     let sku = TestApp::sku(1);
     let mut conn = app.redis_conn().await;
-    redis::Script::new(include_str!("../../src/redis/lua/load_sku.lua"))
+    stockd::redis::scripts::LOAD_SKU
         .key(keys.sku(sku))
         .key(keys.load_op(sku, op))
         .arg(delta)

@@ -72,6 +72,7 @@ mod readiness;
 mod reconcile;
 mod redis_links;
 mod reserve;
+mod rule_homes;
 mod scripts;
 mod secret_files;
 mod security;

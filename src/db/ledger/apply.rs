@@ -430,7 +430,7 @@ pub(super) async fn buyers_live_units(
 }
 
 /// The `reason` a refusal of the admission rule is stored with.
-fn reason_of(refusal: Refusal) -> &'static str {
+pub(super) fn reason_of(refusal: Refusal) -> &'static str {
     match refusal {
         Refusal::LimitExceeded => reason::LIMIT_EXCEEDED,
         Refusal::OverAdmitted => reason::OVER_ADMITTED,

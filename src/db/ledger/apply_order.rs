@@ -18,13 +18,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
-use super::apply::OrderCheck;
+use super::apply::{reason_of, OrderCheck};
 use super::insert::{insert_rows, NewRow};
 use super::{reason, BatchReport, INSERT_CHUNK_ROWS};
 use crate::clock::unix_ms;
 use crate::db::sku::{self, SkuRow};
 use crate::db::sql_text::SqlText;
 use crate::db::DbError;
+use crate::domain::admission::refusal;
 use crate::domain::{Deduction, OrderLines, RequestId, ReservationStatus, SkuId, UserId};
 use crate::events::{Event, EventType, OrderFacts, Outgoing};
 
@@ -76,13 +77,8 @@ fn misfit(fit: &SkuFit, line: &Deduction) -> Option<&'static str> {
     };
     let count = i64::from(line.count);
     let held = fit.held.get(&line.user_id.get()).copied().unwrap_or(0);
-    if held + count > i64::from(row.limit_per_user) {
-        Some(reason::LIMIT_EXCEEDED)
-    } else if row.available_stock - fit.taken < count {
-        Some(reason::OVER_ADMITTED)
-    } else {
-        None
-    }
+    let left = row.available_stock - fit.taken;
+    refusal(held, count, i64::from(row.limit_per_user), left).map(reason_of)
 }
 
 /// Applies the run's orders (each one's lines sorted by SKU id; every SKU

@@ -5,6 +5,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
 use super::LedgerRow;
+use crate::db::due::DUE;
 use crate::db::DbError;
 use crate::domain::{RequestId, ReservationStatus, SkuId, UserId};
 
@@ -159,7 +160,7 @@ pub async fn expired_for_update(
         .exec(
             format!(
                 "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND status = 'RESERVED' AND expires_at_ms < ? AND order_line = 0
+                 WHERE sku_id = ? AND status = 'RESERVED' AND {DUE} AND order_line = 0
                  ORDER BY expires_at_ms LIMIT {limit} FOR UPDATE SKIP LOCKED"
             ),
             (sku_id.get(), cutoff_ms),

@@ -9,6 +9,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Transaction};
 
 use super::LedgerRow;
+use crate::db::due::DUE;
 use crate::db::sql_text::SqlText;
 use crate::db::{sku, DbError};
 use crate::domain::Deduction;
@@ -267,7 +268,7 @@ pub async fn skus_with_expired<Q: Queryable>(
         .exec(
             format!(
                 "SELECT DISTINCT sku_id FROM stock_deduct_idempotent
-                 WHERE status = 'RESERVED' AND expires_at_ms < ? AND order_line = 0 LIMIT {limit}"
+                 WHERE status = 'RESERVED' AND {DUE} AND order_line = 0 LIMIT {limit}"
             ),
             (cutoff_ms,),
         )
@@ -288,7 +289,7 @@ pub async fn expired_ids<Q: Queryable>(
         .exec(
             format!(
                 "SELECT deduct_request_id FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND status = 'RESERVED' AND expires_at_ms < ? AND order_line = 0
+                 WHERE sku_id = ? AND status = 'RESERVED' AND {DUE} AND order_line = 0
                  ORDER BY expires_at_ms LIMIT {limit}"
             ),
             (sku_id.get(), cutoff_ms),

@@ -31,7 +31,7 @@
 use crate::clock::unix_ms;
 use crate::db::ledger::{self, reason, settle, LedgerRow};
 use crate::db::{event_outbox, Db, DbError};
-use crate::domain::{RequestId, Requester, ReservationStatus, SkuId};
+use crate::domain::{is_due, RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::{FinishEffect, FinishOutcome, RedisError, RedisStore};
 use locate::{Located, Locked};
 
@@ -258,7 +258,7 @@ fn settled_already(
         })
     } else if row.status != ReservationStatus::Reserved {
         Some(TransitionOutcome::Conflict { row: row.clone() })
-    } else if transition == Transition::Expire && row.expires_at_ms > now_ms {
+    } else if transition == Transition::Expire && !is_due(row.expires_at_ms, now_ms) {
         Some(TransitionOutcome::NotYetExpired)
     } else {
         None

@@ -23,7 +23,7 @@ use super::{mirror, retried, within_query_bound, LifecycleError, Transition};
 use crate::db::ledger::{self, settle, LedgerRow};
 use crate::db::orders::{self, OrderRow};
 use crate::db::{event_outbox, sku, Db, DbError};
-use crate::domain::{Deduction, RequestId, Requester, ReservationStatus};
+use crate::domain::{is_due, Deduction, RequestId, Requester, ReservationStatus};
 use crate::events::{Event, OrderFacts};
 use crate::redis::RedisStore;
 
@@ -187,7 +187,7 @@ async fn decide(
         Some(OrderTransitionOutcome::Conflict {
             order: order.clone(),
         })
-    } else if transition == Transition::Expire && order.expires_at_ms > now_ms {
+    } else if transition == Transition::Expire && !is_due(order.expires_at_ms, now_ms) {
         Some(OrderTransitionOutcome::NotYetExpired)
     } else {
         None

@@ -12,7 +12,7 @@
 use super::{Transition, TransitionOutcome};
 use crate::db::ledger::{self, reason, settle, LedgerRow};
 use crate::db::{event_outbox, sku, Db, DbError};
-use crate::domain::{Deduction, RequestId, Reservation, ReservationStatus, SkuId};
+use crate::domain::{is_due, Deduction, RequestId, Reservation, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
 
 use super::LifecycleError;
@@ -139,7 +139,7 @@ pub(super) fn release_of(expires_ms: Option<u64>, asked: Transition, now_ms: u64
     match asked {
         Transition::Cancel | Transition::Expire => asked,
         Transition::Confirm => match expires_ms {
-            Some(expires_ms) if expires_ms <= now_ms => Transition::Expire,
+            Some(expires_ms) if is_due(expires_ms, now_ms) => Transition::Expire,
             _ => Transition::Cancel,
         },
     }

@@ -46,7 +46,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::db::Db;
-use crate::domain::{Deduction, RequestId, Requester, ReservationStatus, SkuId};
+use crate::domain::{is_due, Deduction, RequestId, Requester, ReservationStatus, SkuId};
 use crate::mq::Publisher;
 use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
 use crate::ops::observe::{Observation, ObserveError, Unapplied};
@@ -336,7 +336,7 @@ pub async fn reapply(
         }
         let transition = match status {
             ReservationStatus::Confirmed => Transition::Confirm,
-            _ if record.expires_at_ms <= now_ms => Transition::Expire,
+            _ if is_due(record.expires_at_ms, now_ms) => Transition::Expire,
             _ => Transition::Cancel,
         };
         lifecycle::transition(

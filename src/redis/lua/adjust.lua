@@ -34,11 +34,5 @@ if field == 'pool' then
 end
 local available = redis.call('HINCRBY', KEYS[1], 'available', delta)
 redis.call('HSET', KEYS[1], 'adjust', ARGV[5])
-if available <= 0 then
-  if redis.call('HSET', KEYS[1], 'soldout', '1') == 1 then
-    redis.call('PUBLISH', ARGV[3], 'S:' .. ARGV[4])
-  end
-elseif redis.call('HDEL', KEYS[1], 'soldout') == 1 then
-  redis.call('PUBLISH', ARGV[3], 'A:' .. ARGV[4])
-end
+soldout_follow(KEYS[1], available, ARGV[3], ARGV[4])
 return {'OK', tostring(available)}

@@ -32,7 +32,7 @@ if (redis.call('HGET', KEYS[1], 'buckets') or '1') ~= '1' then
   return {'GIVEN', tostring(redis.call('HINCRBY', KEYS[1], 'pool', units))}
 end
 local available = redis.call('HINCRBY', KEYS[1], 'available', units)
-if available > 0 and redis.call('HDEL', KEYS[1], 'soldout') == 1 then
-  redis.call('PUBLISH', ARGV[3], 'A:' .. ARGV[4])
+if available > 0 then
+  soldout_clear(KEYS[1], ARGV[3], ARGV[4])
 end
 return {'GIVEN', tostring(available)}

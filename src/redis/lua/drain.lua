@@ -18,11 +18,10 @@ end
 local available = tonumber(fields[1])
 if ARGV[1] == '1' then
   redis.call('HSET', KEYS[1], 'drained', '1')
-  if available <= 0 and redis.call('HSET', KEYS[1], 'soldout', '1') == 1 then
-    redis.call('PUBLISH', ARGV[3], 'S:' .. ARGV[4])
+  if available <= 0 then
+    soldout_raise(KEYS[1], ARGV[3], ARGV[4])
   end
-elseif redis.call('HDEL', KEYS[1], 'drained') == 1
-    and redis.call('HDEL', KEYS[1], 'soldout') == 1 then
-  redis.call('PUBLISH', ARGV[3], 'A:' .. ARGV[4])
+elseif redis.call('HDEL', KEYS[1], 'drained') == 1 then
+  soldout_clear(KEYS[1], ARGV[3], ARGV[4])
 end
 return {'OK', fields[1]}

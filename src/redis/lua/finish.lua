@@ -83,14 +83,7 @@ local function finish_one(res_key, user_key, user_id, count_arg)
   if final == 'RELEASED' or final == 'REJECTED' then
     -- `n` goes with its last unit; the rate limit's `t` stays (the hash goes
     -- when its last field does)
-    local held = tonumber(redis.call('HGET', user_key, 'n'))
-    if held then
-      if held - count <= 0 then
-        redis.call('HDEL', user_key, 'n')
-      else
-        redis.call('HINCRBY', user_key, 'n', -count)
-      end
-    end
+    buyer_give_back(user_key, count)
     count_lapse(user_key)
   end
   if returns then
@@ -110,9 +103,9 @@ for i = 1, (#KEYS - 1) / 2 do
 end
 if back > 0 and redis.call('HEXISTS', sku_key, 'available') == 1 then
   local available = redis.call('HINCRBY', sku_key, 'available', back)
-  if available > 0 and redis.call('HDEL', sku_key, 'soldout') == 1 then
+  if available > 0 then
     -- stock is back: clear the marker and tell every api node
-    redis.call('PUBLISH', ARGV[3], 'A:' .. ARGV[4])
+    soldout_clear(sku_key, ARGV[3], ARGV[4])
   end
 end
 return words

@@ -97,11 +97,5 @@ else
   available = tonumber(ARGV[2])
 end
 redis.call('HSET', sku_key, 'available', string.format('%.0f', available), 'limit', ARGV[3])
-if available > 0 then
-  if redis.call('HDEL', sku_key, 'soldout') == 1 then
-    redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6])
-  end
-elseif redis.call('HSET', sku_key, 'soldout', '1') == 1 then
-  redis.call('PUBLISH', ARGV[5], 'S:' .. ARGV[6])
-end
+soldout_follow(sku_key, available, ARGV[5], ARGV[6])
 return done(string.format('%.0f', available))

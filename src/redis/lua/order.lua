@@ -182,13 +182,10 @@ local function order_one(k, a, n)
     end
     -- the buyer's live units and lapsed holds, in one read
     local buyer = redis.call('HMGET', KEYS[ki + 2], 'n', 'x')
-    if max_lapsed > 0 and buyer[2] and tonumber(buyer[2]) >= max_lapsed then
-      return {'REFUSED', tostring(i), 'LAPSED', buyer[2], ARGV[5]}
-    end
     local units = tonumber(buyer[1] or '0')
-    if units + count > sku.limit then
-      return {'REFUSED', tostring(i), 'LIMIT', string.format('%.0f', units),
-        string.format('%.0f', sku.limit)}
+    local why, said, bound = buyer_refusal(units, buyer[2], count, sku.limit, max_lapsed, ARGV[5])
+    if why then
+      return {'REFUSED', tostring(i), why, said, bound}
     end
     local left = sku.available - sku.taken
     if left < count then
@@ -283,9 +280,10 @@ for _, sku_key in ipairs(skus_touched) do
     redis.call('SADD', sku.winners_key, unpack(sku.winners))
     redis.call('PEXPIRE', sku.winners_key, record_ms_text)
     if left <= 0 then
-      -- durable marker + broadcast: every api node flags the SKU sold out
-      redis.call('HSET', sku_key, 'soldout', '1')
-      redis.call('PUBLISH', channel, 'S:' .. sku.sku_id)
+      -- durable marker + broadcast (told even when it was up): every api
+      -- node flags the SKU sold out
+      soldout_set(sku_key)
+      soldout_tell(channel, sku.sku_id, true)
     end
   end
 end

@@ -90,12 +90,10 @@ local drained = buckets == '1' or sku[4] == '1'
 local available, limit = tonumber(sku[1]), tonumber(sku[2])
 local buyer = redis.call('HMGET', buyer_key, 'n', 'x')
 local max_lapsed = tonumber(ARGV[10] or '0')
-if max_lapsed > 0 and buyer[2] and tonumber(buyer[2]) >= max_lapsed then
-  return {'LAPSED', buyer[2], ARGV[10]}
-end
 local bought = tonumber(buyer[1] or '0')
-if bought + count > limit then
-  return {'LIMIT', string.format('%.0f', bought), string.format('%.0f', limit)}
+local why, said, bound = buyer_refusal(bought, buyer[2], count, limit, max_lapsed, ARGV[10])
+if why then
+  return {why, said, bound}
 end
 -- The units other attempts hold here and may still give back: the notes
 -- of other orders whose deadline has not passed (those past it are dropped).

@@ -50,19 +50,14 @@ if r[1] ~= order_id or r[2] ~= attempt or r[3] ~= 'RESERVED' then
   return {'NONE'}
 end
 local count = tonumber(r[4])
-local held = tonumber(redis.call('HGET', buyer_key, 'n') or '0')
-if held - count <= 0 then
-  redis.call('HDEL', buyer_key, 'n')
-else
-  redis.call('HINCRBY', buyer_key, 'n', -count)
-end
+buyer_give_back(buyer_key, count)
 redis.call('DEL', res_key)
 redis.call('SREM', winners_key, order_id)
 redis.call('HDEL', KEYS[6], order_id)
 if sku[1] then
   local available = redis.call('HINCRBY', sku_key, 'available', count)
-  if available > 0 and redis.call('HDEL', sku_key, 'soldout') == 1 then
-    redis.call('PUBLISH', ARGV[4], 'A:' .. ARGV[5])
+  if available > 0 then
+    soldout_clear(sku_key, ARGV[4], ARGV[5])
   end
 end
 return {'RELEASED'}

@@ -20,6 +20,5 @@ end
 if (sku[2] or '1') ~= '1' and sku[3] ~= '1' then
   return 0
 end
-redis.call('HSET', KEYS[1], 'soldout', '1')
-redis.call('PUBLISH', ARGV[2], 'S:' .. ARGV[3])
+soldout_raise(KEYS[1], ARGV[2], ARGV[3])
 return 1

@@ -31,7 +31,7 @@ if adjust < count or (rec[2] ~= 'RESERVED' and rec[2] ~= 'CONFIRMED') then
 end
 redis.call('HINCRBY', KEYS[1], 'adjust', -count)
 local available = redis.call('HINCRBY', KEYS[1], 'available', count)
-if available > 0 and redis.call('HDEL', KEYS[1], 'soldout') == 1 then
-  redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6])
+if available > 0 then
+  soldout_clear(KEYS[1], ARGV[5], ARGV[6])
 end
 return {'RETURNED'}

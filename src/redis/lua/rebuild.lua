@@ -44,19 +44,8 @@ local function stock_back(count)
     return
   end
   local available = redis.call('HINCRBY', sku_key, 'available', count)
-  if available > 0 and redis.call('HDEL', sku_key, 'soldout') == 1 then
-    redis.call('PUBLISH', ARGV[1], 'A:' .. ARGV[2])
-  end
-end
-
-local function quota_back(user_key, count)
-  local held = tonumber(redis.call('HGET', user_key, 'n'))
-  if held then
-    if held - count <= 0 then
-      redis.call('HDEL', user_key, 'n')
-    else
-      redis.call('HINCRBY', user_key, 'n', -count)
-    end
+  if available > 0 then
+    soldout_clear(sku_key, ARGV[1], ARGV[2])
   end
 end
 
@@ -103,7 +92,7 @@ for i = 1, n do
     finished = finished + 1
   elseif held == 'RESERVED' and not live then
     redis.call('HSET', res_key, 'status', status)
-    quota_back(user_key, count)
+    buyer_give_back(user_key, count)
     if status == 'RELEASED' then
       stock_back(count)
       if lapsed then

@@ -164,16 +164,12 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
     return reply
   end
 
-  -- 3b. the cap on churned holds (OWASP OAT-021): a buyer whose holds of this
-  -- SKU lapsed unpaid `max_lapsed` times within the replay window is refused
-  -- (the count, `x`, is read by the HMGET above: no command of its own)
-  if max_lapsed > 0 and buyer[3] and tonumber(buyer[3]) >= max_lapsed then
-    return refuse({'LAPSED', buyer[3], ARGV[10]})
-  end
-
-  -- 4. per-user limit, from SKU config held in Redis
-  if bought + count > limit then
-    return refuse({'LIMIT', string.format('%.0f', bought), string.format('%.0f', limit)})
+  -- 4. the buyer's rules (lib/buyer.lua): the cap on holds that lapsed
+  -- unpaid (`x`, read by the HMGET above: no command of its own), then the
+  -- per-buyer limit from the SKU config held in Redis
+  local why, said, bound = buyer_refusal(bought, buyer[3], count, limit, max_lapsed, ARGV[10])
+  if why then
+    return refuse({why, said, bound})
   end
 
   -- 5. stock (a split bucket that is not drained asks for a lease first)
@@ -252,9 +248,10 @@ if taken > 0 then
   redis.call('SADD', winners_key, unpack(winners))
   redis.call('PEXPIRE', winners_key, record_ms_text)
   if left <= 0 and drained then
-    -- durable marker + broadcast: every api node flags the SKU (bucket) sold out locally
-    redis.call('HSET', sku_key, 'soldout', '1')
-    redis.call('PUBLISH', channel, 'S:' .. subject)
+    -- durable marker + broadcast (told even when it was up): every api node
+    -- flags the SKU (bucket) sold out locally
+    soldout_set(sku_key)
+    soldout_tell(channel, subject, true)
   end
 end
 return replies

@@ -16,15 +16,16 @@ local units = tonumber(f[1] or '0') + tonumber(f[2] or '0')
 local text = string.format('%.0f', units)
 if ARGV[1] ~= '1' then
   redis.call('HSET', KEYS[1], 'available', '0', 'pool', text, 'buckets', ARGV[1], 'tags', ARGV[2])
-  redis.call('HDEL', KEYS[1], 'drained', 'soldout')
+  redis.call('HDEL', KEYS[1], 'drained')
+  soldout_unset(KEYS[1])
 else
   redis.call('HSET', KEYS[1], 'available', text)
   redis.call('HDEL', KEYS[1], 'pool', 'buckets', 'tags', 'drained')
   if units > 0 then
-    redis.call('HDEL', KEYS[1], 'soldout')
+    soldout_unset(KEYS[1])
   else
-    redis.call('HSET', KEYS[1], 'soldout', '1')
+    soldout_set(KEYS[1])
   end
 end
-redis.call('PUBLISH', ARGV[3], 'A:' .. ARGV[4])
+soldout_tell(ARGV[3], ARGV[4], false)
 return {'OK', text}

@@ -22,7 +22,7 @@ if ARGV[1] == 'pool' then
   -- counted as the debit counts it (transfer_debit.lua, buckets/quiet.rs)
   redis.call('HINCRBY', KEYS[1], 'pool_moves', 1)
 end
-if ARGV[1] == 'available' and value > 0 and redis.call('HDEL', KEYS[1], 'soldout') == 1 then
-  redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6])
+if ARGV[1] == 'available' and value > 0 then
+  soldout_clear(KEYS[1], ARGV[5], ARGV[6])
 end
 return {'APPLIED', string.format('%.0f', value)}

@@ -35,8 +35,7 @@ end
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[2], ARGV[6], ARGV[7] .. ':' .. units .. ':' .. t[1])
 -- a drained bucket that gives its last unit away is sold out
-if ARGV[1] == 'available' and left <= 0 and fields[3] == '1'
-    and redis.call('HSET', KEYS[1], 'soldout', '1') == 1 then
-  redis.call('PUBLISH', ARGV[8], 'S:' .. ARGV[9])
+if ARGV[1] == 'available' and left <= 0 and fields[3] == '1' then
+  soldout_raise(KEYS[1], ARGV[8], ARGV[9])
 end
 return {'OK', string.format('%.0f', units)}

@@ -28,19 +28,21 @@ if (ARGV[7] or '1') ~= '1' then
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[1], 'available', '0', 'pool', ARGV[1], 'total', ARGV[2],
     'limit', ARGV[3], 'adjust', ARGV[4], 'buckets', ARGV[7], 'tags', ARGV[8], 'mv', ARGV[9], 'mt', ARGV[9])
-  if redis.call('HDEL', KEYS[1], 'drained', 'soldout') > 0 then
-    redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6] .. '.0')
+  local undrained = redis.call('HDEL', KEYS[1], 'drained') == 1
+  if soldout_unset(KEYS[1]) or undrained then
+    soldout_tell(ARGV[5], ARGV[6] .. '.0', false)
   end
   return {'OK'}
 end
 redis.call('HSET', KEYS[1], 'available', ARGV[1], 'total', ARGV[2], 'limit', ARGV[3],
   'adjust', ARGV[4], 'mv', ARGV[9], 'mt', ARGV[9])
 redis.call('HDEL', KEYS[1], 'buckets', 'tags', 'pool', 'drained')
+-- told whether or not the marker moved: a warm-up re-tells every api node
 if tonumber(ARGV[1]) <= 0 then
-  redis.call('HSET', KEYS[1], 'soldout', '1')
-  redis.call('PUBLISH', ARGV[5], 'S:' .. ARGV[6])
+  soldout_set(KEYS[1])
+  soldout_tell(ARGV[5], ARGV[6], true)
 else
-  redis.call('HDEL', KEYS[1], 'soldout')
-  redis.call('PUBLISH', ARGV[5], 'A:' .. ARGV[6])
+  soldout_unset(KEYS[1])
+  soldout_tell(ARGV[5], ARGV[6], false)
 end
 return {'OK'}
