@@ -1,6 +1,11 @@
 //! Stage 2: RabbitMQ standing in for RocketMQ (contract §3). Topology, the deduction
 //! message, and a publisher that keeps many confirms in flight; each deduction's
 //! trace context rides in the message headers (`trace_context`).
+//!
+//! The only module that names the client library (`tests/it/driver_fence.rs`):
+//! the consuming roles take batches of [`Delivery`] (`batching`, `delivery`)
+//! and settle them through it, the properties of what they send again come
+//! from `republish`, the TLS options from `tls`, the URL check from `url`.
 
 pub mod batching;
 pub mod delivery;
