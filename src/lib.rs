@@ -27,7 +27,8 @@
 //! - `bench` (cargo feature `bench`, on by default, off in production builds):
 //!   the load generator behind `stockd bench`.
 //! - [`clock`]: epoch milliseconds and their RFC 3339 form.
-//! - [`tls`]: the `*.tls` settings turned into each driver's rustls options.
+//! - [`tls`]: what the drivers' TLS shares: the crypto provider, the `*.tls` files.
+//! - [`config_check`]: the configuration's URLs judged by the drivers' parsers.
 //! - [`config`], [`cli`] (+ [`cli_jobs`], [`cli_dlq`]: the one-shot subcommands),
 //!   [`telemetry`], [`shutdown`], [`sdnotify`], [`resources`]: process plumbing.
 
@@ -39,6 +40,7 @@ pub mod cli_dlq;
 pub mod cli_jobs;
 pub mod clock;
 pub mod config;
+pub mod config_check;
 pub mod db;
 pub mod domain;
 pub mod events;

@@ -49,7 +49,7 @@ fn main() -> ExitCode {
 }
 
 fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
-    let mut settings = Settings::load(&config_dir(), &env_name())?;
+    let mut settings = stockd::config_check::load(&config_dir(), &env_name())?;
     if let Some(bind) = &cli.bind {
         // The flag is the last layer: it is checked as every other layer
         // was, the production check included (a public bind needs TLS).

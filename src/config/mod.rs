@@ -13,18 +13,21 @@
 //!   stockd's own listeners;
 //! - `secret_files.rs`: `…_file` variants of the secrets (`admin.token_file`,
 //!   `mysql.url_file`, …), resolved while the layers merge;
+//! - `driver_urls.rs`: the dependency URLs, judged by their drivers' parsers;
 //! - `production.rs`: what every `STOCKD_ENV` but `local` and `test` refuses;
 //! - `redact.rs`: secrets replaced in `config print` and in `{:?}`;
 //! - `check.rs` (how a refusal is worded), `cidr.rs` (`http.trusted_proxies`).
 //!
-//! Config imports no adapter of this crate: each URL is parsed here with its
-//! driver's own parser, so `db`, `redis` and `mq` depend on config, never the
-//! reverse.
+//! Config imports no adapter of this crate, so `db`, `redis` and `mq` depend
+//! on config, never the reverse: the dependency URLs, which only their
+//! drivers can parse, are checked through `driver_urls.rs` (why there:
+//! its module doc).
 
 mod amqp;
 mod auth;
 mod check;
 mod cidr;
+mod driver_urls;
 mod http;
 mod listener_tls;
 mod load;
@@ -41,6 +44,7 @@ mod tls_files;
 pub use self::amqp::AmqpSettings;
 pub use self::auth::{AuthSettings, ClientSettings, Scope, TOKEN_SHA256_HEX_LEN};
 pub use self::cidr::Cidr;
+pub use self::driver_urls::DriverUrls;
 pub use self::http::{AdminSettings, HttpSettings, LimitSettings};
 pub use self::listener_tls::{read_certificates, read_private_key, ListenerTls};
 pub use self::load::{config_dir, env_name};

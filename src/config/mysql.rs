@@ -1,12 +1,10 @@
 //! The `mysql` section: the ledger database's URL, pool, time bound and TLS.
 //!
-//! The URL is parsed here with the driver's own parser, as the Redis and AMQP
-//! URLs are in their sections, so a bad URL is refused at start-up by its key
-//! and config needs nothing from `db/`.
+//! The URL is parsed by the driver, which only `db/` names: `config_check.rs`
+//! refuses a URL it would not take, by its key, after this section's checks.
 
 use std::path::PathBuf;
 
-use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
 use super::check;
@@ -28,7 +26,8 @@ pub struct MysqlSettings {
 }
 
 impl MysqlSettings {
-    /// Bounds the driver needs, a URL it accepts, TLS files only with TLS on.
+    /// Bounds the driver needs, TLS files only with TLS on (the URL:
+    /// `config_check.rs`).
     pub fn validate(&self) -> anyhow::Result<()> {
         check::all(&[
             (
@@ -38,19 +37,9 @@ impl MysqlSettings {
             ),
             (self.pool_max >= 1, "mysql.pool_max", "must be >= 1"),
         ])?;
-        if let Err(err) = mysql_async::Opts::from_url(&self.url) {
-            bail!("invalid configuration key `mysql.url`: {err}");
-        }
         self.tls
             .files()
             .validate("mysql", self.tls.require, "mysql.tls.require is false")
-    }
-
-    /// The user `url` names (`None`: none, or a URL the driver refuses,
-    /// which [`MysqlSettings::validate`] reports).
-    pub fn user(&self) -> Option<String> {
-        let opts = mysql_async::Opts::from_url(&self.url).ok()?;
-        opts.user().map(str::to_string)
     }
 }
 

@@ -159,15 +159,9 @@ impl RedisSettings {
         self.validate_tls()
     }
 
+    /// The seed list only in cluster mode (whether the client takes each
+    /// URL: `config_check.rs`).
     fn validate_urls(&self) -> anyhow::Result<()> {
-        if let Err(err) = deadpool_redis::redis::Client::open(self.url.as_str()) {
-            bail!("invalid configuration key `redis.url`: {err}");
-        }
-        for url in &self.urls {
-            if let Err(err) = deadpool_redis::redis::Client::open(url.as_str()) {
-                bail!("invalid configuration key `redis.urls`: {err}");
-            }
-        }
         if self.mode == RedisMode::Standalone && !self.urls.is_empty() {
             bail!(
                 "invalid configuration key `redis.urls`: read only with redis.mode: cluster \

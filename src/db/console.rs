@@ -13,7 +13,7 @@ use crate::domain::SkuId;
 
 /// Rows by status: a SKU's ledger rows (reservations, not units), or the
 /// orders (whole orders, not lines).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StatusCounts {
     pub reserved: u64,
     pub confirmed: u64,

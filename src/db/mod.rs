@@ -13,6 +13,7 @@ pub mod orders;
 pub mod pool;
 pub mod sku;
 pub mod sql_text;
+pub mod url;
 
 pub use pool::Db;
 

@@ -86,7 +86,7 @@ impl NewMovement<'_> {
 }
 
 /// A recorded movement, as the movements endpoint lists it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Movement {
     /// Position in the SKU's history; pass the last one seen as `after`.
     pub id: u64,

@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use lapin::message::Delivery;
 use lapin::Consumer;
 use tokio_util::sync::CancellationToken;
 
+use super::delivery::{Delivery, Settler};
 use super::MqError;
 
 pub enum Batch {
@@ -28,14 +28,14 @@ pub async fn next_batch<S>(
     cancel: &CancellationToken,
 ) -> Result<Batch, MqError>
 where
-    S: Stream<Item = Result<Delivery, lapin::Error>> + Unpin,
+    S: Stream<Item = Result<lapin::message::Delivery, lapin::Error>> + Unpin,
 {
     let first = tokio::select! {
         item = consumer.next() => item,
         _ = cancel.cancelled() => return Ok(Batch::Cancelled),
     };
     let first = match first {
-        Some(delivery) => delivery?,
+        Some(delivery) => Delivery::from(delivery?),
         None => return Ok(Batch::Closed),
     };
     let mut batch = Vec::with_capacity(max);
@@ -43,7 +43,7 @@ where
     let deadline = tokio::time::Instant::now() + max_wait;
     while batch.len() < max {
         match tokio::time::timeout_at(deadline, consumer.next()).await {
-            Ok(Some(Ok(delivery))) => batch.push(delivery),
+            Ok(Some(Ok(delivery))) => batch.push(Delivery::from(delivery)),
             // An error or a closed stream ends this batch; the next call reports it.
             Ok(Some(Err(_))) | Ok(None) | Err(_) => break,
         }
@@ -51,26 +51,11 @@ where
     Ok(Batch::Deliveries(batch))
 }
 
-/// The retry attempt a message carries (0 for a first delivery).
-pub fn attempt_of(delivery: &Delivery) -> u32 {
-    delivery
-        .properties
-        .headers()
-        .as_ref()
-        .and_then(|h| h.inner().get("x-stockd-attempt").cloned())
-        .and_then(|v| match v {
-            lapin::types::AMQPValue::LongUInt(n) => Some(n),
-            lapin::types::AMQPValue::LongInt(n) => u32::try_from(n).ok(),
-            lapin::types::AMQPValue::LongLongInt(n) => u32::try_from(n).ok(),
-            _ => None,
-        })
-        .unwrap_or(0)
-}
-
 /// A consuming subscription: the connection, its channel and the delivery stream.
 pub struct Subscription {
-    pub conn: lapin::Connection,
-    pub channel: lapin::Channel,
+    conn: lapin::Connection,
+    channel: lapin::Channel,
+    /// The deliveries, in order; [`next_batch`] takes them in batches.
     pub consumer: Consumer,
 }
 
@@ -104,6 +89,11 @@ impl Subscription {
             channel,
             consumer,
         })
+    }
+
+    /// Settles this subscription's deliveries a batch at a time.
+    pub fn settler(&self) -> Settler {
+        Settler::new(self.channel.clone())
     }
 
     /// Closes channel and connection; unacked deliveries return to the queue.

@@ -1,16 +1,26 @@
 //! Stage 2: RabbitMQ standing in for RocketMQ (contract §3). Topology, the deduction
 //! message, and a publisher that keeps many confirms in flight; each deduction's
 //! trace context rides in the message headers (`trace_context`).
+//!
+//! The only module that names the client library (`tests/it/driver_fence.rs`):
+//! the consuming roles take batches of [`Delivery`] (`batching`, `delivery`)
+//! and settle them through it, the properties of what they send again come
+//! from `republish`, the TLS options from `tls`, the URL check from `url`.
 
 pub mod batching;
+pub mod delivery;
 pub mod dlq;
 pub mod format;
 pub mod message;
 pub mod probe;
 pub mod publisher;
+pub mod republish;
+pub mod tls;
 pub mod topology;
 pub mod trace_context;
+pub mod url;
 
+pub use delivery::{Delivery, Settler};
 pub use publisher::{PublishError, Publisher};
 pub use topology::Topology;
 
@@ -102,7 +112,7 @@ fn last_good(list: &str, set: Option<usize>) -> usize {
 /// for `amqp://`).
 pub async fn connect_with(url: &str, tls: &TlsFiles, name: &str) -> Result<Connection, MqError> {
     let props = ConnectionProperties::default().with_connection_name(name.into());
-    let tls_config = crate::tls::amqp_tls_config(tls).map_err(|e| MqError::Tls(e.to_string()))?;
+    let tls_config = tls::amqp_tls_config(tls).map_err(|e| MqError::Tls(e.to_string()))?;
     let builder = DefaultConnectionBuilder::new()?
         .with_uri_str(url.to_string())
         .with_properties(props)

@@ -28,9 +28,7 @@ const POISON_PREVIEW_BYTES: usize = 200;
 const UNKNOWN_REASON: &str = "unknown";
 
 /// Which dead-letter queue.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, utoipa::ToSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum DlqKind {
     /// `<p>deduct.dlq`: deductions the consumer could not apply.
@@ -75,13 +73,11 @@ pub struct DlqFilter {
 }
 
 /// One dead-lettered deduction.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeadDeduction {
     pub queue: DlqKind,
-    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
     pub sku_id: u64,
     pub request_id: String,
-    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
     pub user_id: u64,
     pub count: u32,
     /// Reservation time (Redis clock), ms since the Unix epoch.
@@ -90,28 +86,24 @@ pub struct DeadDeduction {
     /// `x-stockd-reason`, else the broker's `x-death` reason, else `unknown`.
     pub reason: String,
     /// `x-stockd-attempt`: trips through the retry queue; `null` when unset.
-    #[schema(required = true)]
     pub attempts: Option<u32>,
-    #[schema(required = true)]
     pub message_id: Option<String>,
     /// Set when the deduction is one line of an order (`request_id` is the
     /// order id): every line of that order. The message names the whole
     /// order, and a replay applies it whole, whichever line it carries.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
     pub order_lines: Option<Vec<DeadOrderLine>>,
 }
 
 /// One line of a dead-lettered order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeadOrderLine {
-    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
     pub sku_id: u64,
     pub count: u32,
 }
 
 /// A dead letter that is not a valid deduction message: it can never apply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PoisonLetter {
     pub queue: DlqKind,
     pub reason: String,
@@ -119,12 +111,11 @@ pub struct PoisonLetter {
     pub error: String,
     /// The first bytes of its body (lossy UTF-8).
     pub body_preview: String,
-    #[schema(required = true)]
     pub message_id: Option<String>,
 }
 
 /// `stockd dlq list` / `GET /v1/admin/dlq`.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct DlqListing {
     pub queue: DlqKind,
     /// The broker queue read.

@@ -84,7 +84,7 @@ impl HotConnection {
                     .max(CLUSTER_RETRY_WAIT_MIN_MS + 1),
             );
         let first = seeds.first().map(String::as_str).unwrap_or_default();
-        if let Some(certs) = crate::tls::redis_certificates(first, &settings.tls)
+        if let Some(certs) = super::tls::redis_certificates(first, &settings.tls)
             .map_err(|e| RedisError::Pool(e.to_string()))?
         {
             builder = builder.certs(certs);

@@ -39,6 +39,8 @@ mod sku_cuts;
 mod sku_split_cut;
 pub mod store;
 pub mod subscriptions;
+pub mod tls;
+pub mod url;
 
 pub use buckets::{BucketStock, Buckets, PendingTransfer};
 pub use conn::HotConnection;

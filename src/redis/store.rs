@@ -71,7 +71,7 @@ impl RedisStore {
         let pubsub_clients = settings
             .node_urls()
             .iter()
-            .map(|url| crate::tls::redis_client(url, &settings.tls))
+            .map(|url| super::tls::redis_client(url, &settings.tls))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| RedisError::Pool(e.to_string()))?;
         let hot = match settings.mode {

@@ -21,14 +21,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::options::{BasicAckOptions, BasicNackOptions};
 use opentelemetry::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::unix_ms;
 use crate::domain::{Deduction, RequestId, SkuId};
 use crate::mq::batching::{next_batch, Batch, Subscription};
-use crate::mq::{message, MqError};
+use crate::mq::{message, republish, Delivery, MqError};
 use crate::ops::lifecycle::{
     self, LifecycleError, OrderTransitionOutcome, Transition, TransitionOutcome,
 };
@@ -112,21 +111,17 @@ impl Closer {
     /// came first (the deliveries go back unacked).
     async fn settle_expiries(
         &self,
-        deliveries: Vec<lapin::message::Delivery>,
+        deliveries: Vec<Delivery>,
         cancel: &CancellationToken,
     ) -> Result<bool, MqError> {
         let mut held = Vec::with_capacity(deliveries.len());
         let mut due: Vec<(Deduction, Context)> = Vec::new();
         for delivery in deliveries {
-            let msgs = match message::decode(&delivery.data) {
+            let msgs = match message::decode(delivery.data()) {
                 Ok(msgs) => msgs,
                 Err(why) => {
                     tracing::error!(reason = %why, "closer.poison: dead-lettering");
-                    let reject = BasicNackOptions {
-                        requeue: false,
-                        multiple: false,
-                    };
-                    delivery.acker.nack(reject).await?;
+                    delivery.reject().await?;
                     continue;
                 }
             };
@@ -148,7 +143,7 @@ impl Closer {
         }
         self.res.mysql_breaker.reset(WORKER);
         for delivery in held {
-            delivery.acker.ack(BasicAckOptions::default()).await?;
+            delivery.ack().await?;
         }
         Ok(true)
     }
@@ -263,10 +258,7 @@ impl Closer {
     async fn wait_again(&self, msg: &Deduction) {
         let publisher = &self.res.publisher;
         let queue = publisher.topology().expiry_extended_queue.clone();
-        let props = lapin::BasicProperties::default()
-            .with_message_id(message::message_id(msg).into())
-            .with_content_type("application/json".into())
-            .with_delivery_mode(crate::mq::publisher::PERSISTENT);
+        let props = republish::expiry_again(msg);
         let body = message::encode(std::slice::from_ref(msg));
         match publisher.publish("", &queue, &body, props).await {
             Ok(()) => {

@@ -28,21 +28,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicNackOptions};
-
-use crate::events::{cloud, Event};
-use lapin::BasicProperties;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::db::ledger::{self, BatchReport, LedgerRow};
 use crate::db::{Db, DbError};
 use crate::domain::Deduction;
+use crate::events::{cloud, Event};
 use crate::health::Breaker;
-use crate::mq::batching::{attempt_of, next_batch, Batch, Subscription};
-use crate::mq::publisher::headers_with_reason;
-use crate::mq::{message, MqError, Publisher};
+use crate::mq::batching::{next_batch, Batch, Subscription};
+use crate::mq::{message, republish, Delivery, MqError, Publisher, Settler};
 use crate::otel::Tracing;
 use crate::redis::{ReadmitOutcome, RedisStore};
 use crate::roles::traces::BatchTrace;
@@ -148,6 +143,7 @@ impl Consumer {
         )
         .await?;
         let wait = Duration::from_millis(self.settings.consumer.batch_wait_ms);
+        let settler = sub.settler();
         // Counted the moment a delivery leaves the stream, so a batch still
         // being collected (up to `batch_wait_ms`) is in hand too.
         let in_hand = self.in_hand.clone();
@@ -161,7 +157,7 @@ impl Consumer {
             match batch.await? {
                 Batch::Deliveries(deliveries) => {
                     let held = deliveries.len();
-                    let processed = self.process(&sub.channel, deliveries, cancel).await;
+                    let processed = self.process(&settler, deliveries, cancel).await;
                     // Settled, or (on an error) back to the broker with the channel.
                     self.in_hand.fetch_sub(held, Ordering::SeqCst);
                     processed?
@@ -181,23 +177,23 @@ impl Consumer {
     /// is down it holds the deliveries until MySQL answers or `cancel` fires.
     pub async fn process(
         &self,
-        channel: &lapin::Channel,
+        settler: &Settler,
         deliveries: Vec<Delivery>,
         cancel: &CancellationToken,
     ) -> Result<(), MqError> {
         let mut probes = Vec::new();
         let mut deductions = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
-            match crate::mq::probe::id_of(&delivery.properties) {
+            match delivery.probe_id() {
                 // Acked before the batch's multiple ack could cover it.
                 Some(id) => {
-                    delivery.acker.ack(BasicAckOptions::default()).await?;
+                    delivery.ack().await?;
                     probes.push(id);
                 }
                 None => deductions.push(delivery),
             }
         }
-        self.process_deductions(channel, deductions, cancel).await?;
+        self.process_deductions(settler, deductions, cancel).await?;
         // Shutdown may have left the batch unapplied (back to the queue): its
         // probes do not pass, and their warm-ups are refused.
         if !cancel.is_cancelled() {
@@ -223,20 +219,18 @@ impl Consumer {
     /// [`Self::process`] for the deliveries that carry deductions.
     async fn process_deductions(
         &self,
-        channel: &lapin::Channel,
+        settler: &Settler,
         deliveries: Vec<Delivery>,
         cancel: &CancellationToken,
     ) -> Result<(), MqError> {
         let mut valid = Vec::with_capacity(deliveries.len());
         for delivery in deliveries {
             // A newer release's message is never applied (mq/format.rs).
-            if let Err(reason) =
-                crate::mq::format::check(crate::mq::format::of(&delivery.properties))
-            {
+            if let Err(reason) = delivery.format_check() {
                 self.dead_letter(delivery, &reason).await?;
                 continue;
             }
-            match message::decode(&delivery.data) {
+            match message::decode(delivery.data()) {
                 Ok(msgs) => valid.push((delivery, msgs)),
                 Err(why) => {
                     let reason = format!("poison: {why}");
@@ -244,7 +238,7 @@ impl Consumer {
                 }
             }
         }
-        let Some(last_tag) = valid.last().map(|(d, _)| d.delivery_tag) else {
+        let Some(last_tag) = valid.last().map(|(d, _)| d.tag()) else {
             return Ok(());
         };
         let msgs: Vec<Deduction> = valid.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
@@ -255,17 +249,11 @@ impl Consumer {
             Applied::Committed(report) => {
                 trace.end(&msgs, Some(&report), "committed");
                 if self.tell(&report).await {
-                    channel
-                        .basic_ack(last_tag, BasicAckOptions { multiple: true })
-                        .await?;
+                    settler.ack_through(last_tag).await?;
                 } else {
                     // Committed, not told: back to the queue, so the
                     // redelivery (all duplicates) tells the events again.
-                    let requeue = BasicNackOptions {
-                        requeue: true,
-                        multiple: true,
-                    };
-                    channel.basic_nack(last_tag, requeue).await?;
+                    settler.requeue_through(last_tag).await?;
                 }
                 self.after_commit(&msgs, &report).await;
             }
@@ -315,7 +303,7 @@ impl Consumer {
         msgs: Vec<Deduction>,
         cancel: &CancellationToken,
     ) -> Result<bool, MqError> {
-        let attempt = attempt_of(&delivery) + 1;
+        let attempt = delivery.attempt() + 1;
         let mut parked_all = true;
         for msg in msgs {
             match self.apply_once(std::slice::from_ref(&msg), cancel).await {
@@ -330,15 +318,11 @@ impl Consumer {
             }
         }
         if parked_all {
-            delivery.acker.ack(BasicAckOptions::default()).await?;
+            delivery.ack().await?;
         } else {
             // Could not park a failed deduction: the broker redelivers the whole
             // message (applied ones are skipped).
-            let requeue = BasicNackOptions {
-                requeue: true,
-                multiple: false,
-            };
-            delivery.acker.nack(requeue).await?;
+            delivery.requeue().await?;
         }
         Ok(true)
     }
@@ -359,10 +343,7 @@ impl Consumer {
         };
         tracing::error!(error = %err, sku.id = %msg.sku_id, request.id = %msg.request_id, attempt, outcome, "consumer.message: refused by MySQL");
         let reason = format!("mysql refused after {attempt} attempts: {err}");
-        let props = BasicProperties::default()
-            .with_message_id(message::message_id(msg).into())
-            .with_delivery_mode(2)
-            .with_headers(headers_with_reason(attempt, &reason));
+        let props = republish::parked(msg, attempt, &reason);
         let parked = self
             .publisher
             .publish(exchange, key, &message::to_bytes(msg), props)
@@ -385,39 +366,21 @@ impl Consumer {
         metrics::counter!("stockd_consumer_messages_total", "outcome" => "dead_lettered")
             .increment(1);
         let topology = self.publisher.topology();
-        let mut headers = headers_with_reason(attempt_of(&delivery) + 1, reason);
         // The format travels on, so a replay is read as what it is.
-        let format = delivery
-            .properties
-            .headers()
-            .as_ref()
-            .and_then(|h| h.inner().get(crate::mq::format::FORMAT_HEADER).cloned());
-        if let Some(format) = format {
-            headers.insert(crate::mq::format::FORMAT_HEADER.into(), format);
-        }
-        let mut props = BasicProperties::default()
-            .with_delivery_mode(2)
-            .with_headers(headers);
-        if let Some(id) = delivery.properties.message_id() {
-            props = props.with_message_id(id.clone());
-        }
+        let props = delivery.dead_letter_properties(reason);
         let published = self
             .publisher
             .publish(
                 &topology.dead_letter_exchange,
                 &topology.deduct_dlq,
-                &delivery.data,
+                delivery.data(),
                 props,
             )
             .await;
         if published.is_ok() {
-            delivery.acker.ack(BasicAckOptions::default()).await?;
+            delivery.ack().await?;
         } else {
-            let reject = BasicNackOptions {
-                requeue: false,
-                multiple: false,
-            };
-            delivery.acker.nack(reject).await?;
+            delivery.reject().await?;
         }
         Ok(())
     }

@@ -13,13 +13,12 @@
 
 use std::time::SystemTime;
 
-use lapin::message::Delivery;
 use opentelemetry::trace::SpanKind;
 use opentelemetry::{Context, KeyValue};
 
 use crate::db::ledger::BatchReport;
 use crate::domain::{Deduction, RequestId, SkuId};
-use crate::mq::trace_context;
+use crate::mq::Delivery;
 use crate::ops::lifecycle::{Transition, TransitionOutcome};
 use crate::ops::reconcile::Report;
 use crate::otel::{self, propagate, Tracing};
@@ -41,8 +40,8 @@ fn ids(sku_id: SkuId, request_id: &RequestId) -> [KeyValue; 2] {
 
 /// The sampled trace context each deduction of a delivery carries.
 pub fn contexts_of(delivery: &Delivery, n: usize) -> Vec<Option<Context>> {
-    let headers = delivery.properties.headers().as_ref();
-    trace_context::read(headers, n)
+    delivery
+        .trace_contexts(n)
         .into_iter()
         .map(|carried| {
             let carried = carried?;

@@ -5,10 +5,8 @@
 //! module reaches up (`telemetry` into the stores, `ops` into `roles`), and no
 //! loop can form. Read from the sources: a new `use` that points up fails here.
 //!
-//! The MySQL adapter is also the one home of SQL: a statement written outside
-//! `src/db/`, or a `mysql_async` named outside it, fails here too (the load
-//! generator's own stack and `config/mysql.rs`'s URL check aside), so the
-//! next reader of a query finds it beside the others of its table.
+//! Which crates and strings each adapter keeps to itself (the drivers, SQL,
+//! the OpenAPI derives) is the other half: `driver_fence.rs`.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +29,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("alert", 3),
     ("otel", 3),
     ("resources", 4),
+    ("config_check", 4),
     ("outbox", 4),
     ("soldout", 4),
     ("telemetry", 4),
@@ -91,63 +90,4 @@ fn every_module_has_a_floor() {
     declared.sort_unstable();
     listed.sort_unstable();
     assert_eq!(declared, listed);
-}
-
-/// Where `mysql_async` may be named outside `src/db/`: the URL check of the
-/// configuration (floor 1, below `db`) and the load generator, which drives
-/// MySQL as a client of its own (docs/architecture.md, "The load generator").
-const MYSQL_OUTSIDE_DB: &[&str] = &["config/mysql.rs", "bench/"];
-
-/// The SQL statements a string literal may start with.
-const SQL_VERBS: &[&str] = &["SELECT", "INSERT", "UPDATE", "DELETE", "REPLACE"];
-
-/// Whether `text` holds a string literal that starts a SQL statement: a
-/// quote (plain or raw), spaces, an upper-case verb, then a space or line
-/// break (a bare `"UPDATE"`, a span attribute's value, is no statement).
-fn writes_sql(text: &str) -> bool {
-    text.match_indices('"').any(|(at, _)| {
-        let rest = text[at + 1..].trim_start();
-        SQL_VERBS.iter().any(|verb| {
-            rest.strip_prefix(verb)
-                .is_some_and(|after| after.starts_with([' ', '\n']))
-        })
-    })
-}
-
-#[test]
-fn sql_and_the_mysql_driver_stay_in_db() {
-    let mut files = Vec::new();
-    sources(&src_dir(""), &mut files);
-    let mut wrong = Vec::new();
-    for file in files {
-        let rel = file.strip_prefix(src_dir("")).unwrap().to_string_lossy();
-        let rel = rel.replace('\\', "/");
-        if rel.starts_with("db/") {
-            continue;
-        }
-        let text = code_of(&std::fs::read_to_string(&file).unwrap());
-        if !rel.starts_with("bench/") && writes_sql(&text) {
-            wrong.push(format!(
-                "src/{rel} writes SQL: move it into a function under src/db/"
-            ));
-        }
-        let allowed = MYSQL_OUTSIDE_DB.iter().any(|ok| rel.starts_with(ok));
-        if !allowed && text.contains("mysql_async") {
-            wrong.push(format!(
-                "src/{rel} names mysql_async: use src/db/'s functions and types"
-            ));
-        }
-    }
-    assert!(wrong.is_empty(), "MySQL outside src/db/: {wrong:#?}");
-}
-
-#[test]
-fn a_statement_is_told_from_a_bare_verb() {
-    assert!(writes_sql("q.exec_drop(\"UPDATE orders SET x = 1\", ())"));
-    assert!(writes_sql("exec_first(\n  \"\n  SELECT a\nFROM t\", ())"));
-    assert!(writes_sql("r#\"DELETE FROM t\"#"));
-    assert!(!writes_sql(
-        "KeyValue::new(\"db.operation.name\", \"UPDATE\")"
-    ));
-    assert!(!writes_sql("\"Selected SKUs\""));
 }

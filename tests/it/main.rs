@@ -43,6 +43,7 @@ mod crate_layers;
 mod deploy;
 mod dlq;
 mod docs;
+mod driver_fence;
 mod events;
 mod events_paths;
 mod events_race;

@@ -248,7 +248,7 @@ async fn production_refuses_a_weak_admin_token_naming_the_key() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("admin.token"));
     let vars = [("STOCKD__AMQP__URL".to_string(), "not a url".to_string())];
-    let err = stockd::config::Settings::load_with_vars(&dir, "local", &vars)
+    let err = stockd::config_check::load_with_vars(&dir, "local", &vars)
         .unwrap_err()
         .to_string();
     assert!(err.contains("amqp.url"), "{err}");

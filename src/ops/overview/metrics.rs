@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use utoipa::ToSchema;
 
 /// Window over which persist lag and batch size are summarized.
 pub const WINDOW: Duration = Duration::from_secs(15);
@@ -21,7 +20,7 @@ const BATCH_SIZE: &str = "stockd_consumer_batch_size";
 
 /// Reservation attempts answered by this process since it started, by result.
 /// The page turns successive readings into rates.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ReserveCounts {
     /// Reserved (201/202).
     pub accepted: u64,

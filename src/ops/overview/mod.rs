@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::db::console::{self as queries, StatusCounts};
 use crate::domain::SkuId;
@@ -37,7 +36,7 @@ pub const SKUS_MAX: usize = 50;
 pub const OUTBOX_SKUS_MAX: usize = 500;
 
 /// The console's one document.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Overview {
     /// When it was gathered: ms since the Unix epoch, this host's clock.
     pub generated_at_ms: u64,
@@ -50,11 +49,9 @@ pub struct Overview {
     pub reservations: ReserveCounts,
     /// Orders by status in MySQL (whole orders; their lines are in the SKUs'
     /// counts); `null` when MySQL did not answer.
-    #[schema(required = true)]
     pub orders: Option<StatusCounts>,
     pub pipeline: Pipeline,
     /// The reconciler's latest report in this process; `null` before its first check.
-    #[schema(required = true)]
     pub reconcile: Option<ReconcileSummary>,
     pub health: Health,
     /// stockd processes heard from in the last 20 s (heartbeats in Redis).
@@ -62,14 +59,12 @@ pub struct Overview {
 }
 
 /// One SKU as both stores see it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SkuLine {
-    #[schema(minimum = 1)]
     pub sku_id: u64,
     pub total_stock: i64,
     /// Units left in Redis (what buyers are admitted against); `null` when not
     /// loaded or Redis did not answer.
-    #[schema(required = true)]
     pub redis_available: Option<i64>,
     /// Units left in the MySQL ledger.
     pub mysql_available: i64,
@@ -84,45 +79,37 @@ pub struct SkuLine {
 }
 
 /// The way from Redis to the MySQL ledger.
-#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Pipeline {
     /// Outbox entries not yet confirmed by the broker, all SKUs.
     pub outbox_entries: u64,
     /// Age of the oldest outbox entry (0 when empty).
     pub outbox_oldest_age_ms: u64,
     /// Deductions ready in the work queue; `null` when the broker did not answer.
-    #[schema(required = true)]
     pub queue_depth: Option<u64>,
     /// Deductions waiting for a retry.
-    #[schema(required = true)]
     pub retry_depth: Option<u64>,
     /// Messages dead-lettered (deduct and expiry DLQs).
-    #[schema(required = true)]
     pub dlq_count: Option<u64>,
     /// Consumers attached to the work queue.
-    #[schema(required = true)]
     pub consumers: Option<u64>,
     /// p99 of reservation-to-ledger lag over the last 15 s (bucket bound, ms),
     /// as measured by a consumer in this process; `null` when none ran.
-    #[schema(required = true)]
     pub persist_lag_p99_ms: Option<f64>,
     /// Mean consumer batch size over the last 15 s (consumer in this process).
-    #[schema(required = true)]
     pub consumer_batch_size: Option<f64>,
 }
 
 /// The reconciler's latest verdicts.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ReconcileSummary {
-    #[schema(format = DateTime)]
     pub checked_at: String,
     /// The first 50 SKUs of the report.
     pub skus: Vec<ReconcileLine>,
 }
 
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ReconcileLine {
-    #[schema(minimum = 1)]
     pub sku_id: u64,
     /// `OK`, `IN_FLIGHT`, `REDIS_AHEAD`, `REDIS_BEHIND`, `MYSQL_INCONSISTENT`, `STUCK` or
     /// `MYSQL_BEHIND`.
@@ -132,7 +119,7 @@ pub struct ReconcileLine {
 }
 
 /// Whether each dependency answered this gather.
-#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Health {
     pub redis: bool,
     pub mysql: bool,

@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::redis::{RedisError, RedisStore};
 
@@ -19,7 +18,7 @@ pub const FORGET_AFTER_MS: u64 = 20_000;
 pub const NODES_MAX: usize = 64;
 
 /// A process that wrote a heartbeat recently.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NodeSeen {
     /// `host:pid`.
     pub name: String,

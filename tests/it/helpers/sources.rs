@@ -1,6 +1,7 @@
 //! The crate's own source files read as text, for the tests that hold the
-//! module layering (`crate_layers`, `bench_layers`): a new `use` that points up
-//! fails there before it tangles the modules.
+//! module layering (`crate_layers`, `bench_layers`) and keep each driver in
+//! its adapter (`driver_fence`): a new `use` that points up, or a driver
+//! named outside its adapter, fails there before it tangles the modules.
 
 use std::path::{Path, PathBuf};
 

@@ -10,6 +10,7 @@ use super::contract::{
     AdjustConflict, AdjustmentMismatch, InvalidRequest, SkuNotFound, SkuPath, Unauthorized,
     Unavailable, UnsupportedMediaType,
 };
+use super::mirrors;
 use super::sku_from;
 use crate::db::movements::{self, Movement};
 use crate::db::sku;
@@ -112,9 +113,9 @@ impl AdjustmentBody {
     request_body(content = AdjustmentBody, content_type = "application/json"),
     security(("admin_token" = []), ("client_token" = ["admin"])),
     responses(
-        (status = 201, description = "Applied in MySQL and Redis", body = Movement),
+        (status = 201, description = "Applied in MySQL and Redis", body = mirrors::Movement),
         (status = 200, description = "This adjustment_id was applied before: its movement",
-         body = Movement,
+         body = mirrors::Movement,
          headers(("Idempotent-Replayed" = String, description = "Always `true`"))),
         (status = 400, response = InvalidRequest),
         (status = 415, response = UnsupportedMediaType),
@@ -195,6 +196,7 @@ pub struct MovementsQuery {
 /// One page of a SKU's movements, oldest first.
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct MovementsPage {
+    #[schema(value_type = Vec<mirrors::Movement>)]
     pub movements: Vec<Movement>,
     /// Pass as `after` for the next page; null on the last one.
     pub next: Option<u64>,

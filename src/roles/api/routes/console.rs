@@ -9,7 +9,7 @@ use actix_web::{web, HttpResponse};
 
 use super::admin::Admin;
 use super::contract::Unauthorized;
-use crate::ops::overview::Overview;
+use super::mirrors::Overview;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
 

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use super::admin::Admin;
 use super::contract::{InvalidRequest, Unauthorized, Unavailable};
+use super::mirrors;
 use crate::domain::SkuId;
-use crate::ops::dlq::{self, DlqFilter, DlqKind, DlqListing};
+use crate::ops::dlq::{self, DlqFilter, DlqKind};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
 
@@ -22,7 +23,7 @@ pub const ADMIN_MAX_MESSAGES: usize = 1_000;
 #[into_params(parameter_in = Query)]
 pub struct DlqQuery {
     /// Which dead-letter queue; `deduct` when absent.
-    #[param(required = false, inline)]
+    #[param(required = false, inline, value_type = Option<mirrors::DlqKind>)]
     pub queue: Option<DlqKind>,
     /// Only this SKU's deductions (the others stay untouched).
     #[param(required = false, minimum = 1, maximum = 9223372036854775807_i64)]
@@ -63,7 +64,7 @@ pub struct ReplayView {
     params(DlqQuery),
     security(("admin_token" = []), ("client_token" = ["admin"])),
     responses(
-        (status = 200, description = "What the dead-letter queue holds", body = DlqListing),
+        (status = 200, description = "What the dead-letter queue holds", body = mirrors::DlqListing),
         (status = 400, response = InvalidRequest),
         (status = 401, response = Unauthorized),
         (status = 503, response = Unavailable),

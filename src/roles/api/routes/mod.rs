@@ -10,6 +10,7 @@ pub mod dlq;
 pub mod extend;
 pub mod health;
 pub mod lifecycle;
+mod mirrors;
 pub mod openapi;
 pub mod order_lifecycle;
 pub mod orders;
