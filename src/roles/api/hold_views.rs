@@ -20,11 +20,11 @@ use crate::domain::{
 /// Pattern of a `request_id` (contract §6), as in `RequestId::parse`.
 pub const REQUEST_ID_PATTERN: &str = "^[A-Za-z0-9_.:-]{1,64}$";
 
+/// `POST /v1/skus/{sku_id}/reservations`
 /// The OpenAPI `maximum` of `count` below is a literal (schema attributes take
 /// no paths); this makes it fail to build when the domain limit moves.
 const _: () = assert!(crate::domain::COUNT_MAX == 1000);
 
-/// `POST /v1/skus/{sku_id}/reservations`
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReserveBody {
