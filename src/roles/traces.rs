@@ -176,18 +176,34 @@ pub fn transition_span(
     sku_id: SkuId,
     request_id: &RequestId,
 ) -> Option<Context> {
+    transition_span_with(tracing, parent, transition, ids(sku_id, request_id).into())
+}
+
+/// A whole order's transition span, under the request: the order id in
+/// `stockd.request.id`; no `stockd.sku.id`, an order has several.
+pub fn order_transition_span(
+    tracing: &Tracing,
+    parent: &Context,
+    transition: Transition,
+    order_id: &RequestId,
+) -> Option<Context> {
+    let id = KeyValue::new("stockd.request.id", order_id.to_string());
+    transition_span_with(tracing, parent, transition, vec![id])
+}
+
+fn transition_span_with(
+    tracing: &Tracing,
+    parent: &Context,
+    transition: Transition,
+    ids: Vec<KeyValue>,
+) -> Option<Context> {
     let name = match transition {
         Transition::Confirm => "lifecycle confirm",
         Transition::Cancel => "lifecycle cancel",
         Transition::Expire => "lifecycle expire",
     };
-    let [sku, request] = ids(sku_id, request_id);
-    let attrs = vec![
-        mysql(),
-        KeyValue::new("db.operation.name", "UPDATE"),
-        sku,
-        request,
-    ];
+    let mut attrs = vec![mysql(), KeyValue::new("db.operation.name", "UPDATE")];
+    attrs.extend(ids);
     tracing.start(parent, name, SpanKind::Internal, attrs)
 }
 

@@ -183,6 +183,61 @@ async fn one_trace_holds_the_request_redis_publish_and_mysql_commit() {
     app.finish_drained(1).await;
 }
 
+/// An order's confirm records the `lifecycle confirm` span a reservation's
+/// does, under the request's span, named by the order id (no single SKU).
+#[tokio::test]
+async fn an_orders_confirm_is_traced_as_a_reservations_is() {
+    let receiver = Receiver::start(&uuid::Uuid::new_v4().simple().to_string());
+    let app = TestApp::with(traced(receiver.endpoint.clone(), 0.0, 2000, 2048)).await;
+    app.create_sku(1, 5, 5).await;
+    app.create_sku(2, 5, 5).await;
+    let order = serde_json::json!({"order_id": "tr-order", "user_id": 3,
+        "lines": [{"sku_id": 1, "count": 1}, {"sku_id": 2, "count": 1}]});
+    let resp = app.client.post(app.url("/v1/orders")).json(&order);
+    assert_eq!(resp.send().await.unwrap().status(), 201);
+    app.eventually("the order in MySQL", Duration::from_secs(20), || async {
+        let (_, read) = app.get_json("/v1/orders/tr-order").await;
+        read["persisted"] == true
+    })
+    .await;
+    let trace_id = &uuid::Uuid::new_v4().simple().to_string();
+    let resp = app
+        .client
+        .post(app.url("/v1/orders/tr-order/confirm"))
+        .header("traceparent", format!("00-{trace_id}-{CALLER_SPAN}-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mine = || -> Vec<Value> {
+        (receiver.spans().into_iter())
+            .filter(|s| s["trace_id"] == trace_id.as_str())
+            .collect()
+    };
+    let names = ["POST /v1/orders/{order_id}/confirm", "lifecycle confirm"];
+    let complete = poll_until(Duration::from_secs(15), || async {
+        let spans = mine();
+        names.iter().all(|n| named(&spans, n).is_some())
+    })
+    .await;
+    let spans = mine();
+    assert!(complete, "the trace is incomplete: {spans:#?}");
+    let server = named(&spans, names[0]).unwrap();
+    let confirm = named(&spans, names[1]).unwrap();
+    assert_eq!(confirm["parent_span_id"], server["span_id"]);
+    assert_eq!(confirm["attributes"]["db.system"], "mysql");
+    assert_eq!(confirm["attributes"]["stockd.request.id"], "tr-order");
+    assert_eq!(confirm["attributes"]["stockd.outcome"], "changed");
+    assert!(
+        confirm["attributes"]["stockd.sku.id"].is_null(),
+        "{confirm}"
+    );
+    for sku in [1, 2] {
+        app.wait_drained(sku).await;
+    }
+    app.cleanup().await;
+}
+
 /// A collector that is down (closed port) or stalled (accepts, never answers)
 /// never delays an answer: every reservation answers within 1 s while each
 /// export waits 2 s, and the spans that do not fit the queue are dropped and

@@ -2,7 +2,7 @@
 //! own Prometheus registry (the text `/metrics` serves): reservations by
 //! result, and the persist-lag and consumer-batch histograms over a recent
 //! window. Nothing here touches the reserve path: the counters are the ones
-//! `routes::reservations` increments anyway.
+//! `routes::holds::reservation` increments anyway.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};

@@ -6,10 +6,10 @@
 pub mod audit;
 pub mod auth;
 pub mod client_ip;
+pub mod hold_views;
 pub mod http_metrics;
 pub mod ip_guard;
 pub mod ip_limit;
-pub mod order_views;
 pub mod problem;
 pub mod readiness;
 pub mod routes;

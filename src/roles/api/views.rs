@@ -1,52 +1,14 @@
-//! JSON bodies of the API: what clients send (validated, unknown fields refused)
-//! and what they get back.
-
+//! JSON bodies of the SKU and admin routes: what an operator sends to put a
+//! SKU on sale and what clients and operators are shown of a SKU. The holds'
+//! bodies are in `hold_views`.
 //!
 //! The `#[schema(...)]` attributes are the OpenAPI contract (`GET /openapi.json`);
 //! the `validate` methods enforce the same ranges at run time.
 
-use crate::clock::rfc3339_ms;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::problem::ApiError;
-use crate::domain::{RequestId, Reservation, ReservationStatus, UserId};
-
-/// Pattern of a `request_id` (contract §6), as in `RequestId::parse`.
-pub const REQUEST_ID_PATTERN: &str = "^[A-Za-z0-9_.:-]{1,64}$";
-
-/// `POST /v1/skus/{sku_id}/reservations`
-/// The OpenAPI `maximum` of `count` below is a literal (schema attributes take
-/// no paths); this makes it fail to build when the domain limit moves.
-const _: () = assert!(crate::domain::COUNT_MAX == 1000);
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReserveBody {
-    /// The client's idempotency key: a retry with the same id, user and count
-    /// replays the first answer.
-    #[schema(value_type = String, min_length = 1, max_length = 64,
-             pattern = "^[A-Za-z0-9_.:-]{1,64}$", example = "order-4711:1")]
-    pub request_id: RequestId,
-    #[schema(minimum = 1, maximum = 9223372036854775807_i64, example = 42)]
-    pub user_id: u64,
-    #[schema(minimum = 1, maximum = 1000, example = 1)]
-    pub count: i64,
-}
-
-impl ReserveBody {
-    /// Checks ranges serde cannot; returns the validated user id and count.
-    pub fn validate(&self, max_count: u32) -> Result<(UserId, u32), ApiError> {
-        let user =
-            UserId::new(self.user_id).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-        if self.count < 1 || self.count > i64::from(max_count) {
-            return Err(ApiError::InvalidRequest(format!(
-                "count must be in 1..={max_count}"
-            )));
-        }
-        Ok((user, self.count as u32))
-    }
-}
 
 /// `PUT /v1/admin/skus/{sku_id}`
 #[derive(Debug, Deserialize, ToSchema)]
@@ -113,64 +75,6 @@ impl SkuBody {
             )));
         }
         Ok((self.total_stock, self.limit_per_user as u32))
-    }
-}
-
-/// A reservation as the API shows it (contract §6).
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Reservation)]
-pub struct ReservationView {
-    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_.:-]{1,64}$")]
-    pub request_id: String,
-    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
-    pub sku_id: u64,
-    #[schema(minimum = 1, maximum = 9223372036854775807_i64)]
-    pub user_id: u64,
-    #[schema(minimum = 1, maximum = 1000)]
-    pub count: u32,
-    pub status: StatusView,
-    /// When an unconfirmed reservation is released (RFC 3339, UTC).
-    #[schema(format = DateTime)]
-    pub expires_at: String,
-    /// Only on `GET`: whether the reservation is in MySQL yet.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub persisted: Option<bool>,
-}
-
-/// Where a reservation is in its lifecycle (contract §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[schema(as = ReservationStatus)]
-pub enum StatusView {
-    Reserved,
-    Confirmed,
-    Released,
-    Rejected,
-}
-
-impl From<ReservationStatus> for StatusView {
-    fn from(status: ReservationStatus) -> Self {
-        match status {
-            ReservationStatus::Reserved => Self::Reserved,
-            ReservationStatus::Confirmed => Self::Confirmed,
-            ReservationStatus::Released => Self::Released,
-            ReservationStatus::Rejected => Self::Rejected,
-        }
-    }
-}
-
-impl ReservationView {
-    pub fn new(r: &Reservation, persisted: Option<bool>) -> Self {
-        Self {
-            request_id: r.request_id.to_string(),
-            sku_id: r.sku_id.get(),
-            user_id: r.user_id.get(),
-            count: r.count,
-            status: r.status.into(),
-            expires_at: rfc3339_ms(r.expires_at_ms),
-            persisted,
-        }
     }
 }
 
@@ -276,21 +180,4 @@ pub struct WarmupView {
     pub limit_per_user: u64,
     /// Whether `?force=true` overrode the in-flight check.
     pub forced: bool,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_outside_1_to_max_are_invalid() {
-        for count in [0, -1, 1001, i64::MAX] {
-            let body = ReserveBody {
-                request_id: RequestId::parse("r").unwrap(),
-                user_id: 1,
-                count,
-            };
-            assert!(body.validate(1000).is_err(), "{count}");
-        }
-    }
 }

@@ -7,14 +7,11 @@ pub mod asyncapi;
 pub mod console;
 pub mod contract;
 pub mod dlq;
-pub mod extend;
 pub mod health;
+pub mod holds;
 pub mod lifecycle;
 mod mirrors;
 pub mod openapi;
-pub mod order_lifecycle;
-pub mod orders;
-pub mod reservations;
 pub mod skus;
 
 use actix_web::{web, HttpRequest, HttpResponse, Resource};
@@ -49,40 +46,40 @@ pub fn register(cfg: &mut web::ServiceConfig, set: RouteSet) {
 fn register_public(cfg: &mut web::ServiceConfig) {
     cfg.service(
         resource("/v1/skus/{sku_id}/reservations", "POST")
-            .route(web::post().to(reservations::reserve)),
+            .route(web::post().to(holds::reservation::reserve)),
     )
     .service(
         resource("/v1/skus/{sku_id}/reservations/{request_id}", "GET")
-            .route(web::get().to(reservations::get)),
+            .route(web::get().to(holds::reservation::get)),
     )
     .service(
         resource(
             "/v1/skus/{sku_id}/reservations/{request_id}/confirm",
             "POST",
         )
-        .route(web::post().to(lifecycle::confirm)),
+        .route(web::post().to(lifecycle::confirm_reservation)),
     )
     .service(
         resource("/v1/skus/{sku_id}/reservations/{request_id}/cancel", "POST")
-            .route(web::post().to(lifecycle::cancel)),
+            .route(web::post().to(lifecycle::cancel_reservation)),
     )
     .service(
         resource("/v1/skus/{sku_id}/reservations/{request_id}/extend", "POST")
-            .route(web::post().to(extend::extend)),
+            .route(web::post().to(lifecycle::extend_reservation)),
     )
-    .service(resource("/v1/orders", "POST").route(web::post().to(orders::place)))
-    .service(resource("/v1/orders/{order_id}", "GET").route(web::get().to(orders::get)))
+    .service(resource("/v1/orders", "POST").route(web::post().to(holds::order::place)))
+    .service(resource("/v1/orders/{order_id}", "GET").route(web::get().to(holds::order::get)))
     .service(
         resource("/v1/orders/{order_id}/confirm", "POST")
-            .route(web::post().to(order_lifecycle::confirm)),
+            .route(web::post().to(lifecycle::confirm_order)),
     )
     .service(
         resource("/v1/orders/{order_id}/cancel", "POST")
-            .route(web::post().to(order_lifecycle::cancel)),
+            .route(web::post().to(lifecycle::cancel_order)),
     )
     .service(
         resource("/v1/orders/{order_id}/extend", "POST")
-            .route(web::post().to(order_lifecycle::extend)),
+            .route(web::post().to(lifecycle::extend_order)),
     )
     .service(resource("/v1/skus/{sku_id}", "GET").route(web::get().to(skus::get)))
     .service(resource("/livez", "GET").route(web::get().to(health::livez)))

@@ -21,10 +21,7 @@ use super::contract::{
     problem_response, problem_schema, Liveness, Readiness, ReconcileReport, SkuReconcileLine,
     StuckWhere, Verdict, ADMIN_SECURITY, CLIENT_SECURITY, PROBLEMS,
 };
-use super::{
-    adjustments, admin, asyncapi, console, dlq, extend, health, lifecycle, order_lifecycle, orders,
-    reservations, skus,
-};
+use super::{adjustments, admin, asyncapi, console, dlq, health, holds, lifecycle, skus};
 use crate::roles::api::ApiState;
 
 #[derive(OpenApi)]
@@ -41,16 +38,16 @@ use crate::roles::api::ApiState;
             403 `FORBIDDEN` without the scope, both before anything is read or written."
     ),
     paths(
-        reservations::reserve,
-        reservations::get,
-        lifecycle::confirm,
-        lifecycle::cancel,
-        extend::extend,
-        orders::place,
-        orders::get,
-        order_lifecycle::confirm,
-        order_lifecycle::cancel,
-        order_lifecycle::extend,
+        holds::reservation::reserve,
+        holds::reservation::get,
+        lifecycle::confirm_reservation,
+        lifecycle::cancel_reservation,
+        lifecycle::extend_reservation,
+        holds::order::place,
+        holds::order::get,
+        lifecycle::confirm_order,
+        lifecycle::cancel_order,
+        lifecycle::extend_order,
         skus::get,
         admin::put_sku,
         admin::warmup,
@@ -437,7 +434,7 @@ mod tests {
         assert_eq!(reserve["user_id"]["maximum"], i64::MAX);
         assert_eq!(
             reserve["request_id"]["pattern"],
-            crate::roles::api::views::REQUEST_ID_PATTERN
+            crate::roles::api::hold_views::REQUEST_ID_PATTERN
         );
         let params =
             &doc["paths"]["/v1/skus/{sku_id}/reservations/{request_id}"]["get"]["parameters"];
@@ -446,7 +443,7 @@ mod tests {
         assert_eq!(params[0]["schema"]["maximum"], i64::MAX);
         assert_eq!(
             params[1]["schema"]["pattern"],
-            crate::roles::api::views::REQUEST_ID_PATTERN
+            crate::roles::api::hold_views::REQUEST_ID_PATTERN
         );
         let scheme = &doc["components"]["securitySchemes"][ADMIN_SECURITY];
         assert_eq!(scheme["scheme"], "bearer");

@@ -5,7 +5,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use super::contract::{
     Forbidden, InvalidRequest, RateLimited, SkuNotFound, SkuPath, Unauthenticated, Unavailable,
 };
-use super::reservations::not_loaded;
+use super::holds::not_loaded;
 use super::sku_from;
 use crate::roles::api::auth::{Granted, Read};
 use crate::roles::api::problem::ApiError;

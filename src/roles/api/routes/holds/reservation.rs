@@ -1,28 +1,29 @@
-//! `POST /v1/skus/{sku_id}/reservations` and `GET .../reservations/{request_id}`.
+//! `POST /v1/skus/{sku_id}/reservations` and `GET .../reservations/{request_id}`:
+//! a hold of one line, named by its `request_id`.
 //!
-//! The hot path is one EVALSHA. With `durability: queue` the handler then awaits
-//! its own publisher confirm (others' publishes pipeline beside it); with
-//! `durability: redis` the publish is spawned and the answer goes out at once.
+//! The hot path is one EVALSHA of `reserve.lua`, traced (the script's span,
+//! the publish's span, the outcome on the request's span), then the hand-off
+//! of [`super`].
 
-use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::contract::{
+use super::super::contract::{
     Forbidden, IdempotencyMismatch, InvalidRequest, RateLimited, ReservationNotFound,
     ReservationPath, ReserveConflict, SkuNotFound, SkuPath, Unauthenticated, Unavailable,
     UnsupportedMediaType,
 };
-use super::sku_from;
-use crate::config::Durability;
-use crate::db::{ledger, sku};
-use crate::domain::Deduction;
-use crate::domain::{ReserveOutcome, SkuId};
+use super::super::{request_from, sku_from};
+use super::{
+    copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
+};
+use crate::db::ledger;
+use crate::domain::{Deduction, ReserveOutcome, SkuId};
 use crate::otel;
-use crate::redis::OutboxStream;
+use crate::redis::{LineRefusal, OutboxStream};
 use crate::roles::api::auth::{Granted, Read, Reserve};
+use crate::roles::api::hold_views::{ReservationView, ReserveBody};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::trace_context;
-use crate::roles::api::views::{ReservationView, ReserveBody};
 use crate::roles::api::ApiState;
 
 /// Reserve units of a SKU.
@@ -73,12 +74,9 @@ pub async fn reserve(
     let started = std::time::Instant::now();
     let sku_id = sku_from(&req)?;
     let (user_id, count) = body.validate(state.res.settings.reservation.max_count)?;
-    let layout = state.res.redis.buckets().cached_layout(sku_id);
-    if let (Some(board), Some(layout)) = (&state.soldout, layout) {
-        if board.short_circuits(&layout, user_id, &body.request_id) {
-            metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
-            return Err(ApiError::SoldOut);
-        }
+    if short_circuited(&state, user_id, &body.request_id, [sku_id]).is_some() {
+        metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
+        return Err(ApiError::SoldOut);
     }
     let tracing = &state.res.tracing;
     let redis_span = trace_context::redis_span(tracing, sku_id, &body.request_id);
@@ -98,43 +96,25 @@ pub async fn reserve(
         trace_context::reservation(tracing, sku_id, &body.request_id, "error");
         ApiError::unavailable("redis", e)
     })?;
-    let bucket = state.res.redis.buckets().cached_bucket_of(sku_id, user_id);
-    flag_if_sold_out(&state, sku_id, bucket, &outcome);
+    if took_the_last_units(&outcome) {
+        flag_sold_out(&state, sku_id, user_id);
+    }
     refill_ahead(&state, sku_id, &outcome);
-    let label = outcome.label();
-    let response = answer(&state, sku_id, outcome).await;
-    // A SKU missing from Redis is counted by what it turned out to be.
-    let label = match (&response, label) {
-        (Err(ApiError::SkuNotFound(_)), _) => "not_found",
-        (Err(ApiError::Unavailable(_)), "not_loaded") => "not_loaded",
-        (_, label) => label,
-    };
+    let (label, response) = answer(&state, sku_id, outcome).await;
     metrics::counter!("stockd_reservations_total", "result" => label).increment(1);
     trace_context::reservation(tracing, sku_id, &body.request_id, label);
     metrics::histogram!("stockd_reserve_duration_seconds").record(started.elapsed().as_secs_f64());
     response
 }
 
-/// The SKU just sold out (or was found sold out): flag it locally without
-/// waiting for our own Pub/Sub event. Off the response path.
-fn flag_if_sold_out(
-    state: &ApiState,
-    sku_id: SkuId,
-    bucket: Option<u16>,
-    outcome: &ReserveOutcome,
-) {
-    let sold_out = match outcome {
+/// The SKU just sold out, or was found sold out.
+fn took_the_last_units(outcome: &ReserveOutcome) -> bool {
+    match outcome {
         ReserveOutcome::SoldOut => true,
         ReserveOutcome::Reserved {
             available_after, ..
         } => *available_after == 0,
         _ => false,
-    };
-    if let (true, Some(board), Some(bucket)) = (sold_out, &state.soldout, bucket) {
-        if !board.is_bucket_flagged(sku_id, bucket) {
-            let board = board.clone();
-            tokio::spawn(async move { board.refresh(sku_id, bucket).await });
-        }
     }
 }
 
@@ -159,12 +139,16 @@ fn refill_ahead(state: &ApiState, sku_id: SkuId, outcome: &ReserveOutcome) {
     }
 }
 
+/// The answer to the script's outcome, with its metric label: the
+/// outcome's, or for a refusal what [`refusal`] tells (a SKU missing from
+/// Redis is counted by what it turned out to be).
 async fn answer(
     state: &ApiState,
     sku_id: SkuId,
     outcome: ReserveOutcome,
-) -> Result<HttpResponse, ApiError> {
-    match outcome {
+) -> (&'static str, Result<HttpResponse, ApiError>) {
+    let label = outcome.label();
+    let why = match outcome {
         ReserveOutcome::Reserved {
             reservation,
             outbox_id,
@@ -186,65 +170,37 @@ async fn answer(
                 otel::end(span, outcome, published.is_err());
                 published.is_ok()
             };
-            let confirmed = match state.res.settings.reservation.durability {
-                Durability::Redis => {
-                    tokio::spawn(publish);
-                    true
-                }
-                Durability::Queue => publish.await,
-            };
-            // Never undo on a late confirm: the reservation stands in the outbox
-            // and the relay will publish it; 202 tells the client exactly that.
-            let mut response = if confirmed {
-                HttpResponse::Created()
-            } else {
-                HttpResponse::Accepted()
-            };
+            let confirmed = hand_off(state, publish).await;
             let location = format!("/v1/skus/{sku_id}/reservations/{}", reservation.request_id);
-            Ok(response
-                .insert_header((header::LOCATION, location))
-                .json(ReservationView::new(&reservation, None)))
+            let view = ReservationView::new(&reservation, None);
+            return (label, Ok(held(confirmed, location, view)));
         }
-        ReserveOutcome::Replayed { reservation } => Ok(HttpResponse::Ok()
-            .insert_header(("Idempotent-Replayed", "true"))
-            .json(ReservationView::new(&reservation, None))),
-        ReserveOutcome::Mismatch => Err(ApiError::IdempotencyMismatch),
-        ReserveOutcome::Taken => Err(ApiError::IdTaken),
+        ReserveOutcome::Replayed { reservation } => {
+            let view = ReservationView::new(&reservation, None);
+            return (label, Ok(replayed(view, None)));
+        }
         ReserveOutcome::LimitExceeded { bought, limit } => {
-            Err(ApiError::LimitExceeded { bought, limit })
+            LineRefusal::LimitExceeded { bought, limit }
         }
-        ReserveOutcome::LapseLimit { lapsed, max } => Err(ApiError::LapseLimit { lapsed, max }),
-        ReserveOutcome::SoldOut => Err(ApiError::SoldOut),
-        ReserveOutcome::Insufficient { available } => {
-            Err(ApiError::InsufficientStock { available })
+        ReserveOutcome::LapseLimit { lapsed, max } => LineRefusal::LapseLimit { lapsed, max },
+        ReserveOutcome::SoldOut => LineRefusal::SoldOut,
+        ReserveOutcome::Insufficient { available } => LineRefusal::Insufficient { available },
+        ReserveOutcome::NotLoaded => LineRefusal::NotLoaded,
+        ReserveOutcome::Mismatch => return (label, Err(ApiError::IdempotencyMismatch)),
+        ReserveOutcome::Taken => return (label, Err(ApiError::IdTaken)),
+        ReserveOutcome::Backpressure => {
+            return (label, Err(ApiError::Unavailable(BACKPRESSURE.into())));
         }
-        ReserveOutcome::Backpressure => Err(ApiError::Unavailable(
-            "the outbox is full: the broker is not confirming; retry shortly".into(),
-        )),
-        ReserveOutcome::NotLoaded => Err(not_loaded(state, sku_id).await),
         ReserveOutcome::RateLimited { retry_after_ms } => {
-            Err(ApiError::rate_limited("user", retry_after_ms))
+            return (label, Err(ApiError::rate_limited("user", retry_after_ms)));
         }
-        ReserveOutcome::Rebalancing => Err(ApiError::Unavailable(
-            "the SKU's stock is moving between its buckets; retry shortly".into(),
-        )),
-    }
-}
-
-/// A SKU missing from Redis is either unknown (404) or not warmed up (503);
-/// never "0" and never "unlimited".
-pub async fn not_loaded(state: &ApiState, sku_id: SkuId) -> ApiError {
-    let known = state.res.db.bounded(async {
-        let mut conn = state.res.db.conn().await?;
-        sku::get(&mut conn, sku_id).await
-    });
-    match known.await {
-        Ok(Some(_)) => {
-            ApiError::Unavailable(format!("SKU {sku_id} is not loaded into Redis; warm it up"))
+        ReserveOutcome::Rebalancing => {
+            let why = "the SKU's stock is moving between its buckets; retry shortly";
+            return (label, Err(ApiError::Unavailable(why.into())));
         }
-        Ok(None) => ApiError::SkuNotFound(sku_id.get()),
-        Err(err) => ApiError::unavailable("mysql", err),
-    }
+    };
+    let (label, err) = refusal(state, sku_id, why).await;
+    (label, Err(err))
 }
 
 /// Look up a reservation.
@@ -275,34 +231,23 @@ pub async fn get(
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let sku_id = sku_from(&req)?;
-    let request_id = super::request_from(&req)?;
-    let in_redis = state
-        .res
-        .redis
-        .reservations()
-        .reservation(sku_id, &request_id)
-        .await
-        .map_err(|e| ApiError::unavailable("redis", e))?;
+    let request_id = request_from(&req)?;
     let db = &state.res.db;
-    let in_mysql = db
-        .bounded(async {
+    let (in_redis, in_mysql) = copies(
+        scope.requester(),
+        state
+            .res
+            .redis
+            .reservations()
+            .reservation(sku_id, &request_id),
+        db.bounded(async {
             let mut conn = db.conn().await?;
             ledger::find(&mut conn, sku_id, &request_id).await
-        })
-        .await
-        .map_err(|e| ApiError::unavailable("mysql", e))?;
-    // Another client's reservation is not there for this one (contract §6.2).
-    let owners = [
-        in_redis.as_ref().and_then(|r| r.client.as_deref()),
-        in_mysql.as_ref().and_then(|row| row.client.as_deref()),
-    ];
-    if !owners
-        .iter()
-        .all(|owner| scope.requester().may_act_on(*owner))
-    {
-        return Err(ApiError::ReservationNotFound);
-    }
-    let view = match (in_redis, &in_mysql) {
+        }),
+        ApiError::ReservationNotFound,
+    )
+    .await?;
+    let view = match (in_redis, in_mysql) {
         // MySQL decides final states; Redis may lag behind a transition.
         (Some(mut r), Some(row)) => {
             r.status = row.status;
@@ -310,7 +255,7 @@ pub async fn get(
         }
         (Some(r), None) => ReservationView::new(&r, Some(false)),
         (None, Some(row)) => ReservationView::new(&row.to_reservation(), Some(true)),
-        (None, None) => return Err(ApiError::ReservationNotFound),
+        (None, None) => unreachable!("`copies` answers 404 when neither store has it"),
     };
     Ok(HttpResponse::Ok().json(view))
 }

@@ -1,28 +1,30 @@
-//! `POST /v1/orders` and `GET /v1/orders/{order_id}`: a whole order of
-//! several SKUs held all-or-nothing (docs/architecture.md, "Orders").
+//! `POST /v1/orders` and `GET /v1/orders/{order_id}`: a hold of N lines on
+//! as many SKUs, all or nothing, named by its `order_id`
+//! (docs/architecture.md, "Orders").
 //!
-//! The hot path is one EVALSHA of `order.lua` (every line held or none; on
-//! a Redis Cluster or with a line on a split SKU, the intent protocol of
-//! `ops/order_saga.rs`), then one deduction through the group commit naming
-//! every line, as a single reservation's is: with `durability: queue` the answer waits for
-//! the broker's confirm (201, or 202 when late), with `durability: redis`
-//! it goes out at once.
+//! The hot path is one EVALSHA of `order.lua` (every line held or none; on a
+//! Redis Cluster or with a line on a split SKU, the intent protocol of
+//! `ops/order_saga.rs`), then the hand-off of [`super`]: one deduction
+//! through the group commit naming every line.
 
-use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::contract::{
+use super::super::contract::{
     Forbidden, IdempotencyMismatch, InvalidRequest, OrderNotFound, OrderPath, OrderRefused,
     OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable, UnsupportedMediaType,
 };
-use super::reservations::not_loaded;
-use crate::config::Durability;
+use super::super::order_from;
+use super::{
+    copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
+};
 use crate::db::orders;
-use crate::domain::{Deduction, OrderLines, RequestId, Requester, SkuId, UserId};
+use crate::domain::{
+    Deduction, OrderLines, RequestId, Requester, ReservationStatus, SkuId, UserId,
+};
 use crate::outbox::OrderLineEntry;
 use crate::redis::{HeldLine, LineRefusal, OrderOutcome};
 use crate::roles::api::auth::{Granted, Read, Reserve};
-use crate::roles::api::order_views::{OrderBody, OrderView};
+use crate::roles::api::hold_views::{OrderBody, OrderView};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
 
@@ -73,7 +75,8 @@ pub async fn place(
     let (user_id, lines) =
         body.validate(settings.orders.max_lines, settings.reservation.max_count)?;
     let order_id = &body.order_id;
-    let (label, response) = match short_circuited(&state, order_id, user_id, &lines) {
+    let skus = lines.lines().iter().map(|l| l.sku_id);
+    let (label, response) = match short_circuited(&state, user_id, order_id, skus) {
         Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
         None => hold(&state, order_id, user_id, &lines, scope.requester()).await,
     };
@@ -81,23 +84,6 @@ pub async fn place(
     metrics::histogram!("stockd_order_lines").record(lines.len() as f64);
     metrics::histogram!("stockd_order_duration_seconds").record(started.elapsed().as_secs_f64());
     response
-}
-
-/// The first line (by SKU) whose SKU this node knows is sold out for the
-/// buyer's bucket: the order is refused from memory, without a Redis call.
-fn short_circuited(
-    state: &ApiState,
-    order_id: &RequestId,
-    user_id: UserId,
-    lines: &OrderLines,
-) -> Option<SkuId> {
-    let board = state.soldout.as_ref()?;
-    let buckets = state.res.redis.buckets();
-    lines.lines().iter().map(|l| l.sku_id).find(|&sku_id| {
-        buckets
-            .cached_layout(sku_id)
-            .is_some_and(|layout| board.short_circuits(&layout, user_id, order_id))
-    })
 }
 
 /// The order script, then the answer; with the outcome's metric label.
@@ -123,56 +109,50 @@ async fn hold(
         Ok(outcome) => outcome,
         Err(err) => return ("error", Err(ApiError::unavailable("redis", err))),
     };
-    flag_sold_out_lines(state, user_id, &outcome);
+    for sku_id in took_the_last_units(&outcome) {
+        flag_sold_out(state, sku_id, user_id);
+    }
     let location = format!("/v1/orders/{order_id}");
     match outcome {
         OrderOutcome::Reserved {
             created_ms,
             expires_ms,
-            lines: held,
+            lines: held_lines,
         } => {
             let client = requester.stamp();
             let msgs =
                 Deduction::of_order_by(order_id, user_id, lines, created_ms, expires_ms, client);
-            let confirmed = publish(state, held, msgs).await;
-            let mut response = if confirmed {
-                HttpResponse::Created()
-            } else {
-                HttpResponse::Accepted()
-            };
-            let view = OrderView::new(
-                order_id,
-                user_id,
-                lines,
-                crate::domain::ReservationStatus::Reserved,
-                expires_ms,
-            );
-            let response = response
-                .insert_header((header::LOCATION, location))
-                .json(view);
-            ("reserved", Ok(response))
+            let confirmed = hand_off(state, publish(state, held_lines, msgs)).await;
+            let status = ReservationStatus::Reserved;
+            let view = OrderView::new(order_id, user_id, lines, status, expires_ms);
+            ("reserved", Ok(held(confirmed, location, view)))
         }
         OrderOutcome::Replayed {
             status, expires_ms, ..
         } => {
             let view = OrderView::new(order_id, user_id, lines, status, expires_ms);
-            ("replayed", Ok(replayed(view, location)))
+            ("replayed", Ok(replayed(view, Some(location))))
         }
         OrderOutcome::Mismatch => {
             match stored_in_mysql(state, order_id, user_id, lines, requester).await {
-                Ok(Stored::Same(view)) => ("replayed", Ok(replayed(view, location))),
+                Ok(Stored::Same(view)) => ("replayed", Ok(replayed(view, Some(location)))),
                 Ok(Stored::Taken) => ("id_taken", Err(ApiError::IdTaken)),
                 Ok(Stored::Other) => ("mismatch", Err(ApiError::IdempotencyMismatch)),
                 Err(err) => ("error", Err(err)),
             }
         }
         OrderOutcome::Taken => ("id_taken", Err(ApiError::IdTaken)),
-        OrderOutcome::Refused { sku_id, why } => refusal(state, sku_id, why).await,
+        OrderOutcome::Refused { sku_id, why } => {
+            let (label, err) = refusal(state, sku_id, why).await;
+            match err {
+                // Not the line's doing: the answer names no line.
+                err @ ApiError::Unavailable(_) => (label, Err(err)),
+                err => (label, Err(refused(sku_id, err))),
+            }
+        }
         OrderOutcome::Backpressure => (
             "backpressure",
-            Err(ApiError::Unavailable(
-                "the outbox is full: the broker is not confirming; retry shortly".into(),
-            )),
+            Err(ApiError::Unavailable(BACKPRESSURE.into())),
         ),
         OrderOutcome::Retry(reason) => ("retry", Err(ApiError::Unavailable(reason))),
         OrderOutcome::Unsupported => (
@@ -184,12 +164,20 @@ async fn hold(
     }
 }
 
-/// 200 with `Idempotent-Replayed`: the order as stored.
-fn replayed(view: OrderView, location: String) -> HttpResponse {
-    HttpResponse::Ok()
-        .insert_header(("Idempotent-Replayed", "true"))
-        .insert_header((header::LOCATION, location))
-        .json(view)
+/// The SKUs a line just took the last units of, or was refused sold out on.
+fn took_the_last_units(outcome: &OrderOutcome) -> Vec<SkuId> {
+    match outcome {
+        OrderOutcome::Reserved { lines, .. } => lines
+            .iter()
+            .filter(|l| l.available_after == 0)
+            .map(|l| l.sku_id)
+            .collect(),
+        OrderOutcome::Refused {
+            sku_id,
+            why: LineRefusal::SoldOut,
+        } => vec![*sku_id],
+        _ => Vec::new(),
+    }
 }
 
 /// The order as MySQL stores it, when it is this very order (same buyer,
@@ -239,44 +227,13 @@ fn refused(sku_id: SkuId, refusal: ApiError) -> ApiError {
     }
 }
 
-async fn refusal(
+/// The order's publish: one deduction naming every line; true when the
+/// broker confirmed it.
+fn publish(
     state: &ApiState,
-    sku_id: SkuId,
-    why: LineRefusal,
-) -> (&'static str, Result<HttpResponse, ApiError>) {
-    let (label, err) = match why {
-        LineRefusal::SoldOut => ("sold_out", refused(sku_id, ApiError::SoldOut)),
-        LineRefusal::Insufficient { available } => (
-            "insufficient",
-            refused(sku_id, ApiError::InsufficientStock { available }),
-        ),
-        LineRefusal::LimitExceeded { bought, limit } => (
-            "limit_exceeded",
-            refused(sku_id, ApiError::LimitExceeded { bought, limit }),
-        ),
-        LineRefusal::LapseLimit { lapsed, max } => (
-            "lapse_limit",
-            refused(sku_id, ApiError::LapseLimit { lapsed, max }),
-        ),
-        LineRefusal::NotLoaded => match not_loaded(state, sku_id).await {
-            err @ ApiError::SkuNotFound(_) => ("not_found", refused(sku_id, err)),
-            err => ("not_loaded", err),
-        },
-        LineRefusal::Split => (
-            "unsupported",
-            ApiError::Unavailable(format!(
-                "SKU {sku_id} is split into stock buckets and its layout moved while the \
-                 order was held; retry"
-            )),
-        ),
-    };
-    (label, Err(err))
-}
-
-/// Hands the order to the pipeline: one deduction naming every line; true
-/// when the broker confirmed it (always, with `durability: redis`, where
-/// the publish runs on after the answer).
-async fn publish(state: &ApiState, held: Vec<HeldLine>, msgs: Vec<Deduction>) -> bool {
+    held: Vec<HeldLine>,
+    msgs: Vec<Deduction>,
+) -> impl std::future::Future<Output = bool> + Send + 'static {
     let entries: Vec<OrderLineEntry> = held
         .into_iter()
         .zip(msgs)
@@ -288,43 +245,7 @@ async fn publish(state: &ApiState, held: Vec<HeldLine>, msgs: Vec<Deduction>) ->
         })
         .collect();
     let group_commit = state.group_commit.clone();
-    let publish = async move { group_commit.publish_order(entries, None).await.is_ok() };
-    match state.res.settings.reservation.durability {
-        Durability::Redis => {
-            tokio::spawn(publish);
-            true
-        }
-        Durability::Queue => publish.await,
-    }
-}
-
-/// A line that took its SKU's last units, or was refused sold out: flag it
-/// locally without waiting for the Pub/Sub event. Off the response path.
-fn flag_sold_out_lines(state: &ApiState, user_id: UserId, outcome: &OrderOutcome) {
-    let Some(board) = &state.soldout else {
-        return;
-    };
-    let sold_out: Vec<SkuId> = match outcome {
-        OrderOutcome::Reserved { lines, .. } => lines
-            .iter()
-            .filter(|l| l.available_after == 0)
-            .map(|l| l.sku_id)
-            .collect(),
-        OrderOutcome::Refused {
-            sku_id,
-            why: LineRefusal::SoldOut,
-        } => vec![*sku_id],
-        _ => return,
-    };
-    for sku_id in sold_out {
-        let bucket = state.res.redis.buckets().cached_bucket_of(sku_id, user_id);
-        if let Some(bucket) = bucket {
-            if !board.is_bucket_flagged(sku_id, bucket) {
-                let board = board.clone();
-                tokio::spawn(async move { board.refresh(sku_id, bucket).await });
-            }
-        }
-    }
+    async move { group_commit.publish_order(entries, None).await.is_ok() }
 }
 
 /// Look up an order.
@@ -353,33 +274,18 @@ pub async fn get(
     req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let order_id = super::order_from(&req)?;
-    let in_redis = state
-        .res
-        .redis
-        .orders()
-        .record(&order_id)
-        .await
-        .map_err(|e| ApiError::unavailable("redis", e))?;
+    let order_id = order_from(&req)?;
     let db = &state.res.db;
-    let in_mysql = db
-        .bounded(async {
+    let (in_redis, in_mysql) = copies(
+        scope.requester(),
+        state.res.redis.orders().record(&order_id),
+        db.bounded(async {
             let mut conn = db.conn().await?;
             orders::find(&mut conn, &order_id).await
-        })
-        .await
-        .map_err(|e| ApiError::unavailable("mysql", e))?;
-    // Another client's order is not there for this one (contract §6.2).
-    let owners = [
-        in_redis.as_ref().and_then(|r| r.client.as_deref()),
-        in_mysql.as_ref().and_then(|row| row.client.as_deref()),
-    ];
-    if !owners
-        .iter()
-        .all(|owner| scope.requester().may_act_on(*owner))
-    {
-        return Err(ApiError::OrderNotFound);
-    }
+        }),
+        ApiError::OrderNotFound,
+    )
+    .await?;
     // MySQL decides final states; Redis may lag behind a transition.
     let view = match (in_mysql, in_redis) {
         (Some(row), _) => OrderView {
@@ -390,7 +296,7 @@ pub async fn get(
             persisted: Some(false),
             ..OrderView::new(&order_id, r.user_id, &r.lines, r.status, r.expires_ms)
         },
-        (None, None) => return Err(ApiError::OrderNotFound),
+        (None, None) => unreachable!("`copies` answers 404 when neither store has it"),
     };
     Ok(HttpResponse::Ok().json(view))
 }
