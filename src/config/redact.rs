@@ -160,27 +160,27 @@ pub(super) fn redact_malformed_url(url: &str) -> String {
 /// replaced: `https://hooks.example/robot/send?access_token=x` becomes
 /// `https://hooks.example/<redacted>`.
 fn redact_url_after_host(url: &str) -> String {
-    let Some(UrlParts {
-        scheme,
-        userinfo,
-        host,
-        tail,
-    }) = url_parts(url)
-    else {
-        return REDACTED.to_string();
-    };
-    let user = userinfo.map_or(String::new(), |_| format!("{REDACTED}@"));
-    let rest = if tail.is_empty() || tail == "/" {
-        tail.to_string()
-    } else {
-        format!("/{REDACTED}")
-    };
-    format!("{scheme}://{user}{host}{rest}")
+    redact_url_with(url, |tail| {
+        if tail.is_empty() || tail == "/" {
+            tail.to_string()
+        } else {
+            format!("/{REDACTED}")
+        }
+    })
 }
 
 /// Userinfo and the query (and fragment) replaced, the path kept:
 /// `http://k:s@c:4318/otlp?key=x` becomes `http://<redacted>@c:4318/otlp?<redacted>`.
 fn redact_url_userinfo_query(url: &str) -> String {
+    redact_url_with(url, |tail| match tail.find(['?', '#']) {
+        Some(at) => format!("{}?{REDACTED}", &tail[..at]),
+        None => tail.to_string(),
+    })
+}
+
+/// The URL with any userinfo replaced and what follows the host rewritten by
+/// `rest`; a URL that does not parse is replaced whole.
+fn redact_url_with(url: &str, rest: impl Fn(&str) -> String) -> String {
     let Some(UrlParts {
         scheme,
         userinfo,
@@ -191,11 +191,7 @@ fn redact_url_userinfo_query(url: &str) -> String {
         return REDACTED.to_string();
     };
     let user = userinfo.map_or(String::new(), |_| format!("{REDACTED}@"));
-    let rest = match tail.find(['?', '#']) {
-        Some(at) => format!("{}?{REDACTED}", &tail[..at]),
-        None => tail.to_string(),
-    };
-    format!("{scheme}://{user}{host}{rest}")
+    format!("{scheme}://{user}{host}{}", rest(tail))
 }
 
 #[cfg(test)]

@@ -27,12 +27,18 @@ pub async fn finish_locked(
     out: &mut Outgoing,
 ) -> Result<(), DbError> {
     let kind = finish_row_locked(tx, row, target, why, now_ms, out).await?;
+    tell(out, kind, row, why, now_ms);
+    Ok(())
+}
+
+/// Stages the reservation's event of `kind` for `row`, if `out` wants that
+/// type, with the SKU's available stock as the transaction leaves it.
+fn tell(out: &mut Outgoing, kind: EventType, row: &LedgerRow, why: Option<&str>, now_ms: u64) {
     if out.wants(kind) {
         let facts = Deduction::from(&row.to_reservation());
         let available = out.available(row.sku_id);
         out.push(Event::reservation(kind, &facts, available, why, now_ms));
     }
-    Ok(())
 }
 
 /// [`finish_locked`] without the reservation's event: a line of an order,
@@ -130,11 +136,7 @@ pub async fn finish_many_locked(
         if kind == EventType::Released {
             out.moved(sku_id, i64::from(row.count), 0);
         }
-        if out.wants(kind) {
-            let facts = Deduction::from(&row.to_reservation());
-            let available = out.available(sku_id);
-            out.push(Event::reservation(kind, &facts, available, why, now_ms));
-        }
+        tell(out, kind, row, why, now_ms);
     }
     Ok(())
 }
