@@ -34,6 +34,9 @@ mod load;
 mod mysql;
 mod pipeline;
 mod production;
+/// A passing production deployment's environment, for tests beyond this module.
+#[cfg(test)]
+pub(crate) use production::deployed as deployed_for_tests;
 mod reconcile;
 mod redact;
 mod redis;

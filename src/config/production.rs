@@ -186,35 +186,37 @@ fn check_credentials(settings: &Settings, drivers: &DriverUrls) -> anyhow::Resul
     Ok(())
 }
 
+/// Test support, shared with `config_check`'s tests.
+#[cfg(test)]
+/// What the environment adds to `config/production.yaml` in a deployment
+/// that passes: a client and the stores' own users.
+pub(crate) fn deployed(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let client = format!(
+        "[{{name: orders, token_sha256: \"{}\", scopes: [reserve]}}]",
+        "0".repeat(64)
+    );
+    let mut vars = vec![
+        ("STOCKD__AUTH__CLIENTS".to_string(), client),
+        (
+            "STOCKD__MYSQL__URL".to_string(),
+            "mysql://stockd_app:db-pw-61@db:3306/stockd".to_string(),
+        ),
+        (
+            "STOCKD__AMQP__URL".to_string(),
+            "amqp://stockd_app:mq-pw-62@rabbitmq:5672/%2f".to_string(),
+        ),
+    ];
+    for (k, v) in extra {
+        vars.retain(|(name, _)| name != k);
+        vars.push((k.to_string(), v.to_string()));
+    }
+    vars
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::repo_config;
-
-    /// What the environment adds to `config/production.yaml` in a deployment
-    /// that passes: a client and the stores' own users.
-    fn deployed(extra: &[(&str, &str)]) -> Vec<(String, String)> {
-        let client = format!(
-            "[{{name: orders, token_sha256: \"{}\", scopes: [reserve]}}]",
-            "0".repeat(64)
-        );
-        let mut vars = vec![
-            ("STOCKD__AUTH__CLIENTS".to_string(), client),
-            (
-                "STOCKD__MYSQL__URL".to_string(),
-                "mysql://stockd_app:db-pw-61@db:3306/stockd".to_string(),
-            ),
-            (
-                "STOCKD__AMQP__URL".to_string(),
-                "amqp://stockd_app:mq-pw-62@rabbitmq:5672/%2f".to_string(),
-            ),
-        ];
-        for (k, v) in extra {
-            vars.retain(|(name, _)| name != k);
-            vars.push((k.to_string(), v.to_string()));
-        }
-        vars
-    }
 
     fn load(env: &str, extra: &[(&str, &str)]) -> anyhow::Result<Settings> {
         Settings::load_with_vars(&repo_config(), env, &deployed(extra))
