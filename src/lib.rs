@@ -24,16 +24,12 @@
 //!   list/replay, the console's overview.
 //! - [`roles`]: what `--role` runs: api, consumer, closer, reconciler, all; and
 //!   the polled gauges every role runs (`roles::gauges`).
-//! - `bench` (cargo feature `bench`, on by default, off in production builds):
-//!   the load generator behind `stockd bench`.
 //! - [`clock`]: epoch milliseconds and their RFC 3339 form.
 //! - [`tls`]: the `*.tls` settings turned into each driver's rustls options.
 //! - [`config`], [`cli`] (+ [`cli_jobs`], [`cli_dlq`]: the one-shot subcommands),
 //!   [`telemetry`], [`shutdown`], [`sdnotify`], [`resources`]: process plumbing.
 
 pub mod alert;
-#[cfg(feature = "bench")]
-pub mod bench;
 pub mod cli;
 pub mod cli_dlq;
 pub mod cli_jobs;
