@@ -12,7 +12,7 @@
 #   - `--target full` (the default, the last stage): compiles stockd in `builder`
 #     from rust:*-bookworm. For machines that reach a registry.
 #   - `--target runtime`: copies a binary built on the host
-#     (`cargo build --release --no-default-features --bin stockd` with
+#     (`cargo build --release -p stockd --bin stockd` with
 #     CARGO_TARGET_DIR=target/image, what `make image` runs). For this project's
 #     machines: no registry is reachable, so there is no rust image, and the one
 #     Rust toolchain is the host's (rustup cannot fetch another into an image).
@@ -30,26 +30,31 @@ FROM rust:${RUST_VERSION}-bookworm AS builder
 WORKDIR /build
 
 # Dependencies first, against stub sources, so this slow layer is rebuilt only when
-# Cargo.toml or Cargo.lock change. tests/it/main.rs must exist because Cargo.toml
-# declares the `it` test target; it stays a stub (tests are not built here).
+# a manifest or Cargo.lock change. tests/it/main.rs must exist because Cargo.toml
+# declares the `it` test target; it stays a stub (tests are not built here). The
+# load generator's manifest and stub sources only complete the workspace (bench/,
+# a member and the product's dev-dependency): `-p stockd` never builds it.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src tests/it \
+COPY bench/Cargo.toml ./bench/
+RUN mkdir -p src tests/it bench/src \
     && echo 'fn main() {}' > src/main.rs \
     && : > src/lib.rs \
     && : > tests/it/main.rs \
-    && cargo build --release --locked --no-default-features \
+    && echo 'fn main() {}' > bench/src/main.rs \
+    && : > bench/src/lib.rs \
+    && cargo build --release --locked -p stockd \
     && rm -rf src
 
-# The real sources. --no-default-features: the production binary carries no load
-# generator (cargo feature `bench`); its `stockd bench` is refused with the reason
-# (docs/architecture.md, "The load generator"; tests/it/deploy.rs checks this line).
-# sql/ is embedded by include_str! (src/db/migrate.rs).
+# The real sources. `-p stockd --bin stockd`: the product alone, never the load
+# generator (`stockd-bench`, docs/architecture.md, "The load generator";
+# tests/it/deploy.rs checks this line). sql/ is embedded by include_str!
+# (src/db/migrate.rs).
 COPY src ./src
 COPY sql ./sql
 # COPY keeps the files' old mtimes; touch the crate roots so cargo does not take the
 # stub build above for an up-to-date stockd.
 RUN touch src/main.rs src/lib.rs \
-    && cargo build --release --locked --no-default-features --bin stockd \
+    && cargo build --release --locked -p stockd --bin stockd \
     && ./target/release/stockd --version
 
 # ---- base: everything of the runtime but the binary ------------------------------

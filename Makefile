@@ -8,6 +8,7 @@ SHELL := /bin/bash
 CARGO        ?= cargo
 TEST_THREADS ?= 4
 STOCKD       := ./target/release/stockd
+BENCH        := ./target/release/stockd-bench
 
 .PHONY: help services run test test-cluster lint check bench demo clean-test-data fuzz chaos image test-image
 
@@ -26,7 +27,7 @@ run: services
 	env STOCKD_ENV=local $$(scripts/services.sh env runtime) $(STOCKD) --role all
 
 test: services
-	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+	$(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS)
 
 # The integration suite against the local clusters (scripts/services.sh
 # cluster): a 6-node Redis Cluster and a 3-node RabbitMQ cluster on private
@@ -37,26 +38,24 @@ test-cluster: services
 	env $$(scripts/services.sh cluster env 2>/dev/null) \
 		$(CARGO) test --test it -- --test-threads=$(TEST_THREADS)
 
-# The second clippy pass is the production build (--no-default-features: no load
-# generator, as the Dockerfile builds it), so a change that breaks only that build fails here.
+# The whole workspace: the product and the load generator (bench/).
 lint:
-	$(CARGO) fmt --check && $(CARGO) clippy --all-targets -- -D warnings \
-		&& $(CARGO) clippy --no-default-features --all-targets -- -D warnings
+	$(CARGO) fmt --all --check && $(CARGO) clippy --workspace --all-targets -- -D warnings
 
 check: lint test
 
-# The load generator is the cargo feature `bench`, a default one: a plain
-# `cargo build --release` carries it (docs/architecture.md, "The load generator").
+# The load generator is the workspace's `stockd-bench` (bench/); it starts the
+# `stockd` beside it, so both are built (docs/architecture.md, "The load generator").
 # Then the instruction counts (scripts/bench-instructions.sh, ~4 minutes under
-# callgrind), then `stockd bench report`: keeps both results in docs/bench/ and
+# callgrind), then `stockd-bench report`: keeps both results in docs/bench/ and
 # rewrites BENCHMARKS.md's generated block from them (commit those files).
 bench: services
-	$(CARGO) build --release && $(STOCKD) bench
+	$(CARGO) build --release --workspace && $(BENCH)
 	scripts/bench-instructions.sh
-	$(STOCKD) bench report
+	$(BENCH) report
 
 demo: services
-	$(CARGO) build --release && $(STOCKD) bench --demo
+	$(CARGO) build --release --workspace && $(BENCH) --demo
 
 clean-test-data:
 	scripts/clean-test-data.sh
@@ -84,9 +83,8 @@ chaos: services
 # The container image (Dockerfile; docs/operations.md, "Containers and
 # Kubernetes"). The binary is built here, on the host, and copied in by the
 # Dockerfile's `runtime` target: no registry is reachable for a rust image, and
-# the host's toolchain and cargo cache make a rebuild take seconds. Its own
-# target dir, so the production build (no `bench`) and the developer build do
-# not rebuild each other. scripts/image-base.sh makes debian:bookworm-slim from
+# the host's toolchain and cargo cache make a rebuild take seconds. The product
+# alone (`-p stockd`), in its own target dir: the path the Dockerfile copies. scripts/image-base.sh makes debian:bookworm-slim from
 # Debian's packages when it cannot be pulled. ENGINE=docker where a Docker
 # engine runs (it keeps HEALTHCHECK by default; podman needs --format docker).
 IMAGE  ?= stockd:local
@@ -97,7 +95,7 @@ ifeq ($(ENGINE),podman)
 	scripts/container-tools.sh engine
 	scripts/image-base.sh
 endif
-	CARGO_TARGET_DIR=target/image $(CARGO) build --release --locked --no-default-features --bin stockd
+	CARGO_TARGET_DIR=target/image $(CARGO) build --release --locked -p stockd --bin stockd
 ifeq ($(ENGINE),podman)
 	CONTAINERS_CONF=$(CURDIR)/scripts/lib/podman-containers.conf \
 		podman build --format docker --network host --target runtime -t $(IMAGE) .

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What TLS on the listeners plus client tokens cost (issue 27, docs/benchmarks-history.md,
-# "Auth and TLS on the listeners"): `stockd bench --target` against one
+# "Auth and TLS on the listeners"): `stockd-bench --target` against one
 # `stockd --role all` with durability redis, listeners plain and open (off) vs
 # TLS + auth.required with one client (on), alternating, same machine.
-# Needs a release build (`cargo build --release`) and openssl; writes to $OUT.
+# Needs a release build (`cargo build --release --workspace`) and openssl; writes to $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/bench-auth-tls}
@@ -20,6 +20,7 @@ head -c 32 /dev/urandom | base64 | tr -d '/+=\n' >token
 tr -d '\n' <token | sha256sum | cut -d' ' -f1 >token.sha256
 cd - >/dev/null
 S=./target/release/stockd
+B=./target/release/stockd-bench
 env STOCKD_ENV=local $(scripts/services.sh env migrate) $S migrate >/dev/null
 start() { # $1 = off|on; prints the pid
   local extra=()
@@ -39,8 +40,8 @@ for round in 1 2 3 4; do
     else url=http://127.0.0.1:18080; tls=(); curlx=(); fi
     for _ in $(seq 100); do curl -sf "${curlx[@]}" $url/readyz >/dev/null 2>&1 && break; sleep 0.2; done
     echo "== round $round $mode (pid $pid), load $(cut -d' ' -f1 /proc/loadavg)"
-    env STOCKD_ENV=local $S bench --target $url "${tls[@]}" --admin-token dev-admin-token --target-pid $pid \
-      --out-dir $OUT/$mode$round 2>&1 | grep -E 'stockd bench: reserve_target|correctness|error'; grep -E '^\| reserve_target' $OUT/$mode$round/bench.md
+    env STOCKD_ENV=local $B --target $url "${tls[@]}" --admin-token dev-admin-token --target-pid $pid \
+      --out-dir $OUT/$mode$round 2>&1 | grep -E 'stockd-bench: reserve_target|correctness|error'; grep -E '^\| reserve_target' $OUT/$mode$round/bench.md
     kill $pid; while kill -0 $pid 2>/dev/null; do sleep 0.2; done
   done
 done

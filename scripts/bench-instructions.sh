@@ -28,7 +28,7 @@
 # The shared services are not touched. Takes about four minutes.
 #
 # Also writes the counts as JSON to $JSON_OUT (default
-# bench-out/instructions.json), which `stockd bench report` (the last step of
+# bench-out/instructions.json), which `stockd-bench report` (the last step of
 # `make bench`) puts into BENCHMARKS.md beside the run's bench.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,7 +87,7 @@ mkdir -p "$OUT/lua"
 # helpers of src/redis/lua/lib into each): printed by examples/lua_text.rs,
 # a release build as `make bench` makes.
 for script in order reserve finish; do
-    cargo run -q --release --example lua_text -- "$script" >"$OUT/lua/$script.lua"
+    cargo run -q --release -p stockd --example lua_text -- "$script" >"$OUT/lua/$script.lua"
 done
 echo "bench-instructions: private redis-server :$RPORT and mariadbd :$MPORT under callgrind, in $OUT" >&2
 start_under_callgrind redis redis-server --port $RPORT --bind 127.0.0.1 --save "" \
@@ -210,7 +210,7 @@ done
 printf '%-46s %12s %12s %8s\n' "MariaDB: expiry batch of $largest, events off" "$sql_release_quiet" \
     "$sql_single" "$(ratio "$sql_release_quiet" "$sql_single")"
 
-# The same counts for `stockd bench report`: the checkout's commit ("-dirty"
+# The same counts for `stockd-bench report`: the checkout's commit ("-dirty"
 # when tracked files differ from it), the servers' versions and the settings.
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"

@@ -27,12 +27,8 @@ pub struct Cli {
 pub enum Command {
     /// Create the database if needed and apply pending migrations from sql/.
     Migrate,
-    /// Load generator: ceiling, reserve, sold-out, strawman, consumer phases.
-    #[cfg(feature = "bench")]
-    Bench(crate::bench::args::BenchArgs),
-    /// A build without the load generator (production): every `stockd bench ...`,
-    /// `--help` included, lands here and is refused with [`BENCH_NOT_BUILT`].
-    #[cfg(not(feature = "bench"))]
+    /// The load generator is the `stockd-bench` binary: every `stockd bench ...`,
+    /// `--help` included, lands here and is refused with [`BENCH_MOVED`].
     #[command(hide = true, disable_help_flag = true)]
     Bench {
         /// Whatever followed `bench`; never read.
@@ -87,13 +83,10 @@ pub enum Command {
     },
 }
 
-/// Why a production build refuses `stockd bench`: the load generator is a
-/// developer tool (it reads server stats, removes keys with `SCAN`, and must never
-/// be pointed at production), so release images are built without it.
-#[cfg(not(feature = "bench"))]
-pub const BENCH_NOT_BUILT: &str = "`stockd bench` is not in this build: the load generator \
-(cargo feature `bench`) is left out of production builds (`--no-default-features`, as the \
-Dockerfile builds); for a developer build run `make bench` or `cargo build --release`";
+/// Where `stockd bench` went: the load generator is the `stockd-bench` binary
+/// of the workspace (bench/), never part of the product.
+pub const BENCH_MOVED: &str = "the load generator is not part of stockd: run `stockd-bench` \
+(`cargo build --release --workspace` builds it beside stockd; `make bench`, `make demo`)";
 
 #[derive(Debug, Subcommand)]
 pub enum DlqAction {
@@ -146,11 +139,10 @@ mod tests {
         super::Cli::command().debug_assert();
     }
 
-    /// A production build takes `stockd bench --help` (and any other bench
-    /// arguments) to the refusal instead of printing the load generator's help.
-    #[cfg(not(feature = "bench"))]
+    /// `stockd bench --help` (and any other bench arguments) parse to the
+    /// refusal that names `stockd-bench`, not to clap's unknown-subcommand error.
     #[test]
-    fn a_build_without_the_bench_parses_every_bench_call_to_the_refusal() {
+    fn every_bench_call_parses_to_the_pointer_at_stockd_bench() {
         use clap::Parser;
         for args in [
             &["stockd", "bench", "--help"][..],

@@ -24,8 +24,6 @@
 //!   list/replay, the console's overview.
 //! - [`roles`]: what `--role` runs: api, consumer, closer, reconciler, all; and
 //!   the polled gauges every role runs (`roles::gauges`).
-//! - `bench` (cargo feature `bench`, on by default, off in production builds):
-//!   the load generator behind `stockd bench`.
 //! - [`clock`]: epoch milliseconds and their RFC 3339 form.
 //! - [`tls`]: what the drivers' TLS shares: the crypto provider, the `*.tls` files.
 //! - [`config_check`]: the configuration's URLs judged by the drivers' parsers.
@@ -33,8 +31,6 @@
 //!   [`telemetry`], [`shutdown`], [`sdnotify`], [`resources`]: process plumbing.
 
 pub mod alert;
-#[cfg(feature = "bench")]
-pub mod bench;
 pub mod cli;
 pub mod cli_dlq;
 pub mod cli_jobs;

@@ -22,9 +22,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Before the configuration is read: the refusal must not depend on it.
-    #[cfg(not(feature = "bench"))]
     if let Some(Command::Bench { .. }) = cli.command {
-        eprintln!("stockd: error: {}", stockd::cli::BENCH_NOT_BUILT);
+        eprintln!("stockd: error: {}", stockd::cli::BENCH_MOVED);
         return ExitCode::FAILURE;
     }
     // For the audit and dlq jobs, exit code 1 means "found something"; failing
@@ -63,25 +62,10 @@ fn load_settings(cli: &Cli) -> anyhow::Result<Settings> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    // Before the configuration is read: the bench must never touch production.
-    #[cfg(feature = "bench")]
-    if let Some(Command::Bench(_)) = cli.command {
-        stockd::bench::refuse_production(&env_name())?;
-    }
     let settings = load_settings(&cli)?;
     match (&cli.command, cli.role) {
         (Some(Command::Config { action }), _) => config_job(action, &settings),
-        #[cfg(feature = "bench")]
-        (Some(Command::Bench(args)), _) => {
-            // The bench prints a progress line; the in-process roles' INFO lines
-            // would tear it. RUST_LOG still wins.
-            let mut quiet = settings.logging.clone();
-            quiet.level = "warn".into();
-            telemetry::init_logging(&quiet);
-            stockd::bench::run(args.clone(), settings).await
-        }
-        #[cfg(not(feature = "bench"))]
-        (Some(Command::Bench { .. }), _) => anyhow::bail!(stockd::cli::BENCH_NOT_BUILT),
+        (Some(Command::Bench { .. }), _) => anyhow::bail!(stockd::cli::BENCH_MOVED),
         (Some(Command::Warmup { skus, all, force }), _) => {
             telemetry::init_logging(&settings.logging);
             let res = Resources::connect(settings, "stockd-warmup").await?;

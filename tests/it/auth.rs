@@ -352,16 +352,15 @@ fn the_bind_flag_passes_the_production_check_too() {
     assert!(!ok && stderr.contains("`http.bind`"), "{stderr}");
 }
 
-/// The bench's HTTP phases against an auth-required target (`stockd bench
+/// The bench's HTTP phases against an auth-required target (`stockd-bench
 /// --target … --token …`): with the client token every reservation is
 /// admitted and the phase checks clean over HTTP; without it they are refused
 /// and the phase reports failures.
-#[cfg(feature = "bench")]
 #[tokio::test]
 async fn the_bench_drives_an_auth_required_target_with_its_client_token() {
-    use stockd::bench::drive::load::Plan;
-    use stockd::bench::phases::reserve::reserve;
-    use stockd::bench::stack::check::Target;
+    use stockd_bench::drive::load::Plan;
+    use stockd_bench::phases::reserve::reserve;
+    use stockd_bench::stack::check::Target;
 
     const BENCH_TOKEN: &str = "tok-bench-5e21";
     let app = TestApp::with(closed(|s| {

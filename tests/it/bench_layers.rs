@@ -4,10 +4,17 @@
 
 use std::collections::BTreeMap;
 
-use crate::helpers::sources::{code_of, names_after, sources, src_dir};
+use std::path::PathBuf;
 
-/// Each folder of `src/bench/` and the folders it may import. `suite` and the
-/// files directly in `src/bench/` (the entry points) sit above all of them.
+use crate::helpers::sources::{code_of, names_after, sources};
+
+/// `src/` of the load generator's crate (bench/, a workspace member).
+fn bench_src() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench/src")
+}
+
+/// Each folder of `bench/src/` and the folders it may import. `suite` and the
+/// files directly in `bench/src/` (the entry points) sit above all of them.
 const MAY_IMPORT: &[(&str, &[&str])] = &[
     ("results", &[]),
     ("measure", &["results"]),
@@ -17,21 +24,21 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
     ("report", &["results"]),
 ];
 
-/// Which `src/bench/` folders a source text names through `crate::bench::`.
+/// Which `bench/src/` folders a source text names through `crate::`.
 fn folders_named(text: &str, folders: &[&str]) -> Vec<String> {
-    names_after(text, "crate::bench::")
+    names_after(text, "crate::")
         .into_iter()
         .filter(|name| folders.contains(name))
         .map(str::to_owned)
         .collect()
 }
 
-/// No file of a `src/bench/` folder imports a folder above it (nor `report`
+/// No file of a `bench/src/` folder imports a folder above it (nor `report`
 /// anything but `results`), and a folder's `mod.rs` reaches its neighbours
-/// through `crate::bench::`, not `super::`, so the rule sees every edge.
+/// through `crate::`, not `super::`, so the rule sees every edge.
 #[test]
 fn the_bench_folders_import_downwards_only() {
-    let root = src_dir("bench");
+    let root = bench_src();
     let rules: BTreeMap<&str, &[&str]> = MAY_IMPORT.iter().copied().collect();
     let mut folders: Vec<&str> = rules.keys().copied().collect();
     folders.extend(["suite"]);
@@ -41,7 +48,7 @@ fn the_bench_folders_import_downwards_only() {
         sources(&root.join(folder), &mut files);
         assert!(
             !files.is_empty(),
-            "src/bench/{folder}/ is gone: update MAY_IMPORT"
+            "bench/src/{folder}/ is gone: update MAY_IMPORT"
         );
         for file in files {
             let text = code_of(&std::fs::read_to_string(&file).unwrap());
@@ -61,10 +68,10 @@ fn the_bench_folders_import_downwards_only() {
     assert!(wrong.is_empty(), "imports against the layering: {wrong:#?}");
 }
 
-/// No two files under `src/bench/` share a name (there were three `hot_sku.rs`).
+/// No two files under `bench/src/` share a name (there were three `hot_sku.rs`).
 #[test]
 fn no_two_bench_files_share_a_name() {
-    let root = src_dir("bench");
+    let root = bench_src();
     let mut files = Vec::new();
     sources(&root, &mut files);
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -1,5 +1,5 @@
-//! The binary's command line: roles, config check and print, and `stockd bench`
-//! in a developer and in a production build.
+//! The binary's command line: roles, config check and print, `stockd bench`
+//! pointing at `stockd-bench`; and `stockd-bench`'s own start-up refusals.
 
 use std::process::Command;
 
@@ -62,67 +62,39 @@ fn config_print_redacts_secrets() {
     );
 }
 
-/// A developer build (the `bench` feature, on by default) carries the load
-/// generator: `stockd bench --help` lists its options, `--only` among them.
-#[cfg(feature = "bench")]
+/// The load generator is not part of the product: `stockd bench --help` (or
+/// any other bench call) fails without reading the config and names
+/// `stockd-bench`.
 #[test]
-fn a_developer_build_offers_the_bench() {
-    let (code, text) = stockd(&["bench", "--help"], &[]);
-    assert_eq!(code, 0, "{text}");
-    assert!(text.contains("--only"), "{text}");
-}
-
-/// A production build (`--no-default-features`, as the Dockerfile builds it)
-/// refuses `stockd bench --help` and says why, without reading the config.
-#[cfg(not(feature = "bench"))]
-#[test]
-fn a_production_build_refuses_the_bench_and_says_why() {
+fn stockd_bench_points_at_the_stockd_bench_binary() {
     let (code, text) = stockd(
         &["bench", "--help"],
         &[("STOCKD_CONFIG_DIR", "/nonexistent")],
     );
     assert_eq!(code, 1, "{text}");
-    assert!(text.contains("not in this build"), "{text}");
-    assert!(text.contains("--no-default-features"), "{text}");
-}
-
-/// `stockd bench` with `STOCKD_ENV=production` stops before it reads the
-/// configuration or creates anything (not even its `--out-dir`), and says why.
-#[cfg(feature = "bench")]
-#[test]
-fn the_bench_refuses_production_before_creating_anything() {
-    let out_dir = std::env::temp_dir().join(format!("stockd-bench-prod-{}", std::process::id()));
-    let out_arg = out_dir.display().to_string();
-    let (code, text) = stockd(
-        &["bench", "--requests", "1", "--out-dir", &out_arg],
-        &[("STOCKD_ENV", "production")],
-    );
-    assert_ne!(code, 0, "{text}");
-    assert!(text.contains("STOCKD_ENV=production"), "{text}");
-    assert!(text.contains("creates SKUs"), "the reason is named: {text}");
-    assert!(!out_dir.exists(), "the bench created {}", out_dir.display());
+    assert!(text.contains("`stockd-bench`"), "{text}");
 }
 
 /// Two benches at once on one MySQL would clean each other's namespace away
 /// mid-phase: the second is refused with the reason, and the namespace is
 /// free again once the first one's hold ends.
-#[cfg(feature = "bench")]
 #[tokio::test]
 async fn a_second_bench_on_the_same_namespace_is_refused() {
-    use stockd::bench::stack::namespace::Namespace;
+    use stockd_bench::stack::namespace::Namespace;
 
     let id = format!("t_{}", uuid::Uuid::new_v4().simple());
     let settings = crate::helpers::test_settings(&id, &Default::default());
     // Namespace names are letters only; this one is the test's own.
     let name: String = id[2..14].bytes().map(|b| (b'a' + b % 26) as char).collect();
-    let ns = Namespace::new(&settings, &name).unwrap();
+    let stockd_exe = env!("CARGO_BIN_EXE_stockd").into();
+    let ns = Namespace::new(&settings, &name, stockd_exe).unwrap();
     let first = ns
         .lock()
         .await
         .expect("the first bench takes the namespace");
     let second = ns.lock().await.err().expect("the second is refused");
     assert!(
-        format!("{second:#}").contains("another stockd bench is running"),
+        format!("{second:#}").contains("another stockd-bench is running"),
         "{second:#}"
     );
     drop(first);

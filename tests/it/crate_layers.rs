@@ -36,7 +36,6 @@ const FLOORS: &[(&str, u8)] = &[
     ("ops", 5),
     ("roles", 6),
     ("cli_jobs", 6),
-    ("bench", 7),
     ("cli", 8),
     ("cli_dlq", 9),
 ];

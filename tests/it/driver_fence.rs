@@ -4,8 +4,8 @@
 //! under `src/roles/api/`; and SQL is written only under `src/db/`. So a
 //! reader finds every use of a driver, every statement and every piece of
 //! the API description where the folder names say, and a driver upgrade
-//! touches one folder. The load generator (`src/bench/`) drives the stores
-//! as a client of its own and is left out.
+//! touches one folder. The load generator, a crate of its own (`bench/`),
+//! drives the stores as a client of its own and is not read here.
 //!
 //! Read from the sources, comment lines aside. A crate is named by a path
 //! that starts with it (`lapin::options::…`, `use lapin::…`,
@@ -44,9 +44,6 @@ const FENCES: &[Fence] = &[
         home: "roles/api/",
     },
 ];
-
-/// Folders of `src/` outside every fence: the load generator.
-const OUTSIDE: &[&str] = &["bench/"];
 
 /// Where SQL may be written.
 const SQL_HOME: &str = "db/";
@@ -149,9 +146,6 @@ fn fenced_files() -> Vec<(String, String)> {
     for file in files {
         let rel = file.strip_prefix(src_dir("")).unwrap().to_string_lossy();
         let rel = rel.replace('\\', "/");
-        if OUTSIDE.iter().any(|folder| rel.starts_with(folder)) {
-            continue;
-        }
         let code = without_comments(&std::fs::read_to_string(&file).unwrap());
         out.push((rel, code));
     }

@@ -270,12 +270,11 @@ async fn wait_for_log(api: &ApiChild, text: &str) {
 }
 
 /// The bench's own HTTP/1.1 client drives an `https://` target
-/// (`stockd bench --target https://… --ca-file`): two requests on one kept
+/// (`stockd-bench --target https://… --ca-file`): two requests on one kept
 /// TLS connection, trusting only the registered CA.
-#[cfg(feature = "bench")]
 #[tokio::test]
 async fn the_bench_client_drives_a_tls_listener() {
-    use stockd::bench::drive::{http_client::HttpConn, tls_target};
+    use stockd_bench::drive::{http_client::HttpConn, tls_target};
     if let Some(why) = missing_tools() {
         return eprintln!("SKIPPED: {why}");
     }

@@ -126,16 +126,14 @@ fn table() -> Vec<Row> {
         .collect()
 }
 
-/// Every file a detector of `lang` reads: `.rs` files of `src/` (the load
-/// generator's crate aside) or the scripts of `src/redis/lua/` and its `lib/`.
+/// Every file a detector of `lang` reads: `.rs` files of `src/` or the
+/// scripts of `src/redis/lua/` and its `lib/`.
 fn files(lang: Lang) -> Vec<PathBuf> {
     fn walk(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                if !path.ends_with("bench") {
-                    walk(&path, ext, out);
-                }
+                walk(&path, ext, out);
             } else if path.extension().is_some_and(|e| e == ext) {
                 out.push(path);
             }

@@ -1,9 +1,9 @@
 //! BENCHMARKS.md's report is generated (issue 53, item 4): its block between
-//! the markers must be what `stockd bench report` renders from the committed
+//! the markers must be what `stockd-bench report` renders from the committed
 //! run (docs/bench/last-run.json and last-instructions.json). A hand edit of
 //! the table, or a run committed without the table it made, fails here.
 
-use stockd::bench::page;
+use stockd_bench::page;
 
 use super::{read, root};
 
@@ -31,7 +31,7 @@ fn the_benchmarks_report_is_the_render_of_the_committed_run() {
             );
         panic!(
             "BENCHMARKS.md's report differs from the render of {} (edited by hand? \
-             run `stockd bench report` after `make bench`, or `make bench`):\n{first}",
+             run `stockd-bench report` after `make bench`, or `make bench`):\n{first}",
             page::RUN_JSON
         );
     }

@@ -1,5 +1,5 @@
 //! What stockd records as metrics, read from the source: every `counter!`,
-//! `gauge!` and `histogram!` of src/ (the load generator's src/bench only
+//! `gauge!` and `histogram!` of src/ (the load generator, bench/, only
 //! reads them), its name a literal or a `&str` constant, its labels the
 //! `"label" => value` pairs (or a `let labels = [("label", value), …]` passed
 //! by reference). That is the exposition `/metrics` gives after a run, without
@@ -25,10 +25,7 @@ pub struct Call {
 
 /// Every metrics macro call of src/ that records a `stockd_*` metric.
 pub fn calls() -> Vec<Call> {
-    let files: Vec<(String, String)> = source_files("src")
-        .into_iter()
-        .filter(|(path, _)| !path.starts_with("src/bench/"))
-        .collect();
+    let files: Vec<(String, String)> = source_files("src");
     let mut consts: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (_, text) in &files {
         for (ident, value) in str_consts(text) {

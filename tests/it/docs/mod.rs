@@ -8,9 +8,6 @@
 //! reader of GitHub-flavoured tables and code spans.
 
 mod alerts;
-// The report's renderer is part of the load generator (the `bench` feature,
-// off in the production build that `make lint` also checks).
-#[cfg(feature = "bench")]
 mod benchmarks;
 mod cli;
 mod config_envs;

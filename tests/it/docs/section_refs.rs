@@ -10,7 +10,9 @@ use super::{prose_lines, read, root};
 
 /// Where citations are looked for: the folders of the repository's own text,
 /// and its top-level files.
-const DIRS: [&str; 6] = ["src", "config", "scripts", "deploy", "docs", "tests"];
+const DIRS: [&str; 7] = [
+    "src", "bench", "config", "scripts", "deploy", "docs", "tests",
+];
 const TOP_FILES: [&str; 5] = [
     "README.md",
     "BENCHMARKS.md",
