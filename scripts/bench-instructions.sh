@@ -25,8 +25,8 @@
 # (the closer's EXPIRE_CHUNK is 500) with the outbox insert of their events
 # (events on, the default), and at the largest size without it, over the
 # $SINGLES rows the consumer's statements made (not counted).
-# One reservation of a hot SKU beside its anchors (BENCHMARKS.md, "How to
-# read the instruction counts"): in Redis, the seed's one-call script
+# One reservation of a hot SKU beside its anchors
+# (BENCHMARKS.md, "How to read the instruction counts"): in Redis, the seed's one-call script
 # (scripts/lib/seed-anchor.lua, $ANCHOR_CALLS calls, each its own round
 # trip) against reserve.lua in calls of $PER_CALL and of 1 plus the acker's
 # XDEL of its outbox entry ($ACK_IDS and 1 entries per XDEL); over HTTP, the

@@ -71,7 +71,8 @@ floor_count() {
 # The environment of both stockd roles: this run's names, durability queue,
 # and operation bounds raised for a child that runs ~50x slower under
 # valgrind (a confirm or a query past the normal bound would change the path
-# measured: a 202 and the relay's republish instead of a 201).
+# measured: a 202 and the relay's republish instead of a 201). The relay's
+# retry age stays below reconcile.stuck_after_ms (60 s), which must exceed it.
 http_env() {
     cat <<ENV
 STOCKD_ENV=local
