@@ -25,7 +25,19 @@
 # (the closer's EXPIRE_CHUNK is 500) with the outbox insert of their events
 # (events on, the default), and at the largest size without it, over the
 # $SINGLES rows the consumer's statements made (not counted).
-# The shared services are not touched. Takes about four minutes.
+# One reservation of a hot SKU beside its anchors
+# (BENCHMARKS.md, "How to read the instruction counts"): in Redis, the seed's one-call script
+# (scripts/lib/seed-anchor.lua, $ANCHOR_CALLS calls, each its own round
+# trip) against reserve.lua in calls of $PER_CALL and of 1 plus the acker's
+# XDEL of its outbox entry ($ACK_IDS and 1 entries per XDEL); over HTTP, the
+# actix-web floor (examples/actix_floor.rs) against `stockd --role api`
+# (durability queue, relay and acker in the process) and `--role consumer`,
+# under callgrind, driven by the same client (scripts/lib/instructions_http.sh:
+# a private redis-server and names of their own on the shared MariaDB and
+# RabbitMQ, removed at the end). Kernel work is not counted. The output ends
+# with the two judged ratios, `redis per reservation / seed call: <r>` and
+# `stockd per reservation / actix floor: <r>`.
+# The shared services are touched only under those names. Takes about six minutes.
 #
 # Also writes the counts as JSON to $JSON_OUT (default
 # bench-out/instructions.json), which `stockd-bench report` (the last step of
@@ -41,14 +53,22 @@ SINGLES=${SINGLES:-3000}
 RELEASES=${RELEASES:-3200}
 RELEASE_CALL_SIZES=${RELEASE_CALL_SIZES:-16 64 200}
 RELEASE_TX_SIZES=${RELEASE_TX_SIZES:-16 64 500}
+# The anchor's calls (the seed's script) and reserve.lua's calls of 1.
+ANCHOR_CALLS=${ANCHOR_CALLS:-2000}
+# Entries per XDEL beside calls of $PER_CALL: the acker (src/outbox/acker.rs)
+# removes what was confirmed within 10 ms (ACK_LINGER), up to 1,000, in one
+# XDEL per stream; one batch's entries is the least a busy SKU gives it.
+ACK_IDS=${ACK_IDS:-$PER_CALL}
 # Private ports, overridable: two checkouts measuring at once must not share
 # a server (a second run on the same ports fed its statements to the first's
 # mariadbd and counted its redis-server's instructions).
 RPORT=${RPORT:-16399}
 MPORT=${MPORT:-13399}
-for port in $RPORT $MPORT; do
+. scripts/lib/callgrind.sh
+. scripts/lib/instructions_http.sh
+for port in $RPORT $MPORT $FLOOR_PORT $API_PORT $CONSUMER_METRICS_PORT $HTTP_REDIS_PORT; do
     if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
-        echo "bench-instructions: 127.0.0.1:$port is taken (another run?); set RPORT/MPORT" >&2
+        echo "bench-instructions: 127.0.0.1:$port is taken (another run?); set RPORT/MPORT (or FLOOR_PORT, API_PORT, CONSUMER_METRICS_PORT, HTTP_REDIS_PORT)" >&2
         rmdir "$OUT" 2>/dev/null || true
         exit 1
     fi
@@ -69,11 +89,11 @@ cleanup() {
         for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$pid" 2>/dev/null || true
     done
+    http_cleanup
     rm -rf "$OUT"
 }
 trap cleanup EXIT
 
-. scripts/lib/callgrind.sh
 
 start_under_callgrind() { # name, then the server's command line; sets $started
     valgrind --tool=callgrind --instr-atstart=no \
@@ -89,6 +109,8 @@ mkdir -p "$OUT/lua"
 for script in order reserve finish; do
     cargo run -q --release -p stockd --example lua_text -- "$script" >"$OUT/lua/$script.lua"
 done
+# stockd and the actix floor for the HTTP counts (scripts/lib/instructions_http.sh).
+cargo build -q --release -p stockd --bin stockd --example actix_floor
 echo "bench-instructions: private redis-server :$RPORT and mariadbd :$MPORT under callgrind, in $OUT" >&2
 start_under_callgrind redis redis-server --port $RPORT --bind 127.0.0.1 --save "" \
     --appendonly no --dir "$OUT"
@@ -108,18 +130,54 @@ for _ in $(seq 300); do
 done
 $M -e 'SELECT 1' >/dev/null
 
-# Redis: each script in calls of PER_CALL, after 20 unmeasured calls.
-redis_run() { # kind script
+# Redis: each script in calls of <per call>, after 20 unmeasured calls;
+# redis-cli sends each call after the answer to the one before (a round trip
+# each, not pipelined).
+redis_run() { # kind script [per call] [calls]
+    local per=${3:-$PER_CALL} calls=${4:-$CALLS}
     $R FLUSHALL >/dev/null
     $W redis-setup | $R >/dev/null
     local sha
     sha=$($R SCRIPT LOAD "$(cat "$2")")
-    $W "redis-$1" 20 "$PER_CALL" | sed "s/ SHA / $sha /" | $R >/dev/null
-    $W "redis-$1" "$CALLS" "$PER_CALL" 100000 | sed "s/ SHA / $sha /" >"$OUT/redis-$1.txt"
-    instructions "$rpid" $((CALLS * PER_CALL)) sh -c "$R <'$OUT/redis-$1.txt'"
+    $W "redis-$1" 20 "$per" | sed "s/ SHA / $sha /" | $R >/dev/null
+    $W "redis-$1" "$calls" "$per" 100000 | sed "s/ SHA / $sha /" >"$OUT/redis-$1.txt"
+    instructions "$rpid" $((calls * per)) sh -c "$R <'$OUT/redis-$1.txt'"
 }
 redis_order=$(redis_run order "$OUT/lua/order.lua")
 redis_single=$(redis_run reserve "$OUT/lua/reserve.lua")
+
+# The acker's XDEL of the entries the last reserve run left in the outbox,
+# <ids per XDEL> a command (unmeasured: reading the ids).
+redis_xdel_run() { # ids per XDEL
+    $R XRANGE 'p:{200}:outbox' - + | grep -E '^[0-9]+-[0-9]+$' >"$OUT/outbox-ids.txt"
+    local ids
+    ids=$(wc -l <"$OUT/outbox-ids.txt")
+    $W redis-xdel "$1" <"$OUT/outbox-ids.txt" >"$OUT/redis-xdel.txt"
+    instructions "$rpid" "$ids" sh -c "$R <'$OUT/redis-xdel.txt'"
+}
+redis_xdel=$(redis_xdel_run "$ACK_IDS")
+# A quiet SKU: one reservation per call, one entry per XDEL.
+redis_quiet=$(redis_run reserve "$OUT/lua/reserve.lua" 1 "$ANCHOR_CALLS")
+redis_xdel_quiet=$(redis_xdel_run 1)
+
+# The anchor: the seed's one-call script (scripts/lib/seed-anchor.lua), one
+# reservation per call, each its own round trip, a new buyer each.
+seed_run() {
+    $R FLUSHALL >/dev/null
+    $W redis-seed setup | $R >/dev/null
+    local sha
+    sha=$($R SCRIPT LOAD "$(cat scripts/lib/seed-anchor.lua)")
+    $W redis-seed 20 | sed "s/ SHA / $sha /;s/:limit:/:warm:/" | $R >/dev/null
+    $W redis-seed "$ANCHOR_CALLS" | sed "s/ SHA / $sha /" >"$OUT/redis-seed.txt"
+    instructions "$rpid" "$ANCHOR_CALLS" sh -c "$R <'$OUT/redis-seed.txt'"
+    local taken
+    taken=$($R GET 'seed:{200}:stock')
+    if [ "$taken" != $((1000000000 - 20 - ANCHOR_CALLS)) ]; then
+        echo "bench-instructions: the seed's script left stock $taken; it did not take each unit" >&2
+        exit 1
+    fi
+}
+redis_seed=$(seed_run)
 
 # Redis per release: reserve.lua makes the reservations (not counted), then
 # finish.lua releases 20 calls' worth unmeasured and $RELEASES measured; the
@@ -187,6 +245,13 @@ for per in $RELEASE_TX_SIZES; do
 done
 sql_release_quiet=$(sql_release_run "$largest" 0)
 
+# HTTP: the actix floor, then stockd's api and consumer, over the same requests.
+# (the servers above are done: their CPU is the children's now)
+kill "$rpid" "$mpid" 2>/dev/null || true
+echo "bench-instructions: the actix floor and stockd's api and consumer under callgrind" >&2
+floor_count
+stockd_count
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo
 echo "instructions per event (callgrind; Redis in calls of $PER_CALL)"
@@ -209,6 +274,9 @@ for entry in "${sql_release[@]}"; do
 done
 printf '%-46s %12s %12s %8s\n' "MariaDB: expiry batch of $largest, events off" "$sql_release_quiet" \
     "$sql_single" "$(ratio "$sql_release_quiet" "$sql_single")"
+
+. scripts/lib/instructions_hot_sku.sh
+print_hot_sku
 
 # The same counts for `stockd-bench report`: the checkout's commit ("-dirty"
 # when tracked files differ from it), the servers' versions and the settings.
@@ -263,5 +331,10 @@ mkdir -p "$(dirname "$JSON_OUT")"
     echo "}"
 } >"$JSON_OUT.tmp"
 python3 -m json.tool "$JSON_OUT.tmp" >/dev/null
+hot_sku_json "$JSON_OUT.tmp" "$top_file"
 mv "$JSON_OUT.tmp" "$JSON_OUT"
-echo "bench-instructions: wrote $JSON_OUT" >&2
+echo "bench-instructions: wrote $JSON_OUT and $top_file" >&2
+
+# Last, for a script to read (the hot-SKU cost's two judged ratios).
+echo "redis per reservation / seed call: $(ratio "$redis_hot" "$redis_seed")"
+echo "stockd per reservation / actix floor: $(ratio "$api_per_reservation" "$floor_per_request")"

@@ -16,6 +16,14 @@ make-up of calls, so that two runs of the same code count the same.
                                     (480 lines), src/db/ledger/apply_order.rs
   sql-singles <reservations>        the consumer's transactions of 500
                                     reservations of one SKU, apply.rs
+  redis-seed <calls>|setup          EVALSHA of scripts/lib/seed-anchor.lua (the
+                                    anchor: the seed's one-call script), one
+                                    one-unit reservation of SKU 200 per call,
+                                    a new buyer each
+  redis-xdel <ids-per-call>         XDEL of the outbox entries whose ids come
+                                    on stdin (one a line), <ids-per-call> ids
+                                    per XDEL, as src/outbox/acker.rs sends
+                                    them
   redis-finish <calls> <per-call> <first>
                                     EVALSHA of finish.lua: <per-call>
                                     expiries of SKU 200 (the reservations
@@ -106,6 +114,27 @@ def redis_reservations(calls, per_call, first=0):
             keys += [f"{PREFIX}{{{s}}}:res:r-{n:08d}", f"{PREFIX}{{{s}}}:user:{n}"]
             args += [f"r-{n:08d}", n, 1, REQUESTER]
         print("EVALSHA SHA", len(keys), *keys, *args)
+
+
+SEED_STOCK_KEY = f"seed:{{{SINGLE_SKU}}}:stock"
+
+
+def setup_seed():
+    print(f"SET {SEED_STOCK_KEY} 1000000000")
+
+
+def redis_seed(calls):
+    """The seed's script as its design calls it: one reservation per call."""
+    for n in range(1, calls + 1):
+        limit_key = f"seed:{{{SINGLE_SKU}}}:limit:{n}"
+        print("EVALSHA SHA 2", SEED_STOCK_KEY, limit_key, 1, 5)
+
+
+def redis_xdel(ids, per_call):
+    """The acker's removal of confirmed entries: one XDEL per pass."""
+    key = f"{PREFIX}{{{SINGLE_SKU}}}:outbox"
+    for b in range(0, len(ids), per_call):
+        print("XDEL", key, *ids[b : b + per_call])
 
 
 def redis_finishes(calls, per_call, first):
@@ -312,6 +341,10 @@ def main(argv):
         redis_orders(int(rest[0]), int(rest[1]), int(rest[2]) if len(rest) > 2 else 0)
     elif kind == "redis-reserve":
         redis_reservations(int(rest[0]), int(rest[1]), int(rest[2]) if len(rest) > 2 else 0)
+    elif kind == "redis-seed":
+        setup_seed() if rest[0] == "setup" else redis_seed(int(rest[0]))
+    elif kind == "redis-xdel":
+        redis_xdel(sys.stdin.read().split(), int(rest[0]))
     elif kind == "redis-finish":
         redis_finishes(int(rest[0]), int(rest[1]), int(rest[2]))
     elif kind == "sql-expire":
