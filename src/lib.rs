@@ -6,29 +6,56 @@
 //!                                          └─► roles::consumer ─► db (stage 3: batched ledger)
 //! ```
 //!
-//! Crate map (the product contract: docs/contract.md; the layers and why:
-//! docs/architecture.md, "Modules and the direction of dependencies"):
-//! - [`domain`]: ids, counts, reservation states and transitions, the deduction,
-//!   admission outcomes and MySQL's admission rule (pure, no I/O).
-//! - [`redis`]: key builder, Lua scripts, the hot-path connection, stock buckets.
-//! - [`mq`]: RabbitMQ topology, deduction message, confirming publisher, batching.
-//! - [`outbox`]: publish-and-remove of outbox entries (group commit, acker), the relay.
-//! - [`db`]: MySQL pool, migrations, `sku_stock`, the ledger by concern.
-//! - [`health`]: circuit breaker and outage log (dependency failures).
-//! - [`soldout`]: local sold-out flags kept in step through Redis Pub/Sub.
-//! - [`alert`]: the reconciler's webhook alerts.
-//! - [`otel`]: distributed traces (OpenTelemetry, OTLP export, W3C context).
-//! - [`ops`]: operations spanning stores: SKU create/restock, the lifecycle,
-//!   the closer's sweep, reconcile (`MYSQL_BEHIND`, `STUCK`, drift), the
-//!   invariant check behind `stockd audit` (`invariants`), warm-up, dead-letter
-//!   list/replay, the console's overview.
-//! - [`roles`]: what `--role` runs: api, consumer, closer, reconciler, all; and
-//!   the polled gauges every role runs (`roles::gauges`).
-//! - [`clock`]: epoch milliseconds and their RFC 3339 form.
-//! - [`tls`]: what the drivers' TLS shares: the crypto provider, the `*.tls` files.
-//! - [`config_check`]: the configuration's URLs judged by the drivers' parsers.
-//! - [`config`], [`cli`] (+ [`cli_jobs`], [`cli_dlq`]: the one-shot subcommands),
-//!   [`telemetry`], [`shutdown`], [`sdnotify`], [`resources`]: process plumbing.
+//! The module map: every top-level module once, with its floor. This list
+//! is the one home of both (docs/architecture.md keeps the drawing and the
+//! reasons, "Modules and the direction of dependencies"); `tests/it/crate_layers.rs`
+//! reads it and fails when a module is missing here, when one is listed that
+//! `lib.rs` does not declare, or when a file names through `crate::` a module
+//! that is not on a lower floor. The product contract is docs/contract.md.
+//!
+//! - [`domain`] (floor 0): ids, counts, a hold's states and when it is due,
+//!   the deduction, admission outcomes and MySQL's admission rule (pure, no I/O).
+//! - [`clock`] (floor 0): epoch milliseconds and their RFC 3339 form.
+//! - [`shutdown`] (floor 0): the one shutdown signal and `sleep_or_cancel`.
+//! - [`config`] (floor 1): the layered settings, one file per section with its
+//!   validation; the production checks; secrets never printed.
+//! - [`health`] (floor 1): circuit breaker and outage log (dependency failures).
+//! - [`sdnotify`] (floor 1): systemd's readiness and watchdog notifications.
+//! - [`tls`] (floor 2): what the drivers' TLS shares: the crypto provider, the
+//!   `*.tls` files.
+//! - [`events`] (floor 2): the events stockd publishes (types, CloudEvents
+//!   envelope, the per-transaction collector, the type filter; no I/O).
+//! - [`redis`] (floor 3): key builder, Lua scripts and their shared helpers,
+//!   the hot-path connection, one type per aggregate, stock buckets.
+//! - [`mq`] (floor 3): RabbitMQ topology, the deduction message's wire format,
+//!   confirming publisher, deliveries and their settling, trace context.
+//! - [`db`] (floor 3): all SQL: MySQL pool, migrations, `sku_stock`, the ledger
+//!   by concern, orders, movements, the event outbox, audit and console reads.
+//! - [`alert`] (floor 3): the reconciler's webhook alerts.
+//! - [`otel`] (floor 3): distributed traces (OpenTelemetry, OTLP export, W3C
+//!   context).
+//! - [`resources`] (floor 4): the shared pools, Redis store, publisher and
+//!   MySQL breaker every role is built from.
+//! - [`config_check`] (floor 4): the configuration's URLs judged by the
+//!   drivers' parsers.
+//! - [`outbox`] (floor 4): publish-and-remove of outbox entries (group commit,
+//!   acker), the relay, the event relay.
+//! - [`soldout`] (floor 4): local sold-out flags kept in step through Redis
+//!   Pub/Sub.
+//! - [`telemetry`] (floor 4): logs, the metrics recorder, the metrics listener
+//!   of the non-api roles.
+//! - [`ops`] (floor 5): operations spanning stores: SKU create/restock and
+//!   adjustments, the hold lifecycle, the closer's sweep, reconcile
+//!   (`MYSQL_BEHIND`, `STUCK`, drift), the invariant check behind `stockd
+//!   audit`, warm-up, dead letters, the console's overview.
+//! - [`roles`] (floor 6): what `--role` runs: api, consumer, closer,
+//!   reconciler, all; and the polled gauges every role runs.
+//! - [`cli_jobs`] (floor 6): the one-shot subcommands (warm-up, reconcile,
+//!   audit).
+//! - [`cli`] (floor 8): the command line's arguments.
+//! - [`cli_dlq`] (floor 9): the dead-letter subcommand.
+//!
+//! The load generator is a crate of its own (`bench/`, binary `stockd-bench`).
 
 pub mod alert;
 pub mod cli;

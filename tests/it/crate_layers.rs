@@ -12,33 +12,25 @@ use std::collections::BTreeMap;
 
 use crate::helpers::sources::{code_of, names_after, sources, src_dir};
 
-/// Every top-level module of `src/` and its floor, as the drawing in
-/// docs/architecture.md has them (0 is the ground).
-const FLOORS: &[(&str, u8)] = &[
-    ("domain", 0),
-    ("clock", 0),
-    ("shutdown", 0),
-    ("config", 1),
-    ("health", 1),
-    ("sdnotify", 1),
-    ("tls", 2),
-    ("events", 2),
-    ("redis", 3),
-    ("mq", 3),
-    ("db", 3),
-    ("alert", 3),
-    ("otel", 3),
-    ("resources", 4),
-    ("config_check", 4),
-    ("outbox", 4),
-    ("soldout", 4),
-    ("telemetry", 4),
-    ("ops", 5),
-    ("roles", 6),
-    ("cli_jobs", 6),
-    ("cli", 8),
-    ("cli_dlq", 9),
-];
+/// Every top-level module of `src/` and its floor, as the module map of
+/// `src/lib.rs` (its one home) gives them: lines `//! - [`name`] (floor N): …`
+/// (0 is the ground).
+fn floors() -> Vec<(String, u8)> {
+    let lib = std::fs::read_to_string(src_dir("lib.rs")).unwrap();
+    lib.lines()
+        .filter_map(|line| line.strip_prefix("//! - [`"))
+        .map(|rest| {
+            let (name, rest) = rest.split_once("`]").expect("a module link");
+            let floor = rest
+                .trim_start()
+                .strip_prefix("(floor ")
+                .and_then(|r| r.split(')').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("lib.rs map: `{name}` has no (floor N)"));
+            (name.to_string(), floor)
+        })
+        .collect()
+}
 
 /// The top-level module a file under `src/` belongs to (`None`: lib.rs, main.rs).
 fn module_of(file: &std::path::Path) -> Option<String> {
@@ -50,7 +42,8 @@ fn module_of(file: &std::path::Path) -> Option<String> {
 
 #[test]
 fn the_top_level_modules_import_downwards_only() {
-    let floors: BTreeMap<&str, u8> = FLOORS.iter().copied().collect();
+    let listed = floors();
+    let floors: BTreeMap<&str, u8> = listed.iter().map(|(m, f)| (m.as_str(), *f)).collect();
     let mut files = Vec::new();
     sources(&src_dir(""), &mut files);
     let mut wrong = Vec::new();
@@ -59,7 +52,9 @@ fn the_top_level_modules_import_downwards_only() {
             continue;
         };
         let Some(&floor) = floors.get(module.as_str()) else {
-            wrong.push(format!("src/{module} has no floor: add it to FLOORS"));
+            wrong.push(format!(
+                "src/{module} has no floor: add it to the module map of src/lib.rs"
+            ));
             continue;
         };
         let text = code_of(&std::fs::read_to_string(&file).unwrap());
@@ -80,12 +75,13 @@ fn the_top_level_modules_import_downwards_only() {
     assert!(wrong.is_empty(), "imports against the layering: {wrong:#?}");
 }
 
-/// The list above names every module `lib.rs` declares, and nothing else.
+/// The map names every module `lib.rs` declares, once, and nothing else.
 #[test]
 fn every_module_has_a_floor() {
     let lib = std::fs::read_to_string(src_dir("lib.rs")).unwrap();
     let mut declared: Vec<&str> = names_after(&lib, "pub mod ").into_iter().collect();
-    let mut listed: Vec<&str> = FLOORS.iter().map(|(name, _)| *name).collect();
+    let map = floors();
+    let mut listed: Vec<&str> = map.iter().map(|(name, _)| name.as_str()).collect();
     declared.sort_unstable();
     listed.sort_unstable();
     assert_eq!(declared, listed);
