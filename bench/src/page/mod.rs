@@ -13,8 +13,10 @@
 //! - this module: the subcommand's options, the copies, the splice;
 //! - [`render`]: the block itself (machine, targets, phases, memory);
 //! - [`instructions`]: the table of instruction counts;
-//! - [`storm`]: the expiry storm's table.
+//! - [`hot_sku_table`]: a hot SKU's reservation beside its two anchors;
+//! - [`storm_table`]: the expiry storm's table.
 
+pub mod hot_sku_table;
 pub mod instructions;
 pub mod render;
 pub mod storm_table;
