@@ -26,7 +26,8 @@ pub const PROBE_FORMAT: u32 = 4;
 /// The header naming the probe (its body says it too, for people reading a DLQ).
 const PROBE_HEADER: &str = "x-stockd-probe";
 
-/// The properties and body of the probe `id`.
+/// The properties and body of the probe `id` (the publisher makes it
+/// persistent, as every message it sends).
 pub fn build(id: &str) -> (BasicProperties, Vec<u8>) {
     let mut headers = FieldTable::default();
     super::format::stamp(&mut headers, PROBE_FORMAT);
@@ -35,7 +36,6 @@ pub fn build(id: &str) -> (BasicProperties, Vec<u8>) {
         .with_message_id(format!("probe-{id}").into())
         .with_content_type("application/json".into())
         .with_type(KIND.into())
-        .with_delivery_mode(super::publisher::PERSISTENT)
         .with_headers(headers);
     let body = serde_json::json!({ "warmup_probe": id }).to_string();
     (props, body.into_bytes())

@@ -206,6 +206,7 @@ impl Publisher {
     /// hand it to the expiry delay queue, and so to the closer.
     pub async fn publish_probe(&self, id: &str) -> Result<(), PublishError> {
         let (props, body) = super::probe::build(id);
+        let props = props.with_delivery_mode(PERSISTENT);
         let queue = self.topology.deduct_queue.clone();
         self.publish("", &queue, &body, props).await
     }

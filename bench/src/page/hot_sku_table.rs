@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::render::text;
+use super::cells::text;
 
 /// The table, when the counts have a `hot_sku` object (older runs do not).
 pub fn hot_sku(counts: &Value) -> String {

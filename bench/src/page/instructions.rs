@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use anyhow::Context;
 use serde_json::Value;
 
-use super::render::{cell, text};
+use super::cells::{cell, text};
 
 /// The table of the counts, with what they were counted on.
 pub fn table(json: &str) -> anyhow::Result<String> {

@@ -12,10 +12,12 @@
 //!
 //! - this module: the subcommand's options, the copies, the splice;
 //! - [`render`]: the block itself (machine, targets, phases, memory);
+//! - `cells`: a JSON value as the block's text;
 //! - [`instructions`]: the table of instruction counts;
 //! - [`hot_sku_table`]: a hot SKU's reservation beside its two anchors;
 //! - [`storm_table`]: the expiry storm's table.
 
+mod cells;
 pub mod hot_sku_table;
 pub mod instructions;
 pub mod render;

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use anyhow::Context;
 use serde_json::Value;
 
+use super::cells::{cell, text};
 use super::instructions;
 use crate::report::numbers::thousands;
 
@@ -187,20 +188,6 @@ fn memory(run: &Value) -> String {
 
 fn list(v: &Value) -> Vec<Value> {
     v.as_array().cloned().unwrap_or_default()
-}
-
-/// A JSON scalar as text; `unknown` when absent (an older bench.json).
-pub(super) fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "unknown".into(),
-        other => other.to_string(),
-    }
-}
-
-/// A table cell: `|` escaped, one line.
-pub(super) fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
 
 #[cfg(test)]

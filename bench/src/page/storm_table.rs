@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::render::text;
+use super::cells::text;
 use crate::report::numbers::thousands;
 
 /// The table, or an empty string when the run did not measure a storm.

@@ -4,7 +4,7 @@
 //! CPU per reservation. Ratios of one run, like every row of the table.
 
 use super::efficiency::{of, total};
-use super::ratios::Lookup;
+use super::phase_lookup::Lookup;
 use crate::results::{key, row, Goal, Ratio};
 
 /// The rows; `None` values where a phase did not run.

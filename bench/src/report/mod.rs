@@ -16,6 +16,7 @@ pub mod efficiency;
 pub mod fan_in;
 pub mod numbers;
 pub mod order_cost;
+pub mod phase_lookup;
 pub mod ratios;
 pub mod redis_servers;
 pub mod storm_targets;
