@@ -92,8 +92,10 @@ impl Reservations {
                 .arg(lifetime)
                 .arg(target.n)
                 .arg(attempt.deadline_ms)
-                .arg(self.max_lapsed())
-                .arg(attempt.requester.script_arg());
+                .arg(self.args().max_lapsed)
+                .arg(attempt.requester.script_arg())
+                .arg(self.args().buyer_rate.0)
+                .arg(self.args().buyer_rate.1);
             self.core
                 .run(|mut c| async move { invocation.invoke_async::<Vec<String>>(&mut c).await })
         };
@@ -231,6 +233,9 @@ fn parse_hold(reply: &[String]) -> Result<LineHold, RedisError> {
         Some("MISMATCH") => LineHold::Mismatch,
         Some("TAKEN") => LineHold::Taken,
         Some("NOT_LOADED") => LineHold::Refused(LineRefusal::NotLoaded),
+        Some("RATE_LIMITED") => LineHold::Refused(LineRefusal::RateLimited {
+            retry_after_ms: num(1)?,
+        }),
         Some("LAPSED") => LineHold::Refused(LineRefusal::LapseLimit {
             lapsed: num(1)?,
             max: num(2)?,

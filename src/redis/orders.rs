@@ -39,6 +39,11 @@ pub enum LineRefusal {
         bought: u64,
         limit: u64,
     },
+    /// The buyer is over `limits.per_user_rps` on the line's SKU: nothing
+    /// held, nothing written.
+    RateLimited {
+        retry_after_ms: u64,
+    },
     SoldOut,
     Insufficient {
         available: u64,
@@ -91,6 +96,23 @@ pub enum OrderOutcome {
     Retry(String),
 }
 
+impl OrderOutcome {
+    /// The outcome as a span label (the answer's metric label is the
+    /// route's: it tells refusals apart).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Reserved { .. } => "reserved",
+            Self::Replayed { .. } => "replayed",
+            Self::Mismatch => "mismatch",
+            Self::Taken => "id_taken",
+            Self::Refused { .. } => "refused",
+            Self::Backpressure => "backpressure",
+            Self::Unsupported => "unsupported",
+            Self::Retry(_) => "retry",
+        }
+    }
+}
+
 /// One order as a lane queues it.
 pub struct OrderAsk {
     pub order_id: RequestId,
@@ -130,7 +152,9 @@ impl BatchCall for OrderCall {
             .arg(self.args.retention_ms)
             .arg(self.args.outbox_max_len)
             .arg(keys.soldout_channel())
-            .arg(self.args.max_lapsed);
+            .arg(self.args.max_lapsed)
+            .arg(self.args.buyer_rate.0)
+            .arg(self.args.buyer_rate.1);
         for ask in asks {
             let shard = super::keys::order_shard(&ask.order_id);
             invocation
@@ -190,10 +214,12 @@ impl Orders {
         }
     }
 
-    /// Turns on the cap on lapsed holds the order script enforces: new
-    /// lanes with the new arguments.
-    pub(super) fn set_lapse_limit(&mut self, max_lapsed: u32) {
-        self.args.max_lapsed = max_lapsed;
+    /// Takes the buyer's rules the reserve script enforces (the rate limit,
+    /// the cap on lapsed holds): an order line is held to them as a
+    /// reservation is. New lanes with the new arguments.
+    pub(super) fn follow(&mut self, reservations: &ReserveArgs) {
+        self.args.max_lapsed = reservations.max_lapsed;
+        self.args.buyer_rate = reservations.buyer_rate;
         let script = OrderCall {
             core: self.core.clone(),
             args: self.args,
@@ -425,6 +451,9 @@ fn parse_reply(
                 Some("LIMIT") => LineRefusal::LimitExceeded {
                     bought: num(3)?,
                     limit: num(4)?,
+                },
+                Some("RATE") => LineRefusal::RateLimited {
+                    retry_after_ms: num(3)?,
                 },
                 Some("SOLD_OUT") => LineRefusal::SoldOut,
                 Some("INSUFFICIENT") => LineRefusal::Insufficient { available: num(3)? },

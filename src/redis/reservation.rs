@@ -103,10 +103,11 @@ impl Reservations {
         self.admission = self.admission.with_args(args);
     }
 
-    /// The cap on lapsed holds (`limits.max_lapsed_holds`; 0 = off), which
-    /// an order line's hold (`order_holds.rs`) passes as reserve does.
-    pub(super) fn max_lapsed(&self) -> u32 {
-        self.admission.args().max_lapsed
+    /// The reserve script's arguments: the buyer's rules (rate limit, cap
+    /// on lapsed holds) an order line is held to as a reservation is
+    /// (`orders.rs`, `order_holds.rs`).
+    pub(super) fn args(&self) -> &ReserveArgs {
+        self.admission.args()
     }
 
     /// How long a reservation record lives in Redis from its creation: the

@@ -118,9 +118,11 @@ impl RedisStore {
         })
     }
 
-    /// Turns on the per-buyer rate limit the reserve script enforces.
+    /// Turns on the per-buyer rate limit the reserve and order scripts
+    /// enforce (`limits.per_user_*`; 0 = off).
     pub fn with_buyer_rate(mut self, per_second: f64, burst: u32) -> Self {
         self.reservations.set_buyer_rate(per_second, burst);
+        self.orders.follow(self.reservations.args());
         self
     }
 
@@ -128,7 +130,7 @@ impl RedisStore {
     /// enforce (`limits.max_lapsed_holds`; 0 = off).
     pub fn with_lapse_limit(mut self, max_lapsed: u32) -> Self {
         self.reservations.set_lapse_limit(max_lapsed);
-        self.orders.set_lapse_limit(max_lapsed);
+        self.orders.follow(self.reservations.args());
         self
     }
 

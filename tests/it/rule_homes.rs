@@ -74,6 +74,11 @@ const DETECTORS: &[Detector] = &[
         matches: |l| l.contains("count >") && l.contains("limit"),
     },
     Detector {
+        name: "rate-lua",
+        lang: Lang::Lua,
+        matches: |l| l.contains("1000 / rps"),
+    },
+    Detector {
         name: "quota-back",
         lang: Lang::Lua,
         matches: |l| l.contains("'n', -") || (l.contains("'HDEL'") && l.contains("'n')")),

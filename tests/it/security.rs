@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::helpers::http::order_body;
 use crate::helpers::{PrivateRedis, TestApp, TestOptions, ADMIN_TOKEN};
 
 /// Attempts a token bucket of `per_second` and `burst` may let through in
@@ -86,6 +87,65 @@ async fn a_buyer_hammering_two_api_nodes_gets_429_beyond_the_bucket_and_writes_n
         200,
         "a replay is answered before the limit"
     );
+    app.cleanup().await;
+}
+
+/// An order's lines are attempts of its buyer on their SKUs, as
+/// reservations are: a buyer's reservations and orders on one SKU share one
+/// bucket, and beyond it an order is 429 RATE_LIMITED with nothing held or
+/// written. Another buyer is not affected; a replay of a held order is
+/// answered before the limit. (On a Redis Cluster the lines are held line by
+/// line, `order_hold.lua`, so `make test-cluster` covers that path.)
+#[tokio::test]
+async fn a_buyers_orders_share_the_rate_limit_with_reservations() {
+    let app = TestApp::with(limits((1.0, 3), (0.0, 0))).await;
+    app.create_sku(1, 1000, 1000).await;
+    app.create_sku(2, 1000, 1000).await;
+    let started = Instant::now();
+    app.reserve_ok(1, "r1", 7, 1).await;
+    app.reserve_ok(1, "r2", 7, 1).await;
+    let mut held = Vec::new();
+    let mut limited = Vec::new();
+    for i in 0..10 {
+        let id = format!("o{i}");
+        let (status, body) = app
+            .place_order(&order_body(&id, 7, &[(1, 1), (2, 1)]))
+            .await;
+        match status {
+            201 | 202 => held.push(id),
+            429 => {
+                assert_eq!(body["code"], "RATE_LIMITED", "{body}");
+                limited.push(id);
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    let allowed = bucket_allows(1.0, 3, started.elapsed());
+    assert!(
+        2 + held.len() <= allowed,
+        "2 reservations and {} orders held on SKU 1, the bucket allows {allowed}",
+        held.len()
+    );
+    assert!(!limited.is_empty(), "orders beyond the bucket are limited");
+    // Another buyer is not affected; a replay is answered 200.
+    let (status, body) = app
+        .place_order(&order_body("other", 8, &[(1, 1), (2, 1)]))
+        .await;
+    assert!(status == 201 || status == 202, "{status}: {body}");
+    let replay = order_body(&held[0], 7, &[(1, 1), (2, 1)]);
+    assert_eq!(
+        app.place_order(&replay).await.0,
+        200,
+        "a replay is never limited"
+    );
+    app.wait_ledger_rows(2 + 2 * (held.len() as u64 + 1)).await;
+    for id in &limited {
+        for sku in [1, 2] {
+            assert_eq!(app.ledger_status(sku, id).await, None, "{id} wrote a line");
+        }
+        let (status, _) = app.get_json(&format!("/v1/orders/{id}")).await;
+        assert_eq!(status, 404, "{id} left an order behind");
+    }
     app.cleanup().await;
 }
 

@@ -183,6 +183,65 @@ async fn one_trace_holds_the_request_redis_publish_and_mysql_commit() {
     app.finish_drained(1).await;
 }
 
+/// An order is traced as a reservation is: under the caller's span, the api
+/// span with the outcome and the order id, the admission's Redis span, the
+/// order's one publish, and the consumer's commit continuing that publish.
+#[tokio::test]
+async fn an_orders_placement_is_traced_as_a_reservations_is() {
+    let receiver = Receiver::start(&uuid::Uuid::new_v4().simple().to_string());
+    let app = TestApp::with(traced(receiver.endpoint.clone(), 0.0, 2000, 2048)).await;
+    app.create_sku(1, 5, 5).await;
+    app.create_sku(2, 5, 5).await;
+    let trace_id = &uuid::Uuid::new_v4().simple().to_string();
+    let order = serde_json::json!({"order_id": "tr-placed", "user_id": 4,
+        "lines": [{"sku_id": 1, "count": 1}, {"sku_id": 2, "count": 2}]});
+    let resp = app
+        .client
+        .post(app.url("/v1/orders"))
+        .header("traceparent", format!("00-{trace_id}-{CALLER_SPAN}-01"))
+        .json(&order)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let mine = || -> Vec<Value> {
+        (receiver.spans().into_iter())
+            .filter(|s| s["trace_id"] == trace_id.as_str())
+            .collect()
+    };
+    let names = ["POST /v1/orders", "redis order.lua", "consumer commit"];
+    let complete = poll_until(Duration::from_secs(15), || async {
+        let spans = mine();
+        names.iter().all(|n| named(&spans, n).is_some())
+    })
+    .await;
+    let spans = mine();
+    assert!(complete, "the trace is incomplete: {spans:#?}");
+    let server = named(&spans, names[0]).unwrap();
+    assert_eq!(server["parent_span_id"], CALLER_SPAN);
+    assert_eq!(server["attributes"]["stockd.outcome"], "reserved");
+    assert_eq!(server["attributes"]["stockd.request.id"], "tr-placed");
+    let redis = named(&spans, names[1]).unwrap();
+    assert_eq!(redis["parent_span_id"], server["span_id"]);
+    assert_eq!(redis["attributes"]["db.system"], "redis");
+    assert_eq!(redis["attributes"]["stockd.order.lines"], 2);
+    let publish = spans
+        .iter()
+        .find(|s| s["attributes"]["messaging.operation.type"] == "publish")
+        .expect("the order's publish is traced");
+    assert_eq!(publish["parent_span_id"], server["span_id"]);
+    assert_eq!(publish["attributes"]["stockd.request.id"], "tr-placed");
+    let commit = named(&spans, names[2]).unwrap();
+    assert_eq!(
+        commit["parent_span_id"], publish["span_id"],
+        "the commit continues the order's publish"
+    );
+    for sku in [1, 2] {
+        app.wait_drained(sku).await;
+    }
+    app.cleanup().await;
+}
+
 /// An order's confirm records the `lifecycle confirm` span a reservation's
 /// does, under the request's span, named by the order id (no single SKU).
 #[tokio::test]

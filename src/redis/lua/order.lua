@@ -36,6 +36,9 @@
 -- ARGV[3] outbox max length   ARGV[4] sold-out Pub/Sub channel
 -- ARGV[5] lapsed holds that refuse a buyer a line (`limits.max_lapsed_holds`,
 --         the buyer hash's `x` that finish.lua counts, as in reserve.lua; 0 = off)
+-- ARGV[6] buyer attempts per second on a SKU (`limits.per_user_rps`, 0 = no
+--         rate limit)  ARGV[7] buyer burst: each line is an attempt of the
+--         buyer on its SKU, as a reservation is (lib/buyer.lua)
 -- then per order, in turn: order_id, user_id, the line list
 -- (`sku:count,...`), n its line count, the requester ('' ownership not
 -- enforced, 'c<name>' a client, 'a<name>' an operator: as in reserve.lua),
@@ -53,7 +56,9 @@
 --   {'TAKEN'}           the order id names another client's order, or
 --                       another client's reservation on a line's SKU
 --   {'REFUSED', i, why, a, b}  line i cannot be held: why is NOT_LOADED,
---                       SPLIT (a split SKU: not on this path), LAPSED (a =
+--                       SPLIT (a split SKU: not on this path), RATE (the
+--                       buyer is over the rate limit on the line's SKU: a =
+--                       the wait in ms; nothing written), LAPSED (a =
 --                       the buyer's lapsed holds of the SKU, b = the cap),
 --                       LIMIT (a = bought, b = limit), SOLD_OUT,
 --                       INSUFFICIENT (a = left)
@@ -72,6 +77,7 @@ local retention_ms = tonumber(ARGV[2])
 local outbox_max = tonumber(ARGV[3])
 local channel = ARGV[4]
 local max_lapsed = tonumber(ARGV[5])
+local rps, burst = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 -- One clock (Redis TIME) for every order of the batch.
 local t = redis.call('TIME')
@@ -118,6 +124,18 @@ local function outbox_len(outbox_key)
   return len
 end
 
+-- Line i of the order whose keys start at KEYS[k] is refused after its
+-- rate check: with the rate limit on (`tats`), the attempts of lines 1..i
+-- count, as a refused reservation's does; `reply` is returned.
+local function refused_after_rate(k, i, tats, reply)
+  if tats then
+    for j = 1, i do
+      buyer_note_attempt(KEYS[k + 4 * j], tats[j][1], now_ms, tats[j][2])
+    end
+  end
+  return reply
+end
+
 -- One order: `k` its first KEYS index, `a` its first ARGV index. Line i's
 -- keys start at KEYS[k + 4i - 2] (sku hash, reservation, buyer, winners),
 -- its args at ARGV[a + 3 + 2i] (sku_id, count); indexed inline, not through
@@ -157,6 +175,12 @@ local function order_one(k, a, n)
     return {'BACKPRESSURE'}
   end
   local states = {}
+  -- with the rate limit on, each line's next `t` and whether its buyer hash
+  -- held nothing else (lib/buyer.lua)
+  local tats = nil
+  if rps > 0 then
+    tats = {}
+  end
   for i = 1, n do
     local ki, ai = k + 4 * i - 2, a + 3 + 2 * i
     local count = tonumber(ARGV[ai + 1])
@@ -180,19 +204,30 @@ local function order_one(k, a, n)
       end
       return {'MISMATCH'}
     end
-    -- the buyer's live units and lapsed holds, in one read
-    local buyer = redis.call('HMGET', KEYS[ki + 2], 'n', 'x')
+    -- the buyer's live units and lapsed holds (and rate limit), in one read
+    local buyer
+    if tats then
+      buyer = redis.call('HMGET', KEYS[ki + 2], 'n', 'x', 't')
+      local next_tat, wait = buyer_rate(buyer[3], now_ms, rps, burst)
+      if not next_tat then
+        return {'REFUSED', tostring(i), 'RATE', wait}
+      end
+      tats[i] = {next_tat, not buyer[1] and not buyer[2]}
+    else
+      buyer = redis.call('HMGET', KEYS[ki + 2], 'n', 'x')
+    end
     local units = tonumber(buyer[1] or '0')
     local why, said, bound = buyer_refusal(units, buyer[2], count, sku.limit, max_lapsed, ARGV[5])
     if why then
-      return {'REFUSED', tostring(i), why, said, bound}
+      return refused_after_rate(k, i, tats, {'REFUSED', tostring(i), why, said, bound})
     end
     local left = sku.available - sku.taken
     if left < count then
       if left <= 0 then
-        return {'REFUSED', tostring(i), 'SOLD_OUT'}
+        return refused_after_rate(k, i, tats, {'REFUSED', tostring(i), 'SOLD_OUT'})
       end
-      return {'REFUSED', tostring(i), 'INSUFFICIENT', string.format('%.0f', left)}
+      local said_left = string.format('%.0f', left)
+      return refused_after_rate(k, i, tats, {'REFUSED', tostring(i), 'INSUFFICIENT', said_left})
     end
     states[i] = sku
   end
@@ -226,6 +261,9 @@ local function order_one(k, a, n)
     local sku = states[i]
     -- the buyer's live units: what HGET read plus count (no printf)
     redis.call('HINCRBY', KEYS[ki + 2], 'n', count)
+    if tats then
+      redis.call('HSET', KEYS[ki + 2], 't', string.format('%.3f', tats[i][1]))
+    end
     redis.call('PEXPIRE', KEYS[ki + 2], record_ms_text)
     if client then
       redis.call('HSET', KEYS[ki + 1], 'user', user_id, 'count', count, 'status', 'RESERVED',
@@ -259,7 +297,7 @@ local function error_text(err)
 end
 
 local replies = {}
-local k, a = 1, 6
+local k, a = 1, 8
 while a <= #ARGV do
   local n = tonumber(ARGV[a + 3])
   local ok, reply = pcall(order_one, k, a, n)

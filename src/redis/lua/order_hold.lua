@@ -40,13 +40,17 @@
 --          name as a line of order.lua does (reserve.lua's replay HMGET reads
 --          it, so another client's single reservation of this id is TAKEN),
 --          and a client finding another client's record of the id is TAKEN
+-- ARGV[12] buyer attempts per second on the SKU (`limits.per_user_rps`, 0 =
+--          no rate limit)  ARGV[13] buyer burst: the line is an attempt of
+--          the buyer on its SKU, as a reservation is (lib/buyer.lua); a re-sent
+--          call of the same attempt (HELD) is not one
 --
 -- Returns {'OK', available_after}, {'HELD', available} (this attempt held
 -- it already: a re-sent call), {'ABORTED'} (the attempt was undone, or
 -- its deadline passed),
 -- {'MISMATCH'} (a record of this id that is not this attempt's),
 -- {'TAKEN'} (another client's record of this id: nothing of it told),
--- {'NOT_LOADED'}, {'LAPSED', lapsed, cap}, {'LIMIT', bought, limit},
+-- {'NOT_LOADED'}, {'RATE_LIMITED', wait_ms} (nothing written), {'LAPSED', lapsed, cap}, {'LIMIT', bought, limit},
 -- {'DRY', left} (a split bucket that is not drained: lease first),
 -- {'SOLD_OUT'}, {'INSUFFICIENT', left}, {'CONTENDED', left, pending},
 -- {'LAYOUT', buckets}.
@@ -88,12 +92,28 @@ if not (sku[1] and sku[2]) then
 end
 local drained = buckets == '1' or sku[4] == '1'
 local available, limit = tonumber(sku[1]), tonumber(sku[2])
-local buyer = redis.call('HMGET', buyer_key, 'n', 'x')
+local buyer = redis.call('HMGET', buyer_key, 'n', 'x', 't')
 local max_lapsed = tonumber(ARGV[10] or '0')
+local rps = tonumber(ARGV[12] or '0')
+local next_tat = nil
+if rps > 0 then
+  local wait
+  next_tat, wait = buyer_rate(buyer[3], now_ms, rps, tonumber(ARGV[13]))
+  if not next_tat then
+    return {'RATE_LIMITED', wait}
+  end
+end
+-- A refusal below still records the attempt (rate limit on).
+local function refuse(reply)
+  if next_tat then
+    buyer_note_attempt(buyer_key, next_tat, now_ms, not buyer[1] and not buyer[2])
+  end
+  return reply
+end
 local bought = tonumber(buyer[1] or '0')
 local why, said, bound = buyer_refusal(bought, buyer[2], count, limit, max_lapsed, ARGV[10])
 if why then
-  return {why, said, bound}
+  return refuse({why, said, bound})
 end
 -- The units other attempts hold here and may still give back: the notes
 -- of other orders whose deadline has not passed (those past it are dropped).
@@ -117,16 +137,22 @@ if available < count then
   end
   local pending = pending_elsewhere()
   if pending > 0 and available + pending >= count then
-    return {'CONTENDED', string.format('%.0f', math.max(available, 0)), string.format('%.0f', pending)}
+    return refuse({'CONTENDED', string.format('%.0f', math.max(available, 0)),
+      string.format('%.0f', pending)})
   end
   if available <= 0 then
-    return {'SOLD_OUT'}
+    return refuse({'SOLD_OUT'})
   end
-  return {'INSUFFICIENT', string.format('%.0f', available)}
+  return refuse({'INSUFFICIENT', string.format('%.0f', available)})
 end
 
 local left = redis.call('HINCRBY', sku_key, 'available', -count)
-redis.call('HSET', buyer_key, 'n', string.format('%.0f', bought + count))
+if next_tat then
+  redis.call('HSET', buyer_key, 'n', string.format('%.0f', bought + count),
+    't', string.format('%.3f', next_tat))
+else
+  redis.call('HSET', buyer_key, 'n', string.format('%.0f', bought + count))
+end
 redis.call('PEXPIRE', buyer_key, record_ms)
 if requester ~= '' then
   redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',

@@ -129,37 +129,25 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
   local buyer = redis.call('HMGET', buyer_key, 'n', 't', 'x')
   local bought = tonumber(buyer[1] or '0')
 
-  -- 3. the buyer's rate limit, after the replay check (a replay is never limited).
-  -- GCRA, the token bucket kept as one number: the buyer's theoretical arrival
-  -- time (TAT, field `t`). Each attempt moves it one emission interval
-  -- (1000/rps ms) later; an attempt more than `burst - 1` intervals ahead of now
-  -- is refused and writes nothing. An allowed attempt counts whatever the checks
-  -- below decide (it is an attempt), so a bot cannot probe for free. The TAT
-  -- lives in the buyer's hash beside the live-unit count, so an admitted
-  -- reservation writes both in the one HSET it needs anyway: the limit costs no
-  -- extra command on the way to a reservation.
+  -- 3. the buyer's rate limit (lib/buyer.lua), after the replay check (a
+  -- replay is never limited). An allowed attempt counts whatever the checks
+  -- below decide (it is an attempt), so a bot cannot probe for free. The
+  -- time lives in the buyer's hash beside the live-unit count, so an
+  -- admitted reservation writes both in the one HSET it needs anyway: the
+  -- limit costs no extra command on the way to a reservation.
   local next_tat = nil
   if rps > 0 then
-    local interval = 1000 / rps
-    local tat = math.max(tonumber(buyer[2] or '0') or 0, now_ms)
-    local ahead = tat - now_ms
-    local tolerance = (burst - 1) * interval
-    if ahead > tolerance then
-      return {'RATE_LIMITED', string.format('%.0f', math.ceil(ahead - tolerance))}
+    local wait
+    next_tat, wait = buyer_rate(buyer[2], now_ms, rps, burst)
+    if not next_tat then
+      return {'RATE_LIMITED', wait}
     end
-    next_tat = tat + interval
   end
 
-  -- A refusal below still records the attempt (rate limit on). A hash holding
-  -- only `t` expires once the TAT lies in the past, so memory is bounded by the
-  -- active buyers; one that also holds `n` or `x` keeps the longer expiry of
-  -- its units and lapses.
+  -- A refusal below still records the attempt (rate limit on).
   local function refuse(reply)
     if next_tat then
-      redis.call('HSET', buyer_key, 't', string.format('%.3f', next_tat))
-      if not buyer[1] and not buyer[3] then
-        redis.call('PEXPIRE', buyer_key, math.ceil(next_tat - now_ms) + 1000)
-      end
+      buyer_note_attempt(buyer_key, next_tat, now_ms, not buyer[1] and not buyer[3])
     end
     return reply
   end

@@ -188,8 +188,8 @@ impl ResponseError for ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS)));
         }
-        if let Self::RateLimited { retry_after_secs } = self {
-            response.insert_header((header::RETRY_AFTER, HeaderValue::from(*retry_after_secs)));
+        if let Some(secs) = self.rate_limit_wait() {
+            response.insert_header((header::RETRY_AFTER, HeaderValue::from(secs)));
         }
         if status == StatusCode::UNAUTHORIZED {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
@@ -202,6 +202,16 @@ impl ResponseError for ApiError {
 }
 
 impl ApiError {
+    /// The wait a 429 tells in `Retry-After`: a rate limit's, also when it
+    /// refused an order's line.
+    fn rate_limit_wait(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited { retry_after_secs } => Some(*retry_after_secs),
+            Self::OrderRefused { refusal, .. } => refusal.rate_limit_wait(),
+            _ => None,
+        }
+    }
+
     /// A 429 whose `Retry-After` (whole seconds, at least 1) covers `wait_ms`.
     pub fn rate_limited(kind: &'static str, wait_ms: u64) -> Self {
         metrics::counter!("stockd_rate_limited_total", "kind" => kind).increment(1);
@@ -294,6 +304,22 @@ mod tests {
             body["line"],
             json!({"sku_id": 7, "code": "INSUFFICIENT_STOCK"})
         );
+    }
+
+    #[tokio::test]
+    async fn a_rate_limited_order_line_says_when_to_retry_and_names_the_line() {
+        let err = ApiError::OrderRefused {
+            sku_id: 7,
+            refusal: Box::new(ApiError::rate_limited("user", 2500)),
+        };
+        let response = err.error_response();
+        assert_eq!(response.status().as_u16(), 429);
+        assert_eq!(response.headers().get(header::RETRY_AFTER).unwrap(), "3");
+        let body = actix_web::body::to_bytes(response.into_body())
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["line"], json!({"sku_id": 7, "code": "RATE_LIMITED"}));
     }
 
     #[test]

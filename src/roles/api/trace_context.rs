@@ -87,14 +87,28 @@ pub fn finish(cx: Option<Context>, method: &str, route: &str, status: u16) {
 
 /// The reservation's own attributes on the current server span.
 pub fn reservation(tracing: &Tracing, sku_id: SkuId, request_id: &RequestId, outcome: &str) {
+    outcome_on_request(tracing, &ids(sku_id, request_id), outcome);
+}
+
+/// An order's outcome on the request's span, named by the order id (an
+/// order has no single SKU).
+pub fn order(tracing: &Tracing, order_id: &RequestId, outcome: &str) {
+    outcome_on_request(tracing, &[order_id_attr(order_id)], outcome);
+}
+
+fn outcome_on_request(tracing: &Tracing, attrs: &[KeyValue], outcome: &str) {
     if tracing.is_on() {
         let cx = Context::current();
         let span = cx.span();
-        for attr in ids(sku_id, request_id) {
-            span.set_attribute(attr);
+        for attr in attrs {
+            span.set_attribute(attr.clone());
         }
         span.set_attribute(KeyValue::new("stockd.outcome", outcome.to_string()));
     }
+}
+
+fn order_id_attr(order_id: &RequestId) -> KeyValue {
+    KeyValue::new("stockd.request.id", order_id.to_string())
 }
 
 fn ids(sku_id: SkuId, request_id: &RequestId) -> [KeyValue; 2] {
@@ -107,14 +121,35 @@ fn ids(sku_id: SkuId, request_id: &RequestId) -> [KeyValue; 2] {
 /// The span of the reserve script (one EVALSHA).
 pub fn redis_span(tracing: &Tracing, sku_id: SkuId, request_id: &RequestId) -> Option<Context> {
     let [sku, request] = ids(sku_id, request_id);
+    let names = ("redis reserve.lua", "EVALSHA reserve.lua");
+    script_span(tracing, names, vec![sku, request])
+}
+
+/// The span of an order's admission: one `order.lua` call on a standalone
+/// Redis, the intent protocol's calls on a Redis Cluster or with a split SKU
+/// line (`ops/order_saga.rs`).
+pub fn order_redis_span(tracing: &Tracing, order_id: &RequestId, lines: usize) -> Option<Context> {
     let attrs = vec![
+        order_id_attr(order_id),
+        KeyValue::new("stockd.order.lines", lines as i64),
+    ];
+    script_span(tracing, ("redis order.lua", "EVALSHA order.lua"), attrs)
+}
+
+/// A span of Redis scripts: `(name, summary)` as constants, so nothing is
+/// formatted on the hot path.
+fn script_span(
+    tracing: &Tracing,
+    (name, summary): (&'static str, &'static str),
+    ids: Vec<KeyValue>,
+) -> Option<Context> {
+    let mut attrs = vec![
         KeyValue::new("db.system", "redis"),
         KeyValue::new("db.operation.name", "EVALSHA"),
-        KeyValue::new("db.query.summary", "EVALSHA reserve.lua"),
-        sku,
-        request,
+        KeyValue::new("db.query.summary", summary),
     ];
-    tracing.child("redis reserve.lua", SpanKind::Client, attrs)
+    attrs.extend(ids);
+    tracing.child(name, SpanKind::Client, attrs)
 }
 
 /// The span of the deduction's publish (its share of a group-commit

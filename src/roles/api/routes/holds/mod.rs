@@ -76,6 +76,10 @@ async fn refusal(state: &ApiState, sku_id: SkuId, why: LineRefusal) -> (&'static
         LineRefusal::LapseLimit { lapsed, max } => {
             ("lapse_limit", ApiError::LapseLimit { lapsed, max })
         }
+        LineRefusal::RateLimited { retry_after_ms } => (
+            "rate_limited",
+            ApiError::rate_limited("user", retry_after_ms),
+        ),
         // A SKU missing from Redis is counted by what it turned out to be.
         LineRefusal::NotLoaded => match not_loaded(state, sku_id).await {
             err @ ApiError::SkuNotFound(_) => ("not_found", err),

@@ -21,11 +21,13 @@ use crate::db::orders;
 use crate::domain::{
     Deduction, OrderLines, RequestId, Requester, ReservationStatus, SkuId, UserId,
 };
+use crate::otel;
 use crate::outbox::OrderLineEntry;
 use crate::redis::{HeldLine, LineRefusal, OrderOutcome};
 use crate::roles::api::auth::{Granted, Read, Reserve};
 use crate::roles::api::hold_views::{OrderBody, OrderView};
 use crate::roles::api::problem::ApiError;
+use crate::roles::api::trace_context;
 use crate::roles::api::ApiState;
 
 /// Reserve every line of an order, or none.
@@ -81,6 +83,7 @@ pub async fn place(
         None => hold(&state, order_id, user_id, &lines, scope.requester()).await,
     };
     metrics::counter!("stockd_orders_total", "result" => label).increment(1);
+    trace_context::order(&state.res.tracing, order_id, label);
     metrics::histogram!("stockd_order_lines").record(lines.len() as f64);
     metrics::histogram!("stockd_order_duration_seconds").record(started.elapsed().as_secs_f64());
     response
@@ -96,6 +99,7 @@ async fn hold(
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
     let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
     let redis = &state.res.redis;
+    let redis_span = trace_context::order_redis_span(&state.res.tracing, order_id, lines.len());
     let outcome = (crate::ops::order_saga::place(
         redis,
         order_id,
@@ -105,6 +109,8 @@ async fn hold(
         requester,
     ))
     .await;
+    let label = outcome.as_ref().map_or("error", OrderOutcome::label);
+    otel::end(redis_span, label, outcome.is_err());
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(err) => return ("error", Err(ApiError::unavailable("redis", err))),
@@ -244,8 +250,17 @@ fn publish(
             available: Some(line.available_after as i64),
         })
         .collect();
+    let exchange = &state.res.publisher.topology().reservations_exchange;
+    let (span, trace) = trace_context::publish_span(&state.res.tracing, exchange, &entries[0].msg);
     let group_commit = state.group_commit.clone();
-    async move { group_commit.publish_order(entries, None).await.is_ok() }
+    async move {
+        let published = group_commit.publish_order(entries, trace).await;
+        let outcome = published
+            .as_ref()
+            .map_or_else(|e| e.label(), |()| "confirmed");
+        otel::end(span, outcome, published.is_err());
+        published.is_ok()
+    }
 }
 
 /// Look up an order.

@@ -186,13 +186,13 @@ async fn answer(
         ReserveOutcome::SoldOut => LineRefusal::SoldOut,
         ReserveOutcome::Insufficient { available } => LineRefusal::Insufficient { available },
         ReserveOutcome::NotLoaded => LineRefusal::NotLoaded,
+        ReserveOutcome::RateLimited { retry_after_ms } => {
+            LineRefusal::RateLimited { retry_after_ms }
+        }
         ReserveOutcome::Mismatch => return (label, Err(ApiError::IdempotencyMismatch)),
         ReserveOutcome::Taken => return (label, Err(ApiError::IdTaken)),
         ReserveOutcome::Backpressure => {
             return (label, Err(ApiError::Unavailable(BACKPRESSURE.into())));
-        }
-        ReserveOutcome::RateLimited { retry_after_ms } => {
-            return (label, Err(ApiError::rate_limited("user", retry_after_ms)));
         }
         ReserveOutcome::Rebalancing => {
             let why = "the SKU's stock is moving between its buckets; retry shortly";
