@@ -46,11 +46,21 @@ pub async fn find<Q: Queryable>(
     sku_id: SkuId,
     request_id: &RequestId,
 ) -> Result<Option<LedgerRow>, DbError> {
+    find_row(q, sku_id, request_id, "").await
+}
+
+/// The row of `(sku_id, request_id)`, the statement ending in `tail`.
+async fn find_row<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    tail: &str,
+) -> Result<Option<LedgerRow>, DbError> {
     let raw: Option<RawLedger> = q
         .exec_first(
             format!(
                 "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND deduct_request_id = ?"
+                 WHERE sku_id = ? AND deduct_request_id = ?{tail}"
             ),
             (sku_id.get(), request_id.as_str()),
         )
@@ -81,16 +91,7 @@ pub async fn find_for_update(
     sku_id: SkuId,
     request_id: &RequestId,
 ) -> Result<Option<LedgerRow>, DbError> {
-    let raw: Option<RawLedger> = tx
-        .exec_first(
-            format!(
-                "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND deduct_request_id = ? FOR UPDATE"
-            ),
-            (sku_id.get(), request_id.as_str()),
-        )
-        .await?;
-    Ok(raw.map(from_raw))
+    find_row(tx, sku_id, request_id, " FOR UPDATE").await
 }
 
 /// The rows of one SKU's `ids` that are single reservations (order lines
