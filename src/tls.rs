@@ -13,6 +13,8 @@
 
 use std::path::Path;
 
+use crate::config::TlsFiles;
+
 /// A TLS file that cannot be used; names the configuration key.
 #[derive(Debug, thiserror::Error)]
 #[error("{key}: cannot read {path}: {source}")]
@@ -40,4 +42,30 @@ pub fn read_file(key: &str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
         path: path.display().to_string(),
         source,
     })
+}
+
+/// One dependency's `tls` files (`redis.tls`, `amqp.tls`), read.
+pub struct SectionFiles {
+    /// `ca_file`'s bytes.
+    pub ca: Option<Vec<u8>>,
+    /// `cert_file`'s and `key_file`'s bytes, when both are set.
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Reads the files of `tls`, the `section` of the configuration it is
+/// (`redis`, `amqp`): CA first, then certificate and key, each failure
+/// naming its key (`<section>.tls.ca_file`, …).
+pub fn read_section(section: &str, tls: &TlsFiles) -> Result<SectionFiles, TlsFileError> {
+    let key = |name: &str| format!("{section}.tls.{name}");
+    let ca = (tls.ca_file.as_deref())
+        .map(|path| read_file(&key("ca_file"), path))
+        .transpose()?;
+    let client = match (&tls.cert_file, &tls.key_file) {
+        (Some(cert), Some(private)) => Some((
+            read_file(&key("cert_file"), cert)?,
+            read_file(&key("key_file"), private)?,
+        )),
+        _ => None,
+    };
+    Ok(SectionFiles { ca, client })
 }

@@ -6,30 +6,24 @@
 use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 
 use crate::config::TlsFiles;
-use crate::tls::{install_crypto_provider, read_file, TlsFileError};
+use crate::tls::{install_crypto_provider, read_section, TlsFileError};
 
 /// lapin's TLS options for an `amqps://` URL: `ca_file` as an extra root and
 /// the client certificate. Empty (system roots, no client certificate) when
 /// no file is set; ignored by lapin for `amqp://`.
 pub fn amqp_tls_config(tls: &TlsFiles) -> Result<OwnedTLSConfig, TlsFileError> {
     install_crypto_provider();
-    let cert_chain = match &tls.ca_file {
-        Some(ca) => Some(
-            String::from_utf8(read_file("amqp.tls.ca_file", ca)?).map_err(|e| TlsFileError {
+    let files = read_section("amqp", tls)?;
+    let cert_chain = (files.ca)
+        .map(|ca| {
+            String::from_utf8(ca).map_err(|e| TlsFileError {
                 key: "amqp.tls.ca_file".into(),
-                path: ca.display().to_string(),
+                path: (tls.ca_file.as_deref()).map_or(String::new(), |p| p.display().to_string()),
                 source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-            })?,
-        ),
-        None => None,
-    };
-    let identity = match (&tls.cert_file, &tls.key_file) {
-        (Some(cert), Some(key)) => Some(OwnedIdentity::PKCS8 {
-            pem: read_file("amqp.tls.cert_file", cert)?,
-            key: read_file("amqp.tls.key_file", key)?,
-        }),
-        _ => None,
-    };
+            })
+        })
+        .transpose()?;
+    let identity = (files.client).map(|(pem, key)| OwnedIdentity::PKCS8 { pem, key });
     Ok(OwnedTLSConfig {
         identity,
         cert_chain,

@@ -26,7 +26,9 @@ use crate::db::movement_steps::{self, PendingStep};
 use crate::db::movements::{self, Movement, MovementKind, NewMovement};
 use crate::db::{event_outbox, ledger, sku, Db, DbError};
 use crate::domain::SkuId;
-use crate::ops::sku_admin::{self, SkuAdminError, Totals};
+use crate::ops::sku_admin::{self, Totals};
+use crate::ops::sku_admin_error::SkuAdminError;
+use crate::ops::sku_layout::layout_for;
 use crate::ops::stock_step::{self, Applied};
 use crate::redis::RedisStore;
 
@@ -185,7 +187,7 @@ async fn adjust_unbounded(
     };
     if adj.delta < 0 {
         let limit = u64::from(row.limit_per_user);
-        let layout = sku_admin::layout_for(redis, sku_id, row.buckets, limit).await?;
+        let layout = layout_for(redis, sku_id, row.buckets, limit).await?;
         sku_admin::take_cut(redis, &layout, totals, op).await?;
         sku_admin::commit_cut(db, redis, sku_id, tx, op, id).await?;
     } else {

@@ -26,7 +26,7 @@
 //! reconciler brings Redis back to MySQL (`REDIS_AHEAD`), as for single
 //! reservations lost by a failover.
 
-use super::order_sweeper::SweepError;
+use super::order_sweep_error::SweepError;
 use crate::db::{orders, Db};
 use crate::domain::RequestId;
 use crate::redis::order_recommit::{HeldInMysql, RecommitOutcome};

@@ -84,25 +84,7 @@ pub async fn line_by_line(
         .await?
     {
         IntentOutcome::Hold(attempt) => attempt,
-        IntentOutcome::Replayed {
-            status,
-            created_ms,
-            expires_ms,
-        } => {
-            return Ok(OrderOutcome::Replayed {
-                status,
-                created_ms,
-                expires_ms,
-            })
-        }
-        IntentOutcome::Mismatch => return Ok(OrderOutcome::Mismatch),
-        IntentOutcome::Taken => return Ok(OrderOutcome::Taken),
-        IntentOutcome::Backpressure => return Ok(OrderOutcome::Backpressure),
-        IntentOutcome::Busy => {
-            return Ok(OrderOutcome::Retry(format!(
-                "order {order_id} is being held or undone by another request; retry shortly"
-            )))
-        }
+        IntentOutcome::Answered(outcome) => return Ok(outcome),
     };
     let mut held = Vec::with_capacity(lines.len());
     for (i, line) in lines.lines().iter().enumerate() {

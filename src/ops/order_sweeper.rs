@@ -23,7 +23,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::order_recommit::{recommit_if_mysql_holds, MysqlSays};
-use crate::db::{Db, DbError};
+use super::order_sweep_error::SweepError;
+use crate::db::Db;
 use crate::domain::RequestId;
 use crate::redis::keys::ORDER_SHARDS;
 use crate::redis::order_intents::{AbortOutcome, AbortStep};
@@ -42,26 +43,6 @@ pub struct Swept {
     /// Intents skipped after a failure (MySQL or Redis): the next pass
     /// tries them again.
     pub skipped: usize,
-}
-
-/// Why one intent was skipped.
-#[derive(Debug, thiserror::Error)]
-pub enum SweepError {
-    #[error(transparent)]
-    Redis(#[from] RedisError),
-    /// MySQL could not say whether it holds the order: nothing is undone.
-    #[error(transparent)]
-    Mysql(#[from] DbError),
-}
-
-impl SweepError {
-    /// The `stage` label of `stockd_order_sweep_failures_total`.
-    fn stage(&self) -> &'static str {
-        match self {
-            Self::Redis(_) => "intent",
-            Self::Mysql(_) => "mysql",
-        }
-    }
 }
 
 /// Runs a pass every `every` until cancelled.

@@ -19,9 +19,11 @@ use crate::db::movement_steps::PendingStep;
 use crate::db::movements::{self, MovementKind, NewMovement};
 use crate::db::{event_outbox, ledger, sku, Db, DbError, Transaction};
 use crate::domain::SkuId;
+use crate::ops::sku_admin_error::SkuAdminError;
+use crate::ops::sku_layout::layout_for;
 use crate::ops::stock_step::{self, Applied};
 use crate::redis::buckets::Layout;
-use crate::redis::{LoadMode, LoadOutcome, RedisError, RedisStore, Step};
+use crate::redis::{LoadMode, LoadOutcome, RedisStore, Step};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SkuState {
@@ -41,20 +43,6 @@ pub struct SkuOptions {
     pub buckets: Option<u16>,
     /// `stockd.sku.low_stock` at or below this many units; `Some(0)` clears it.
     pub low_stock_threshold: Option<u32>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SkuAdminError {
-    #[error("total_stock {requested} is below the {reserved} units already reserved")]
-    BelowReserved { requested: i64, reserved: i64 },
-    #[error("the bucket count cannot change while buyer state lives in Redis: {0}")]
-    BucketsLocked(String),
-    #[error("SKU {0} is not loaded into Redis; warm it up first")]
-    NotLoaded(u64),
-    #[error(transparent)]
-    Db(#[from] DbError),
-    #[error(transparent)]
-    Redis(#[from] RedisError),
 }
 
 /// Creates the SKU or sets its new total and limit (and, when given, its
@@ -298,31 +286,4 @@ pub(crate) async fn commit_cut(
             Err(DbError::from(err).into())
         }
     }
-}
-
-/// The layout the SKU is to have: its current one when the count stays, a
-/// fresh one for a SKU not loaded yet, or a re-split when nothing of its
-/// buyers lives in Redis.
-pub(crate) async fn layout_for(
-    redis: &RedisStore,
-    sku_id: SkuId,
-    wanted: u16,
-    limit_per_user: u64,
-) -> Result<Layout, SkuAdminError> {
-    let current = redis.buckets().read_layout(sku_id).await?;
-    if current.n() == wanted {
-        return Ok((*current).clone());
-    }
-    let fresh = redis.buckets().choose_layout(sku_id, wanted).await?;
-    if redis.skus().sku(sku_id).await?.is_none() {
-        return Ok(fresh);
-    }
-    if let Some(reason) = redis.buckets().buyer_state(&current).await? {
-        return Err(SkuAdminError::BucketsLocked(reason));
-    }
-    redis
-        .buckets()
-        .resplit(&current, &fresh, limit_per_user)
-        .await?;
-    Ok(fresh)
 }

@@ -31,7 +31,8 @@
 use crate::db::movement_steps::{self, PendingStep};
 use crate::db::{ledger, sku, Db, DbError};
 use crate::domain::SkuId;
-use crate::ops::sku_admin::SkuAdminError;
+use crate::ops::sku_admin_error::SkuAdminError;
+use crate::ops::sku_layout::layout_for;
 use crate::redis::buckets::Layout;
 use crate::redis::{LoadMode, LoadOutcome, RedisStore, Settled, Skus, Step};
 
@@ -189,7 +190,7 @@ pub async fn sweep(
         // bucket count; any other step moves the layout Redis has.
         let layout = if step.create {
             let limit = u64::from(row.limit_per_user);
-            super::sku_admin::layout_for(redis, step.sku_id, row.buckets, limit).await
+            layout_for(redis, step.sku_id, row.buckets, limit).await
         } else {
             redis
                 .buckets()

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use super::buckets::Layout;
 use super::core::Core;
 pub use super::lanes::Batching;
 use super::lanes::{BatchCall, Lanes};
@@ -42,6 +43,19 @@ pub struct BucketTarget {
     pub tag: String,
     /// The sold-out broadcast's subject (`<sku>` or `<sku>.<bucket>`).
     pub subject: String,
+}
+
+impl BucketTarget {
+    /// The bucket `bucket` of `layout` as a reserve call names it.
+    pub(super) fn of(layout: &Layout, bucket: u16) -> Self {
+        Self {
+            sku: layout.sku(),
+            bucket,
+            n: layout.n(),
+            tag: layout.tag(bucket).to_string(),
+            subject: layout.event_subject(bucket),
+        }
+    }
 }
 
 /// One request of a call.

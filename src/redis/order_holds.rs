@@ -13,7 +13,7 @@ use super::buckets::Buckets;
 use super::core::Core;
 use super::orders::LineRefusal;
 use super::reservation::Reservations;
-use super::routed::Routed;
+use super::routed::{routed, Routed};
 use super::RedisError;
 use crate::domain::{RequestId, Requester, SkuId, UserId};
 
@@ -99,7 +99,7 @@ impl Reservations {
             self.core
                 .run(|mut c| async move { invocation.invoke_async::<Vec<String>>(&mut c).await })
         };
-        let reply = match self.routed(sku_id, attempt.user_id, count, call).await? {
+        let reply = match routed(&self.buckets, sku_id, attempt.user_id, count, call).await? {
             Routed::Reply { reply, .. } => reply,
             Routed::SoldOut => return Ok(LineHold::Refused(LineRefusal::SoldOut)),
             Routed::Rebalancing => return Ok(LineHold::Rebalancing),

@@ -9,28 +9,21 @@ use deadpool_redis::redis;
 
 use super::keys::order_shard;
 use super::order_holds::{Attempt, TOMBSTONE_MARGIN_MS};
-use super::orders::Orders;
+use super::orders::{OrderOutcome, Orders};
+use super::reply_fields::Fields;
 use super::RedisError;
-use crate::domain::{OrderLines, RequestId, ReservationStatus, UserId};
+use crate::domain::{OrderLines, RequestId, UserId};
 
 /// What the intent script decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IntentOutcome {
     /// Hold the lines as this attempt.
     Hold(Attempt),
-    /// The order was held before: its record as stored.
-    Replayed {
-        status: ReservationStatus,
-        created_ms: u64,
-        expires_ms: u64,
-    },
-    Mismatch,
-    /// The order id names another client's order (contract §6.2).
-    Taken,
-    /// An attempt is holding or being undone.
-    Busy,
-    /// The shard's order outbox is full.
-    Backpressure,
+    /// No attempt: the order's answer as is — held before (`Replayed`, its
+    /// record as stored), `Mismatch`, `Taken` (another client's order id,
+    /// contract §6.2), `Backpressure` (the shard's order outbox is full), or
+    /// `Retry` (an attempt is holding or being undone).
+    Answered(OrderOutcome),
 }
 
 /// What the commit decided.
@@ -110,10 +103,8 @@ impl Orders {
             .core
             .run(|mut c| async move { invocation.invoke_async(&mut c).await })
             .await?;
-        let bad = || RedisError::BadReply(format!("order intent: {reply:?}"));
-        let num = |i: usize| -> Result<u64, RedisError> {
-            reply.get(i).and_then(|v| v.parse().ok()).ok_or_else(bad)
-        };
+        let fields = Fields::new("order intent", &reply);
+        let (bad, num) = (|| fields.bad(), |i| fields.num(i));
         Ok(match reply.first().map(String::as_str) {
             Some("HOLD") => IntentOutcome::Hold(Attempt {
                 order_id: order_id.clone(),
@@ -124,18 +115,17 @@ impl Orders {
                 deadline_ms: num(4)?,
                 requester: requester.clone(),
             }),
-            Some("REPLAY") => IntentOutcome::Replayed {
-                status: reply
-                    .get(1)
-                    .and_then(|s| ReservationStatus::parse(s))
-                    .ok_or_else(bad)?,
+            Some("REPLAY") => IntentOutcome::Answered(OrderOutcome::Replayed {
+                status: fields.status(1)?,
                 created_ms: num(2)?,
                 expires_ms: num(3)?,
-            },
-            Some("MISMATCH") => IntentOutcome::Mismatch,
-            Some("TAKEN") => IntentOutcome::Taken,
-            Some("BUSY") => IntentOutcome::Busy,
-            Some("BACKPRESSURE") => IntentOutcome::Backpressure,
+            }),
+            Some("MISMATCH") => IntentOutcome::Answered(OrderOutcome::Mismatch),
+            Some("TAKEN") => IntentOutcome::Answered(OrderOutcome::Taken),
+            Some("BUSY") => IntentOutcome::Answered(OrderOutcome::Retry(format!(
+                "order {order_id} is being held or undone by another request; retry shortly"
+            ))),
+            Some("BACKPRESSURE") => IntentOutcome::Answered(OrderOutcome::Backpressure),
             _ => return Err(bad()),
         })
     }

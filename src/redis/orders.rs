@@ -19,6 +19,7 @@ use super::admission::ReserveArgs;
 use super::core::Core;
 use super::lanes::{BatchCall, Batching, Lanes};
 use super::outbox::OutboxStream;
+use super::reply_fields::Fields;
 use super::RedisError;
 use crate::domain::{OrderLines, RequestId, Requester, ReservationStatus, SkuId, UserId};
 
@@ -382,10 +383,8 @@ fn parse_reply(
     shard: u8,
     reply: &[String],
 ) -> Result<OrderOutcome, RedisError> {
-    let bad = || RedisError::BadReply(format!("order script: {reply:?}"));
-    let num = |i: usize| -> Result<u64, RedisError> {
-        reply.get(i).and_then(|v| v.parse().ok()).ok_or_else(bad)
-    };
+    let fields = Fields::new("order script", reply);
+    let (bad, num) = (|| fields.bad(), |i| fields.num(i));
     Ok(match reply.first().map(String::as_str) {
         Some("OK") => {
             if reply.len() != 4 + lines.len() {
@@ -417,10 +416,7 @@ fn parse_reply(
             }
         }
         Some("REPLAY") => OrderOutcome::Replayed {
-            status: reply
-                .get(1)
-                .and_then(|s| ReservationStatus::parse(s))
-                .ok_or_else(bad)?,
+            status: fields.status(1)?,
             created_ms: num(2)?,
             expires_ms: num(3)?,
         },

@@ -10,22 +10,11 @@ use super::admission::{Admission, Ask, Batching, BucketTarget, ReserveArgs};
 use super::buckets::{Buckets, Layout};
 use super::core::Core;
 use super::reply::{parse_reserve_reply, ReserveRequest};
-use super::routed::Routed;
+use super::routed::{routed, Routed};
 use super::RedisError;
 use crate::domain::{
     RequestId, Requester, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId,
 };
-
-/// The bucket `bucket` of `layout` as a reserve call names it.
-pub(super) fn target(layout: &Layout, bucket: u16) -> BucketTarget {
-    BucketTarget {
-        sku: layout.sku(),
-        bucket,
-        n: layout.n(),
-        tag: layout.tag(bucket).to_string(),
-        subject: layout.event_subject(bucket),
-    }
-}
 
 /// What `finish.lua` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +126,7 @@ impl Reservations {
             requester: requester.script_arg(),
         };
         let call = |target: BucketTarget| self.admission.reserve(target, ask.clone());
-        match self.routed(sku_id, user_id, count, call).await? {
+        match routed(&self.buckets, sku_id, user_id, count, call).await? {
             Routed::Reply { bucket, reply } => {
                 let req = ReserveRequest {
                     sku_id,
@@ -166,7 +155,7 @@ impl Reservations {
         asks: &[Ask],
     ) -> Result<Vec<Result<ReserveOutcome, RedisError>>, RedisError> {
         let refs: Vec<&Ask> = asks.iter().collect();
-        let target = target(layout, bucket);
+        let target = BucketTarget::of(layout, bucket);
         let replies = self.admission.call_once(&target, &refs).await?;
         Ok(asks
             .iter()

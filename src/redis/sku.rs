@@ -7,7 +7,8 @@ use deadpool_redis::redis;
 
 use super::buckets::{BucketStock, Buckets, Layout};
 use super::core::Core;
-use super::sku_split_cut::SplitCut;
+use super::sku_split_cut::cut_split;
+use super::sku_step::{LoadMode, LoadOutcome, Step};
 use super::RedisError;
 use crate::domain::SkuId;
 
@@ -30,42 +31,17 @@ pub struct SkuSnapshot {
     pub buckets: Vec<BucketStock>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoadOutcome {
-    Loaded {
-        available: i64,
-    },
-    /// A negative delta would take Redis below zero: units are already promised.
-    BelowReserved {
-        available: i64,
-    },
-    /// The SKU is loaded with another bucket count (re-split it first).
-    Layout,
-    /// A move of a SKU Redis does not hold: only warm-up loads it.
-    NotLoaded,
-    /// The movement was counted by a warm-up already: nothing moved.
-    Included,
-}
-
-/// How a stock step may meet a SKU Redis does not hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoadMode {
-    /// A new SKU: nothing of its buyers can exist, so it is loaded.
-    Create,
-    /// Any other: answered `NotLoaded` (warm-up brings the buyer state back).
-    Move,
-}
-
-/// One Redis step of a stock movement (`ops/stock_step.rs`).
+/// One load of a SKU's stock as [`Skus::load_sku`] was asked it: what
+/// `load_sku.lua` on the home hash is run with.
 #[derive(Debug, Clone, Copy)]
-pub struct Step<'a> {
-    /// The step's id: its marker makes a second run answer the first.
-    pub op: &'a str,
-    pub mode: LoadMode,
-    /// The movement applied; 0 for a cut taken before its commit.
-    pub movement_id: u64,
-    /// A cut taken before its commit is recorded until settled.
-    pub record_cut: bool,
+struct Load<'a> {
+    layout: &'a Layout,
+    /// The units added (negative: cut).
+    delta: i64,
+    available_if_absent: i64,
+    limit_per_user: u64,
+    total: u64,
+    step: Step<'a>,
 }
 
 /// SKUs per `SADD` when the registry is rebuilt from MySQL.
@@ -102,28 +78,23 @@ impl Skus {
         total: u64,
         step: Step<'_>,
     ) -> Result<LoadOutcome, RedisError> {
+        let load = Load {
+            layout,
+            delta,
+            available_if_absent,
+            limit_per_user,
+            total,
+            step,
+        };
         let outcome = if layout.is_split() && delta < 0 {
             // A cut takes from the pool, and from the buckets only what the
             // pool lacks, once it knows they hold enough (`sku_split_cut.rs`).
-            self.cut_split(SplitCut {
-                layout,
-                delta,
-                available_if_absent,
-                limit_per_user,
-                total,
-                step,
-            })
-            .await?
+            let pool = || self.load_home(&load);
+            let available =
+                || async { Ok(self.sku(layout.sku()).await?.map_or(0, |s| s.available)) };
+            cut_split(&self.buckets, layout, delta, pool, available).await?
         } else {
-            self.load_home(
-                layout,
-                delta,
-                available_if_absent,
-                limit_per_user,
-                total,
-                step,
-            )
-            .await?
+            self.load_home(&load).await?
         };
         if layout.is_split() {
             if let LoadOutcome::Loaded { .. } = outcome {
@@ -144,15 +115,10 @@ impl Skus {
         Ok(outcome)
     }
 
-    pub(super) async fn load_home(
-        &self,
-        layout: &Layout,
-        delta: i64,
-        available_if_absent: i64,
-        limit_per_user: u64,
-        total: u64,
-        step: Step<'_>,
-    ) -> Result<LoadOutcome, RedisError> {
+    /// Runs `load_sku.lua` on the SKU's home hash (the whole SKU, or the
+    /// pool of a split one).
+    async fn load_home(&self, load: &Load<'_>) -> Result<LoadOutcome, RedisError> {
+        let (layout, step) = (load.layout, load.step);
         let sku_id = layout.sku();
         // A cluster client re-sends a command whose connection dropped, and a
         // retry or the sweep runs a step again: the step's id makes the
@@ -169,10 +135,10 @@ impl Skus {
             LoadMode::Move => "move",
         };
         invocation
-            .arg(delta)
-            .arg(available_if_absent)
-            .arg(limit_per_user)
-            .arg(total)
+            .arg(load.delta)
+            .arg(load.available_if_absent)
+            .arg(load.limit_per_user)
+            .arg(load.total)
             .arg(self.core.keys.soldout_channel())
             .arg(sku_id.get())
             .arg(LOAD_OP_TTL_MS)

@@ -12,8 +12,10 @@
 //! lacks, a few rounds at most; refused in the end, it gives each bucket
 //! back what it took from it (as much as the pool still has).
 
-use super::buckets::{Holder, Layout, Take, Transferred};
-use super::sku::{LoadOutcome, Skus, Step};
+use std::future::Future;
+
+use super::buckets::{Buckets, Holder, Layout, Take, Transferred};
+use super::sku_step::LoadOutcome;
 use super::RedisError;
 
 /// Reclaim-and-cut rounds before the cut is refused: each reclaims what the
@@ -21,114 +23,100 @@ use super::RedisError;
 /// SKU lease from the pool between a reclaim and the cut.
 const CUT_ROUNDS: usize = 4;
 
-/// A split SKU's cut, its arguments as [`Skus::load_sku`] takes them.
-pub(super) struct SplitCut<'a> {
-    pub layout: &'a Layout,
-    /// Negative: the units cut.
-    pub delta: i64,
-    pub available_if_absent: i64,
-    pub limit_per_user: u64,
-    pub total: u64,
-    pub step: Step<'a>,
+/// Cuts `-delta` units of the split SKU of `layout`: decided on what the
+/// pool and the buckets hold, taken from the pool (`cut_pool`: the SKU's
+/// load on its home hash, `Skus::load_sku`) with only its shortfall
+/// reclaimed, what was reclaimed given back when refused (then
+/// `available`, the SKU's units, is the answer's). See the module doc.
+pub(super) async fn cut_split<P, PF, A, AF>(
+    buckets: &Buckets,
+    layout: &Layout,
+    delta: i64,
+    cut_pool: P,
+    available: A,
+) -> Result<LoadOutcome, RedisError>
+where
+    P: Fn() -> PF,
+    PF: Future<Output = Result<LoadOutcome, RedisError>>,
+    A: FnOnce() -> AF,
+    AF: Future<Output = Result<i64, RedisError>>,
+{
+    let wanted = -delta;
+    let Some(before) = buckets.split_stock(layout).await? else {
+        return cut_pool().await; // not loaded: the script answers
+    };
+    let held = before.pool.max(0)
+        + before
+            .buckets
+            .iter()
+            .map(|b| b.available.max(0))
+            .sum::<i64>();
+    // Units on the move between slots count nowhere in this reading:
+    // then the rounds below decide.
+    if held < wanted && !before.in_transfer {
+        return Ok(LoadOutcome::BelowReserved { available: held });
+    }
+    let mut reclaimed: Vec<(u16, i64)> = Vec::new();
+    for _ in 0..CUT_ROUNDS {
+        let pool = match cut_pool().await? {
+            LoadOutcome::BelowReserved { available } => available,
+            done => return Ok(done),
+        };
+        if reclaim_short(buckets, layout, wanted - pool, &mut reclaimed).await? == 0 {
+            break;
+        }
+    }
+    give_back(buckets, layout, &reclaimed).await?;
+    Ok(LoadOutcome::BelowReserved {
+        available: available().await?,
+    })
 }
 
-impl Skus {
-    /// Cuts a split SKU: decided on what the pool and the buckets hold,
-    /// taken from the pool with only its shortfall reclaimed, what was
-    /// reclaimed given back when refused. See the module doc.
-    pub(super) async fn cut_split(&self, cut: SplitCut<'_>) -> Result<LoadOutcome, RedisError> {
-        let wanted = -cut.delta;
-        let Some(before) = self.buckets.split_stock(cut.layout).await? else {
-            return self.cut_pool(&cut).await; // not loaded: the script answers
+/// Moves up to `short` units from the buckets to the pool, bucket by
+/// bucket, noting what each gave in `reclaimed`; returns the units moved.
+async fn reclaim_short(
+    buckets: &Buckets,
+    layout: &Layout,
+    mut short: i64,
+    reclaimed: &mut Vec<(u16, i64)>,
+) -> Result<i64, RedisError> {
+    let mut moved = 0;
+    for bucket in layout.buckets() {
+        if short <= 0 {
+            break;
+        }
+        let take = Take {
+            min: 1,
+            max: short,
+            divisor: 1,
         };
-        let held = before.pool.max(0)
-            + before
-                .buckets
-                .iter()
-                .map(|b| b.available.max(0))
-                .sum::<i64>();
-        // Units on the move between slots count nowhere in this reading:
-        // then the rounds below decide.
-        if held < wanted && !before.in_transfer {
-            return Ok(LoadOutcome::BelowReserved { available: held });
+        let from = Holder::Bucket(bucket);
+        if let Transferred::Moved(units) =
+            buckets.transfer(layout, from, Holder::Pool, take).await?
+        {
+            reclaimed.push((bucket, units));
+            short -= units;
+            moved += units;
         }
-        let mut reclaimed: Vec<(u16, i64)> = Vec::new();
-        for _ in 0..CUT_ROUNDS {
-            let pool = match self.cut_pool(&cut).await? {
-                LoadOutcome::BelowReserved { available } => available,
-                done => return Ok(done),
-            };
-            if self
-                .reclaim_short(cut.layout, wanted - pool, &mut reclaimed)
-                .await?
-                == 0
-            {
-                break;
-            }
-        }
-        self.give_back(cut.layout, &reclaimed).await?;
-        let available = self.sku(cut.layout.sku()).await?.map_or(0, |s| s.available);
-        Ok(LoadOutcome::BelowReserved { available })
     }
+    Ok(moved)
+}
 
-    async fn cut_pool(&self, cut: &SplitCut<'_>) -> Result<LoadOutcome, RedisError> {
-        self.load_home(
-            cut.layout,
-            cut.delta,
-            cut.available_if_absent,
-            cut.limit_per_user,
-            cut.total,
-            cut.step,
-        )
-        .await
+/// Gives each bucket back what a refused cut reclaimed from it, as much
+/// as the pool holds (what the pool no longer has, a bucket leased).
+async fn give_back(
+    buckets: &Buckets,
+    layout: &Layout,
+    reclaimed: &[(u16, i64)],
+) -> Result<(), RedisError> {
+    for &(bucket, units) in reclaimed {
+        let take = Take {
+            min: 1,
+            max: units,
+            divisor: 1,
+        };
+        let to = Holder::Bucket(bucket);
+        buckets.transfer(layout, Holder::Pool, to, take).await?;
     }
-
-    /// Moves up to `short` units from the buckets to the pool, bucket by
-    /// bucket, noting what each gave in `reclaimed`; returns the units moved.
-    async fn reclaim_short(
-        &self,
-        layout: &Layout,
-        mut short: i64,
-        reclaimed: &mut Vec<(u16, i64)>,
-    ) -> Result<i64, RedisError> {
-        let mut moved = 0;
-        for bucket in layout.buckets() {
-            if short <= 0 {
-                break;
-            }
-            let take = Take {
-                min: 1,
-                max: short,
-                divisor: 1,
-            };
-            let from = Holder::Bucket(bucket);
-            if let Transferred::Moved(units) = self
-                .buckets
-                .transfer(layout, from, Holder::Pool, take)
-                .await?
-            {
-                reclaimed.push((bucket, units));
-                short -= units;
-                moved += units;
-            }
-        }
-        Ok(moved)
-    }
-
-    /// Gives each bucket back what a refused cut reclaimed from it, as much
-    /// as the pool holds (what the pool no longer has, a bucket leased).
-    async fn give_back(&self, layout: &Layout, reclaimed: &[(u16, i64)]) -> Result<(), RedisError> {
-        for &(bucket, units) in reclaimed {
-            let take = Take {
-                min: 1,
-                max: units,
-                divisor: 1,
-            };
-            let to = Holder::Bucket(bucket);
-            self.buckets
-                .transfer(layout, Holder::Pool, to, take)
-                .await?;
-        }
-        Ok(())
-    }
+    Ok(())
 }

@@ -6,7 +6,7 @@
 use deadpool_redis::redis;
 
 use crate::config::TlsFiles;
-use crate::tls::{install_crypto_provider, read_file, TlsFileError};
+use crate::tls::{install_crypto_provider, read_section, TlsFileError};
 
 /// The Redis client of `url`: with a `rediss://` URL and `redis.tls` files, a
 /// client whose TLS trusts only `ca_file` and presents the client certificate.
@@ -30,18 +30,12 @@ pub fn redis_certificates(
     if !tls.is_set() {
         return Ok(None);
     }
-    let root_cert = tls
-        .ca_file
-        .as_deref()
-        .map(|p| read_file("redis.tls.ca_file", p))
-        .transpose()?;
-    let client_tls = match (&tls.cert_file, &tls.key_file) {
-        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
-            client_cert: read_file("redis.tls.cert_file", cert)?,
-            client_key: read_file("redis.tls.key_file", key)?,
-        }),
-        _ => None,
-    };
+    let files = read_section("redis", tls)?;
+    let root_cert = files.ca;
+    let client_tls = (files.client).map(|(client_cert, client_key)| redis::ClientTlsConfig {
+        client_cert,
+        client_key,
+    });
     Ok(Some(redis::TlsCertificates {
         client_tls,
         root_cert,

@@ -15,6 +15,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
+use super::apply_order::{apply_orders, expand, OrderCheck};
+use super::first_telling::first_expiry;
+use super::held::buyers_live_units;
 use super::insert::{insert_rows, note_inserted, NewRow};
 use super::{reason, tx_opts, BatchReport, Readmission, INSERT_CHUNK_ROWS};
 use crate::clock::unix_ms;
@@ -22,7 +25,7 @@ use crate::db::event_outbox;
 use crate::db::sku::{self, SkuRow};
 use crate::db::sql_text::SqlText;
 use crate::db::{Db, DbError};
-use crate::domain::admission::{admit, Claim, Refusal};
+use crate::domain::admission::{admit, Claim};
 use crate::domain::{Deduction, ReservationStatus, SkuId, UserId};
 use crate::events::{Event, EventType, Outgoing};
 
@@ -106,17 +109,6 @@ async fn apply_run(
     }
 }
 
-/// How the orders MySQL has already, and the ledger rows of an order's
-/// lines, are found ([`apply_run`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum OrderCheck {
-    /// By the insert's primary key: no lookup (the common case).
-    ByInsert,
-    /// Looked up first: a known order is a duplicate, a known line fails
-    /// its order (`ORDER_REJECTED`).
-    LookedUp,
-}
-
 fn is_duplicate(err: &DbError) -> bool {
     err.server_code() == Some(crate::db::codes::ER_DUP_ENTRY)
 }
@@ -127,7 +119,7 @@ async fn apply_batch_once(
     check: OrderCheck,
     telling: Telling,
 ) -> Result<BatchReport, DbError> {
-    let (singles, orders) = super::apply_order::expand(batch);
+    let (singles, orders) = expand(batch);
     let mut by_sku: BTreeMap<SkuId, Vec<&Deduction>> = BTreeMap::new();
     for msg in singles {
         by_sku.entry(msg.sku_id).or_default().push(msg);
@@ -157,7 +149,7 @@ async fn apply_batch_once(
         apply_sku(&mut tx, sku_id, msgs, &mut report, &mut out).await?;
     }
     if !orders.is_empty() {
-        super::apply_order::apply_orders(&mut tx, &orders, check, &mut report, &mut out).await?;
+        apply_orders(&mut tx, &orders, check, &mut report, &mut out).await?;
     }
     if telling == Telling::ByCaller {
         report.told = out.take_events();
@@ -284,26 +276,6 @@ fn retell(
     }
 }
 
-/// The row's deadline when it was first told: its own before any extension;
-/// after one, the deadline of the message when the message is the deduction
-/// that made the row (same admission time). `None`: unknown (an extended
-/// row met by a readmission's message, whose own first telling was the
-/// original deduction's) — nothing is told again rather than another body.
-/// `row` is the row's (extensions, created, expires): a reservation's ledger
-/// row or an order's `orders` row.
-pub(super) fn first_expiry(
-    (extensions, created_ms, expires_ms): (u32, u64, u64),
-    msg: &Deduction,
-) -> Option<u64> {
-    if extensions == 0 {
-        Some(expires_ms)
-    } else if created_ms == msg.created_ms {
-        Some(msg.expires_ms)
-    } else {
-        None
-    }
-}
-
 /// A ledger row of a deduction being applied again (a duplicate).
 struct KnownRow {
     created_ms: u64,
@@ -336,7 +308,7 @@ fn fit<'a>(
     let admitted = admit(&claims, row.available_stock, limit, held);
     let mut rows = Vec::with_capacity(fresh.len());
     for (msg, answer) in fresh.into_iter().zip(admitted.answers) {
-        match answer.map(reason_of) {
+        match answer.map(reason::of) {
             None => {
                 rows.push(NewRow::new(msg, ReservationStatus::Reserved, None));
                 report.applied += 1;
@@ -396,43 +368,4 @@ async fn existing_rows(
         ));
     }
     Ok(found)
-}
-
-/// Live (RESERVED + CONFIRMED) units each buyer of `msgs` holds of the SKU
-/// (index `idx_sku_user_status`; the SKU row lock keeps it stable).
-pub(super) async fn buyers_live_units(
-    tx: &mut Transaction<'_>,
-    sku_id: SkuId,
-    msgs: &[&Deduction],
-) -> Result<HashMap<u64, i64>, DbError> {
-    let users: Vec<u64> = msgs
-        .iter()
-        .map(|m| m.user_id.get())
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
-    let mut held = HashMap::with_capacity(users.len());
-    for chunk in users.chunks(INSERT_CHUNK_ROWS) {
-        let mut sql = SqlText::new(
-            "SELECT user_id, CAST(SUM(deduct_count) AS SIGNED) FROM stock_deduct_idempotent
-             WHERE sku_id = ",
-        );
-        sql.int(sku_id.get())
-            .raw(" AND user_id IN (")
-            .list(chunk, ",", |s, u| {
-                s.int(*u);
-            })
-            .raw(") AND status IN ('RESERVED', 'CONFIRMED') GROUP BY user_id");
-        let rows: Vec<(u64, i64)> = tx.query(sql.finish()).await?;
-        held.extend(rows);
-    }
-    Ok(held)
-}
-
-/// The `reason` a refusal of the admission rule is stored with.
-pub(super) fn reason_of(refusal: Refusal) -> &'static str {
-    match refusal {
-        Refusal::LimitExceeded => reason::LIMIT_EXCEEDED,
-        Refusal::OverAdmitted => reason::OVER_ADMITTED,
-    }
 }

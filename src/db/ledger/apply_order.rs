@@ -18,7 +18,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
-use super::apply::{reason_of, OrderCheck};
+use super::first_telling::first_expiry;
+use super::held::buyers_live_units;
 use super::insert::{insert_rows, NewRow};
 use super::{reason, BatchReport, INSERT_CHUNK_ROWS};
 use crate::clock::unix_ms;
@@ -56,6 +57,17 @@ pub(super) fn expand(
     (singles, orders)
 }
 
+/// How the orders MySQL has already, and the ledger rows of an order's
+/// lines, are found (`apply::apply_run`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OrderCheck {
+    /// By the insert's primary key: no lookup (the common case).
+    ByInsert,
+    /// Looked up first: a known order is a duplicate, a known line fails
+    /// its order (`ORDER_REJECTED`).
+    LookedUp,
+}
+
 /// What the fit of one SKU's order lines knows, read once per run.
 struct SkuFit {
     /// `None`: MySQL has no such SKU.
@@ -78,7 +90,7 @@ fn misfit(fit: &SkuFit, line: &Deduction) -> Option<&'static str> {
     let count = i64::from(line.count);
     let held = fit.held.get(&line.user_id.get()).copied().unwrap_or(0);
     let left = row.available_stock - fit.taken;
-    refusal(held, count, i64::from(row.limit_per_user), left).map(reason_of)
+    refusal(held, count, i64::from(row.limit_per_user), left).map(reason::of)
 }
 
 /// Applies the run's orders (each one's lines sorted by SKU id; every SKU
@@ -127,7 +139,7 @@ pub(super) async fn apply_orders(
             OrderCheck::ByInsert => HashSet::new(),
         };
         let held = match row {
-            Some(_) => super::apply::buyers_live_units(tx, *sku_id, lines).await?,
+            Some(_) => buyers_live_units(tx, *sku_id, lines).await?,
             None => HashMap::new(),
         };
         let fit = SkuFit {
@@ -249,7 +261,7 @@ fn retell(
         return;
     };
     let row = (known.extensions, known.reserved_at_ms, known.expires_at_ms);
-    let Some(expires_ms) = super::apply::first_expiry(row, msg) else {
+    let Some(expires_ms) = first_expiry(row, msg) else {
         return;
     };
     let facts = OrderFacts {

@@ -1,10 +1,13 @@
 //! The `stock_deduct_idempotent` ledger (contract §4), one file per concern: the
-//! consumer's batched apply (`apply`) and its inserts (`insert`), reads
+//! consumer's batched apply (`apply`, orders in `apply_order`, with what both
+//! read in `held` and retell by in `first_telling`) and its inserts (`insert`), reads
 //! (`read`), final states ([`settle`]) and consistent-snapshot lookups
 //! ([`snapshot`]). This file holds the row and report types they share.
 
 mod apply;
 mod apply_order;
+mod first_telling;
+mod held;
 mod insert;
 mod order_chunks;
 mod read;
@@ -48,6 +51,16 @@ pub mod reason {
     /// stock, so Redis must return the unit it took (not only the quota).
     pub fn rejection_returns_stock(reason: Option<&str>) -> bool {
         matches!(reason, Some(LIMIT_EXCEEDED | ORDER_REJECTED))
+    }
+
+    /// The reason a refusal of the admission rule is stored with (a single
+    /// reservation's fit and an order line's alike).
+    pub(in crate::db::ledger) fn of(refusal: crate::domain::admission::Refusal) -> &'static str {
+        use crate::domain::admission::Refusal;
+        match refusal {
+            Refusal::LimitExceeded => LIMIT_EXCEEDED,
+            Refusal::OverAdmitted => OVER_ADMITTED,
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! rows due for expiry or for a Redis mirror, and pages of recent rows.
 
 use mysql_async::prelude::Queryable;
-use mysql_async::Transaction;
+use mysql_async::{Params, Transaction};
 
 use super::LedgerRow;
 use crate::db::due::DUE;
@@ -40,22 +40,42 @@ fn from_raw(raw: RawLedger) -> LedgerRow {
     }
 }
 
+/// The ledger rows of `SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent`
+/// followed by `rest` (its `WHERE`, order and limit), with `params`.
+async fn rows_where<Q, P>(q: &mut Q, rest: &str, params: P) -> Result<Vec<LedgerRow>, DbError>
+where
+    Q: Queryable,
+    P: Into<Params> + Send,
+{
+    let raw: Vec<RawLedger> = q
+        .exec(
+            format!("SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent {rest}"),
+            params,
+        )
+        .await?;
+    Ok(raw.into_iter().map(from_raw).collect())
+}
+
 /// One ledger row, without locking.
 pub async fn find<Q: Queryable>(
     q: &mut Q,
     sku_id: SkuId,
     request_id: &RequestId,
 ) -> Result<Option<LedgerRow>, DbError> {
-    let raw: Option<RawLedger> = q
-        .exec_first(
-            format!(
-                "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND deduct_request_id = ?"
-            ),
-            (sku_id.get(), request_id.as_str()),
-        )
-        .await?;
-    Ok(raw.map(from_raw))
+    find_row(q, sku_id, request_id, "").await
+}
+
+/// The row of `(sku_id, request_id)`, the statement ending in `tail`.
+async fn find_row<Q: Queryable>(
+    q: &mut Q,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    tail: &str,
+) -> Result<Option<LedgerRow>, DbError> {
+    // The primary key: one row at most.
+    let rest = format!("WHERE sku_id = ? AND deduct_request_id = ?{tail}");
+    let rows = rows_where(q, &rest, (sku_id.get(), request_id.as_str())).await?;
+    Ok(rows.into_iter().next())
 }
 
 /// Whether the ledger row is a line of an order (`order_line = 1`): such a
@@ -81,16 +101,7 @@ pub async fn find_for_update(
     sku_id: SkuId,
     request_id: &RequestId,
 ) -> Result<Option<LedgerRow>, DbError> {
-    let raw: Option<RawLedger> = tx
-        .exec_first(
-            format!(
-                "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND deduct_request_id = ? FOR UPDATE"
-            ),
-            (sku_id.get(), request_id.as_str()),
-        )
-        .await?;
-    Ok(raw.map(from_raw))
+    find_row(tx, sku_id, request_id, " FOR UPDATE").await
 }
 
 /// The rows of one SKU's `ids` that are single reservations (order lines
@@ -156,17 +167,11 @@ pub async fn expired_for_update(
     cutoff_ms: u64,
     limit: usize,
 ) -> Result<Vec<LedgerRow>, DbError> {
-    let raw: Vec<RawLedger> = tx
-        .exec(
-            format!(
-                "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND status = 'RESERVED' AND {DUE} AND order_line = 0
-                 ORDER BY expires_at_ms LIMIT {limit} FOR UPDATE SKIP LOCKED"
-            ),
-            (sku_id.get(), cutoff_ms),
-        )
-        .await?;
-    Ok(raw.into_iter().map(from_raw).collect())
+    let rest = format!(
+        "WHERE sku_id = ? AND status = 'RESERVED' AND {DUE} AND order_line = 0
+         ORDER BY expires_at_ms LIMIT {limit} FOR UPDATE SKIP LOCKED"
+    );
+    rows_where(tx, &rest, (sku_id.get(), cutoff_ms)).await
 }
 
 /// Decided rows whose Redis mirror has not succeeded, oldest first. The finish
@@ -176,17 +181,11 @@ pub async fn pending_mirrors<Q: Queryable>(
     finished_before_ms: u64,
     limit: usize,
 ) -> Result<Vec<LedgerRow>, DbError> {
-    let raw: Vec<RawLedger> = q
-        .exec(
-            format!(
-                "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
-                 WHERE redis_pending = 1 AND (finished_at_ms IS NULL OR finished_at_ms < ?)
-                 LIMIT {limit}"
-            ),
-            (finished_before_ms,),
-        )
-        .await?;
-    Ok(raw.into_iter().map(from_raw).collect())
+    let rest = format!(
+        "WHERE redis_pending = 1 AND (finished_at_ms IS NULL OR finished_at_ms < ?)
+         LIMIT {limit}"
+    );
+    rows_where(q, &rest, (finished_before_ms,)).await
 }
 
 /// One page of a SKU's ledger rows reserved after `reserved_after_ms`, in
@@ -198,17 +197,11 @@ pub async fn page_since<Q: Queryable>(
     after_id: &str,
     limit: usize,
 ) -> Result<Vec<LedgerRow>, DbError> {
-    let raw: Vec<RawLedger> = q
-        .exec(
-            format!(
-                "SELECT {LEDGER_COLUMNS} FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND deduct_request_id > ? AND reserved_at_ms > ?
-                 ORDER BY deduct_request_id LIMIT {limit}"
-            ),
-            (sku_id.get(), after_id, reserved_after_ms),
-        )
-        .await?;
-    Ok(raw.into_iter().map(from_raw).collect())
+    let rest = format!(
+        "WHERE sku_id = ? AND deduct_request_id > ? AND reserved_at_ms > ?
+         ORDER BY deduct_request_id LIMIT {limit}"
+    );
+    rows_where(q, &rest, (sku_id.get(), after_id, reserved_after_ms)).await
 }
 
 /// Request ids of a SKU's live rows reserved after `reserved_after_ms`, at

@@ -22,6 +22,18 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, in the order of the enum (the API's schema lists
+    /// their names, `roles/api/routes/contract.rs`).
+    pub const ALL: [Self; 7] = [
+        Self::Ok,
+        Self::InFlight,
+        Self::RedisAhead,
+        Self::RedisBehind,
+        Self::MysqlInconsistent,
+        Self::Stuck,
+        Self::MysqlBehind,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ok => "OK",

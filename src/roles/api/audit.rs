@@ -18,11 +18,11 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use actix_web::body::BoxBody;
-use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use actix_web::dev::ServiceRequest;
 use actix_web::http::{header, Method, StatusCode};
-use actix_web::{web, Error};
+use actix_web::web;
 
+use super::middleware::{Answer, Inner};
 use super::ApiState;
 use crate::clock::unix_ms;
 
@@ -83,13 +83,7 @@ pub fn fingerprint(token: &str) -> String {
 }
 
 /// `wrap_fn` middleware body.
-pub fn record<S>(
-    req: ServiceRequest,
-    srv: &S,
-) -> impl Future<Output = Result<ServiceResponse<BoxBody>, Error>>
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = Error>,
-{
+pub fn record<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = Answer> {
     // Only admin calls are audited: everything else (the hot path) passes
     // straight through. The route is the one the router runs (`routing.rs`),
     // so no spelling of an admin path escapes the trail.

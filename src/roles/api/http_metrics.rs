@@ -10,14 +10,15 @@ use std::future::Future;
 use std::time::Instant;
 
 use actix_web::body::BoxBody;
-use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::{Error, HttpMessage};
+use actix_web::HttpMessage;
 use futures_util::future::Either;
 use opentelemetry::context::FutureExt as _;
 use tracing::Instrument;
 
 use super::auth::{ClientName, ANONYMOUS};
+use super::middleware::{Answer, Inner};
 use super::trace_context;
 
 /// Longest client-supplied request id kept; longer ones are replaced.
@@ -56,13 +57,7 @@ fn request_id(req: &ServiceRequest) -> String {
 }
 
 /// `wrap_fn` middleware body.
-pub fn record<S>(
-    req: ServiceRequest,
-    srv: &S,
-) -> impl Future<Output = Result<ServiceResponse<BoxBody>, Error>>
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = Error>,
-{
+pub fn record<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = Answer> {
     let started = Instant::now();
     let id = request_id(&req);
     let trace = trace_context::begin(&req);

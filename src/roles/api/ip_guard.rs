@@ -10,28 +10,19 @@ use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::Instant;
 
-use actix_web::body::BoxBody;
-use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
-use actix_web::{web, Error, ResponseError};
+use actix_web::dev::ServiceRequest;
+use actix_web::web;
 use futures_util::future::Either;
 
 use super::auth;
+use super::middleware::{refuse_now, Answer, Inner};
 use super::problem::ApiError;
 use super::ApiState;
 
 /// `wrap_fn` middleware body.
-pub fn guard<S>(
-    req: ServiceRequest,
-    srv: &S,
-) -> impl Future<Output = Result<ServiceResponse<BoxBody>, Error>>
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = Error>,
-{
+pub fn guard<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = Answer> {
     match refusal(&req) {
-        Some(refused) => {
-            let response = req.into_response(refused.error_response());
-            Either::Left(std::future::ready(Ok(response)))
-        }
+        Some(refused) => refuse_now(req, &refused),
         None => Either::Right(srv.call(req)),
     }
 }

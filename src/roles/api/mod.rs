@@ -10,6 +10,7 @@ pub mod hold_views;
 pub mod http_metrics;
 pub mod ip_guard;
 pub mod ip_limit;
+pub mod middleware;
 pub mod problem;
 pub mod readiness;
 pub mod routes;

@@ -51,7 +51,7 @@ const VARIABLE: &[(&str, &str, Values)] = &[
     ("stockd_reservations_total", "result", Values::Literals(&[("src/roles/api/routes/holds/mod.rs", "async fn refusal("), ("src/domain/outcome.rs", "pub fn label(&self)")])),
     ("stockd_orders_total", "result", Values::Literals(&[("src/roles/api/routes/holds/order.rs", "let (label, response) = match"), ("src/roles/api/routes/holds/order.rs", "async fn hold("),
                 ("src/roles/api/routes/holds/mod.rs", "async fn refusal("), ("src/roles/api/routes/lifecycle.rs", "let label = match transition")])),
-    ("stockd_order_sweep_failures_total", "stage", Values::Args("src/ops/order_sweeper.rs", "failed(", &[("src/ops/order_sweeper.rs", "fn stage(&self)")])),
+    ("stockd_order_sweep_failures_total", "stage", Values::Args("src/ops/order_sweeper.rs", "failed(", &[("src/ops/order_sweep_error.rs", "fn stage(&self)")])),
     ("stockd_reconcile_verdicts_total", "verdict", Values::Literals(&[("src/ops/reconcile/verdict.rs", "pub fn as_str(self)")])),
     // `Finding::verdict` is a `Verdict::as_str`.
     ("stockd_reconcile_alerts_total", "verdict", Values::Literals(&[("src/ops/reconcile/verdict.rs", "pub fn as_str(self)")])),

@@ -19,14 +19,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use actix_web::body::BoxBody;
-use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
-use actix_web::{web, Error, HttpMessage, ResponseError};
+use actix_web::dev::ServiceRequest;
+use actix_web::{web, HttpMessage};
 use futures_util::future::Either;
 
 use super::trail::{self, Refusal, Refused};
 use super::{access, Access, Caller, ClientName, Known};
 use crate::config::Scope;
+use crate::roles::api::middleware::{refuse_now, Answer, Inner};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
 
@@ -50,20 +50,13 @@ enum Verdict {
 }
 
 /// `wrap_fn` middleware body.
-pub fn guard<S>(
-    req: ServiceRequest,
-    srv: &S,
-) -> impl Future<Output = Result<ServiceResponse<BoxBody>, Error>>
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = Error>,
-{
+pub fn guard<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = Answer> {
     match verdict(&req) {
         Verdict::Refuse { error, client } => {
             if let Some(name) = client {
                 req.extensions_mut().insert(ClientName(name));
             }
-            let response = req.into_response(error.error_response());
-            Either::Left(std::future::ready(Ok(response)))
+            refuse_now(req, &error)
         }
         Verdict::Pass { client, lifecycle } => {
             let name = client.as_ref().map(|known| known.name.clone());

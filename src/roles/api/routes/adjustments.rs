@@ -15,7 +15,7 @@ use super::sku_from;
 use crate::db::movements::{self, Movement};
 use crate::db::sku;
 use crate::ops::adjustment::{self, AdjustError, Adjusted, Adjustment};
-use crate::ops::sku_admin::SkuAdminError;
+use crate::ops::sku_admin_error::SkuAdminError;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::TOTAL_STOCK_MAX;
 use crate::roles::api::ApiState;

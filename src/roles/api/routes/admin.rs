@@ -14,7 +14,8 @@ use super::contract::{
 };
 use super::sku_from;
 use crate::ops::observe::ObserveError;
-use crate::ops::sku_admin::{self, SkuAdminError, SkuOptions};
+use crate::ops::sku_admin::{self, SkuOptions};
+use crate::ops::sku_admin_error::SkuAdminError;
 use crate::ops::warmup::{self as warm, WarmupOutcome};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::views::{AdminSkuView, SkuBody, SplitView, WarmupView};

@@ -428,16 +428,22 @@ pub enum StuckWhere {
     Both,
 }
 
-/// Mirrors `ops::reconcile::Verdict`.
-#[derive(ToSchema, serde::Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[allow(dead_code)]
-pub enum Verdict {
-    Ok,
-    InFlight,
-    RedisAhead,
-    RedisBehind,
-    MysqlInconsistent,
-    Stuck,
-    MysqlBehind,
+/// The schema of `ops::reconcile::Verdict`: the names the report writes
+/// (`Verdict::as_str`, the serde names), read from the type itself.
+pub struct Verdict;
+
+impl PartialSchema for Verdict {
+    fn schema() -> RefOr<Schema> {
+        let names = crate::ops::reconcile::Verdict::ALL.map(|v| v.as_str());
+        (ObjectBuilder::new().schema_type(Type::String))
+            .description(Some("Mirrors `ops::reconcile::Verdict`."))
+            .enum_values(Some(names))
+            .into()
+    }
+}
+
+impl ToSchema for Verdict {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Verdict")
+    }
 }
