@@ -56,3 +56,32 @@ async fn in_flight_work_drain_and_an_injected_drift_each_give_their_verdict() {
     assert_eq!(lost.verdict(), verdict(Standing::RedisBehind, -8, None));
     app.cleanup().await;
 }
+
+/// The load generator's check after a drain reads the same comparison: clean
+/// once drained, and a drift injected into Redis is named as both a wrong
+/// Redis figure and Redis apart from MySQL.
+#[tokio::test]
+async fn the_bench_check_after_a_drain_reads_the_comparison() {
+    use stockd_bench::stack::check::{stores_after_drain, Expect};
+    let app = TestApp::spawn_with_sku(1, 10, 5).await;
+    app.reserve_ok(1, "taken", 1, 2).await;
+    app.wait_ledger_rows(1).await;
+    app.wait_drained(1).await;
+    let expect = Expect {
+        sku: TestApp::sku(1),
+        total: 10,
+        admitted: 2,
+    };
+    let bad = stores_after_drain(&app.res.db, &app.res.redis, expect).await;
+    assert!(bad.is_empty(), "{bad:?}");
+    app.redis_incr_available(1, 3).await;
+    let bad = stores_after_drain(&app.res.db, &app.res.redis, expect).await;
+    assert_eq!(
+        bad,
+        [
+            "Redis available: 11, expected 8",
+            "MySQL available (== Redis after drain): 8, expected 11"
+        ]
+    );
+    app.cleanup().await;
+}
