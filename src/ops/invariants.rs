@@ -9,10 +9,13 @@
 //!
 //! It writes nothing: MySQL is read in read-only consistent-snapshot
 //! transactions, Redis with reads only (`SSCAN ... COUNT` for the winners set,
-//! pipelined O(1) lookups, never a long script), the broker with passive
+//! pipelined O(1) lookups, the comparison's snapshot script with the counters
+//! only, never a long script), the broker with passive
 //! declares and a non-destructive browse of the dead-letter queues (see
-//! [`crate::mq::dlq`]). Cross-store findings get a second look outside the
-//! snapshot, so a change that landed between the two reads is not reported.
+//! [`crate::mq::dlq`]). The SKU-level agreement of the stores is the one
+//! comparison the reconciler reads too ([`crate::ops::compare`], `stores.rs`);
+//! the per-record findings get a second look outside their snapshot, so a
+//! change that landed between the two reads is not reported (`cross.rs`).
 //!
 //! The check names and the JSON shape of [`InvariantReport`] are an interface
 //! (fault suites parse them): keep them.
@@ -21,6 +24,7 @@ mod broker;
 mod cross;
 mod mysql;
 mod orders;
+mod stores;
 
 use serde::{Deserialize, Serialize};
 
@@ -225,7 +229,8 @@ pub async fn run(
     let mut checks = Checks::new();
     let facts = mysql::global_checks(res, skus, now_ms, &mut checks).await?;
     for (done, sku) in facts.iter().enumerate() {
-        cross::check_sku(res, sku, now_ms, &mut checks).await?;
+        stores::check_sku(res, sku.sku_id, &mut checks).await?;
+        cross::check_sku(res, sku.sku_id, now_ms, &mut checks).await?;
         progress(done + 1, facts.len());
     }
     orders::check(res, skus, &mut checks).await?;

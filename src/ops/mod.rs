@@ -2,11 +2,11 @@
 //! from an HTTP handler, a CLI subcommand or a background role alike.
 
 pub mod adjustment;
+pub mod compare;
 pub mod correction;
 pub mod dlq;
 pub mod invariants;
 pub mod lifecycle;
-pub mod observe;
 pub mod order_recommit;
 pub mod order_saga;
 pub mod order_sweep_error;

@@ -81,7 +81,7 @@ pub async fn rebuild_buyer_side(
     Ok(counts)
 }
 
-impl From<RebuildError> for super::observe::ObserveError {
+impl From<RebuildError> for super::compare::CompareError {
     fn from(err: RebuildError) -> Self {
         match err {
             RebuildError::Db(e) => Self::Db(e),

@@ -8,8 +8,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::compare::Unapplied;
 use super::dlq::DeadDeduction;
-use super::observe::Unapplied;
 use crate::domain::SkuId;
 
 /// Values of a report line's `stuck_where`.

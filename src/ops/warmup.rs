@@ -24,8 +24,8 @@
 
 use std::time::Duration;
 
+use super::compare::{compare, CompareError};
 use super::correction::{self, Correction};
-use super::observe::{observe, ObserveError};
 use super::rebuild::rebuild_buyer_side;
 use crate::config::ReconcileSettings;
 use crate::db::movements::MovementKind;
@@ -59,7 +59,7 @@ pub async fn warmup(
     sku_id: SkuId,
     force: bool,
     settings: &ReconcileSettings,
-) -> Result<WarmupOutcome, ObserveError> {
+) -> Result<WarmupOutcome, CompareError> {
     let mut reasons = Vec::new();
     if !force {
         // An unknown SKU is told at once, not after the probe's wait.
@@ -72,9 +72,9 @@ pub async fn warmup(
             reasons.push(reason);
         }
     }
-    let obs = match observe(db, redis, sku_id, settings.max_winners).await {
+    let obs = match compare(db, redis, sku_id, settings.max_winners).await {
         Ok(obs) => obs,
-        Err(ObserveError::UnknownSku(_)) => return Ok(WarmupOutcome::NotFound),
+        Err(CompareError::UnknownSku(_)) => return Ok(WarmupOutcome::NotFound),
         Err(err) => return Err(err),
     };
     let outbox = redis.outbox().len(sku_id).await?;
@@ -139,7 +139,7 @@ pub async fn warmup(
 }
 
 /// The SKU's MySQL row, `None` for an unknown SKU.
-async fn read_sku(db: &Db, sku_id: SkuId) -> Result<Option<crate::db::sku::SkuRow>, ObserveError> {
+async fn read_sku(db: &Db, sku_id: SkuId) -> Result<Option<crate::db::sku::SkuRow>, CompareError> {
     let row = db.bounded(async {
         let mut conn = db.conn().await?;
         crate::db::sku::get(&mut conn, sku_id).await
@@ -155,7 +155,7 @@ async fn queue_not_passed(
     redis: &RedisStore,
     publisher: &Publisher,
     wait: Duration,
-) -> Result<Option<String>, ObserveError> {
+) -> Result<Option<String>, CompareError> {
     let queue = &publisher.topology().deduct_queue;
     let state = match publisher.queue_state(queue).await {
         Ok(state) => state,
@@ -202,7 +202,7 @@ async fn rebaseline_adjust(
     sku_id: SkuId,
     total: i64,
     max_winners: usize,
-) -> Result<(), ObserveError> {
+) -> Result<(), CompareError> {
     const ATTEMPTS: usize = 3;
     for _ in 0..ATTEMPTS {
         let Some(snap) = redis.drift().snapshot(sku_id, max_winners).await? else {

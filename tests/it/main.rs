@@ -38,6 +38,7 @@ mod bench_layers;
 mod buckets;
 mod cli;
 mod cluster;
+mod compare;
 mod console;
 mod crate_layers;
 mod deploy;

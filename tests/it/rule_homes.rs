@@ -88,6 +88,17 @@ const DETECTORS: &[Detector] = &[
         lang: Lang::Rust,
         matches: |l| l.contains("count >") && l.contains("limit"),
     },
+    Detector {
+        name: "store-gap",
+        lang: Lang::Rust,
+        matches: |l| {
+            l.contains("redis")
+                && l.contains("available")
+                && (l.contains("mysql_available") || l.contains("available_stock"))
+                && [" - ", " != ", " == "].iter().any(|op| l.contains(op))
+                && !l.contains('"')
+        },
+    },
 ];
 
 /// One row of the table: the detectors it names and its home.
@@ -238,8 +249,8 @@ fn every_rule_in_the_table_has_one_home_and_no_second() {
 }
 
 /// The check can fail: a copy of the sold-out marker's write in another
-/// script, or of the expiry comparison in another Rust file, is reported
-/// with its file and line.
+/// script, of the expiry comparison or of a comparison of the two stores'
+/// `available` in another Rust file, is reported with its file and line.
 #[test]
 fn a_second_home_is_reported_with_its_file_and_line() {
     let by = |name: &str| DETECTORS.iter().find(|d| d.name == name).unwrap();
@@ -265,5 +276,13 @@ fn a_second_home_is_reported_with_its_file_and_line() {
     assert_eq!(
         second_homes(by("due-rust"), "src/domain/reservation.rs", &rust),
         ["src/ops/new.rs:1: if row.expires_at_ms <= now_ms {"]
+    );
+    let own_compare = vec![(
+        "src/ops/audit_again.rs".to_string(),
+        "        Some(redis) if redis.available != facts.available_stock => {\n".to_string(),
+    )];
+    assert_eq!(
+        second_homes(by("store-gap"), "src/ops/compare/verdict.rs", &own_compare),
+        ["src/ops/audit_again.rs:1: Some(redis) if redis.available != facts.available_stock => {"]
     );
 }

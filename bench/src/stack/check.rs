@@ -3,8 +3,10 @@
 //! stops loudly on the first phase with any.
 //!
 //! With a child stockd the bench reads both stores directly (contract §10: no
-//! oversell, conservation, Redis == MySQL after drain, nothing rejected). With
-//! `--target` only what HTTP shows can be checked.
+//! oversell, conservation, Redis == MySQL after drain, nothing rejected); the
+//! stores are compared by the library's one comparison
+//! (`stockd::ops::compare`), the one the reconciler and `stockd audit` read.
+//! With `--target` only what HTTP shows can be checked.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -13,8 +15,9 @@ use mysql_async::prelude::Queryable;
 
 use crate::drive::api::{Api, Reserver, UserOf};
 use crate::measure::stats::Tally;
-use stockd::db::{ledger, sku, Db};
+use stockd::db::{sku, Db};
 use stockd::domain::SkuId;
+use stockd::ops::compare::compare;
 use stockd::redis::RedisStore;
 
 /// Longest wait for the pipeline (outbox → broker → consumer → MySQL) to drain
@@ -23,6 +26,8 @@ use stockd::redis::RedisStore;
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(180);
 /// Drain poll period: one primary-key read of `sku_stock` each time.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
+/// Winners the comparison lists: none, the drained check reads the counters.
+const COUNTERS_ONLY: usize = 0;
 
 /// Where the HTTP phases send load, and how their result can be checked.
 pub struct Target<'a> {
@@ -124,7 +129,10 @@ async fn stores_inner(db: &Db, redis: &RedisStore, e: Expect) -> anyhow::Result<
         }
     })
     .await;
-    let mysql = mysql_available(db, e.sku).await?;
+    // The one comparison of the stores (the reconciler's and `stockd audit`'s),
+    // read as a drained pipeline leaves it: Redis' available as MySQL's.
+    let compared = compare(db, redis, e.sku, COUNTERS_ONLY).await?;
+    let (mysql, live) = (compared.mysql_available, compared.ledger_units);
     if !drained {
         bad.push(format!(
             "pipeline did not drain within {DRAIN_TIMEOUT:?}: MySQL holds {} of {} admitted units",
@@ -132,14 +140,8 @@ async fn stores_inner(db: &Db, redis: &RedisStore, e: Expect) -> anyhow::Result<
             e.admitted
         ));
     }
-    let redis_available = redis
-        .skus()
-        .sku(e.sku)
-        .await?
-        .map(|s| s.available)
-        .unwrap_or(i64::MIN);
+    let redis_available = compared.verdict().gap.map_or(i64::MIN, |gap| mysql + gap);
     let mut conn = db.conn().await?;
-    let live = ledger::live_units(&mut conn, e.sku).await?;
     let rejected: Option<i64> = conn
         .exec_first(
             "SELECT COUNT(*) FROM stock_deduct_idempotent WHERE sku_id = ? AND status = 'REJECTED'",

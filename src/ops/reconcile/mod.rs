@@ -1,4 +1,5 @@
-//! The reconciler's passes (contract §8): one observation per SKU, its verdict
+//! The reconciler's passes (contract §8): one comparison of the stores per SKU
+//! ([`crate::ops::compare`]), its verdict
 //! ([`verdict`]), and the repairs.
 //!
 //! - `MYSQL_INCONSISTENT`: `total - available != live ledger units`. Never
@@ -35,8 +36,8 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use super::compare::{compare, CompareError, Comparison};
 use super::dlq::{self, DlqFilter, DlqKind};
-use super::observe::{observe, Observation, ObserveError};
 use super::rebuild::rebuild_buyer_side;
 use super::stuck::{self, DeadLettered};
 use crate::alert::{Alerter, Finding};
@@ -189,7 +190,7 @@ impl Reconciler {
     }
 
     /// Checks `skus` (every SKU in MySQL when empty), repairing if asked.
-    pub async fn run_once(&self, skus: &[SkuId], repair: bool) -> Result<Report, ObserveError> {
+    pub async fn run_once(&self, skus: &[SkuId], repair: bool) -> Result<Report, CompareError> {
         let skus = if skus.is_empty() {
             let all = crate::db::sku::all_ids(&self.db).await?;
             // The registry lives on one Redis node: a failover of that node can
@@ -317,18 +318,18 @@ impl Reconciler {
         repair: bool,
         dead: &DeadLettered,
         now_ms: u64,
-    ) -> Result<Option<SkuReport>, ObserveError> {
+    ) -> Result<Option<SkuReport>, CompareError> {
         const TRIES: usize = 3;
         let mut tries = 0;
         loop {
             tries += 1;
             match self.check(sku, repair, dead, now_ms).await {
-                Err(ObserveError::Redis(RedisError::Unsettled(reason))) if tries == TRIES => {
+                Err(CompareError::Redis(RedisError::Unsettled(reason))) if tries == TRIES => {
                     metrics::counter!("stockd_reconcile_unsettled_total").increment(1);
                     tracing::warn!(sku.id = %sku, %reason, "reconcile: not judged this pass");
                     return Ok(None);
                 }
-                Err(ObserveError::Redis(RedisError::Unsettled(_))) => {
+                Err(CompareError::Redis(RedisError::Unsettled(_))) => {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
                 other => return other.map(Some),
@@ -342,7 +343,7 @@ impl Reconciler {
         repair: bool,
         dead: &DeadLettered,
         now_ms: u64,
-    ) -> Result<SkuReport, ObserveError> {
+    ) -> Result<SkuReport, CompareError> {
         let (obs, verdict, drift, mut repaired) = self.judge_drift(sku, repair).await?;
         let (lost, second_look_wanted) = self.lost_work(&obs, dead, now_ms).await?;
         let mut reapplied = Reapplied::default();
@@ -389,18 +390,18 @@ impl Reconciler {
         Ok(line)
     }
 
-    /// One observation's drift verdict (with a second look where a change
+    /// One comparison's drift verdict (with a second look where a change
     /// between the reads could explain it) and the drift repairs.
     async fn judge_drift(
         &self,
         sku: SkuId,
         repair: bool,
-    ) -> Result<(Observation, Verdict, i64, bool), ObserveError> {
-        let mut obs = observe(&self.db, &self.redis, sku, self.max_winners).await?;
+    ) -> Result<(Comparison, Verdict, i64, bool), CompareError> {
+        let mut obs = compare(&self.db, &self.redis, sku, self.max_winners).await?;
         let (mut verdict, mut drift) = classify(&obs);
         if matches!(verdict, Verdict::RedisAhead | Verdict::RedisBehind) {
             // A second look filters a change that landed between the two reads.
-            obs = observe(&self.db, &self.redis, sku, self.max_winners).await?;
+            obs = compare(&self.db, &self.redis, sku, self.max_winners).await?;
             (verdict, drift) = classify(&obs);
         }
         let previous = self
@@ -414,7 +415,7 @@ impl Reconciler {
             // and replays), then look again and bring the stock down.
             let counts = rebuild_buyer_side(&self.db, &self.redis, sku).await?;
             repaired = counts.restored + counts.finished > 0;
-            obs = observe(&self.db, &self.redis, sku, self.max_winners).await?;
+            obs = compare(&self.db, &self.redis, sku, self.max_winners).await?;
             (verdict, drift) = classify(&obs);
         }
         if repair {
@@ -427,10 +428,10 @@ impl Reconciler {
     /// whether this look suspects more that a next look may confirm.
     async fn lost_work(
         &self,
-        obs: &Observation,
+        obs: &Comparison,
         dead: &DeadLettered,
         now_ms: u64,
-    ) -> Result<(LostWork, bool), ObserveError> {
+    ) -> Result<(LostWork, bool), CompareError> {
         let sku = obs.sku_id;
         let drained = !obs.unapplied_records.is_empty() && self.pipeline_drained(sku).await?;
         let mut suspects =
@@ -455,7 +456,7 @@ impl Reconciler {
     /// Nothing can still be carrying a deduction of `sku` to MySQL: its outbox
     /// is empty, then (read after it) the deduct and retry queues hold no ready
     /// message. Without a broker, or when it cannot be read: false.
-    async fn pipeline_drained(&self, sku: SkuId) -> Result<bool, ObserveError> {
+    async fn pipeline_drained(&self, sku: SkuId) -> Result<bool, CompareError> {
         let Some(publisher) = &self.publisher else {
             return Ok(false);
         };
@@ -499,7 +500,7 @@ impl Reconciler {
 
     /// Whether a movement of `sku` is between the stores (an error counts
     /// as yes: the repair waits a pass).
-    async fn stock_step_in_progress(&self, sku: SkuId) -> Result<bool, ObserveError> {
+    async fn stock_step_in_progress(&self, sku: SkuId) -> Result<bool, CompareError> {
         Ok(super::stock_step::in_progress(&self.db, &self.redis, sku)
             .await
             .unwrap_or(true))
@@ -507,11 +508,11 @@ impl Reconciler {
 
     async fn repair(
         &self,
-        obs: &Observation,
+        obs: &Comparison,
         verdict: Verdict,
         drift: i64,
         previous: Option<(Verdict, i64)>,
-    ) -> Result<bool, ObserveError> {
+    ) -> Result<bool, CompareError> {
         let Some(redis) = &obs.redis else {
             return Ok(false); // not loaded: an operator warms it up
         };

@@ -2,7 +2,7 @@
 //! acknowledged and then lost — a primary that failed over to an asynchronous
 //! replica that had not applied it — while Redis still holds the proof.
 //!
-//! Two kinds of lost work, both read from one observation:
+//! Two kinds of lost work, both read from one comparison of the stores:
 //! - **lost deductions**: reservations Redis took (RESERVED or CONFIRMED) that
 //!   the ledger lacks, once nothing can still be carrying them: the SKU's
 //!   outbox is empty (so each was published and confirmed by the broker), the
@@ -48,8 +48,8 @@ use std::collections::{HashMap, HashSet};
 use crate::db::Db;
 use crate::domain::{is_due, Deduction, RequestId, Requester, ReservationStatus, SkuId};
 use crate::mq::Publisher;
+use crate::ops::compare::{CompareError, Comparison, Unapplied};
 use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
-use crate::ops::observe::{Observation, ObserveError, Unapplied};
 use crate::redis::order_holds::Attempt;
 use crate::redis::reservation::HeldRecord;
 use crate::redis::RedisStore;
@@ -107,7 +107,7 @@ impl LostWork {
 /// and the work queues were empty at this look; `dead` are the SKU's
 /// dead-lettered request ids (STUCK, not lost).
 pub fn suspects(
-    obs: &Observation,
+    obs: &Comparison,
     drained: bool,
     dead: Option<&HashMap<String, i64>>,
     now_ms: u64,
@@ -153,7 +153,7 @@ async fn line_of(
     sku_id: SkuId,
     request_id: &RequestId,
     held: &HeldRecord,
-) -> Result<LineOf, ObserveError> {
+) -> Result<LineOf, CompareError> {
     let Some(order) = held.order.as_deref() else {
         return Ok(LineOf::Single);
     };
@@ -209,7 +209,7 @@ pub async fn leave_open_lines(
     lost: &mut LostWork,
     now_ms: u64,
     sweep_bound_ms: u64,
-) -> Result<usize, ObserveError> {
+) -> Result<usize, CompareError> {
     let mut kept = Vec::with_capacity(lost.deductions.len());
     let mut open = 0;
     for deduction in std::mem::take(&mut lost.deductions) {
@@ -263,7 +263,7 @@ pub async fn reapply(
     sku_id: SkuId,
     lost: &LostWork,
     now_ms: u64,
-) -> Result<Reapplied, ObserveError> {
+) -> Result<Reapplied, CompareError> {
     let mut done = Reapplied::default();
     let mut deductions = Vec::new();
     let mut orders_done = HashSet::new();
@@ -322,7 +322,7 @@ pub async fn reapply(
         publisher
             .publish_deductions(chunk)
             .await
-            .map_err(|err| ObserveError::Republish(err.to_string()))?;
+            .map_err(|err| CompareError::Republish(err.to_string()))?;
         done.republished += chunk.len();
     }
     for (id, status) in &lost.decisions {
@@ -349,7 +349,7 @@ pub async fn reapply(
             &Requester::Anyone,
         )
         .await
-        .map_err(ObserveError::from)?;
+        .map_err(CompareError::from)?;
         done.transitions += 1;
     }
     if done != Reapplied::default() {
@@ -366,7 +366,7 @@ async fn order_of_line(
     redis: &RedisStore,
     sku_id: SkuId,
     request_id: &RequestId,
-) -> Result<Option<RequestId>, ObserveError> {
+) -> Result<Option<RequestId>, CompareError> {
     let record = redis.orders().record(request_id).await?;
     Ok(record
         .filter(|r| r.lines.lines().iter().any(|l| l.sku_id == sku_id))
@@ -382,13 +382,13 @@ async fn reapply_order(
     proven: ReservationStatus,
     now_ms: u64,
     done: &mut HashSet<RequestId>,
-) -> Result<(), ObserveError> {
+) -> Result<(), CompareError> {
     if !done.insert(order_id.clone()) {
         return Ok(());
     }
     let reapplied = lifecycle::reapply_lost_order(db, redis, order_id, proven, now_ms)
         .await
-        .map_err(ObserveError::from)?;
+        .map_err(CompareError::from)?;
     if !reapplied {
         tracing::warn!(order.id = %order_id,
             "reconcile.mysql_behind: an order MySQL lost has no Redis record left; not re-applied");
@@ -400,7 +400,7 @@ async fn record_of(
     redis: &RedisStore,
     sku_id: SkuId,
     id: &str,
-) -> Result<Option<crate::domain::Reservation>, ObserveError> {
+) -> Result<Option<crate::domain::Reservation>, CompareError> {
     Ok(held_record_of(redis, sku_id, id)
         .await?
         .map(|held| held.reservation))
@@ -411,7 +411,7 @@ async fn held_record_of(
     redis: &RedisStore,
     sku_id: SkuId,
     id: &str,
-) -> Result<Option<crate::redis::reservation::HeldRecord>, ObserveError> {
+) -> Result<Option<crate::redis::reservation::HeldRecord>, CompareError> {
     let Ok(request_id) = RequestId::parse(id) else {
         return Ok(None); // every stored id went through the parser on its way in
     };
@@ -424,7 +424,7 @@ async fn confirm(
     sku_id: SkuId,
     request_id: &RequestId,
     now_ms: u64,
-) -> Result<TransitionOutcome, ObserveError> {
+) -> Result<TransitionOutcome, CompareError> {
     lifecycle::transition(
         db,
         redis,
@@ -435,13 +435,13 @@ async fn confirm(
         &Requester::Anyone,
     )
     .await
-    .map_err(ObserveError::from)
+    .map_err(CompareError::from)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::observe::RedisDecided;
+    use crate::ops::compare::RedisDecided;
 
     fn unapplied(id: &str, created_ms: u64) -> Unapplied {
         Unapplied {
@@ -452,8 +452,8 @@ mod tests {
         }
     }
 
-    fn observation(records: Vec<Unapplied>, decided: Vec<RedisDecided>) -> Observation {
-        Observation {
+    fn observation(records: Vec<Unapplied>, decided: Vec<RedisDecided>) -> Comparison {
+        Comparison {
             moved_through: 0,
             sku_id: SkuId::new(1).unwrap(),
             total_stock: 10,

@@ -1,12 +1,13 @@
 //! The reconciler's verdicts (contract §8) and the pure rules that give them: the
-//! drift verdict of one observation ([`classify`]), then stuck work and lost
-//! MySQL work on top ([`escalate`]). Kept apart from the passes that gather
+//! drift verdict of one comparison of the stores ([`classify`], the words of
+//! [`crate::ops::compare::StoreVerdict`]), then stuck work and lost MySQL work
+//! on top ([`escalate`]). Kept apart from the passes that gather
 //! the inputs so every rule has a unit test.
 
 use serde::Serialize;
 
 use super::mysql_behind::LostWork;
-use crate::ops::observe::Observation;
+use crate::ops::compare::{Comparison, Standing};
 use crate::ops::stuck::Stuck;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -64,28 +65,18 @@ pub fn escalate(verdict: Verdict, stuck: &Stuck, lost: &LostWork) -> Verdict {
     }
 }
 
-/// Verdict and drift (Redis minus what it should hold) of one observation.
-pub fn classify(obs: &Observation) -> (Verdict, i64) {
-    if obs.total_stock - obs.mysql_available != obs.ledger_units
-        || obs.mysql_available < 0
-        || obs.buyers_over_limit > 0
-    {
-        return (Verdict::MysqlInconsistent, 0);
-    }
-    let Some(redis) = &obs.redis else {
-        return (Verdict::RedisBehind, -(obs.mysql_available - obs.in_flight));
+/// Verdict and drift (Redis minus what it should hold) of one comparison:
+/// the comparison's own verdict ([`Comparison::verdict`]) in the report's words.
+pub fn classify(cmp: &Comparison) -> (Verdict, i64) {
+    let judged = cmp.verdict();
+    let verdict = match judged.standing {
+        Standing::Agree => Verdict::Ok,
+        Standing::InFlight => Verdict::InFlight,
+        Standing::RedisAhead => Verdict::RedisAhead,
+        Standing::RedisBehind => Verdict::RedisBehind,
+        Standing::MysqlInconsistent => Verdict::MysqlInconsistent,
     };
-    let drift = redis.available - (obs.mysql_available - obs.in_flight);
-    let verdict = match drift {
-        // Records of live rows are gone: Redis lost acknowledged writes, even
-        // where the stock figures happen to agree.
-        _ if obs.missing_in_redis > 0 => Verdict::RedisAhead,
-        d if d > 0 => Verdict::RedisAhead,
-        d if d < 0 => Verdict::RedisBehind,
-        _ if obs.in_flight != 0 => Verdict::InFlight,
-        _ => Verdict::Ok,
-    };
-    (verdict, drift)
+    (verdict, judged.drift)
 }
 
 #[cfg(test)]
@@ -94,8 +85,8 @@ mod tests {
     use crate::domain::SkuId;
     use crate::redis::RedisSnapshot;
 
-    fn obs(total: i64, mysql: i64, live: i64, redis: Option<i64>, in_flight: i64) -> Observation {
-        Observation {
+    fn obs(total: i64, mysql: i64, live: i64, redis: Option<i64>, in_flight: i64) -> Comparison {
+        Comparison {
             moved_through: 0,
             sku_id: SkuId::new(1).unwrap(),
             total_stock: total,

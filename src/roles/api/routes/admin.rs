@@ -13,7 +13,7 @@ use super::contract::{
     Unavailable, UnsupportedMediaType, WarmupConflict,
 };
 use super::sku_from;
-use crate::ops::observe::ObserveError;
+use crate::ops::compare::CompareError;
 use crate::ops::sku_admin::{self, SkuOptions};
 use crate::ops::sku_admin_error::SkuAdminError;
 use crate::ops::warmup::{self as warm, WarmupOutcome};
@@ -159,12 +159,12 @@ pub struct WarmupQuery {
     pub force: bool,
 }
 
-fn observe_failed(err: ObserveError) -> ApiError {
+fn observe_failed(err: CompareError) -> ApiError {
     match err {
-        ObserveError::UnknownSku(sku) => ApiError::SkuNotFound(sku.get()),
-        ObserveError::Db(e) => ApiError::unavailable("mysql", e),
-        ObserveError::Redis(e) => ApiError::unavailable("redis", e),
-        ObserveError::Republish(e) => ApiError::unavailable("amqp", e),
+        CompareError::UnknownSku(sku) => ApiError::SkuNotFound(sku.get()),
+        CompareError::Db(e) => ApiError::unavailable("mysql", e),
+        CompareError::Redis(e) => ApiError::unavailable("redis", e),
+        CompareError::Republish(e) => ApiError::unavailable("amqp", e),
     }
 }
 
