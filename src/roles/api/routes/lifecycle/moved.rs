@@ -75,12 +75,13 @@ impl Moved {
 
     pub(super) fn of_order(outcome: OrderTransitionOutcome) -> Self {
         match outcome {
-            OrderTransitionOutcome::Done { order, changed } => Self::Done {
-                hold: Shown::of_order(&order),
+            OrderTransitionOutcome::Done { row, changed } => Self::Done {
+                hold: Shown::of_order(&row),
                 changed,
             },
-            OrderTransitionOutcome::Conflict { order } => Self::Final(order.status),
+            OrderTransitionOutcome::Conflict { row } => Self::Final(row.status),
             OrderTransitionOutcome::NotFound => Self::NotFound,
+            OrderTransitionOutcome::OrderLine => Self::OrderLine,
             OrderTransitionOutcome::NotYetExpired => Self::NotYetExpired,
         }
     }
@@ -97,10 +98,11 @@ impl Moved {
 
     pub(super) fn of_order_extension(outcome: OrderExtendOutcome, max: u32) -> Self {
         match outcome {
-            OrderExtendOutcome::Extended { order } => Self::extended(Shown::of_order(&order)),
+            OrderExtendOutcome::Extended { row, .. } => Self::extended(Shown::of_order(&row)),
             OrderExtendOutcome::LimitReached { .. } => Self::LimitReached(max),
-            OrderExtendOutcome::Final { order } => Self::Final(order.status),
+            OrderExtendOutcome::Final { row } => Self::Final(row.status),
             OrderExtendOutcome::NotFound => Self::NotFound,
+            OrderExtendOutcome::OrderLine => Self::OrderLine,
         }
     }
 
