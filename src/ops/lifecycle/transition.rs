@@ -122,8 +122,9 @@ pub(super) fn settled_already<R: HoldRow>(
 /// The reconciler's repair of a decision MySQL lost (`proven`: the status
 /// Redis holds): the hold applied from its record when MySQL lacks it, as the
 /// consumer would (the lock step does), then the decision the record proves.
-/// False when Redis no longer has the record or the hold is nowhere (nothing
-/// can be proven); a repeat when already done. An order is re-applied
+/// A hold Redis still holds undecided is only applied. False when Redis no
+/// longer has the record or the hold is nowhere (nothing can be proven); a
+/// repeat when already done. An order is re-applied
 /// whole, as an order, never its lines as single reservations.
 pub async fn reapply_lost<H: Hold>(
     db: &Db,
@@ -140,8 +141,24 @@ pub async fn reapply_lost<H: Hold>(
         ReservationStatus::Released => {
             recovered::release_of(Some(record.expires_ms()), Transition::Confirm, now_ms)
         }
-        _ => return Ok(true),
+        // Boxed, as `transition` is: the reconciler awaits it deep in its own.
+        _ => return within_query_bound(db, Box::pin(applied(db, redis, hold, now_ms))).await,
     };
     let outcome = transition(db, redis, hold, wanted, now_ms, &Requester::Anyone).await?;
     Ok(!matches!(outcome, TransitionOutcome::NotFound))
+}
+
+/// Whether MySQL has the hold, after the lock step applied it from its
+/// Redis record when only Redis has it (the lock is let go at once).
+async fn applied<H: Hold>(
+    db: &Db,
+    redis: &RedisStore,
+    hold: &H,
+    now_ms: u64,
+) -> Result<bool, LifecycleError> {
+    let mut conn = db.conn().await?;
+    let anyone = &Requester::Anyone;
+    let located = hold.lock(&mut conn, db, redis, anyone, Transition::Confirm, now_ms);
+    let found = !matches!(located.await?, Located::NotFound);
+    Ok(found)
 }
