@@ -57,12 +57,6 @@ pub trait HoldRow: Clone {
     fn expires_at_ms(&self) -> u64;
 }
 
-/// A hold's Redis record, as far as a proof reads it.
-pub trait HoldRecord {
-    fn status(&self) -> ReservationStatus;
-    fn expires_ms(&self) -> u64;
-}
-
 /// One kind of hold. The futures are `Send` wherever the kind is named
 /// (every caller names one), so the trait leaves that bound out.
 #[allow(async_fn_in_trait)]
@@ -70,7 +64,7 @@ pub trait Hold: Sync + std::fmt::Display {
     /// The row that decides.
     type Row: HoldRow + Send + Sync;
     /// Its Redis record.
-    type Record: HoldRecord + Send + Sync;
+    type Record: Send + Sync;
     /// A `REJECTED` row found by a transition is mirrored (the quota back
     /// in Redis): a reservation applied by the lock step may be rejected.
     const MIRRORS_REJECTION: bool;
@@ -80,6 +74,9 @@ pub trait Hold: Sync + std::fmt::Display {
 
     /// The Redis record, the proof of what MySQL may have lost.
     async fn record(&self, redis: &RedisStore) -> Result<Option<Self::Record>, RedisError>;
+
+    /// What the record proves: its status and its time.
+    fn proves(record: &Self::Record) -> (ReservationStatus, u64);
 
     /// Re-applies an extension the record proves and MySQL lost (a no-op
     /// unless the record is the same admission with a later time).
@@ -187,23 +184,5 @@ impl HoldRow for crate::db::orders::OrderRow {
     }
     fn expires_at_ms(&self) -> u64 {
         self.expires_at_ms
-    }
-}
-
-impl HoldRecord for crate::domain::Reservation {
-    fn status(&self) -> ReservationStatus {
-        self.status
-    }
-    fn expires_ms(&self) -> u64 {
-        self.expires_at_ms
-    }
-}
-
-impl HoldRecord for crate::redis::orders::OrderRecord {
-    fn status(&self) -> ReservationStatus {
-        self.status
-    }
-    fn expires_ms(&self) -> u64 {
-        self.expires_ms
     }
 }

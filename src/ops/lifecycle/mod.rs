@@ -44,7 +44,7 @@ mod transition;
 
 pub use expire_many::{expire_many, mirror_many, release_expired};
 pub use extend::{extend, ExtendOutcome, Extension, OrderExtendOutcome};
-pub use hold::{Hold, OrderHold, OrderTransitionOutcome, SingleHold, TransitionOutcome};
+pub use hold::{Hold, HoldRow, OrderHold, OrderTransitionOutcome, SingleHold, TransitionOutcome};
 pub use mirror::mirror;
 pub(crate) use mirror::reopen_split_sku;
 pub use transition::{reapply_lost, transition};

@@ -44,6 +44,10 @@ impl Hold for OrderHold<'_> {
         redis.orders().record(self.order_id).await
     }
 
+    fn proves(record: &OrderRecord) -> (ReservationStatus, u64) {
+        (record.status, record.expires_ms)
+    }
+
     /// The record mirrors a lost extension when both are still reserved,
     /// the same admission, and the record's time and count of extensions
     /// are ahead of the row's: the order row and every line move to them.

@@ -13,7 +13,7 @@
 //! the buyer was told is held. A record whose mirror failed proves nothing,
 //! and MySQL's state stands.
 
-use super::hold::{Hold, HoldRecord, HoldRow, TransitionOutcome};
+use super::hold::{Hold, HoldRow, TransitionOutcome};
 use super::{LifecycleError, Transition};
 use crate::db::ledger::{self, reason, LedgerRow};
 use crate::db::{event_outbox, sku, Db, DbError};
@@ -49,7 +49,7 @@ pub(super) async fn proven<H: Hold>(
         hold.reapply_extension(db, redis, row, record).await?;
         // The decision reads the row again: the later time, if re-applied.
     }
-    let proven = match record.map(|r| (r.status(), r.expires_ms())) {
+    let proven = match record.as_ref().map(H::proves) {
         Some((ReservationStatus::Confirmed, _)) => Transition::Confirm,
         Some((ReservationStatus::Released, expires_ms)) => {
             release_of(Some(expires_ms), asked, now_ms)

@@ -29,6 +29,10 @@ impl Hold for SingleHold<'_> {
         records.reservation(self.sku_id, self.request_id).await
     }
 
+    fn proves(record: &Reservation) -> (ReservationStatus, u64) {
+        (record.status, record.expires_at_ms)
+    }
+
     /// The proof is the record's count of extensions (`ext`), read only when
     /// the record is the same admission (a readmitted record has another
     /// creation time, and its later time is no extension) with a later time.

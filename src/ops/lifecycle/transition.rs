@@ -4,7 +4,7 @@
 //! the Redis mirror. The reconciler's re-apply of a decision MySQL lost goes
 //! through it too ([`reapply_lost`]).
 
-use super::hold::{Hold, HoldRecord, HoldRow, Located, Locked, TransitionOutcome};
+use super::hold::{Hold, HoldRow, Located, Locked, TransitionOutcome};
 use super::{recovered, retried, within_query_bound, LifecycleError, Transition};
 use crate::db::{event_outbox, Db, DbError};
 use crate::domain::{is_due, Requester, ReservationStatus};
@@ -139,7 +139,7 @@ pub async fn reapply_lost<H: Hold>(
     let wanted = match proven {
         ReservationStatus::Confirmed => Transition::Confirm,
         ReservationStatus::Released => {
-            recovered::release_of(Some(record.expires_ms()), Transition::Confirm, now_ms)
+            recovered::release_of(Some(H::proves(&record).1), Transition::Confirm, now_ms)
         }
         // Boxed, as `transition` is: the reconciler awaits it deep in its own.
         _ => return within_query_bound(db, Box::pin(applied(db, redis, hold, now_ms))).await,

@@ -298,13 +298,13 @@ async fn transition_hold(
             };
             lifecycle::transition(db, redis, &hold, transition, now_ms, requester)
                 .await
-                .map(Moved::of_line)
+                .map(Moved::of)
         }
         Target::Order { order_id } => {
             let hold = OrderHold { order_id };
             lifecycle::transition(db, redis, &hold, transition, now_ms, requester)
                 .await
-                .map(Moved::of_order)
+                .map(Moved::of)
         }
     };
     otel::end(
@@ -364,13 +364,13 @@ async fn extend_hold(
             };
             lifecycle::extend(db, redis, &hold, extension, now_ms, requester)
                 .await
-                .map(|outcome| Moved::of_line_extension(outcome, extension.max))
+                .map(|outcome| Moved::of_extension(outcome, extension.max))
         }
         Target::Order { order_id } => {
             let hold = OrderHold { order_id };
             lifecycle::extend(db, redis, &hold, extension, now_ms, requester)
                 .await
-                .map(|outcome| Moved::of_order_extension(outcome, extension.max))
+                .map(|outcome| Moved::of_extension(outcome, extension.max))
         }
     };
     answer(target, moved.map_err(unavailable)?)
