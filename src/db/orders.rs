@@ -1,7 +1,7 @@
 //! The `orders` table (`sql/0007_orders.sql`): one row per order the
 //! consumer applied, holding the order's own state. Its lines are ledger rows
-//! (`ledger`, `order_line = 1`); `ops::lifecycle::order` decides an order's
-//! transitions over both under the ledger lock protocol.
+//! (`ledger`, `order_line = 1`); `ops::lifecycle` decides an order's
+//! transitions over both under the ledger lock protocol (`lifecycle::order`).
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;

@@ -22,8 +22,8 @@ use crate::domain::{is_due, RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
 
 use super::lifecycle::{
-    mirror_many, release_expired, transition, transition_order, LifecycleError,
-    OrderTransitionOutcome, Transition,
+    mirror_many, release_expired, transition, LifecycleError, OrderHold, OrderTransitionOutcome,
+    SingleHold, Transition,
 };
 
 /// SKUs examined per pass: bounds one step's work and the SKU list it reads.
@@ -92,7 +92,7 @@ pub async fn pass(
 }
 
 /// Up to `batch` orders expired before `cutoff_ms`, each released whole
-/// (`lifecycle::transition_order`; its lines are left out of the per-SKU
+/// (`lifecycle::transition` of an `OrderHold`; its lines are left out of the per-SKU
 /// release). Returns how many were released and whether the batch was full.
 async fn release_expired_orders(
     db: &Db,
@@ -111,15 +111,11 @@ async fn release_expired_orders(
         let Ok(order_id) = RequestId::parse(raw) else {
             continue; // every stored id went through the parser on its way in
         };
-        let outcome = transition_order(
-            db,
-            redis,
-            &order_id,
-            Transition::Expire,
-            unix_ms(),
-            &Requester::Anyone,
-        )
-        .await?;
+        let hold = OrderHold {
+            order_id: &order_id,
+        };
+        let (expire, anyone) = (Transition::Expire, &Requester::Anyone);
+        let outcome = transition(db, redis, &hold, expire, unix_ms(), anyone).await?;
         if let OrderTransitionOutcome::Done { changed: true, .. } = outcome {
             released += 1;
         }
@@ -167,16 +163,12 @@ async fn reapply_lost_confirms(
                 .await?
                 > 0;
         if confirmed || extended {
-            transition(
-                db,
-                redis,
+            let hold = SingleHold {
                 sku_id,
-                &request_id,
-                Transition::Expire,
-                unix_ms(),
-                &Requester::Anyone,
-            )
-            .await?;
+                request_id: &request_id,
+            };
+            let (expire, anyone) = (Transition::Expire, &Requester::Anyone);
+            transition(db, redis, &hold, expire, unix_ms(), anyone).await?;
             reapplied += usize::from(confirmed);
         }
     }

@@ -29,7 +29,7 @@ use crate::domain::{Deduction, RequestId, SkuId};
 use crate::mq::batching::{next_batch, Batch, Subscription};
 use crate::mq::{message, republish, Delivery, MqError};
 use crate::ops::lifecycle::{
-    self, LifecycleError, OrderTransitionOutcome, Transition, TransitionOutcome,
+    self, LifecycleError, OrderHold, OrderTransitionOutcome, Transition, TransitionOutcome,
 };
 use crate::ops::sweep::{self, Swept};
 use crate::otel;
@@ -230,10 +230,12 @@ impl Closer {
 
     /// Expires the whole order one of whose lines `msg` is.
     async fn expire_order(&self, msg: &Deduction) -> Result<(), LifecycleError> {
-        let outcome = lifecycle::transition_order(
+        let outcome = lifecycle::transition(
             &self.res.db,
             &self.res.redis,
-            &msg.request_id,
+            &OrderHold {
+                order_id: &msg.request_id,
+            },
             Transition::Expire,
             unix_ms(),
             &crate::domain::Requester::Anyone,

@@ -207,11 +207,14 @@ async fn a_confirm_mysql_lost_is_reapplied_instead_of_an_expiry_or_a_cancel() {
 
     let rid = stockd::domain::RequestId::parse("by-queue").unwrap();
     let now_ms = stockd::clock::unix_ms();
+    let hold = lifecycle::SingleHold {
+        sku_id: TestApp::sku(1),
+        request_id: &rid,
+    };
     let outcome = lifecycle::transition(
         &app.res.db,
         &app.res.redis,
-        TestApp::sku(1),
-        &rid,
+        &hold,
         Transition::Expire,
         now_ms,
         &stockd::domain::Requester::Anyone,

@@ -1,4 +1,4 @@
-//! The lifecycle of a whole order (`ops::lifecycle::order`): confirm,
+//! The lifecycle of a whole order (`ops::lifecycle`, an `OrderHold`): confirm,
 //! cancel and expiry decide the order row and every line in one MySQL
 //! transaction, then mirror each line to Redis. Orders are held by the
 //! standalone order script and handed to the pipeline as the api will hand
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use stockd::domain::{Deduction, RequestId, Requester, UserId};
-use stockd::ops::lifecycle::{transition_order, OrderTransitionOutcome, Transition};
+use stockd::ops::lifecycle::{self, OrderHold, OrderTransitionOutcome, Transition};
 use stockd::redis::OrderOutcome;
 use stockd::roles::closer::Closer;
 
@@ -84,10 +84,12 @@ async fn order_status(app: &TestApp, order_id: &str) -> Option<String> {
 }
 
 async fn decide(app: &TestApp, order_id: &str, transition: Transition) -> OrderTransitionOutcome {
-    transition_order(
+    lifecycle::transition(
         &app.res.db,
         &app.res.redis,
-        &id(order_id),
+        &OrderHold {
+            order_id: &id(order_id),
+        },
         transition,
         stockd::clock::unix_ms(),
         &Requester::Anyone,

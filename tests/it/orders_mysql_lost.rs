@@ -226,10 +226,10 @@ async fn an_order_decision_mysql_lost_is_reapplied_before_any_other() {
     lose_confirm(&app, "o-paid", &lines).await;
     let id = stockd::domain::RequestId::parse("o-paid").unwrap();
     let late = stockd::clock::unix_ms() + 24 * 3_600_000;
-    let expired = lifecycle::transition_order(
+    let expired = lifecycle::transition(
         &app.res.db,
         &app.res.redis,
-        &id,
+        &lifecycle::OrderHold { order_id: &id },
         Transition::Expire,
         late,
         &Requester::Anyone,
@@ -237,7 +237,7 @@ async fn an_order_decision_mysql_lost_is_reapplied_before_any_other() {
     .await
     .unwrap();
     assert!(
-        matches!(&expired, OrderTransitionOutcome::Conflict { order } if order.status == ReservationStatus::Confirmed),
+        matches!(&expired, OrderTransitionOutcome::Conflict { row: order } if order.status == ReservationStatus::Confirmed),
         "{expired:?}"
     );
     assert_eq!(
@@ -319,10 +319,10 @@ async fn an_order_extension_mysql_lost_is_reapplied_by_its_expiry() {
     drop(db);
     let id = stockd::domain::RequestId::parse("o-ext").unwrap();
     let (db, redis) = (&app.res.db, &app.res.redis);
-    let at_old_time = lifecycle::transition_order(
+    let at_old_time = lifecycle::transition(
         db,
         redis,
-        &id,
+        &lifecycle::OrderHold { order_id: &id },
         Transition::Expire,
         first_ms + 1,
         &Requester::Anyone,
@@ -339,10 +339,10 @@ async fn an_order_extension_mysql_lost_is_reapplied_by_its_expiry() {
         again.iter().all(|&t| t == (moved_ms, 1)),
         "re-applied: {again:?}"
     );
-    let at_new_time = lifecycle::transition_order(
+    let at_new_time = lifecycle::transition(
         db,
         redis,
-        &id,
+        &lifecycle::OrderHold { order_id: &id },
         Transition::Expire,
         moved_ms + 1,
         &Requester::Anyone,
@@ -350,7 +350,7 @@ async fn an_order_extension_mysql_lost_is_reapplied_by_its_expiry() {
     .await
     .unwrap();
     assert!(
-        matches!(&at_new_time, OrderTransitionOutcome::Done { order, changed: true } if order.status == ReservationStatus::Released),
+        matches!(&at_new_time, OrderTransitionOutcome::Done { row: order, changed: true } if order.status == ReservationStatus::Released),
         "{at_new_time:?}"
     );
     app.wait_drained(1).await;

@@ -5,7 +5,7 @@
 //! A batch of one SKU's reservations takes the single path's steps, each once
 //! for the lot, with the single path's own rules:
 //! 1. one read of the rows, and for each the check of its Redis mirror for a
-//!    decision MySQL lost (`recovered::transition_given`, the same rule),
+//!    decision MySQL lost (`recovered::proven`, the same rule),
 //!    [`MIRROR_READS_AT_ONCE`] of those reads in flight at a time;
 //! 2. one transaction under the ledger lock protocol: the SKU row first, then
 //!    the batch's rows in one `SELECT … FOR UPDATE` in request-id order; each
@@ -18,17 +18,20 @@
 //!
 //! What a batch cannot decide the usual way — a reservation the consumer has
 //! not applied yet, an order line, a decision MySQL lost — goes the single
-//! path ([`super::transition`]), which handles each of those.
+//! path ([`transition`]), which handles each of those.
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::hold::TransitionOutcome;
+use super::mirror::{finish_effect, reopen_split_sku};
+use super::transition::{settled_already, transition};
 use super::{
-    recovered, reopen_split_sku, retried, settled_already, transition, within_query_bound,
-    LifecycleError, Transition, TransitionOutcome,
+    locate, recovered, retried, within_query_bound, LifecycleError, SingleHold, Transition,
 };
+use crate::clock::unix_ms;
 use crate::db::ledger::{self, settle, LedgerRow};
 use crate::db::{event_outbox, Db, DbError};
-use crate::domain::{RequestId, ReservationStatus, SkuId};
+use crate::domain::{RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::{FinishEffect, FinishItem, FinishOutcome, RedisStore};
 
 /// Redis reads of the rows' mirrors in flight at once (step 1): enough to
@@ -64,16 +67,12 @@ pub async fn expire_many(
         .collect();
     mirror_many(db, redis, &to_mirror).await;
     for id in alone {
-        let outcome = transition(
-            db,
-            redis,
+        let hold = SingleHold {
             sku_id,
-            &id,
-            Transition::Expire,
-            now_ms,
-            &crate::domain::Requester::Anyone,
-        )
-        .await?;
+            request_id: &id,
+        };
+        let (expire, anyone) = (Transition::Expire, &Requester::Anyone);
+        let outcome = transition(db, redis, &hold, expire, now_ms, anyone).await?;
         outcomes.insert(id, outcome);
     }
     Ok(ids
@@ -150,12 +149,12 @@ async fn proof(
     let Some(row) = row else {
         return Ok(None);
     };
-    let of = recovered::Asked {
+    let hold = SingleHold {
         sku_id,
         request_id: &row.request_id,
     };
     let wanted = Transition::Expire;
-    let proven = recovered::transition_given(db, redis, &of, Some(row), wanted, now_ms).await?;
+    let proven = recovered::proven(db, redis, &hold, Some(row), wanted, now_ms).await?;
     Ok(Some(proven))
 }
 
@@ -172,7 +171,7 @@ async fn decide_locked(
         return Ok((outcomes, Vec::new()));
     }
     let mut conn = db.conn().await?;
-    let Some((mut tx, mut out)) = super::locate::begin_on_sku(db, &mut conn, sku_id).await? else {
+    let Some((mut tx, mut out)) = locate::begin_on_sku(db, &mut conn, sku_id).await? else {
         return Ok((outcomes, ids.to_vec())); // the single path says NotFound
     };
     let locked = ledger::find_many_for_update(&mut tx, sku_id, ids).await?;
@@ -214,13 +213,13 @@ async fn decide_locked(
 pub async fn mirror_many(db: &Db, redis: &RedisStore, rows: &[LedgerRow]) -> usize {
     let mut groups: BTreeMap<(SkuId, &'static str, u8), Vec<&LedgerRow>> = BTreeMap::new();
     for row in rows {
-        let effect = super::finish_effect(row);
+        let effect = finish_effect(row);
         let key = (row.sku_id, row.status.as_str(), effect as u8);
         groups.entry(key).or_default().push(row);
     }
     let mut mirrored: BTreeMap<SkuId, Vec<RequestId>> = BTreeMap::new();
     for ((sku_id, _, _), group) in groups {
-        let (status, effect) = (group[0].status, super::finish_effect(group[0]));
+        let (status, effect) = (group[0].status, finish_effect(group[0]));
         let items: Vec<FinishItem> = (group.iter())
             .map(|row| FinishItem {
                 request_id: row.request_id.clone(),
@@ -263,4 +262,39 @@ pub async fn mirror_many(db: &Db, redis: &RedisStore, rows: &[LedgerRow]) -> usi
         }
     }
     count
+}
+
+/// The sweep's release: up to `limit` `RESERVED` rows of one SKU expired
+/// before `cutoff_ms`, released in one transaction by one statement (SKU row
+/// locked first; rows another closer holds are skipped). Returns the rows as they now are, for
+/// the Redis mirror.
+pub async fn release_expired(
+    db: &Db,
+    sku_id: SkuId,
+    cutoff_ms: u64,
+    limit: usize,
+) -> Result<Vec<LedgerRow>, DbError> {
+    let mut conn = db.conn().await?;
+    let Some((mut tx, mut out)) = locate::begin_on_sku(db, &mut conn, sku_id).await? else {
+        return Ok(Vec::new());
+    };
+    let rows = ledger::expired_for_update(&mut tx, sku_id, cutoff_ms, limit).await?;
+    let now = unix_ms();
+    // The locked read chose RESERVED rows expired before the caller's cutoff
+    // (which a test's sweep may set ahead of the clock): each is released, as
+    // the sweep always did.
+    let winners = rows;
+    let (target, why) = (Transition::Expire.target(), Transition::Expire.reason());
+    settle::finish_many_locked(&mut tx, &winners, target, why, now, &mut out).await?;
+    let released = (winners.into_iter())
+        .map(|row| LedgerRow {
+            status: target,
+            reason: why.map(str::to_string),
+            redis_pending: true,
+            ..row
+        })
+        .collect();
+    event_outbox::stage(&mut tx, out, now).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(released)
 }

@@ -1,7 +1,7 @@
-//! The first step of every decision about one reservation (a transition, an
-//! extension): find its ledger row and lock it under the ledger lock protocol
-//! (the SKU row first, then the ledger row), in a transaction the caller
-//! finishes.
+//! The lock step of a single reservation ([`super::SingleHold`]'s
+//! `Hold::lock`, for a transition or an extension): find its ledger row and
+//! lock it under the ledger lock protocol (the SKU row first, then the
+//! ledger row), in a transaction the caller finishes.
 //!
 //! Order of arrival never matters: a reservation the consumer has not applied
 //! yet is applied here first, from its Redis record, exactly as the consumer
@@ -13,34 +13,13 @@
 //! client's reservation (contract §6.2): `NotFound`, from the Redis record
 //! before it is applied or recorded, or from the row under its lock.
 
-use super::{recovered, Asked, LifecycleError, Transition};
+use super::hold::{Located, Locked, SingleHold};
+use super::{recovered, LifecycleError, Transition};
 use crate::db::ledger::{self, LedgerRow};
 use crate::db::{sku, Conn, Db, DbError, Transaction};
-use crate::domain::{Deduction, Reservation, ReservationStatus};
+use crate::domain::{Deduction, Requester, Reservation, ReservationStatus};
 use crate::events::Outgoing;
 use crate::redis::RedisStore;
-
-/// A reservation's ledger row, locked in `tx`; the caller commits.
-pub(super) struct Locked<'c> {
-    pub tx: Transaction<'c>,
-    /// The row as it is under the lock.
-    pub row: LedgerRow,
-    /// The events of the transaction so far (a deduction applied here).
-    pub out: Outgoing,
-}
-
-/// Where the reservation was found.
-pub(super) enum Located<'c> {
-    Locked(Locked<'c>),
-    /// MySQL lost the reservation with its release; recorded RELEASED now.
-    ReleaseRecorded(LedgerRow),
-    /// A line of an order: it moves only with its whole order
-    /// (`lifecycle::order`), never alone.
-    OrderLine,
-    /// No such reservation in MySQL or Redis (or no such SKU in MySQL), or
-    /// another client's.
-    NotFound,
-}
 
 /// What Redis holds of a reservation the ledger lacks.
 enum OnlyInRedis {
@@ -62,14 +41,15 @@ pub(super) async fn lock<'c>(
     conn: &'c mut Conn,
     db: &Db,
     redis: &RedisStore,
-    asked: &Asked<'_>,
+    asked: &SingleHold<'_>,
+    requester: &Requester,
     release_as: Transition,
     now_ms: u64,
-) -> Result<Located<'c>, LifecycleError> {
+) -> Result<Located<'c, LedgerRow>, LifecycleError> {
     let (sku_id, request_id) = (asked.sku_id, asked.request_id);
     let known = ledger::find(&mut *conn, sku_id, request_id).await?;
     if known.is_none() {
-        match locate_in_redis(redis, asked).await? {
+        match locate_in_redis(redis, asked, requester).await? {
             OnlyInRedis::Live(deduction) => {
                 // The consumer is behind: apply the deduction now, in a
                 // transaction of its own, exactly as the consumer would — its
@@ -92,7 +72,7 @@ pub(super) async fn lock<'c>(
     let Some(row) = ledger::find_for_update(&mut tx, sku_id, request_id).await? else {
         return Ok(Located::NotFound);
     };
-    if !asked.requester.may_act_on(row.client.as_deref()) {
+    if !requester.may_act_on(row.client.as_deref()) {
         // Rolled back: nothing of another client's reservation moves.
         return Ok(Located::NotFound);
     }
@@ -105,16 +85,14 @@ pub(super) async fn lock<'c>(
 /// Looks in Redis for a reservation the ledger has no row of.
 async fn locate_in_redis(
     redis: &RedisStore,
-    asked: &Asked<'_>,
+    asked: &SingleHold<'_>,
+    requester: &Requester,
 ) -> Result<OnlyInRedis, LifecycleError> {
     let records = redis.reservations();
     let Some(record) = records.record(asked.sku_id, asked.request_id).await? else {
         return Ok(OnlyInRedis::Nowhere);
     };
-    if !asked
-        .requester
-        .may_act_on(record.reservation.client.as_deref())
-    {
+    if !requester.may_act_on(record.reservation.client.as_deref()) {
         return Ok(OnlyInRedis::Nowhere);
     }
     if record.order.is_some() {

@@ -1,144 +1,227 @@
-//! The lifecycle of a whole order (docs/architecture.md, "Orders"): confirm,
-//! cancel, expire. MySQL decides, as for a single reservation, in one
-//! transaction under the ledger lock protocol: every line's SKU row in
-//! ascending id order, then the order row, then the line rows; the order row
-//! takes the one conditional update that decides (pay and expiry racing have
-//! one winner), and every line follows it in the same transaction, so no
-//! order is ever half confirmed or half released. Then Redis mirrors each
-//! line (`finish.lua`, stock and quota back exactly once) and the order
-//! record (`order_mark.lua`).
+//! A hold of N lines: a whole order (docs/architecture.md, "Orders"), named
+//! by its order id, stored as its `orders` row plus one ledger row per line.
+//! The order row decides: it takes the one conditional update (pay and
+//! expiry racing have one winner), and every line follows it in the same
+//! transaction, so no order is ever half confirmed, half released or half
+//! extended. Redis mirrors each line (`finish.lua`, `extend.lua`) and then
+//! the order record (`order_mark.lua`, `order_extend.lua`); the record is
+//! marked last, so a mark is the proof of the whole decision.
 //!
 //! Order of arrival never matters: an order the consumer has not applied yet
 //! is applied first, whole, from its Redis record, exactly as the consumer
 //! would, and told in the same transaction (`ledger::apply_batch_told`,
 //! `Telling::InOutbox`: the consumer's late duplicate tells the same body).
-//!
-//! Orders belong to their client (contract §6.2): a client asking about
-//! another client's order finds it nowhere (`NotFound`), judged on the row
-//! or, before the consumer applied it, on the Redis record the first step
-//! reads anyway — before anything is applied or moved. (An order's client
-//! never changes once written, so the unlocked read decides.)
+//! Another client's order is found nowhere (`NotFound`), judged on the row
+//! or, before the consumer applied it, on the Redis record — before anything
+//! is applied or moved (an order's client never changes once written, so
+//! the unlocked read decides).
 
-use super::{mirror, retried, within_query_bound, LifecycleError, Transition};
+use super::hold::{Hold, Located, Locked, OrderHold};
+use super::mirror::mirror;
+use super::{retried, within_query_bound, LifecycleError, Transition, TRANSITION_RETRIES};
 use crate::db::ledger::{self, settle, LedgerRow};
 use crate::db::orders::{self, OrderRow};
-use crate::db::{event_outbox, sku, Db, DbError};
-use crate::domain::{is_due, Deduction, RequestId, Requester, ReservationStatus};
-use crate::events::{Event, OrderFacts};
-use crate::redis::RedisStore;
+use crate::db::{sku, Conn, Db, DbError, Transaction};
+use crate::domain::{Deduction, RequestId, Requester, ReservationStatus};
+use crate::events::{Event, OrderFacts, Outgoing};
+use crate::redis::orders::OrderRecord;
+use crate::redis::{RedisError, RedisStore};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OrderTransitionOutcome {
-    /// The order is in the target state (now, or already: a repeat).
-    Done { order: OrderRow, changed: bool },
-    /// The order ended another way; `order.status` says how.
-    Conflict { order: OrderRow },
-    /// An expiry before the order's time (it stays).
-    NotYetExpired,
-    /// No such order in MySQL or Redis.
-    NotFound,
-}
+impl Hold for OrderHold<'_> {
+    type Row = OrderRow;
+    type Record = OrderRecord;
+    const MIRRORS_REJECTION: bool = false;
 
-/// Applies `transition` to a whole order: MySQL first, then the mirrors.
-/// Asked by `requester`: another client's order is
-/// [`OrderTransitionOutcome::NotFound`], nothing written;
-/// [`Requester::Anyone`] for stockd's own roles and with `auth.required` false.
-pub async fn transition_order(
-    db: &Db,
-    redis: &RedisStore,
-    order_id: &RequestId,
-    transition: Transition,
-    now_ms: u64,
-    requester: &Requester,
-) -> Result<OrderTransitionOutcome, LifecycleError> {
-    // Boxed, as `lifecycle::transition` is: the reconciler awaits it deep
-    // in its own future.
-    Box::pin(async move {
-        let known = match find_or_apply(db, redis, order_id, requester).await? {
-            InMysql::Missing => return Ok(OrderTransitionOutcome::NotFound),
-            InMysql::Known(row) => Some(row),
-            InMysql::AppliedNow => None,
-        };
-        let asked = transition;
-        let transition =
-            super::order_recovered::proven_transition(db, redis, order_id, known, asked, now_ms)
-                .await?;
-        let decision = retried(|| decide(db, order_id, transition, now_ms));
-        let (outcome, lines) = within_query_bound(db, decision).await?;
-        if let OrderTransitionOutcome::Done {
-            order,
-            changed: true,
-        } = &outcome
-        {
-            for line in &lines {
-                mirror(db, redis, line).await;
+    async fn row(&self, db: &Db) -> Result<Option<OrderRow>, DbError> {
+        db.bounded(async {
+            let mut conn = db.conn().await?;
+            orders::find(&mut conn, self.order_id).await
+        })
+        .await
+    }
+
+    async fn record(&self, redis: &RedisStore) -> Result<Option<OrderRecord>, RedisError> {
+        redis.orders().record(self.order_id).await
+    }
+
+    fn proves(record: &OrderRecord) -> (ReservationStatus, u64) {
+        (record.status, record.expires_ms)
+    }
+
+    /// The record mirrors a lost extension when both are still reserved,
+    /// the same admission, and the record's time and count of extensions
+    /// are ahead of the row's: the order row and every line move to them.
+    async fn reapply_extension(
+        &self,
+        db: &Db,
+        _redis: &RedisStore,
+        row: &OrderRow,
+        record: &OrderRecord,
+    ) -> Result<(), LifecycleError> {
+        let later = row.status == ReservationStatus::Reserved
+            && record.status == ReservationStatus::Reserved
+            && record.created_ms == row.reserved_at_ms
+            && record.expires_ms > row.expires_at_ms
+            && record.extensions > row.extensions;
+        if later {
+            let reapplied = retried(|| restore_extension(db, row, record));
+            within_query_bound(db, reapplied).await?;
+        }
+        Ok(())
+    }
+
+    async fn lock<'c>(
+        &self,
+        conn: &'c mut Conn,
+        db: &Db,
+        redis: &RedisStore,
+        requester: &Requester,
+        _release_as: Transition,
+        _now_ms: u64,
+    ) -> Result<Located<'c, OrderRow>, LifecycleError> {
+        let order_id = self.order_id;
+        let unlocked = match orders::find(&mut *conn, order_id).await? {
+            Some(row) => row,
+            None => {
+                if !apply_from_record(db, redis, order_id, requester).await? {
+                    return Ok(Located::NotFound);
+                }
+                let Some(row) = orders::find(&mut *conn, order_id).await? else {
+                    return Ok(Located::NotFound);
+                };
+                row
             }
-            if let Err(err) = redis.orders().mark(order_id, order.status).await {
+        };
+        if !requester.may_act_on(unlocked.client.as_deref()) {
+            return Ok(Located::NotFound);
+        }
+        let mut tx = conn
+            .start_transaction(ledger::tx_opts())
+            .await
+            .map_err(DbError::from)?;
+        let mut out = db.outgoing();
+        for line in unlocked.lines.lines() {
+            sku::lock_noted(&mut tx, line.sku_id, &mut out).await?;
+        }
+        let Some(row) = orders::find_for_update(&mut tx, order_id).await? else {
+            return Ok(Located::NotFound);
+        };
+        Ok(Located::Locked(Locked { tx, row, out }))
+    }
+
+    async fn finish_locked(
+        &self,
+        tx: &mut Transaction<'_>,
+        order: &OrderRow,
+        transition: Transition,
+        now_ms: u64,
+        out: &mut Outgoing,
+    ) -> Result<OrderRow, DbError> {
+        let (order_id, target, why) = (self.order_id, transition.target(), transition.reason());
+        let mut kind = None;
+        for line in order.lines.lines() {
+            let row = ledger::find_for_update(tx, line.sku_id, order_id)
+                .await?
+                .expect("a RESERVED order has a ledger row per line");
+            kind = Some(settle::finish_row_locked(tx, &row, target, why, now_ms, out).await?);
+        }
+        orders::finish_locked(tx, order_id, target, why, now_ms).await?;
+        if let Some(kind) = kind.filter(|k| out.wants(k.of_order())) {
+            let facts = OrderFacts {
+                order_id,
+                user_id: order.user_id,
+                lines: &order.lines,
+                created_ms: order.reserved_at_ms,
+                expires_ms: order.expires_at_ms,
+            };
+            let event = Event::order(kind, &facts, |sku| out.available(sku), why, None, now_ms);
+            out.push(event);
+        }
+        Ok(OrderRow {
+            status: target,
+            reason: why.map(str::to_string),
+            ..order.clone()
+        })
+    }
+
+    async fn extend_locked(
+        &self,
+        tx: &mut Transaction<'_>,
+        order: &OrderRow,
+        by_ms: u64,
+        max: u32,
+    ) -> Result<Option<(OrderRow, u32)>, DbError> {
+        let Some(extensions) = orders::extend_locked(tx, order, by_ms, max).await? else {
+            return Ok(None);
+        };
+        for line in order.lines.lines() {
+            let row = ledger::find_for_update(tx, line.sku_id, self.order_id)
+                .await?
+                .expect("a RESERVED order has a ledger row per line");
+            // The lines moved with the order every time, so the order's count bounds them.
+            let moved = settle::extend_locked(tx, &row, by_ms, max).await?;
+            assert_eq!(moved, Some(extensions), "an order's lines move with it");
+        }
+        let order = OrderRow {
+            expires_at_ms: order.expires_at_ms + by_ms,
+            extensions,
+            ..order.clone()
+        };
+        Ok(Some((order, extensions)))
+    }
+
+    /// Each line (`finish.lua`, its pending flag cleared), then the record's
+    /// mark: marked last, the record proves the whole decision.
+    async fn mirror_decided(&self, db: &Db, redis: &RedisStore, order: &OrderRow) {
+        for line in line_rows(order) {
+            mirror(db, redis, &line).await;
+        }
+        if let Err(err) = redis.orders().mark(self.order_id, order.status).await {
+            crate::health::outage::failed("redis", &err);
+        }
+    }
+
+    async fn mirror_extension(&self, redis: &RedisStore, order: &OrderRow, extensions: u32) {
+        let expires_ms = order.expires_at_ms;
+        for line in order.lines.lines() {
+            let mirrored = redis
+                .reservations()
+                .extend(
+                    line.sku_id,
+                    self.order_id,
+                    order.user_id,
+                    expires_ms,
+                    extensions,
+                )
+                .await;
+            if let Err(err) = mirrored {
                 crate::health::outage::failed("redis", &err);
             }
         }
-        Ok(match outcome {
-            // A cancel or expiry that found the payment decided (lost by MySQL,
-            // proven by the record): the payment won.
-            OrderTransitionOutcome::Done { order, .. } if transition != asked => {
-                OrderTransitionOutcome::Conflict { order }
-            }
-            other => other,
-        })
-    })
-    .await
+        let record = redis
+            .orders()
+            .extend_record(self.order_id, expires_ms, extensions);
+        if let Err(err) = record.await {
+            crate::health::outage::failed("redis", &err);
+        }
+        metrics::counter!("stockd_order_extensions_total").increment(1);
+    }
 }
 
-/// Whether MySQL has the order, after applying it whole from its Redis
-/// record when only Redis has it (the consumer is behind).
-/// `requester`: another client's order is not there.
-pub(super) async fn applied_or_applies(
+/// Applies the order whole from its Redis record (the consumer is behind),
+/// as the consumer would. False when Redis has no record, or it is another
+/// client's: nothing applied.
+async fn apply_from_record(
     db: &Db,
     redis: &RedisStore,
     order_id: &RequestId,
     requester: &Requester,
 ) -> Result<bool, LifecycleError> {
-    Ok(!matches!(
-        find_or_apply(db, redis, order_id, requester).await?,
-        InMysql::Missing
-    ))
-}
-
-/// What [`find_or_apply`] found.
-pub(super) enum InMysql {
-    /// MySQL had the order: its row as read (unlocked).
-    Known(OrderRow),
-    /// Only Redis had it; it was applied from the record just now.
-    AppliedNow,
-    /// Neither store has it (or it is another client's).
-    Missing,
-}
-
-/// The order's row, or the order applied whole from its Redis record when
-/// only Redis has it (the consumer is behind).
-async fn find_or_apply(
-    db: &Db,
-    redis: &RedisStore,
-    order_id: &RequestId,
-    requester: &Requester,
-) -> Result<InMysql, LifecycleError> {
-    let known = db
-        .bounded(async {
-            let mut conn = db.conn().await?;
-            orders::find(&mut conn, order_id).await
-        })
-        .await?;
-    if let Some(row) = known {
-        if !requester.may_act_on(row.client.as_deref()) {
-            return Ok(InMysql::Missing);
-        }
-        return Ok(InMysql::Known(row));
-    }
     let Some(record) = redis.orders().record(order_id).await? else {
-        return Ok(InMysql::Missing);
+        return Ok(false);
     };
     if !requester.may_act_on(record.client.as_deref()) {
-        return Ok(InMysql::Missing);
+        return Ok(false);
     }
     let lines = Deduction::of_order_by(
         order_id,
@@ -148,93 +231,68 @@ async fn find_or_apply(
         record.expires_ms,
         record.client.as_deref(),
     );
-    let retries = super::TRANSITION_RETRIES;
     let telling = ledger::Telling::InOutbox;
-    db.bounded(ledger::apply_batch_told(db, &lines, retries, telling))
-        .await?;
-    Ok(InMysql::AppliedNow)
+    db.bounded(ledger::apply_batch_told(
+        db,
+        &lines,
+        TRANSITION_RETRIES,
+        telling,
+    ))
+    .await?;
+    Ok(true)
 }
 
-/// One attempt: the decision and the line rows as they are after it.
-async fn decide(
+/// The line rows of a decided order, as its transaction left them (the
+/// status and reason of the order, the mirror pending).
+fn line_rows(order: &OrderRow) -> Vec<LedgerRow> {
+    let client = order.client.as_deref();
+    let (created, expires) = (order.reserved_at_ms, order.expires_at_ms);
+    let lines = Deduction::of_order_by(
+        &order.order_id,
+        order.user_id,
+        &order.lines,
+        created,
+        expires,
+        client,
+    );
+    (lines.iter())
+        .map(|line| LedgerRow {
+            status: order.status,
+            reason: order.reason.clone(),
+            redis_pending: true,
+            ..LedgerRow::rejected(line, "")
+        })
+        .collect()
+}
+
+/// Moves the order row and every line to the record's time and count of
+/// extensions, in one transaction under the lock protocol (the SKU rows
+/// ascending, then the order row, then the lines). The guards make it a
+/// no-op for anything but the lost extension.
+async fn restore_extension(
     db: &Db,
-    order_id: &RequestId,
-    transition: Transition,
-    now_ms: u64,
-) -> Result<(OrderTransitionOutcome, Vec<LedgerRow>), LifecycleError> {
+    row: &OrderRow,
+    record: &OrderRecord,
+) -> Result<(), LifecycleError> {
     let mut conn = db.conn().await?;
-    let Some(unlocked) = orders::find(&mut conn, order_id).await? else {
-        return Ok((OrderTransitionOutcome::NotFound, Vec::new()));
-    };
     let mut tx = conn
         .start_transaction(ledger::tx_opts())
         .await
         .map_err(DbError::from)?;
-    let mut out = db.outgoing();
-    for line in unlocked.lines.lines() {
-        sku::lock_noted(&mut tx, line.sku_id, &mut out).await?;
+    for line in row.lines.lines() {
+        sku::lock(&mut tx, line.sku_id).await?;
     }
-    let Some(order) = orders::find_for_update(&mut tx, order_id).await? else {
-        return Ok((OrderTransitionOutcome::NotFound, Vec::new()));
-    };
-    let target = transition.target();
-    let settled = if order.status == target {
-        Some(OrderTransitionOutcome::Done {
-            order: order.clone(),
-            changed: false,
-        })
-    } else if order.status != ReservationStatus::Reserved {
-        Some(OrderTransitionOutcome::Conflict {
-            order: order.clone(),
-        })
-    } else if transition == Transition::Expire && !is_due(order.expires_at_ms, now_ms) {
-        Some(OrderTransitionOutcome::NotYetExpired)
-    } else {
-        None
-    };
-    if let Some(outcome) = settled {
-        return Ok((outcome, Vec::new()));
+    let (expires_ms, extensions) = (record.expires_ms, record.extensions);
+    if !orders::restore_extension_locked(&mut tx, row, expires_ms, extensions).await? {
+        return Ok(()); // dropped uncommitted: rolled back
     }
-    let why = transition.reason();
-    let mut lines = Vec::with_capacity(order.lines.len());
-    let mut kind = None;
-    for line in order.lines.lines() {
-        let row = ledger::find_for_update(&mut tx, line.sku_id, order_id)
-            .await?
-            .expect("a RESERVED order has a ledger row per line");
-        let change = settle::finish_row_locked(&mut tx, &row, target, why, now_ms, &mut out);
-        kind = Some(change.await?);
-        lines.push(LedgerRow {
-            status: target,
-            reason: why.map(str::to_string),
-            redis_pending: true,
-            ..row
-        });
+    for line in row.lines.lines() {
+        let (sku_id, order_id) = (line.sku_id, &row.order_id);
+        settle::restore_line_extension(&mut tx, sku_id, order_id, expires_ms, extensions).await?;
     }
-    orders::finish_locked(&mut tx, order_id, target, why, now_ms).await?;
-    if let Some(kind) = kind.filter(|k| out.wants(k.of_order())) {
-        let facts = OrderFacts {
-            order_id,
-            user_id: order.user_id,
-            lines: &order.lines,
-            created_ms: order.reserved_at_ms,
-            expires_ms: order.expires_at_ms,
-        };
-        let event = Event::order(kind, &facts, |sku| out.available(sku), why, None, now_ms);
-        out.push(event);
-    }
-    event_outbox::stage(&mut tx, out, now_ms).await?;
     tx.commit().await.map_err(DbError::from)?;
-    let order = OrderRow {
-        status: target,
-        reason: why.map(str::to_string),
-        ..order
-    };
-    Ok((
-        OrderTransitionOutcome::Done {
-            order,
-            changed: true,
-        },
-        lines,
-    ))
+    metrics::counter!("stockd_lost_decisions_reapplied_total").increment(1);
+    tracing::warn!(order.id = %row.order_id,
+        "lifecycle: the order record mirrors an extension MySQL does not have (lost by a failover); re-applied it");
+    Ok(())
 }

@@ -27,7 +27,7 @@
 //! reservation's time has passed (a lost deduction with its release is
 //! recorded RELEASED, never taking stock). A lost order line (its record
 //! names an order) is re-applied as its whole order, from the order record,
-//! then the decision the line proves (`lifecycle::reapply_lost_order`):
+//! then the decision the line proves (`lifecycle::reapply_lost` of an `OrderHold`):
 //! never as a single reservation. Every one of these is a repeat when
 //! already done.
 //!
@@ -49,7 +49,7 @@ use crate::db::Db;
 use crate::domain::{is_due, Deduction, RequestId, Requester, ReservationStatus, SkuId};
 use crate::mq::Publisher;
 use crate::ops::compare::{CompareError, Comparison, Unapplied};
-use crate::ops::lifecycle::{self, Transition, TransitionOutcome};
+use crate::ops::lifecycle::{self, OrderHold, SingleHold, Transition, TransitionOutcome};
 use crate::redis::order_holds::Attempt;
 use crate::redis::reservation::HeldRecord;
 use crate::redis::RedisStore;
@@ -339,17 +339,13 @@ pub async fn reapply(
             _ if is_due(record.expires_at_ms, now_ms) => Transition::Expire,
             _ => Transition::Cancel,
         };
-        lifecycle::transition(
-            db,
-            redis,
+        let hold = SingleHold {
             sku_id,
-            &record.request_id,
-            transition,
-            now_ms,
-            &Requester::Anyone,
-        )
-        .await
-        .map_err(CompareError::from)?;
+            request_id: &record.request_id,
+        };
+        lifecycle::transition(db, redis, &hold, transition, now_ms, &Requester::Anyone)
+            .await
+            .map_err(CompareError::from)?;
         done.transitions += 1;
     }
     if done != Reapplied::default() {
@@ -374,7 +370,7 @@ async fn order_of_line(
 }
 
 /// Re-applies a lost order whole (once per repair, whichever of its lines
-/// found it): `lifecycle::reapply_lost_order`.
+/// found it): `lifecycle::reapply_lost` of an `OrderHold`.
 async fn reapply_order(
     db: &Db,
     redis: &RedisStore,
@@ -386,7 +382,8 @@ async fn reapply_order(
     if !done.insert(order_id.clone()) {
         return Ok(());
     }
-    let reapplied = lifecycle::reapply_lost_order(db, redis, order_id, proven, now_ms)
+    let hold = OrderHold { order_id };
+    let reapplied = lifecycle::reapply_lost(db, redis, &hold, proven, now_ms)
         .await
         .map_err(CompareError::from)?;
     if !reapplied {
@@ -425,11 +422,11 @@ async fn confirm(
     request_id: &RequestId,
     now_ms: u64,
 ) -> Result<TransitionOutcome, CompareError> {
+    let hold = SingleHold { sku_id, request_id };
     lifecycle::transition(
         db,
         redis,
-        sku_id,
-        request_id,
+        &hold,
         Transition::Confirm,
         now_ms,
         &Requester::Anyone,

@@ -34,7 +34,7 @@ use super::contract::{
 };
 use super::{order_from, request_from, sku_from};
 use crate::domain::{RequestId, Requester, SkuId};
-use crate::ops::lifecycle::{self, Asked, Extension, LifecycleError, Transition};
+use crate::ops::lifecycle::{self, Extension, LifecycleError, OrderHold, SingleHold, Transition};
 use crate::otel::{self, Tracing};
 use crate::roles::api::auth::{Granted, Lifecycle};
 use crate::roles::api::hold_views::{OrderView, ReservationView};
@@ -291,15 +291,20 @@ async fn transition_hold(
     let now_ms = crate::clock::unix_ms();
     let span = target.span(&state.res.tracing, transition);
     let moved = match target {
-        Target::Reservation { sku_id, request_id } => lifecycle::transition(
-            db, redis, *sku_id, request_id, transition, now_ms, requester,
-        )
-        .await
-        .map(Moved::of_line),
-        Target::Order { order_id } => {
-            lifecycle::transition_order(db, redis, order_id, transition, now_ms, requester)
+        Target::Reservation { sku_id, request_id } => {
+            let hold = SingleHold {
+                sku_id: *sku_id,
+                request_id,
+            };
+            lifecycle::transition(db, redis, &hold, transition, now_ms, requester)
                 .await
-                .map(Moved::of_order)
+                .map(Moved::of)
+        }
+        Target::Order { order_id } => {
+            let hold = OrderHold { order_id };
+            lifecycle::transition(db, redis, &hold, transition, now_ms, requester)
+                .await
+                .map(Moved::of)
         }
     };
     otel::end(
@@ -353,19 +358,19 @@ async fn extend_hold(
     let now_ms = crate::clock::unix_ms();
     let moved = match target {
         Target::Reservation { sku_id, request_id } => {
-            let asked = Asked {
+            let hold = SingleHold {
                 sku_id: *sku_id,
                 request_id,
-                requester,
             };
-            lifecycle::extend(db, redis, extension, &asked, now_ms)
+            lifecycle::extend(db, redis, &hold, extension, now_ms, requester)
                 .await
-                .map(|outcome| Moved::of_line_extension(outcome, extension.max))
+                .map(|outcome| Moved::of_extension(outcome, extension.max))
         }
         Target::Order { order_id } => {
-            lifecycle::extend_order(db, redis, extension, order_id, now_ms, requester)
+            let hold = OrderHold { order_id };
+            lifecycle::extend(db, redis, &hold, extension, now_ms, requester)
                 .await
-                .map(|outcome| Moved::of_order_extension(outcome, extension.max))
+                .map(|outcome| Moved::of_extension(outcome, extension.max))
         }
     };
     answer(target, moved.map_err(unavailable)?)

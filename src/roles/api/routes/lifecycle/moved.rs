@@ -1,6 +1,6 @@
 //! What a move of a hold (confirm, cancel, extend) came to, whichever its
-//! family: each family's outcome of `ops::lifecycle` turned into one
-//! [`Moved`], and the one answer of it. Only the 404 differs by family.
+//! family: the lifecycle's one outcome, over either family's row, turned
+//! into one [`Moved`], and the one answer of it. Only the 404 differs by family.
 
 use actix_web::HttpResponse;
 
@@ -8,9 +8,7 @@ use super::Target;
 use crate::db::ledger::LedgerRow;
 use crate::db::orders::OrderRow;
 use crate::domain::{ReservationStatus, SkuId, UserId};
-use crate::ops::lifecycle::{
-    ExtendOutcome, OrderExtendOutcome, OrderTransitionOutcome, TransitionOutcome,
-};
+use crate::ops::lifecycle::{ExtendOutcome, HoldRow, TransitionOutcome};
 use crate::roles::api::hold_views::{HoldView, OrderView, ReservationView};
 use crate::roles::api::problem::ApiError;
 
@@ -38,16 +36,18 @@ pub(super) struct Shown {
     pub(super) skus: Vec<SkuId>,
 }
 
-impl Shown {
-    fn of_line(row: &LedgerRow) -> Self {
+impl From<&LedgerRow> for Shown {
+    fn from(row: &LedgerRow) -> Self {
         Self {
             view: HoldView::Reservation(ReservationView::new(&row.to_reservation(), Some(true))),
             user_id: row.user_id,
             skus: vec![row.sku_id],
         }
     }
+}
 
-    fn of_order(order: &OrderRow) -> Self {
+impl From<&OrderRow> for Shown {
+    fn from(order: &OrderRow) -> Self {
         Self {
             view: HoldView::Order(OrderView {
                 persisted: Some(true),
@@ -60,47 +60,34 @@ impl Shown {
 }
 
 impl Moved {
-    pub(super) fn of_line(outcome: TransitionOutcome) -> Self {
+    /// What a confirm or cancel of a hold (its deciding row `R`) came to.
+    pub(super) fn of<R: HoldRow>(outcome: TransitionOutcome<R>) -> Self
+    where
+        for<'a> Shown: From<&'a R>,
+    {
         match outcome {
             TransitionOutcome::Done { row, changed } => Self::Done {
-                hold: Shown::of_line(&row),
+                hold: Shown::from(&row),
                 changed,
             },
-            TransitionOutcome::Conflict { row } => Self::Final(row.status),
+            TransitionOutcome::Conflict { row } => Self::Final(row.status()),
             TransitionOutcome::NotFound => Self::NotFound,
             TransitionOutcome::OrderLine => Self::OrderLine,
             TransitionOutcome::NotYetExpired => Self::NotYetExpired,
         }
     }
 
-    pub(super) fn of_order(outcome: OrderTransitionOutcome) -> Self {
+    /// What an extension came to (`max`: `reservation.max_extensions`).
+    pub(super) fn of_extension<R: HoldRow>(outcome: ExtendOutcome<R>, max: u32) -> Self
+    where
+        for<'a> Shown: From<&'a R>,
+    {
         match outcome {
-            OrderTransitionOutcome::Done { order, changed } => Self::Done {
-                hold: Shown::of_order(&order),
-                changed,
-            },
-            OrderTransitionOutcome::Conflict { order } => Self::Final(order.status),
-            OrderTransitionOutcome::NotFound => Self::NotFound,
-            OrderTransitionOutcome::NotYetExpired => Self::NotYetExpired,
-        }
-    }
-
-    pub(super) fn of_line_extension(outcome: ExtendOutcome, max: u32) -> Self {
-        match outcome {
-            ExtendOutcome::Extended { row, .. } => Self::extended(Shown::of_line(&row)),
+            ExtendOutcome::Extended { row, .. } => Self::extended(Shown::from(&row)),
             ExtendOutcome::LimitReached { .. } => Self::LimitReached(max),
-            ExtendOutcome::Final { row } => Self::Final(row.status),
+            ExtendOutcome::Final { row } => Self::Final(row.status()),
             ExtendOutcome::NotFound => Self::NotFound,
             ExtendOutcome::OrderLine => Self::OrderLine,
-        }
-    }
-
-    pub(super) fn of_order_extension(outcome: OrderExtendOutcome, max: u32) -> Self {
-        match outcome {
-            OrderExtendOutcome::Extended { order } => Self::extended(Shown::of_order(&order)),
-            OrderExtendOutcome::LimitReached { .. } => Self::LimitReached(max),
-            OrderExtendOutcome::Final { order } => Self::Final(order.status),
-            OrderExtendOutcome::NotFound => Self::NotFound,
         }
     }
 
