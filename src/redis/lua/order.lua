@@ -130,7 +130,7 @@ end
 local function refused_after_rate(k, i, tats, reply)
   if tats then
     for j = 1, i do
-      buyer_note_attempt(KEYS[k + 4 * j], tats[j][1], now_ms, tats[j][2])
+      buyer_note_attempt(nil, KEYS[k + 4 * j], tats[j][1], now_ms, tats[j][2])
     end
   end
   return reply
@@ -209,7 +209,7 @@ local function order_one(k, a, n)
     if tats then
       buyer = redis.call('HMGET', KEYS[ki + 2], 'n', 'x', 't')
       local next_tat, wait = buyer_rate(buyer[3], now_ms, rps, burst)
-      if not next_tat then
+      if wait then
         return {'REFUSED', tostring(i), 'RATE', wait}
       end
       tats[i] = {next_tat, not buyer[1] and not buyer[2]}

@@ -94,21 +94,14 @@ local drained = buckets == '1' or sku[4] == '1'
 local available, limit = tonumber(sku[1]), tonumber(sku[2])
 local buyer = redis.call('HMGET', buyer_key, 'n', 'x', 't')
 local max_lapsed = tonumber(ARGV[10] or '0')
-local rps = tonumber(ARGV[12] or '0')
-local next_tat = nil
-if rps > 0 then
-  local wait
-  next_tat, wait = buyer_rate(buyer[3], now_ms, rps, tonumber(ARGV[13]))
-  if not next_tat then
-    return {'RATE_LIMITED', wait}
-  end
+local next_tat, wait = buyer_rate(buyer[3], now_ms, tonumber(ARGV[12] or '0'), tonumber(ARGV[13]))
+if wait then
+  return {'RATE_LIMITED', wait}
 end
 -- A refusal below still records the attempt (rate limit on).
+local alone = not buyer[1] and not buyer[2]
 local function refuse(reply)
-  if next_tat then
-    buyer_note_attempt(buyer_key, next_tat, now_ms, not buyer[1] and not buyer[2])
-  end
-  return reply
+  return buyer_note_attempt(reply, buyer_key, next_tat, now_ms, alone)
 end
 local bought = tonumber(buyer[1] or '0')
 local why, said, bound = buyer_refusal(bought, buyer[2], count, limit, max_lapsed, ARGV[10])

@@ -135,21 +135,14 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
   -- time lives in the buyer's hash beside the live-unit count, so an
   -- admitted reservation writes both in the one HSET it needs anyway: the
   -- limit costs no extra command on the way to a reservation.
-  local next_tat = nil
-  if rps > 0 then
-    local wait
-    next_tat, wait = buyer_rate(buyer[2], now_ms, rps, burst)
-    if not next_tat then
-      return {'RATE_LIMITED', wait}
-    end
+  local next_tat, wait = buyer_rate(buyer[2], now_ms, rps, burst)
+  if wait then
+    return {'RATE_LIMITED', wait}
   end
-
   -- A refusal below still records the attempt (rate limit on).
+  local alone = not buyer[1] and not buyer[3]
   local function refuse(reply)
-    if next_tat then
-      buyer_note_attempt(buyer_key, next_tat, now_ms, not buyer[1] and not buyer[3])
-    end
-    return reply
+    return buyer_note_attempt(reply, buyer_key, next_tat, now_ms, alone)
   end
 
   -- 4. the buyer's rules (lib/buyer.lua): the cap on holds that lapsed

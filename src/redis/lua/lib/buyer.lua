@@ -33,13 +33,16 @@ local function buyer_give_back(buyer_key, count)
   end
 end
 
--- The buyer's rate limit on this SKU (`limits.per_user_*`, called only when
--- `rps` > 0): GCRA, the token bucket kept as one number, the buyer's
--- theoretical arrival time (`t`, given raw: nil when none). Each attempt
--- moves it one emission interval (1000/rps ms) later; an attempt more than
--- `burst - 1` intervals ahead of now is refused. Returns the next `t` when
--- the attempt is allowed, else nil and the wait in ms as text.
+-- The buyer's rate limit on this SKU (`limits.per_user_*`; `rps` 0 = off):
+-- GCRA, the token bucket kept as one number, the buyer's theoretical arrival
+-- time (`t`, given raw: nil when none). Each attempt moves it one emission
+-- interval (1000/rps ms) later; an attempt more than `burst - 1` intervals
+-- ahead of now is refused. Returns the next `t` when the attempt is allowed
+-- (nil when the limit is off), else nil and the wait in ms as text.
 local function buyer_rate(tat_text, now_ms, rps, burst)
+  if rps <= 0 then
+    return nil
+  end
   local interval = 1000 / rps
   local tat = math.max(tonumber(tat_text or '0') or 0, now_ms)
   local ahead = tat - now_ms
@@ -51,13 +54,16 @@ local function buyer_rate(tat_text, now_ms, rps, burst)
 end
 
 -- Records an allowed attempt that holds nothing (a refusal after the rate
--- limit): `t` moves to `next_tat`. A hash holding only `t` (`alone`: no `n`,
--- no `x`) expires once `t` lies in the past, so memory is bounded by the
--- active buyers; one that holds more keeps the longer expiry of its units
--- and lapses.
-local function buyer_note_attempt(buyer_key, next_tat, now_ms, alone)
-  redis.call('HSET', buyer_key, 't', string.format('%.3f', next_tat))
-  if alone then
-    redis.call('PEXPIRE', buyer_key, math.ceil(next_tat - now_ms) + 1000)
+-- limit): `t` moves to `next_tat` (nil: the limit is off, nothing written).
+-- A hash holding only `t` (`alone`: no `n`, no `x`) expires once `t` lies in
+-- the past, so memory is bounded by the active buyers; one that holds more
+-- keeps the longer expiry of its units and lapses. Returns `reply`.
+local function buyer_note_attempt(reply, buyer_key, next_tat, now_ms, alone)
+  if next_tat then
+    redis.call('HSET', buyer_key, 't', string.format('%.3f', next_tat))
+    if alone then
+      redis.call('PEXPIRE', buyer_key, math.ceil(next_tat - now_ms) + 1000)
+    end
   end
+  return reply
 end
