@@ -43,6 +43,43 @@ pub struct Comparison {
     pub decided_in_redis_only: Vec<RedisDecided>,
 }
 
+#[cfg(test)]
+impl Comparison {
+    /// A comparison of SKU 1 as the verdicts' unit tests state it: `total`
+    /// stock, MySQL's available and live ledger units, Redis' available
+    /// (`None`: not loaded) and the units in flight; exact, nothing else wrong.
+    pub(crate) fn sample(
+        total: i64,
+        mysql: i64,
+        live: i64,
+        redis: Option<i64>,
+        in_flight: i64,
+    ) -> Self {
+        Self {
+            moved_through: 0,
+            sku_id: SkuId::new(1).unwrap(),
+            total_stock: total,
+            mysql_available: mysql,
+            ledger_units: live,
+            redis: redis.map(|available| RedisSnapshot {
+                available,
+                total,
+                adjust: 0,
+                limit_per_user: 1,
+                pool: None,
+                winners: Some(Vec::new()),
+            }),
+            in_flight,
+            unapplied: in_flight.max(0),
+            unapplied_records: Vec::new(),
+            exact: true,
+            missing_in_redis: 0,
+            buyers_over_limit: 0,
+            decided_in_redis_only: Vec::new(),
+        }
+    }
+}
+
 /// A final state Redis mirrors that the MySQL row lacks (see
 /// [`Comparison::decided_in_redis_only`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -77,32 +77,9 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::SkuId;
-    use crate::redis::RedisSnapshot;
 
     fn cmp(total: i64, mysql: i64, live: i64, redis: Option<i64>, in_flight: i64) -> Comparison {
-        Comparison {
-            moved_through: 0,
-            sku_id: SkuId::new(1).unwrap(),
-            total_stock: total,
-            mysql_available: mysql,
-            ledger_units: live,
-            redis: redis.map(|available| RedisSnapshot {
-                available,
-                total,
-                adjust: 0,
-                limit_per_user: 1,
-                pool: None,
-                winners: Some(Vec::new()),
-            }),
-            in_flight,
-            unapplied: in_flight.max(0),
-            unapplied_records: Vec::new(),
-            exact: true,
-            missing_in_redis: 0,
-            buyers_over_limit: 0,
-            decided_in_redis_only: Vec::new(),
-        }
+        Comparison::sample(total, mysql, live, redis, in_flight)
     }
 
     fn verdict(standing: Standing, drift: i64, gap: Option<i64>) -> StoreVerdict {

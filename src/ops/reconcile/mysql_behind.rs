@@ -451,19 +451,9 @@ mod tests {
 
     fn observation(records: Vec<Unapplied>, decided: Vec<RedisDecided>) -> Comparison {
         Comparison {
-            moved_through: 0,
-            sku_id: SkuId::new(1).unwrap(),
-            total_stock: 10,
-            mysql_available: 10,
-            ledger_units: 0,
-            redis: None,
-            in_flight: 0,
-            unapplied: 0,
             unapplied_records: records,
-            exact: true,
-            missing_in_redis: 0,
-            buyers_over_limit: 0,
             decided_in_redis_only: decided,
+            ..Comparison::sample(10, 10, 0, None, 0)
         }
     }
 
