@@ -84,7 +84,8 @@ def setup_redis():
 def redis_orders(calls, per_call, first=0):
     n = first
     for _ in range(calls):
-        keys, args = [], [TTL_MS, RETENTION_MS, OUTBOX_MAX, PREFIX + "soldout", MAX_LAPSED]
+        # the buyer's rate limit off (0 attempts per second, burst 0), as by default
+        keys, args = [], [TTL_MS, RETENTION_MS, OUTBOX_MAX, PREFIX + "soldout", MAX_LAPSED, 0, 0]
         for _ in range(per_call):
             n += 1
             oid, user = f"o-{n:08d}", n
