@@ -139,7 +139,14 @@ redis_run() { # kind script [per call] [calls]
     $W redis-setup | $R >/dev/null
     local sha
     sha=$($R SCRIPT LOAD "$(cat "$2")")
-    $W "redis-$1" 20 "$per" | sed "s/ SHA / $sha /" | $R >/dev/null
+    $W "redis-$1" 20 "$per" | sed "s/ SHA / $sha /" | $R >"$OUT/redis-$1-warm.txt"
+    # A count of calls that were refused or failed is the count of the wrong
+    # work: every warm-up answer must be a hold (the measured calls are alike).
+    if grep -qE '^(ERROR|ERR .*|MISMATCH|TAKEN|REFUSED|NOT_LOADED|RATE_LIMITED|BACKPRESSURE|BUSY)$' \
+        "$OUT/redis-$1-warm.txt"; then
+        echo "bench-instructions: $1: warm-up calls did not hold (arguments out of step with the script?); see $OUT/redis-$1-warm.txt" >&2
+        exit 1
+    fi
     $W "redis-$1" "$calls" "$per" 100000 | sed "s/ SHA / $sha /" >"$OUT/redis-$1.txt"
     instructions "$rpid" $((calls * per)) sh -c "$R <'$OUT/redis-$1.txt'"
 }
