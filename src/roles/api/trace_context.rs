@@ -87,24 +87,27 @@ pub fn finish(cx: Option<Context>, method: &str, route: &str, status: u16) {
 
 /// The reservation's own attributes on the current server span.
 pub fn reservation(tracing: &Tracing, sku_id: SkuId, request_id: &RequestId, outcome: &str) {
-    outcome_on_request(tracing, &ids(sku_id, request_id), outcome);
+    // The attributes are built only when tracing is on: this runs per request.
+    if tracing.is_on() {
+        outcome_on_request(ids(sku_id, request_id), outcome);
+    }
 }
 
 /// An order's outcome on the request's span, named by the order id (an
 /// order has no single SKU).
 pub fn order(tracing: &Tracing, order_id: &RequestId, outcome: &str) {
-    outcome_on_request(tracing, &[order_id_attr(order_id)], outcome);
+    if tracing.is_on() {
+        outcome_on_request([order_id_attr(order_id)], outcome);
+    }
 }
 
-fn outcome_on_request(tracing: &Tracing, attrs: &[KeyValue], outcome: &str) {
-    if tracing.is_on() {
-        let cx = Context::current();
-        let span = cx.span();
-        for attr in attrs {
-            span.set_attribute(attr.clone());
-        }
-        span.set_attribute(KeyValue::new("stockd.outcome", outcome.to_string()));
+fn outcome_on_request(attrs: impl IntoIterator<Item = KeyValue>, outcome: &str) {
+    let cx = Context::current();
+    let span = cx.span();
+    for attr in attrs {
+        span.set_attribute(attr);
     }
+    span.set_attribute(KeyValue::new("stockd.outcome", outcome.to_string()));
 }
 
 fn order_id_attr(order_id: &RequestId) -> KeyValue {
