@@ -73,6 +73,24 @@ fn traced(endpoint: String, ratio: f64, timeout_ms: u64, queue: usize) -> TestOp
     }
 }
 
+/// The spans of trace `trace_id` once every one of `names` has reached the
+/// receiver (within 15 s; the test fails naming what did arrive otherwise).
+async fn trace_holding(receiver: &Receiver, trace_id: &str, names: &[&str]) -> Vec<Value> {
+    let mine = || -> Vec<Value> {
+        (receiver.spans().into_iter())
+            .filter(|s| s["trace_id"] == trace_id)
+            .collect()
+    };
+    let complete = poll_until(Duration::from_secs(15), || async {
+        let spans = mine();
+        names.iter().all(|n| named(&spans, n).is_some())
+    })
+    .await;
+    let spans = mine();
+    assert!(complete, "the trace is incomplete: {spans:#?}");
+    spans
+}
+
 fn named<'a>(spans: &'a [Value], name: &str) -> Option<&'a Value> {
     spans.iter().find(|s| s["name"] == name)
 }
@@ -204,19 +222,8 @@ async fn an_orders_placement_is_traced_as_a_reservations_is() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 201);
-    let mine = || -> Vec<Value> {
-        (receiver.spans().into_iter())
-            .filter(|s| s["trace_id"] == trace_id.as_str())
-            .collect()
-    };
     let names = ["POST /v1/orders", "redis order.lua", "consumer commit"];
-    let complete = poll_until(Duration::from_secs(15), || async {
-        let spans = mine();
-        names.iter().all(|n| named(&spans, n).is_some())
-    })
-    .await;
-    let spans = mine();
-    assert!(complete, "the trace is incomplete: {spans:#?}");
+    let spans = trace_holding(&receiver, trace_id, &names).await;
     let server = named(&spans, names[0]).unwrap();
     assert_eq!(server["parent_span_id"], CALLER_SPAN);
     assert_eq!(server["attributes"]["stockd.outcome"], "reserved");
@@ -268,19 +275,8 @@ async fn an_orders_confirm_is_traced_as_a_reservations_is() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let mine = || -> Vec<Value> {
-        (receiver.spans().into_iter())
-            .filter(|s| s["trace_id"] == trace_id.as_str())
-            .collect()
-    };
     let names = ["POST /v1/orders/{order_id}/confirm", "lifecycle confirm"];
-    let complete = poll_until(Duration::from_secs(15), || async {
-        let spans = mine();
-        names.iter().all(|n| named(&spans, n).is_some())
-    })
-    .await;
-    let spans = mine();
-    assert!(complete, "the trace is incomplete: {spans:#?}");
+    let spans = trace_holding(&receiver, trace_id, &names).await;
     let server = named(&spans, names[0]).unwrap();
     let confirm = named(&spans, names[1]).unwrap();
     assert_eq!(confirm["parent_span_id"], server["span_id"]);
