@@ -135,7 +135,11 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
   -- time lives in the buyer's hash beside the live-unit count, so an
   -- admitted reservation writes both in the one HSET it needs anyway: the
   -- limit costs no extra command on the way to a reservation.
-  local next_tat, wait = buyer_rate(buyer[2], now_ms, rps, burst)
+  -- (asked only with the limit on: no call per request when it is off)
+  local next_tat, wait = nil, nil
+  if rps > 0 then
+    next_tat, wait = buyer_rate(buyer[2], now_ms, rps, burst)
+  end
   if wait then
     return {'RATE_LIMITED', wait}
   end
