@@ -9,7 +9,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Params, Value};
 
 use super::due::DUE;
-pub use super::ledger::snapshot::snapshot_opts;
+pub use super::ledger::snapshot::begin_snapshot;
 use super::DbError;
 use crate::domain::{ReservationStatus, SkuId};
 

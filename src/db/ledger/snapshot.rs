@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{IsolationLevel, TxOpts};
+use mysql_async::{Conn, IsolationLevel, Transaction, TxOpts};
 
 use crate::db::sql_text::SqlText;
 use crate::db::{ledger, DbError};
@@ -14,13 +14,15 @@ use crate::domain::{RequestId, ReservationStatus, SkuId};
 /// Ledger ids looked up per query.
 const LOOKUP_CHUNK: usize = 500;
 
-/// A read-only transaction that sees one consistent snapshot.
-pub fn snapshot_opts() -> TxOpts {
+/// Starts a read-only transaction on `conn` that sees one consistent
+/// snapshot: every read of the audit and of the comparison of the stores
+/// begins here.
+pub async fn begin_snapshot(conn: &mut Conn) -> Result<Transaction<'_>, DbError> {
     let mut opts = TxOpts::default();
     opts.with_consistent_snapshot(true)
         .with_isolation_level(IsolationLevel::RepeatableRead)
         .with_readonly(true);
-    opts
+    Ok(conn.start_transaction(opts).await?)
 }
 
 /// Ledger status of each of `ids` that has a row (any status).

@@ -6,7 +6,7 @@
 //! snapshot. Why this order: the module documentation of
 //! [`crate::ops::compare`].
 
-use crate::db::ledger::snapshot::{ledger_statuses, snapshot_opts};
+use crate::db::ledger::snapshot::{begin_snapshot, ledger_statuses};
 use crate::db::{ledger, sku, Db, DbError};
 use crate::domain::SkuId;
 use crate::redis::RedisStore;
@@ -39,10 +39,7 @@ async fn compare_unbounded(
 ) -> Result<Comparison, CompareError> {
     let mut conn = db.conn().await?;
     let available_before = redis.skus().sku(sku_id).await?.map(|s| s.available);
-    let mut tx = conn
-        .start_transaction(snapshot_opts())
-        .await
-        .map_err(DbError::from)?;
+    let mut tx = begin_snapshot(&mut conn).await?;
     let row = sku::get(&mut tx, sku_id)
         .await?
         .ok_or(CompareError::UnknownSku(sku_id))?;

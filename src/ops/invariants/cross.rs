@@ -87,10 +87,7 @@ async fn ledger_in_redis(
     checks: &mut Checks,
 ) -> Result<(), InvariantCheckError> {
     let mut conn = res.db.conn().await?;
-    let mut tx = conn
-        .start_transaction(reads::snapshot_opts())
-        .await
-        .map_err(DbError::from)?;
+    let mut tx = reads::begin_snapshot(&mut conn).await?;
     let mut after = String::new();
     loop {
         let page = reads::live_rows_page(&mut tx, sku, &after, PAGE_ROWS).await?;
@@ -215,10 +212,7 @@ async fn buyer_counters(
     checks: &mut Checks,
 ) -> Result<(), InvariantCheckError> {
     let mut conn = res.db.conn().await?;
-    let mut tx = conn
-        .start_transaction(reads::snapshot_opts())
-        .await
-        .map_err(DbError::from)?;
+    let mut tx = reads::begin_snapshot(&mut conn).await?;
     let mut after = 0;
     loop {
         let page = reads::buyers_page(&mut tx, sku, after, PAGE_ROWS).await?;

@@ -22,10 +22,7 @@ pub(super) async fn global_checks(
     checks: &mut Checks,
 ) -> Result<Vec<SkuFacts>, InvariantCheckError> {
     let mut conn = res.db.conn().await?;
-    let mut tx = conn
-        .start_transaction(reads::snapshot_opts())
-        .await
-        .map_err(DbError::from)?;
+    let mut tx = reads::begin_snapshot(&mut conn).await?;
     let facts = reads::sku_facts(&mut tx, skus).await?;
     for wanted in skus {
         if !facts.iter().any(|f| f.sku_id == *wanted) {

@@ -16,7 +16,7 @@
 
 use super::{Checks, InvariantCheckError};
 use super::{ORDERS_WHOLE, ORDER_LINES_IN_LEDGER, ORDER_STATUS_MATCHES};
-use crate::db::invariants::snapshot_opts;
+use crate::db::invariants::begin_snapshot;
 use crate::db::orders::{self, OrderAudit};
 use crate::db::DbError;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
@@ -30,10 +30,7 @@ pub(super) async fn check(
     checks: &mut Checks,
 ) -> Result<(), InvariantCheckError> {
     let mut conn = res.db.conn().await?;
-    let mut tx = conn
-        .start_transaction(snapshot_opts())
-        .await
-        .map_err(DbError::from)?;
+    let mut tx = begin_snapshot(&mut conn).await?;
     let audit = orders::audit_all(&mut tx).await?;
     tx.commit().await.map_err(DbError::from)?;
     let wanted = |sku: u64| skus.is_empty() || skus.iter().any(|s| s.get() == sku);
