@@ -9,11 +9,12 @@
 //! folder is missing from it, or when a name does not match its source.
 //!
 //! Shared helpers: Lua in Redis cannot `require`, so a rule that several
-//! scripts apply (the sold-out marker, the buyer's limit and quota) lives
-//! once in `lua/lib/` and is joined ahead of each script that names it, when
-//! the script is first used: the text Redis runs is [`LuaScript::text`] (the
-//! script's `#!lua` line, the helpers, then the rest of the script). Why a
-//! join and not Redis Functions: docs/architecture.md, "Where each rule lives".
+//! scripts apply (the sold-out marker, the buyer's limit and quota, a held
+//! line's fit and record) lives once in `lua/lib/` and is joined ahead of
+//! each script that names it, when the script is first used: the text Redis
+//! runs is [`LuaScript::text`] (the script's `#!lua` line, the helpers, then
+//! the rest of the script). Why a join and not Redis Functions:
+//! docs/architecture.md, "Where each rule lives".
 
 use std::ops::Deref;
 use std::sync::OnceLock;
@@ -26,6 +27,13 @@ mod lib {
     pub const SOLDOUT: &str = include_str!("lua/lib/soldout.lua");
     /// The buyer's limit and quota give-back (`lua/lib/buyer.lua`).
     pub const BUYER: &str = include_str!("lua/lib/buyer.lua");
+    /// A held line: its fit, its record, a batch's writes of one SKU
+    /// (`lua/lib/hold.lua`); calls the two above, so joined after them.
+    pub const HOLD: &str = include_str!("lua/lib/hold.lua");
+    /// Every helper, in the order a script joins them (a helper calls only
+    /// those before it).
+    #[cfg(test)]
+    pub const ALL: [&str; 3] = [SOLDOUT, BUYER, HOLD];
 }
 
 /// One Lua script: its name (the file stem in `src/redis/lua/`), its source
@@ -114,13 +122,13 @@ impl Deref for LuaScript {
 pub static RESERVE: LuaScript = LuaScript::with(
     "reserve",
     include_str!("lua/reserve.lua"),
-    &[lib::SOLDOUT, lib::BUYER],
+    &[lib::SOLDOUT, lib::BUYER, lib::HOLD],
 );
 /// Admission of a whole order on a standalone Redis (`orders.rs`).
 pub static ORDER: LuaScript = LuaScript::with(
     "order",
     include_str!("lua/order.lua"),
-    &[lib::SOLDOUT, lib::BUYER],
+    &[lib::SOLDOUT, lib::BUYER, lib::HOLD],
 );
 /// An order's final status onto its record (`orders.rs`).
 pub static ORDER_MARK: LuaScript = LuaScript::new("order_mark", include_str!("lua/order_mark.lua"));
@@ -134,7 +142,7 @@ pub static ORDER_INTENT: LuaScript =
 pub static ORDER_HOLD: LuaScript = LuaScript::with(
     "order_hold",
     include_str!("lua/order_hold.lua"),
-    &[lib::BUYER],
+    &[lib::SOLDOUT, lib::BUYER, lib::HOLD],
 );
 /// An order held line by line: the commit (`order_intents.rs`).
 pub static ORDER_COMMIT: LuaScript =
@@ -305,24 +313,51 @@ mod tests {
             .collect()
     }
 
-    /// A script that calls a helper's function joins that helper, and one
-    /// that joins a helper calls it: a missing helper would fail in Redis
-    /// only when the call is reached ("attempt to call a nil value").
+    /// Whether `code` calls one of `helper`'s functions.
+    fn calls(code: &str, helper: &str) -> bool {
+        functions_of(helper)
+            .iter()
+            .any(|f| code.contains(&format!("{f}(")))
+    }
+
+    /// A script that calls a helper's function, itself or through another
+    /// helper it joins, joins that helper, and one that joins a helper calls
+    /// it: a missing helper would fail in Redis only when the call is reached
+    /// ("attempt to call a nil value"). A helper's own helpers come before
+    /// it in the join (a `local function` sees only the locals above it).
     #[test]
     fn every_script_joins_exactly_the_helpers_it_calls() {
         for script in ALL {
-            for helper in [lib::SOLDOUT, lib::BUYER] {
-                let calls = functions_of(helper)
-                    .iter()
-                    .any(|f| script.source.contains(&format!("{f}(")));
-                let joined = script.helpers.contains(&helper);
+            for (at, helper) in lib::ALL.iter().enumerate() {
                 let first = helper.lines().next().unwrap_or_default();
+                let by_helper = script
+                    .helpers
+                    .iter()
+                    .any(|h| h != helper && calls(h, helper));
+                let called = calls(script.source, helper) || by_helper;
+                let joined = script.helpers.contains(helper);
                 assert_eq!(
-                    calls, joined,
+                    called, joined,
                     "{}.lua and the helper `{first}`",
                     script.name
                 );
+                for later in &lib::ALL[at + 1..] {
+                    assert!(
+                        !calls(helper, later),
+                        "`{first}` calls a helper joined after it"
+                    );
+                }
             }
+            let order: Vec<usize> = script
+                .helpers
+                .iter()
+                .map(|h| lib::ALL.iter().position(|l| l == h).unwrap())
+                .collect();
+            assert!(
+                order.windows(2).all(|w| w[0] < w[1]),
+                "{}.lua joins its helpers out of lib::ALL's order",
+                script.name
+            );
         }
     }
 
@@ -337,10 +372,7 @@ mod tests {
         let code_at = text.find("local sku_key, outbox_key").unwrap();
         assert!(helper_at < code_at);
         assert_eq!(text.lines().filter(|l| l.starts_with("#!")).count(), 1);
-        let mut names: Vec<&str> = [lib::SOLDOUT, lib::BUYER]
-            .iter()
-            .flat_map(|h| functions_of(h))
-            .collect();
+        let mut names: Vec<&str> = lib::ALL.iter().flat_map(|h| functions_of(h)).collect();
         let all = names.len();
         names.sort_unstable();
         names.dedup();

@@ -84,6 +84,11 @@ const DETECTORS: &[Detector] = &[
         matches: |l| l.contains("'n', -") || (l.contains("'HDEL'") && l.contains("'n')")),
     },
     Detector {
+        name: "hold-record",
+        lang: Lang::Lua,
+        matches: |l| l.contains("'HSET'") && l.contains("'count'") && l.contains("'RESERVED'"),
+    },
+    Detector {
         name: "limit-rust",
         lang: Lang::Rust,
         matches: |l| l.contains("count >") && l.contains("limit"),
@@ -248,8 +253,8 @@ fn every_rule_in_the_table_has_one_home_and_no_second() {
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
-/// The check can fail: a copy of the sold-out marker's write in another
-/// script, of the expiry comparison or of a comparison of the two stores'
+/// The check can fail: a copy of the sold-out marker's write or of a held
+/// line's record write in another script, of the expiry comparison or of a comparison of the two stores'
 /// `available` in another Rust file, is reported with its file and line.
 #[test]
 fn a_second_home_is_reported_with_its_file_and_line() {
@@ -268,6 +273,14 @@ fn a_second_home_is_reported_with_its_file_and_line() {
     assert_eq!(
         second_homes(by("soldout-write"), "src/redis/lua/lib/soldout.lua", &lua),
         ["src/redis/lua/new.lua:2: redis.call('HSET', KEYS[1], 'soldout', '1')"]
+    );
+    let record = vec![(
+        "src/redis/lua/new.lua".to_string(),
+        "redis.call('HSET', KEYS[2], 'user', u, 'count', c, 'status', 'RESERVED')\n".to_string(),
+    )];
+    assert_eq!(
+        second_homes(by("hold-record"), "src/redis/lua/lib/hold.lua", &record),
+        ["src/redis/lua/new.lua:1: redis.call('HSET', KEYS[2], 'user', u, 'count', c, 'status', 'RESERVED')"]
     );
     let rust = vec![(
         "src/ops/new.rs".to_string(),

@@ -23,10 +23,11 @@
 -- once after the last order. An order costs the commands of its own keys.
 --
 -- Each line is held exactly as a single reservation of its SKU is
--- (reserve.lua): the record `res:<order_id>` (plus `order`, the order id),
--- the buyer's live units `n` (so `limit_per_user` counts order lines and
--- single reservations together), the stock, the winners set, the sold-out
--- marker. An order has ONE outbox entry, in its shard's stream (the first
+-- (reserve.lua), through the same helpers (lib/hold.lua: the line's fit, its
+-- record, the batch's writes of one SKU): the record `res:<order_id>` (plus
+-- `order`, the order id), the buyer's live units `n` (so `limit_per_user`
+-- counts order lines and single reservations together), the stock, the
+-- winners set, the sold-out marker. An order has ONE outbox entry, in its shard's stream (the first
 -- line's deduction carrying the whole line list, `order`), as an order held
 -- line by line has (order_commit.lua): one XADD and one XDEL per order, and
 -- a relay that reads only the SKUs' streams (a release before orders) never
@@ -79,14 +80,8 @@ local channel = ARGV[4]
 local max_lapsed = tonumber(ARGV[5])
 local rps, burst = tonumber(ARGV[6]), tonumber(ARGV[7])
 
--- One clock (Redis TIME) for every order of the batch.
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local created = string.format('%.0f', now_ms)
-local expires = string.format('%.0f', now_ms + ttl_ms)
-local record_ms = ttl_ms + retention_ms
--- As text once: a Lua number given to redis.call is printf'ed every time.
-local record_ms_text = string.format('%.0f', record_ms)
+-- One clock (Redis TIME) for every order of the batch (lib/hold.lua).
+local now_ms, created, expires, record_ms_text = hold_times(ttl_ms, retention_ms)
 
 -- Each SKU's hash as read once, with what the batch took of it so far.
 -- `skus_touched` keeps first-use order, so the shared writes are in a
@@ -204,30 +199,19 @@ local function order_one(k, a, n)
       end
       return {'MISMATCH'}
     end
-    -- the buyer's live units and lapsed holds (and rate limit), in one read
-    local buyer
-    if tats then
-      buyer = redis.call('HMGET', KEYS[ki + 2], 'n', 'x', 't')
-      local next_tat, wait = buyer_rate(buyer[3], now_ms, rps, burst)
-      if wait then
-        return {'REFUSED', tostring(i), 'RATE', wait}
-      end
-      tats[i] = {next_tat, not buyer[1] and not buyer[2]}
-    else
-      buyer = redis.call('HMGET', KEYS[ki + 2], 'n', 'x')
+    -- the line's fit (lib/hold.lua): the buyer's rate limit, lapses and
+    -- limit, then the stock; a refusal after the rate check notes the
+    -- attempts of lines 1..i
+    local why, said, bound, next_tat, alone = hold_fit(KEYS[ki + 2], count, sku.limit,
+      sku.available - sku.taken, now_ms, rps, burst, max_lapsed, ARGV[5])
+    if why == 'RATE_LIMITED' then
+      return {'REFUSED', tostring(i), 'RATE', said}
     end
-    local units = tonumber(buyer[1] or '0')
-    local why, said, bound = buyer_refusal(units, buyer[2], count, sku.limit, max_lapsed, ARGV[5])
+    if tats then
+      tats[i] = {next_tat, alone}
+    end
     if why then
       return refused_after_rate(k, i, tats, {'REFUSED', tostring(i), why, said, bound})
-    end
-    local left = sku.available - sku.taken
-    if left < count then
-      if left <= 0 then
-        return refused_after_rate(k, i, tats, {'REFUSED', tostring(i), 'SOLD_OUT'})
-      end
-      local said_left = string.format('%.0f', left)
-      return refused_after_rate(k, i, tats, {'REFUSED', tostring(i), 'INSUFFICIENT', said_left})
     end
     states[i] = sku
   end
@@ -265,14 +249,8 @@ local function order_one(k, a, n)
       redis.call('HSET', KEYS[ki + 2], 't', string.format('%.3f', tats[i][1]))
     end
     redis.call('PEXPIRE', KEYS[ki + 2], record_ms_text)
-    if client then
-      redis.call('HSET', KEYS[ki + 1], 'user', user_id, 'count', count, 'status', 'RESERVED',
-        'created_ms', created, 'expires_ms', expires, 'order', order_id, 'client', client)
-    else
-      redis.call('HSET', KEYS[ki + 1], 'user', user_id, 'count', count, 'status', 'RESERVED',
-        'created_ms', created, 'expires_ms', expires, 'order', order_id)
-    end
-    redis.call('PEXPIRE', KEYS[ki + 1], record_ms_text)
+    hold_record(KEYS[ki + 1], record_ms_text, user_id, count, created, expires, order_id, nil,
+      client)
     sku.taken = sku.taken + tonumber(count)
     sku.winners[#sku.winners + 1] = order_id
     reply[#reply + 1] = sku.available - sku.taken
@@ -288,14 +266,6 @@ local function order_one(k, a, n)
   return reply
 end
 
--- A command error (a key of the wrong type, memory exhausted mid-way) as text.
-local function error_text(err)
-  if type(err) == 'table' then
-    return tostring(err.err or err[1] or 'error')
-  end
-  return tostring(err)
-end
-
 local replies = {}
 local k, a = 1, 8
 while a <= #ARGV do
@@ -304,25 +274,17 @@ while a <= #ARGV do
   if ok then
     replies[#replies + 1] = reply
   else
-    replies[#replies + 1] = {'ERROR', error_text(reply)}
+    replies[#replies + 1] = {'ERROR', hold_error_text(reply)}
   end
   k = k + 2 + 4 * n
   a = a + 5 + 2 * n
 end
 
--- 4. the shared writes, once per SKU for the batch
+-- 4. the shared writes, once per SKU for the batch (lib/hold.lua; a line is
+-- never of a split SKU here, so every SKU counts as drained)
 for _, sku_key in ipairs(skus_touched) do
   local sku = skus[sku_key]
-  if sku.taken > 0 then
-    local left = redis.call('HINCRBY', sku_key, 'available', -sku.taken)
-    redis.call('SADD', sku.winners_key, unpack(sku.winners))
-    redis.call('PEXPIRE', sku.winners_key, record_ms_text)
-    if left <= 0 then
-      -- durable marker + broadcast (told even when it was up): every api
-      -- node flags the SKU sold out
-      soldout_set(sku_key)
-      soldout_tell(channel, sku.sku_id, true)
-    end
-  end
+  hold_batch_writes(sku_key, sku.winners_key, sku.taken, sku.winners, record_ms_text, true, channel,
+    sku.sku_id)
 end
 return replies

@@ -4,7 +4,10 @@
 -- reservation whose request id is the order id would be (the record, the
 -- buyer's live units, the stock, the winners set), tagged with the order id
 -- and the attempt, and with no outbox entry: the order's one entry is
--- written by the commit (order_commit.lua).
+-- written by the commit (order_commit.lua). The line's fit (rate limit,
+-- buyer's rules, stock) and its record are lib/hold.lua's, as for a
+-- reservation and a line of order.lua; the replay (HELD), the tombstone and
+-- deadline, DRY and CONTENDED are this script's.
 --
 -- A hold is not yet a sale: its attempt may still fail on a later line and
 -- give the units back (docs/architecture.md, "Orders", an attempt bound to
@@ -59,7 +62,6 @@ local sku_key, res_key, buyer_key, winners_key, tomb_key = KEYS[1], KEYS[2], KEY
 local pending_key = KEYS[6]
 local order_id, user_id, count_arg, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local count = tonumber(count_arg)
-local record_ms = tonumber(ARGV[7])
 
 local sku = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'drained')
 local buckets = sku[3] or '1'
@@ -92,20 +94,17 @@ if not (sku[1] and sku[2]) then
 end
 local drained = buckets == '1' or sku[4] == '1'
 local available, limit = tonumber(sku[1]), tonumber(sku[2])
-local buyer = redis.call('HMGET', buyer_key, 'n', 'x', 't')
-local max_lapsed = tonumber(ARGV[10] or '0')
-local next_tat, wait = buyer_rate(buyer[3], now_ms, tonumber(ARGV[12] or '0'), tonumber(ARGV[13]))
-if wait then
-  return {'RATE_LIMITED', wait}
+-- The line's fit (lib/hold.lua): the buyer's rate limit, lapses and limit,
+-- then the stock; a refusal after the rate check still records the attempt.
+local why, said, bound, next_tat, alone, bought = hold_fit(buyer_key, count, limit, available,
+  now_ms, tonumber(ARGV[12] or '0'), tonumber(ARGV[13]), tonumber(ARGV[10] or '0'), ARGV[10])
+if why == 'RATE_LIMITED' then
+  return {why, said}
 end
--- A refusal below still records the attempt (rate limit on).
-local alone = not buyer[1] and not buyer[2]
 local function refuse(reply)
   return buyer_note_attempt(reply, buyer_key, next_tat, now_ms, alone)
 end
-local bought = tonumber(buyer[1] or '0')
-local why, said, bound = buyer_refusal(bought, buyer[2], count, limit, max_lapsed, ARGV[10])
-if why then
+if why and why ~= 'SOLD_OUT' and why ~= 'INSUFFICIENT' then
   return refuse({why, said, bound})
 end
 -- The units other attempts hold here and may still give back: the notes
@@ -124,7 +123,10 @@ local function pending_elsewhere()
   return units
 end
 
-if available < count then
+-- Too few units: a split bucket that is not drained asks for a lease first
+-- (DRY, not an attempt); units other attempts may give back are CONTENDED;
+-- else the stock's refusal.
+if why then
   if not drained then
     return {'DRY', string.format('%.0f', available)}
   end
@@ -133,10 +135,7 @@ if available < count then
     return refuse({'CONTENDED', string.format('%.0f', math.max(available, 0)),
       string.format('%.0f', pending)})
   end
-  if available <= 0 then
-    return refuse({'SOLD_OUT'})
-  end
-  return refuse({'INSUFFICIENT', string.format('%.0f', available)})
+  return refuse({why, said})
 end
 
 local left = redis.call('HINCRBY', sku_key, 'available', -count)
@@ -146,18 +145,11 @@ if next_tat then
 else
   redis.call('HSET', buyer_key, 'n', string.format('%.0f', bought + count))
 end
-redis.call('PEXPIRE', buyer_key, record_ms)
-if requester ~= '' then
-  redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
-    'created_ms', ARGV[5], 'expires_ms', ARGV[6], 'order', order_id, 'attempt', attempt,
-    'client', client)
-else
-  redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
-    'created_ms', ARGV[5], 'expires_ms', ARGV[6], 'order', order_id, 'attempt', attempt)
-end
-redis.call('PEXPIRE', res_key, record_ms)
+redis.call('PEXPIRE', buyer_key, ARGV[7])
+hold_record(res_key, ARGV[7], user_id, count_arg, ARGV[5], ARGV[6], order_id, attempt,
+  requester ~= '' and client or nil)
 redis.call('SADD', winners_key, order_id)
-redis.call('PEXPIRE', winners_key, record_ms)
+redis.call('PEXPIRE', winners_key, ARGV[7])
 redis.call('HSET', pending_key, order_id, count_arg .. ':' .. ARGV[9])
 local note_life = deadline_ms - now_ms + 1000
 if redis.call('PTTL', pending_key) < note_life then

@@ -17,6 +17,10 @@
 -- What the batch shares (the SKU hash, the clock, the outbox length) is read
 -- once, and its shared writes (stock, winners, the sold-out flag) are made
 -- once after the last request: a request costs the commands of its own keys.
+-- A reservation is a hold of one line: its fit (rate limit, buyer's rules,
+-- stock), its record and the batch's shared writes are lib/hold.lua's, the
+-- same as a line of order.lua and of order_hold.lua; the replay, DRY and
+-- the outbox entry are this script's.
 --
 -- KEYS[1] sku hash        (available, limit, total)
 -- KEYS[2] outbox stream
@@ -83,15 +87,9 @@ local loaded = sku[1] and sku[2]
 local available = tonumber(sku[1] or '0')
 local limit = tonumber(sku[2] or '0')
 
--- One clock (Redis TIME) for every api node and every request of the batch.
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local created = string.format('%.0f', now_ms)
-local expires = string.format('%.0f', now_ms + ttl_ms)
-local record_ms = ttl_ms + retention_ms
--- As text once: a Lua number given to redis.call is printf'ed every time
--- (5 % of the script's instructions under callgrind, two PEXPIREs a request).
-local record_ms_text = string.format('%.0f', record_ms)
+-- One clock (Redis TIME) for every api node and every request of the batch
+-- (lib/hold.lua).
+local now_ms, created, expires, record_ms_text = hold_times(ttl_ms, retention_ms)
 local outbox_len = redis.call('XLEN', outbox_key)
 local taken = 0
 local winners = {}
@@ -126,52 +124,30 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
     return {'NOT_LOADED'}
   end
 
-  local buyer = redis.call('HMGET', buyer_key, 'n', 't', 'x')
-  local bought = tonumber(buyer[1] or '0')
-
-  -- 3. the buyer's rate limit (lib/buyer.lua), after the replay check (a
-  -- replay is never limited). An allowed attempt counts whatever the checks
-  -- below decide (it is an attempt), so a bot cannot probe for free. The
-  -- time lives in the buyer's hash beside the live-unit count, so an
-  -- admitted reservation writes both in the one HSET it needs anyway: the
-  -- limit costs no extra command on the way to a reservation.
-  -- (asked only with the limit on: no call per request when it is off)
-  local next_tat, wait = nil, nil
-  if rps > 0 then
-    next_tat, wait = buyer_rate(buyer[2], now_ms, rps, burst)
-  end
-  if wait then
-    return {'RATE_LIMITED', wait}
-  end
-  -- A refusal below still records the attempt (rate limit on).
-  local alone = not buyer[1] and not buyer[3]
-  local function refuse(reply)
-    return buyer_note_attempt(reply, buyer_key, next_tat, now_ms, alone)
-  end
-
-  -- 4. the buyer's rules (lib/buyer.lua): the cap on holds that lapsed
-  -- unpaid (`x`, read by the HMGET above: no command of its own), then the
-  -- per-buyer limit from the SKU config held in Redis
-  local why, said, bound = buyer_refusal(bought, buyer[3], count, limit, max_lapsed, ARGV[10])
-  if why then
-    return refuse({why, said, bound})
-  end
-
-  -- 5. stock (a split bucket that is not drained asks for a lease first)
+  -- 3.-5. the line's fit (lib/hold.lua): the buyer's rate limit (after the
+  -- replay check: a replay is never limited; an allowed attempt counts
+  -- whatever the checks below decide, so a bot cannot probe for free), the
+  -- cap on lapsed holds and the per-buyer limit, then the stock. The rate
+  -- limit's time lives in the buyer's hash beside the live-unit count, so an
+  -- admitted reservation writes both in the one HSET it needs anyway.
   local left = available - taken
-  if left < count and not drained then
-    return {'DRY', string.format('%.0f', left)}
+  local why, said, bound, next_tat, alone, bought = hold_fit(buyer_key, count, limit, left, now_ms,
+    rps, burst, max_lapsed, ARGV[10])
+  if why == 'RATE_LIMITED' then
+    return {why, said}
   end
-  if left < count then
-    if left <= 0 then
-      return refuse({'SOLD_OUT'})
+  if why then
+    -- a split bucket that is not drained asks for a lease first (not an attempt)
+    if not drained and (why == 'SOLD_OUT' or why == 'INSUFFICIENT') then
+      return {'DRY', string.format('%.0f', left)}
     end
-    return refuse({'INSUFFICIENT', string.format('%.0f', left)})
+    -- a refusal still records the attempt (rate limit on)
+    return buyer_note_attempt({why, said, bound}, buyer_key, next_tat, now_ms, alone)
   end
 
   -- bounded outbox: when the broker stops confirming, refuse instead of growing forever
   if outbox_len >= outbox_max then
-    return refuse({'BACKPRESSURE'})
+    return buyer_note_attempt({'BACKPRESSURE'}, buyer_key, next_tat, now_ms, alone)
   end
 
   -- 6. this request's writes; the shared ones follow the loop
@@ -186,34 +162,22 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
   -- republish tells the same body (docs/contract.md §18); the owner goes
   -- with the deduction to the ledger row
   local left = string.format('%.0f', available - taken - count)
+  hold_record(res_key, record_ms_text, user_id, count_arg, created, expires, nil, nil, client)
   local entry
   if client then
-    redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
-      'created_ms', created, 'expires_ms', expires, 'client', client)
     entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
       'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires,
       'available', left, 'client', client)
   else
-    redis.call('HSET', res_key, 'user', user_id, 'count', count_arg, 'status', 'RESERVED',
-      'created_ms', created, 'expires_ms', expires)
     entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
       'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires,
       'available', left)
   end
-  redis.call('PEXPIRE', res_key, record_ms_text)
   -- counted only once every write of the request is made
   taken = taken + count
   outbox_len = outbox_len + 1
   winners[#winners + 1] = request_id
   return {'OK', left, created, expires, entry}
-end
-
--- A command error (a key of the wrong type, memory exhausted mid-way) as text.
-local function error_text(err)
-  if type(err) == 'table' then
-    return tostring(err.err or err[1] or 'error')
-  end
-  return tostring(err)
 end
 
 local replies = {}
@@ -223,20 +187,10 @@ for i = 1, requests do
   if ok then
     replies[i] = reply
   else
-    replies[i] = {'ERROR', error_text(reply)}
+    replies[i] = {'ERROR', hold_error_text(reply)}
   end
 end
 
--- 7. the shared writes, once for the batch
-if taken > 0 then
-  local left = redis.call('HINCRBY', sku_key, 'available', -taken)
-  redis.call('SADD', winners_key, unpack(winners))
-  redis.call('PEXPIRE', winners_key, record_ms_text)
-  if left <= 0 and drained then
-    -- durable marker + broadcast (told even when it was up): every api node
-    -- flags the SKU (bucket) sold out locally
-    soldout_set(sku_key)
-    soldout_tell(channel, subject, true)
-  end
-end
+-- 7. the shared writes, once for the batch (lib/hold.lua)
+hold_batch_writes(sku_key, winners_key, taken, winners, record_ms_text, drained, channel, subject)
 return replies
