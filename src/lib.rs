@@ -30,7 +30,8 @@
 //! - [`mq`] (floor 3): RabbitMQ topology, the deduction message's wire format,
 //!   confirming publisher, deliveries and their settling, trace context.
 //! - [`db`] (floor 3): all SQL: MySQL pool, migrations, `sku_stock`, the ledger
-//!   by concern, orders, movements, the event outbox, audit and console reads.
+//!   by concern, orders, a hold's statements for both (`holds`), movements,
+//!   the event outbox, audit and console reads.
 //! - [`alert`] (floor 3): the reconciler's webhook alerts.
 //! - [`otel`] (floor 3): distributed traces (OpenTelemetry, OTLP export, W3C
 //!   context).

@@ -4,6 +4,7 @@ pub mod codes;
 pub mod console;
 pub mod due;
 pub mod event_outbox;
+pub mod holds;
 pub mod invariants;
 pub mod ledger;
 pub mod migrate;

@@ -1,12 +1,13 @@
 //! The `orders` table (`sql/0007_orders.sql`): one row per order the
 //! consumer applied, holding the order's own state. Its lines are ledger rows
 //! (`ledger`, `order_line = 1`); `ops::lifecycle` decides an order's
-//! transitions over both under the ledger lock protocol (`lifecycle::order`).
+//! transitions over both under the ledger lock protocol (`lifecycle::order`),
+//! with the statements every hold shares (`db::holds`: finish, extend,
+//! restore an extension, the sweep's search).
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
-use super::due::DUE;
 use super::DbError;
 use crate::domain::{OrderLines, RequestId, ReservationStatus, UserId};
 
@@ -84,92 +85,6 @@ pub async fn find_for_update(
         )
         .await?;
     Ok(raw.map(from_raw))
-}
-
-/// The conditional update of a locked `RESERVED` order row to its final state.
-pub async fn finish_locked(
-    tx: &mut Transaction<'_>,
-    order_id: &RequestId,
-    target: ReservationStatus,
-    why: Option<&str>,
-    now_ms: u64,
-) -> Result<(), DbError> {
-    tx.exec_drop(
-        "UPDATE orders SET status = ?, reason = ?, finished_at_ms = ?
-         WHERE order_id = ? AND status = 'RESERVED'",
-        (target.as_str(), why, now_ms, order_id.as_str()),
-    )
-    .await?;
-    assert_eq!(
-        tx.affected_rows(),
-        1,
-        "the order row is locked and was RESERVED"
-    );
-    Ok(())
-}
-
-/// Moves a locked `RESERVED` order row's `expires_at_ms` by `by_ms`, unless
-/// it had `max` extensions already; the row's extensions now, or `None`.
-pub async fn extend_locked(
-    tx: &mut Transaction<'_>,
-    order: &OrderRow,
-    by_ms: u64,
-    max: u32,
-) -> Result<Option<u32>, DbError> {
-    tx.exec_drop(
-        "UPDATE orders SET expires_at_ms = expires_at_ms + ?, extensions = extensions + 1
-         WHERE order_id = ? AND status = 'RESERVED' AND extensions < ?",
-        (by_ms, order.order_id.as_str(), max),
-    )
-    .await?;
-    Ok((tx.affected_rows() == 1).then_some(order.extensions + 1))
-}
-
-/// Moves a locked `RESERVED` order row to the time and count of extensions
-/// its Redis record proves (MySQL lost the commit of the difference), when
-/// it is the same admission (`reserved_at_ms`) and has fewer extensions and
-/// an earlier time. Whether it moved; if so the caller moves the lines too
-/// (`ledger::settle::restore_line_extension`), in the same transaction.
-pub async fn restore_extension_locked(
-    tx: &mut Transaction<'_>,
-    order: &OrderRow,
-    expires_at_ms: u64,
-    extensions: u32,
-) -> Result<bool, DbError> {
-    tx.exec_drop(
-        "UPDATE orders SET expires_at_ms = ?, extensions = ?
-         WHERE order_id = ? AND status = 'RESERVED' AND reserved_at_ms = ?
-           AND extensions < ? AND expires_at_ms < ?",
-        (
-            expires_at_ms,
-            extensions,
-            order.order_id.as_str(),
-            order.reserved_at_ms,
-            extensions,
-            expires_at_ms,
-        ),
-    )
-    .await?;
-    Ok(tx.affected_rows() == 1)
-}
-
-/// Ids of `RESERVED` orders that expired before `cutoff_ms`, at most `limit`
-/// (index `idx_orders_status_expiry`), oldest first.
-pub async fn expired_ids<Q: Queryable>(
-    q: &mut Q,
-    cutoff_ms: u64,
-    limit: usize,
-) -> Result<Vec<String>, DbError> {
-    let ids = q
-        .exec(
-            format!(
-                "SELECT order_id FROM orders WHERE status = 'RESERVED' AND {DUE}
-                 ORDER BY expires_at_ms LIMIT {limit}"
-            ),
-            (cutoff_ms,),
-        )
-        .await?;
-    Ok(ids)
 }
 
 /// An order as the invariant check reads it: the row's lines and status,

@@ -16,7 +16,8 @@
 //! check was committed in MySQL first, so the release cannot take it.
 
 use crate::clock::unix_ms;
-use crate::db::ledger::{self, settle};
+use crate::db::holds::{self, Search};
+use crate::db::ledger;
 use crate::db::Db;
 use crate::domain::{is_due, RequestId, Requester, ReservationStatus, SkuId};
 use crate::redis::RedisStore;
@@ -58,7 +59,7 @@ pub async fn pass(
     let skus = db
         .bounded(async {
             let mut conn = db.conn().await?;
-            settle::skus_with_expired(&mut conn, cutoff_ms, SKUS_MAX).await
+            holds::skus_with_expired(&mut conn, cutoff_ms, SKUS_MAX).await
         })
         .await?;
     let mut swept = Swept::default();
@@ -103,7 +104,7 @@ async fn release_expired_orders(
     let ids = db
         .bounded(async {
             let mut conn = db.conn().await?;
-            crate::db::orders::expired_ids(&mut conn, cutoff_ms, batch).await
+            holds::expired_ids(&mut conn, Search::Orders, cutoff_ms, batch).await
         })
         .await?;
     let mut released = 0;
@@ -138,7 +139,8 @@ async fn reapply_lost_confirms(
     let ids = db
         .bounded(async {
             let mut conn = db.conn().await?;
-            settle::expired_ids(&mut conn, sku_id, cutoff_ms, batch).await
+            let singles = Search::Singles(sku_id);
+            holds::expired_ids(&mut conn, singles, cutoff_ms, batch).await
         })
         .await?;
     let mut reapplied = 0;

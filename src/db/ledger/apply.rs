@@ -12,18 +12,17 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
 use super::apply_order::{apply_orders, expand, OrderCheck};
 use super::first_telling::first_expiry;
-use super::held::buyers_live_units;
+use super::held::{buyers_live_units, take_fitted};
 use super::insert::{insert_rows, note_inserted, NewRow};
-use super::{reason, tx_opts, BatchReport, Readmission, INSERT_CHUNK_ROWS};
+use super::known::{existing_rows, KnownRow};
+use super::{reason, tx_opts, BatchReport, Readmission};
 use crate::clock::unix_ms;
 use crate::db::event_outbox;
 use crate::db::sku::{self, SkuRow};
-use crate::db::sql_text::SqlText;
 use crate::db::{Db, DbError};
 use crate::domain::admission::{admit, Claim};
 use crate::domain::{Deduction, ReservationStatus, SkuId, UserId};
@@ -188,13 +187,7 @@ async fn apply_sku(
     };
     let held = buyers_live_units(tx, sku_id, &fresh).await?;
     let (mut rows, taken) = fit(fresh, &row, &held, report);
-    if taken > 0 {
-        let took = sku::take(tx, sku_id, taken).await?;
-        assert!(
-            took,
-            "the SKU row is locked and the fit was computed under the lock"
-        );
-    }
+    take_fitted(tx, sku_id, taken).await?;
     note_inserted(out, &mut rows, unix_ms());
     insert_rows(tx, &rows).await
 }
@@ -276,20 +269,6 @@ fn retell(
     }
 }
 
-/// A ledger row of a deduction being applied again (a duplicate).
-struct KnownRow {
-    created_ms: u64,
-    expires_ms: u64,
-    user_id: u64,
-    count: u32,
-    status: String,
-    reason: Option<String>,
-    /// Moves of the deadline since the row was written (`extend`).
-    extensions: u32,
-    /// The available its first telling said (NULL before 0008).
-    told_available: Option<i64>,
-}
-
 /// The admission rule over the locked SKU `row`: one ledger row per deduction
 /// (`RESERVED`, or `REJECTED` with the reason) and the units to take.
 fn fit<'a>(
@@ -320,52 +299,4 @@ fn fit<'a>(
         }
     }
     (rows, admitted.taken)
-}
-
-/// Ledger rows of `msgs` already present, by request id.
-async fn existing_rows(
-    tx: &mut Transaction<'_>,
-    sku_id: SkuId,
-    msgs: &[&Deduction],
-) -> Result<HashMap<String, KnownRow>, DbError> {
-    type Raw = (
-        String,
-        u64,
-        u64,
-        u64,
-        u32,
-        String,
-        Option<String>,
-        u32,
-        Option<i64>,
-    );
-    let mut found = HashMap::new();
-    for chunk in msgs.chunks(INSERT_CHUNK_ROWS) {
-        let mut sql = SqlText::new(
-            "SELECT deduct_request_id, reserved_at_ms, expires_at_ms, user_id, deduct_count,
-                    status, reason, extensions, told_available
-             FROM stock_deduct_idempotent WHERE sku_id = ",
-        );
-        sql.int(sku_id.get())
-            .raw(" AND deduct_request_id IN (")
-            .request_ids(chunk.iter().map(|m| &m.request_id))
-            .raw(")");
-        let rows: Vec<Raw> = tx.query(sql.finish()).await?;
-        found.extend(rows.into_iter().map(
-            |(id, created_ms, expires_ms, user_id, count, status, reason, extensions, told)| {
-                let known = KnownRow {
-                    created_ms,
-                    expires_ms,
-                    user_id,
-                    count,
-                    status,
-                    reason,
-                    extensions,
-                    told_available: told,
-                };
-                (id, known)
-            },
-        ));
-    }
-    Ok(found)
 }

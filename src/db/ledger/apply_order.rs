@@ -12,6 +12,15 @@
 //! the batch expands it into every line first ([`expand`]): an order is
 //! applied whole whichever of its messages (the api's, a relay's republish of
 //! one line's entry) arrives first; the later ones are duplicates.
+//!
+//! Why not one fit with `apply.rs`'s: a single reservation is fitted alone
+//! within its SKU (one refused leaves the others of the SKU admitted), an
+//! order all or nothing across its SKUs, so its fit must see every SKU of the
+//! run before any row is written, and it tells one event per order, not per
+//! row. Every step the two share has one home: the admission rule
+//! (`domain::admission`), the buyers' live units and the take (`held`), the
+//! rows already there (`known`), the inserts (`insert`), the deadline a
+//! duplicate is told again with (`first_telling`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -19,8 +28,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::Transaction;
 
 use super::first_telling::first_expiry;
-use super::held::buyers_live_units;
+use super::held::{buyers_live_units, take_fitted};
 use super::insert::{insert_rows, NewRow};
+use super::known::existing_rows;
 use super::{reason, BatchReport, INSERT_CHUNK_ROWS};
 use crate::clock::unix_ms;
 use crate::db::sku::{self, SkuRow};
@@ -135,7 +145,10 @@ pub(super) async fn apply_orders(
     for (sku_id, lines) in &by_sku {
         let row = sku::lock_noted(tx, *sku_id, out).await?;
         let known = match check {
-            OrderCheck::LookedUp => known_lines(tx, *sku_id, lines).await?,
+            OrderCheck::LookedUp => existing_rows(tx, *sku_id, lines)
+                .await?
+                .into_keys()
+                .collect(),
             OrderCheck::ByInsert => HashSet::new(),
         };
         let held = match row {
@@ -157,13 +170,7 @@ pub(super) async fn apply_orders(
         order_rows.push((&lines[0], failed));
     }
     for (sku_id, fit) in &fits {
-        if fit.taken > 0 {
-            let took = sku::take(tx, *sku_id, fit.taken).await?;
-            assert!(
-                took,
-                "the SKU row is locked and the fit was computed under the lock"
-            );
-        }
+        take_fitted(tx, *sku_id, fit.taken).await?;
     }
     let told = note_orders(out, &order_rows, unix_ms());
     for row in &mut rows {
@@ -423,27 +430,6 @@ async fn told_availables(
         order.told_available.insert(sku, told);
     }
     Ok(())
-}
-
-/// The request ids of `lines` (all of SKU `sku_id`) that already hold a
-/// ledger row of that SKU.
-async fn known_lines(
-    tx: &mut Transaction<'_>,
-    sku_id: SkuId,
-    lines: &[&Deduction],
-) -> Result<HashSet<String>, DbError> {
-    let mut known = HashSet::new();
-    for chunk in lines.chunks(INSERT_CHUNK_ROWS) {
-        let mut sql =
-            SqlText::new("SELECT deduct_request_id FROM stock_deduct_idempotent WHERE sku_id = ");
-        sql.int(sku_id.get())
-            .raw(" AND deduct_request_id IN (")
-            .request_ids(chunk.iter().map(|l| &l.request_id))
-            .raw(")");
-        let found: Vec<String> = tx.query(sql.finish()).await?;
-        known.extend(found);
-    }
-    Ok(known)
 }
 
 /// The order rows: `RESERVED`, or `REJECTED` with the first failing line's

@@ -1,6 +1,7 @@
 //! The live units each buyer holds of a SKU, read under the SKU row lock:
 //! the quota a single reservation and an order line are both fitted
-//! against (`apply.rs`, `apply_order.rs`), so it is read one way for both.
+//! against (`apply.rs`, `apply_order.rs`), so it is read one way for both;
+//! and the units a fit admitted, taken from the locked SKU row.
 
 use std::collections::{HashMap, HashSet};
 
@@ -9,7 +10,7 @@ use mysql_async::Transaction;
 
 use super::INSERT_CHUNK_ROWS;
 use crate::db::sql_text::SqlText;
-use crate::db::DbError;
+use crate::db::{sku, DbError};
 use crate::domain::{Deduction, SkuId};
 
 /// Live (RESERVED + CONFIRMED) units each buyer of `msgs` holds of the SKU
@@ -41,4 +42,21 @@ pub(super) async fn buyers_live_units(
         held.extend(rows);
     }
     Ok(held)
+}
+
+/// Takes the `units` a fit under the SKU row lock admitted (none: no
+/// statement). The fit read the locked row, so the guard cannot refuse.
+pub(super) async fn take_fitted(
+    tx: &mut Transaction<'_>,
+    sku_id: SkuId,
+    units: i64,
+) -> Result<(), DbError> {
+    if units > 0 {
+        let took = sku::take(tx, sku_id, units).await?;
+        assert!(
+            took,
+            "the SKU row is locked and the fit was computed under the lock"
+        );
+    }
+    Ok(())
 }

@@ -1,6 +1,6 @@
 //! The `stock_deduct_idempotent` ledger (contract §4), one file per concern: the
 //! consumer's batched apply (`apply`, orders in `apply_order`, with what both
-//! read in `held` and retell by in `first_telling`) and its inserts (`insert`), reads
+//! read in `held` and `known` and retell by in `first_telling`) and its inserts (`insert`), reads
 //! (`read`), final states ([`settle`]) and consistent-snapshot lookups
 //! ([`snapshot`]). This file holds the row and report types they share.
 
@@ -9,6 +9,7 @@ mod apply_order;
 mod first_telling;
 mod held;
 mod insert;
+mod known;
 mod order_chunks;
 mod read;
 pub mod settle;

@@ -5,7 +5,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Params, Transaction};
 
 use super::LedgerRow;
-use crate::db::due::DUE;
+use crate::db::holds::Search;
 use crate::db::DbError;
 use crate::domain::{RequestId, ReservationStatus, SkuId, UserId};
 
@@ -159,19 +159,18 @@ pub async fn live_units<Q: Queryable>(q: &mut Q, sku_id: SkuId) -> Result<i64, D
     Ok(sum.flatten().unwrap_or(0))
 }
 
-/// Expired `RESERVED` rows of one SKU, locked; rows another closer holds are
-/// skipped (`SKIP LOCKED`), so concurrent sweeps split the work.
+/// Expired `RESERVED` single reservations of one SKU (the sweep's search,
+/// `db::holds`), locked; rows another closer holds are skipped (`SKIP
+/// LOCKED`), so concurrent sweeps split the work.
 pub async fn expired_for_update(
     tx: &mut Transaction<'_>,
     sku_id: SkuId,
     cutoff_ms: u64,
     limit: usize,
 ) -> Result<Vec<LedgerRow>, DbError> {
-    let rest = format!(
-        "WHERE sku_id = ? AND status = 'RESERVED' AND {DUE} AND order_line = 0
-         ORDER BY expires_at_ms LIMIT {limit} FOR UPDATE SKIP LOCKED"
-    );
-    rows_where(tx, &rest, (sku_id.get(), cutoff_ms)).await
+    let (due, params) = Search::Singles(sku_id).due(cutoff_ms);
+    let rest = format!("WHERE {due} ORDER BY expires_at_ms LIMIT {limit} FOR UPDATE SKIP LOCKED");
+    rows_where(tx, &rest, params).await
 }
 
 /// Decided rows whose Redis mirror has not succeeded, oldest first. The finish

@@ -1,39 +1,24 @@
-//! The conditional updates that settle a reservation in the ledger: the
-//! `RESERVED` → final-state update (with the stock given back on a release),
-//! the extension of a `RESERVED` row's time to pay (and its restoring, when a
-//! failover lost an extension the Redis mirror proves), clearing the
-//! Redis-mirror flag, and the sweep's search for SKUs with expired rows.
-//! `ops::lifecycle` decides when; the SQL lives here.
+//! What settling a ledger row does beyond its one statement: the stock
+//! given back on a release and the events, the extension's count read
+//! back, many rows of one SKU released at once, and the Redis-mirror flag
+//! cleared. The statements that decide a hold, a ledger row's and an order
+//! row's alike, live in `db::holds`; `ops::lifecycle` decides when.
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Transaction};
+use mysql_async::Transaction;
 
 use super::LedgerRow;
-use crate::db::due::DUE;
+use crate::db::holds::{self, HoldKey};
 use crate::db::sql_text::SqlText;
 use crate::db::{sku, DbError};
 use crate::domain::Deduction;
 use crate::domain::{RequestId, ReservationStatus, SkuId};
 use crate::events::{Event, EventType, Outgoing};
 
-/// The conditional update of one RESERVED row (SKU and row already locked,
-/// the SKU with [`sku::lock_noted`]), and its event noted in `out`.
-pub async fn finish_locked(
-    tx: &mut Transaction<'_>,
-    row: &LedgerRow,
-    target: ReservationStatus,
-    why: Option<&str>,
-    now_ms: u64,
-    out: &mut Outgoing,
-) -> Result<(), DbError> {
-    let kind = finish_row_locked(tx, row, target, why, now_ms, out).await?;
-    tell(out, kind, row, why, now_ms);
-    Ok(())
-}
-
-/// Stages the reservation's event of `kind` for `row`, if `out` wants that
-/// type, with the SKU's available stock as the transaction leaves it.
-fn tell(out: &mut Outgoing, kind: EventType, row: &LedgerRow, why: Option<&str>, now_ms: u64) {
+/// Stages a single reservation's event of `kind` for `row`, if `out` wants
+/// that type, with the SKU's available stock as the transaction leaves it
+/// (an order's line tells nothing: its order's one event does).
+pub fn tell(out: &mut Outgoing, kind: EventType, row: &LedgerRow, why: Option<&str>, now_ms: u64) {
     if out.wants(kind) {
         let facts = Deduction::from(&row.to_reservation());
         let available = out.available(row.sku_id);
@@ -41,10 +26,11 @@ fn tell(out: &mut Outgoing, kind: EventType, row: &LedgerRow, why: Option<&str>,
     }
 }
 
-/// [`finish_locked`] without the reservation's event: a line of an order,
-/// whose change the order's one event tells (`ops::lifecycle::order`).
-/// The stock given back is still noted in `out`. Returns the event type the
-/// change is (`confirmed` or `released`).
+/// The conditional update of one `RESERVED` ledger row (SKU and row already
+/// locked, the SKU with [`sku::lock_noted`]), the stock given back on a
+/// release and noted in `out`. Returns the event type the change is
+/// (`confirmed` or `released`) for the caller to tell: a single reservation
+/// its own ([`tell`]), an order one for all its lines (`ops::lifecycle::order`).
 pub async fn finish_row_locked(
     tx: &mut Transaction<'_>,
     row: &LedgerRow,
@@ -59,20 +45,7 @@ pub async fn finish_row_locked(
         "{:?} -> {target:?} is not a transition",
         row.status
     );
-    tx.exec_drop(
-        "UPDATE stock_deduct_idempotent
-         SET status = ?, reason = ?, finished_at_ms = ?, redis_pending = 1
-         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'",
-        (
-            target.as_str(),
-            why,
-            now_ms,
-            row.sku_id.get(),
-            row.request_id.as_str(),
-        ),
-    )
-    .await?;
-    assert_eq!(tx.affected_rows(), 1, "the row is locked and was RESERVED");
+    holds::finish_locked(tx, key(row), target, why, now_ms).await?;
     Ok(if target == ReservationStatus::Released {
         sku::give_back(tx, row.sku_id, i64::from(row.count)).await?;
         out.moved(row.sku_id, i64::from(row.count), 0);
@@ -82,8 +55,9 @@ pub async fn finish_row_locked(
     })
 }
 
-/// [`finish_locked`] for many `RESERVED` rows of one SKU (SKU and rows
-/// locked): one conditional update of them all and one give-back of their
+/// [`finish_row_locked`] and [`tell`] for many `RESERVED` single
+/// reservations of one SKU (SKU and rows locked): one conditional update of
+/// them all ([`holds::finish_many_locked`]) and one give-back of their
 /// units, each row's event noted in `out` in order, as one call each would.
 pub async fn finish_many_locked(
     tx: &mut Transaction<'_>,
@@ -106,25 +80,8 @@ pub async fn finish_many_locked(
             row.status
         );
     }
-    let mut sql = SqlText::new("UPDATE stock_deduct_idempotent SET status = ");
-    sql.constant(target.as_str()).raw(", reason = ");
-    match why {
-        Some(why) => sql.constant(why),
-        None => sql.null(),
-    };
-    sql.raw(", finished_at_ms = ")
-        .int(now_ms)
-        .raw(", redis_pending = 1 WHERE sku_id = ")
-        .int(sku_id.get())
-        .raw(" AND status = 'RESERVED' AND deduct_request_id IN (")
-        .request_ids(rows.iter().map(|r| &r.request_id))
-        .raw(")");
-    tx.query_drop(sql.finish()).await?;
-    assert_eq!(
-        tx.affected_rows(),
-        rows.len() as u64,
-        "the rows are locked and were RESERVED"
-    );
+    let ids: Vec<&RequestId> = rows.iter().map(|r| &r.request_id).collect();
+    holds::finish_many_locked(tx, sku_id, &ids, target, why, now_ms).await?;
     let kind = if target == ReservationStatus::Released {
         let units: i64 = rows.iter().map(|r| i64::from(r.count)).sum();
         sku::give_back(tx, sku_id, units).await?;
@@ -141,10 +98,9 @@ pub async fn finish_many_locked(
     Ok(())
 }
 
-/// Moves a locked `RESERVED` row's `expires_at_ms` by `by_ms`, unless it had
-/// `max` extensions already. Returns the row's extensions now, or `None`
-/// when it did not move. The SKU and the row are locked (ledger lock
-/// protocol), so only the count can refuse it.
+/// [`holds::extend_locked`] of a ledger row, and the row's extensions now
+/// (read back: a ledger row as read carries no count), or `None` when it
+/// did not move.
 pub async fn extend_locked(
     tx: &mut Transaction<'_>,
     row: &LedgerRow,
@@ -156,15 +112,7 @@ pub async fn extend_locked(
         ReservationStatus::Reserved,
         "only a RESERVED row has a time to pay"
     );
-    tx.exec_drop(
-        "UPDATE stock_deduct_idempotent
-         SET expires_at_ms = expires_at_ms + ?, extensions = extensions + 1
-         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'
-           AND extensions < ?",
-        (by_ms, row.sku_id.get(), row.request_id.as_str(), max),
-    )
-    .await?;
-    if tx.affected_rows() != 1 {
+    if !holds::extend_locked(tx, key(row), by_ms, max).await? {
         return Ok(None);
     }
     let extensions: Option<u32> = tx
@@ -177,51 +125,9 @@ pub async fn extend_locked(
     Ok(extensions)
 }
 
-/// Moves a `RESERVED` row to the time and count of extensions its Redis
-/// mirror proves (MySQL lost the commit of the difference), when the row has
-/// fewer extensions and an earlier time; no lock (one conditional update).
-/// Whether the row moved: the guards make it a no-op for anything else.
-pub async fn restore_extension(
-    conn: &mut Conn,
-    sku_id: SkuId,
-    request_id: &RequestId,
-    expires_at_ms: u64,
-    extensions: u32,
-) -> Result<bool, DbError> {
-    conn.exec_drop(
-        "UPDATE stock_deduct_idempotent SET expires_at_ms = ?, extensions = ?
-         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'
-           AND extensions < ? AND expires_at_ms < ?",
-        (
-            expires_at_ms,
-            extensions,
-            sku_id.get(),
-            request_id.as_str(),
-            extensions,
-            expires_at_ms,
-        ),
-    )
-    .await?;
-    Ok(conn.affected_rows() == 1)
-}
-
-/// Moves a `RESERVED` line of an order to the order's restored time and
-/// count of extensions, in the transaction that restored the order row
-/// (`orders::restore_extension_locked`, whose guards decided it).
-pub async fn restore_line_extension(
-    tx: &mut Transaction<'_>,
-    sku_id: SkuId,
-    order_id: &RequestId,
-    expires_at_ms: u64,
-    extensions: u32,
-) -> Result<(), DbError> {
-    tx.exec_drop(
-        "UPDATE stock_deduct_idempotent SET expires_at_ms = ?, extensions = ?
-         WHERE sku_id = ? AND deduct_request_id = ? AND status = 'RESERVED'",
-        (expires_at_ms, extensions, sku_id.get(), order_id.as_str()),
-    )
-    .await?;
-    Ok(())
+/// The key of a ledger row, for `db::holds`.
+fn key(row: &LedgerRow) -> HoldKey<'_> {
+    HoldKey::Ledger(row.sku_id, &row.request_id)
 }
 
 /// Marks a decided row's Redis mirror as done.
@@ -256,46 +162,4 @@ pub async fn clear_redis_pending_many<Q: Queryable>(
         .raw(")");
     q.query_drop(sql.finish()).await?;
     Ok(())
-}
-
-/// SKUs holding `RESERVED` rows that expired before `cutoff_ms`, at most `limit`.
-/// Order lines are left out here and in the sweep's other reads: a line is
-/// released with its whole order, never alone (docs/architecture.md, "Orders").
-pub async fn skus_with_expired<Q: Queryable>(
-    q: &mut Q,
-    cutoff_ms: u64,
-    limit: usize,
-) -> Result<Vec<u64>, DbError> {
-    let skus = q
-        .exec(
-            format!(
-                "SELECT DISTINCT sku_id FROM stock_deduct_idempotent
-                 WHERE status = 'RESERVED' AND {DUE} AND order_line = 0 LIMIT {limit}"
-            ),
-            (cutoff_ms,),
-        )
-        .await?;
-    Ok(skus)
-}
-
-/// Request ids of one SKU's `RESERVED` rows that expired before `cutoff_ms`,
-/// at most `limit`, without locking them: the sweep first checks their Redis
-/// mirrors for a confirm MySQL lost (see `ops::sweep`).
-pub async fn expired_ids<Q: Queryable>(
-    q: &mut Q,
-    sku_id: SkuId,
-    cutoff_ms: u64,
-    limit: usize,
-) -> Result<Vec<String>, DbError> {
-    let ids = q
-        .exec(
-            format!(
-                "SELECT deduct_request_id FROM stock_deduct_idempotent
-                 WHERE sku_id = ? AND status = 'RESERVED' AND {DUE} AND order_line = 0
-                 ORDER BY expires_at_ms LIMIT {limit}"
-            ),
-            (sku_id.get(), cutoff_ms),
-        )
-        .await?;
-    Ok(ids)
 }

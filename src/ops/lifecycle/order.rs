@@ -19,6 +19,7 @@
 use super::hold::{Hold, Located, Locked, OrderHold};
 use super::mirror::mirror;
 use super::{retried, within_query_bound, LifecycleError, Transition, TRANSITION_RETRIES};
+use crate::db::holds::{self, HoldKey, Restore};
 use crate::db::ledger::{self, settle, LedgerRow};
 use crate::db::orders::{self, OrderRow};
 use crate::db::{sku, Conn, Db, DbError, Transaction};
@@ -125,7 +126,7 @@ impl Hold for OrderHold<'_> {
                 .expect("a RESERVED order has a ledger row per line");
             kind = Some(settle::finish_row_locked(tx, &row, target, why, now_ms, out).await?);
         }
-        orders::finish_locked(tx, order_id, target, why, now_ms).await?;
+        holds::finish_locked(tx, HoldKey::Order(order_id), target, why, now_ms).await?;
         if let Some(kind) = kind.filter(|k| out.wants(k.of_order())) {
             let facts = OrderFacts {
                 order_id,
@@ -151,9 +152,12 @@ impl Hold for OrderHold<'_> {
         by_ms: u64,
         max: u32,
     ) -> Result<Option<(OrderRow, u32)>, DbError> {
-        let Some(extensions) = orders::extend_locked(tx, order, by_ms, max).await? else {
+        let key = HoldKey::Order(self.order_id);
+        if !holds::extend_locked(tx, key, by_ms, max).await? {
             return Ok(None);
-        };
+        }
+        // The row is locked: the count it was read with is the count now.
+        let extensions = order.extensions + 1;
         for line in order.lines.lines() {
             let row = ledger::find_for_update(tx, line.sku_id, self.order_id)
                 .await?
@@ -283,12 +287,15 @@ async fn restore_extension(
         sku::lock(&mut tx, line.sku_id).await?;
     }
     let (expires_ms, extensions) = (record.expires_ms, record.extensions);
-    if !orders::restore_extension_locked(&mut tx, row, expires_ms, extensions).await? {
+    let order = HoldKey::Order(&row.order_id);
+    let behind = Restore::Behind(row.reserved_at_ms);
+    if !holds::restore_extension(&mut tx, order, expires_ms, extensions, behind).await? {
         return Ok(()); // dropped uncommitted: rolled back
     }
     for line in row.lines.lines() {
-        let (sku_id, order_id) = (line.sku_id, &row.order_id);
-        settle::restore_line_extension(&mut tx, sku_id, order_id, expires_ms, extensions).await?;
+        let line = HoldKey::Ledger(line.sku_id, &row.order_id);
+        let with_order = Restore::WithItsOrder;
+        holds::restore_extension(&mut tx, line, expires_ms, extensions, with_order).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     metrics::counter!("stockd_lost_decisions_reapplied_total").increment(1);

@@ -5,6 +5,7 @@
 use super::hold::{Hold, Located, SingleHold};
 use super::mirror::mirror_then_clear_later;
 use super::{locate, LifecycleError, Transition};
+use crate::db::holds::{self, HoldKey, Restore};
 use crate::db::ledger::{self, settle, LedgerRow};
 use crate::db::{Conn, Db, DbError, Transaction};
 use crate::domain::{Requester, Reservation, ReservationStatus};
@@ -60,10 +61,10 @@ impl Hold for SingleHold<'_> {
         let reapplied = db
             .bounded(async {
                 let mut conn = db.conn().await?;
-                let (sku_id, request_id) = (self.sku_id, self.request_id);
+                let key = HoldKey::Ledger(self.sku_id, self.request_id);
+                let behind = Restore::Behind(row.reserved_at_ms);
                 let expires_at_ms = record.expires_at_ms;
-                settle::restore_extension(&mut conn, sku_id, request_id, expires_at_ms, mirrored)
-                    .await
+                holds::restore_extension(&mut conn, key, expires_at_ms, mirrored, behind).await
             })
             .await?;
         if reapplied {
@@ -95,7 +96,8 @@ impl Hold for SingleHold<'_> {
         out: &mut Outgoing,
     ) -> Result<LedgerRow, DbError> {
         let (target, why) = (transition.target(), transition.reason());
-        settle::finish_locked(tx, row, target, why, now_ms, out).await?;
+        let kind = settle::finish_row_locked(tx, row, target, why, now_ms, out).await?;
+        settle::tell(out, kind, row, why, now_ms);
         Ok(LedgerRow {
             status: target,
             reason: why.map(str::to_string),
