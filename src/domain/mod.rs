@@ -16,5 +16,5 @@ pub use ids::{RequestId, SkuId, UserId};
 pub use order::{OrderLine, OrderLines, LINES_MAX};
 pub use outcome::ReserveOutcome;
 pub use ownership::{Requester, CLIENT_NAME_MAX_LEN};
-pub use reservation::{is_due, Reservation, ReservationStatus};
+pub use reservation::{extension_lost, is_due, HoldTerm, Reservation, ReservationStatus};
 pub use stock::TOTAL_STOCK_MAX;

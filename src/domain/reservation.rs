@@ -57,6 +57,36 @@ pub fn is_due(expires_at_ms: u64, now_ms: u64) -> bool {
     expires_at_ms <= now_ms
 }
 
+/// A hold's time to pay as one store keeps it: its status, when it was
+/// admitted and when it expires (the MySQL row, or its Redis mirror).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldTerm {
+    pub status: ReservationStatus,
+    pub admitted_ms: u64,
+    pub expires_ms: u64,
+}
+
+impl HoldTerm {
+    pub fn new(status: ReservationStatus, admitted_ms: u64, expires_ms: u64) -> Self {
+        Self {
+            status,
+            admitted_ms,
+            expires_ms,
+        }
+    }
+}
+
+/// Whether the Redis `mirror` of a hold shows an extension its MySQL `row`
+/// lost (a failover dropped the commit): both still reserved, the same
+/// admission (a readmitted record has another creation time, and its later
+/// time is no extension), and the mirror's time later.
+pub fn extension_lost(row: HoldTerm, mirror: HoldTerm) -> bool {
+    row.status == ReservationStatus::Reserved
+        && mirror.status == ReservationStatus::Reserved
+        && mirror.admitted_ms == row.admitted_ms
+        && mirror.expires_ms > row.expires_ms
+}
+
 /// One reservation as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {
@@ -97,6 +127,39 @@ mod tests {
             assert_eq!(super::ReservationStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(super::ReservationStatus::parse("reserved"), None);
+    }
+
+    #[test]
+    fn only_a_later_time_of_the_same_reserved_admission_proves_a_lost_extension() {
+        use super::{extension_lost, HoldTerm};
+        let row = HoldTerm {
+            status: Reserved,
+            admitted_ms: 1_000,
+            expires_ms: 901_000,
+        };
+        let later = HoldTerm {
+            expires_ms: 1_801_000,
+            ..row
+        };
+        assert!(extension_lost(row, later));
+        assert!(!extension_lost(row, row), "the same time is no extension");
+        let readmitted = HoldTerm {
+            admitted_ms: 2_000,
+            ..later
+        };
+        assert!(!extension_lost(row, readmitted), "another admission");
+        for settled in [Confirmed, Released, Rejected] {
+            let mirror = HoldTerm {
+                status: settled,
+                ..later
+            };
+            assert!(!extension_lost(row, mirror), "mirror {settled:?}");
+            let decided = HoldTerm {
+                status: settled,
+                ..row
+            };
+            assert!(!extension_lost(decided, later), "row {settled:?}");
+        }
     }
 
     #[test]

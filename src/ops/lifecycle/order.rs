@@ -23,7 +23,7 @@ use crate::db::holds::{self, HoldKey, Restore};
 use crate::db::ledger::{self, settle, LedgerRow};
 use crate::db::orders::{self, OrderRow};
 use crate::db::{sku, Conn, Db, DbError, Transaction};
-use crate::domain::{Deduction, RequestId, Requester, ReservationStatus};
+use crate::domain::{extension_lost, Deduction, HoldTerm, RequestId, Requester, ReservationStatus};
 use crate::events::{Event, OrderFacts, Outgoing};
 use crate::redis::orders::OrderRecord;
 use crate::redis::{RedisError, RedisStore};
@@ -59,11 +59,9 @@ impl Hold for OrderHold<'_> {
         row: &OrderRow,
         record: &OrderRecord,
     ) -> Result<(), LifecycleError> {
-        let later = row.status == ReservationStatus::Reserved
-            && record.status == ReservationStatus::Reserved
-            && record.created_ms == row.reserved_at_ms
-            && record.expires_ms > row.expires_at_ms
-            && record.extensions > row.extensions;
+        let held = HoldTerm::new(row.status, row.reserved_at_ms, row.expires_at_ms);
+        let mirrored = HoldTerm::new(record.status, record.created_ms, record.expires_ms);
+        let later = extension_lost(held, mirrored) && record.extensions > row.extensions;
         if later {
             let reapplied = retried(|| restore_extension(db, row, record));
             within_query_bound(db, reapplied).await?;

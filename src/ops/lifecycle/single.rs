@@ -8,7 +8,7 @@ use super::{locate, LifecycleError, Transition};
 use crate::db::holds::{self, HoldKey, Restore};
 use crate::db::ledger::{self, settle, LedgerRow};
 use crate::db::{Conn, Db, DbError, Transaction};
-use crate::domain::{Requester, Reservation, ReservationStatus};
+use crate::domain::{extension_lost, HoldTerm, Requester, Reservation, ReservationStatus};
 use crate::events::Outgoing;
 use crate::redis::{RedisError, RedisStore};
 
@@ -44,11 +44,9 @@ impl Hold for SingleHold<'_> {
         row: &LedgerRow,
         record: &Reservation,
     ) -> Result<(), LifecycleError> {
-        let later = row.status == ReservationStatus::Reserved
-            && record.status == ReservationStatus::Reserved
-            && record.created_at_ms == row.reserved_at_ms
-            && record.expires_at_ms > row.expires_at_ms;
-        if !later {
+        let held = HoldTerm::new(row.status, row.reserved_at_ms, row.expires_at_ms);
+        let mirrored = HoldTerm::new(record.status, record.created_at_ms, record.expires_at_ms);
+        if !extension_lost(held, mirrored) {
             return Ok(());
         }
         let reservations = redis.reservations();
