@@ -19,15 +19,19 @@ use crate::helpers::{TestApp, TestOptions};
 use stockd::domain::{SkuId, UserId};
 use stockd::redis::Keys;
 
-/// How long a 1 s hold may take to lapse: the delay queue, the closer, a
+/// How long a 3 s hold may take to lapse: the delay queue, the closer, a
 /// busy machine.
 const LAPSE: Duration = Duration::from_secs(30);
 
-/// A closer that releases 1 s holds at once, and a cap of 2 lapsed holds.
+/// A closer that releases 3 s holds at once, and a cap of 2 lapsed holds.
+/// Short enough that a lapse comes soon; long enough that a hold the test
+/// confirms or cancels is decided before it lapses on a loaded machine (with
+/// 1 s, the consumer's hand-off and two HTTP calls under CI's load could
+/// outlast the hold).
 fn options() -> TestOptions {
     TestOptions {
         closer: true,
-        ttl_secs: 1,
+        ttl_secs: 3,
         tweak: Some(Arc::new(|s| {
             s.closer.grace_ms = 0;
             s.limits.max_lapsed_holds = 2;
