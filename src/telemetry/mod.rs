@@ -55,6 +55,13 @@ pub fn metrics_handle() -> PrometheusHandle {
         .clone()
 }
 
+/// Whether [`metrics_handle`] has installed the process's recorder: a metric
+/// handle taken before it counts nowhere (`roles/api/request_series.rs`
+/// keeps handles only after).
+pub fn recorder_installed() -> bool {
+    METRICS.get().is_some()
+}
+
 /// Initializes logging. `RUST_LOG` overrides `logging.level`.
 pub fn init_logging(settings: &LoggingSettings) {
     let filter = EnvFilter::try_from_default_env()

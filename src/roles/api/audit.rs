@@ -88,9 +88,7 @@ pub fn record<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = An
     // straight through. The route is the one the router runs (`routing.rs`),
     // so no spelling of an admin path escapes the trail.
     let route = super::http_metrics::matched_route(req.request());
-    let admin = route
-        .as_deref()
-        .is_some_and(|route| route.starts_with(super::auth::ADMIN_PREFIX));
+    let admin = route.is_some_and(|route| route.starts_with(super::auth::ADMIN_PREFIX));
     let seen = admin.then(|| Seen::of(&req));
     let call = srv.call(req);
     async move {

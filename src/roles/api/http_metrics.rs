@@ -7,6 +7,7 @@
 //! (`auth.clients`), `anonymous` without one — bounded by the config too.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use actix_web::body::BoxBody;
@@ -17,27 +18,30 @@ use futures_util::future::Either;
 use opentelemetry::context::FutureExt as _;
 use tracing::Instrument;
 
-use super::auth::{ClientName, ANONYMOUS};
+use super::auth::ClientName;
 use super::middleware::{Answer, Inner};
-use super::trace_context;
+use super::{request_series, trace_context};
 
 /// Longest client-supplied request id kept; longer ones are replaced.
 const REQUEST_ID_MAX_LEN: usize = 64;
 
 const X_REQUEST_ID: &str = "x-request-id";
 
+/// The `route` label of a request no route matched.
+const UNMATCHED: &str = "unmatched";
+
 /// The route pattern a request is routed to (`None`: no route; `routing.rs`),
 /// found once by this middleware, the outermost, and read by the ones inside
 /// it (the per-IP guard, the auth gate, the audit trail). Each `match_pattern` call runs actix's route table again,
 /// regex by regex: three per request were ~8 % of the api's CPU in a profile
 /// of the reserve path (docs/benchmarks-history.md, "Batch admission").
-#[derive(Debug, Clone)]
-pub struct MatchedRoute(pub Option<String>);
+#[derive(Debug, Clone, Copy)]
+pub struct MatchedRoute(pub Option<&'static str>);
 
 /// The request's route pattern: the one this middleware found, else found now.
-pub fn matched_route(req: &actix_web::HttpRequest) -> Option<String> {
+pub fn matched_route(req: &actix_web::HttpRequest) -> Option<&'static str> {
     match req.extensions().get::<MatchedRoute>() {
-        Some(MatchedRoute(route)) => route.clone(),
+        Some(MatchedRoute(route)) => *route,
         None => super::routing::route_of(req),
     }
 }
@@ -66,22 +70,19 @@ pub fn record<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = An
         trace_id = %trace.trace_id, span_id = %trace.span_id);
     let trace_cx = trace.cx.clone();
     let route = super::routing::route_of(req.request());
-    req.extensions_mut().insert(MatchedRoute(route.clone()));
+    req.extensions_mut().insert(MatchedRoute(route));
     let call = match trace.cx {
         Some(cx) => Either::Left(srv.call(req).with_context(cx)),
         None => Either::Right(srv.call(req)),
     };
     async move {
         let mut response = call.await?;
-        let route = route.unwrap_or_else(|| "unmatched".to_string());
+        let route = route.unwrap_or(UNMATCHED);
         let status = response.status().as_u16();
-        let client = client_label(&response);
-        trace_context::finish(trace_cx, method.as_str(), &route, status);
+        trace_context::finish(trace_cx, method.as_str(), route, status);
         let elapsed = started.elapsed();
         tracing::debug!(http.route = %route, http.status = status, duration_ms = elapsed.as_millis() as u64, "http.request: done");
-        metrics::counter!("stockd_http_requests_total", "route" => route.clone(), "status" => status.to_string(), "client" => client.clone())
-            .increment(1);
-        metrics::histogram!("stockd_http_request_duration_seconds", "route" => route, "client" => client).record(elapsed.as_secs_f64());
+        request_series::record(route, status, client_of(&response), elapsed);
         if let Ok(value) = HeaderValue::from_str(&id) {
             response.headers_mut().insert(HeaderName::from_static(X_REQUEST_ID), value);
         }
@@ -94,12 +95,12 @@ pub fn record<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = An
     .instrument(span)
 }
 
-/// The authenticated client's name (set by the auth gate), else `anonymous`.
-fn client_label(response: &ServiceResponse<BoxBody>) -> metrics::SharedString {
-    match response.request().extensions().get::<ClientName>() {
-        Some(ClientName(name)) => metrics::SharedString::from(name.clone()),
-        None => metrics::SharedString::const_str(ANONYMOUS),
-    }
+/// The authenticated client's name (set by the auth gate); `None`: anonymous.
+fn client_of(response: &ServiceResponse<BoxBody>) -> Option<Arc<str>> {
+    let extensions = response.request().extensions();
+    extensions
+        .get::<ClientName>()
+        .map(|ClientName(name)| name.clone())
 }
 
 #[cfg(test)]

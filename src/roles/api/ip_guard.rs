@@ -48,7 +48,7 @@ fn limited(route: Option<&str>) -> bool {
 }
 
 fn refusal(req: &ServiceRequest) -> Option<ApiError> {
-    if !limited(super::http_metrics::matched_route(req.request()).as_deref()) {
+    if !limited(super::http_metrics::matched_route(req.request())) {
         return None;
     }
     let state = req.app_data::<web::Data<ApiState>>()?;

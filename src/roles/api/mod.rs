@@ -13,6 +13,7 @@ pub mod ip_limit;
 pub mod middleware;
 pub mod problem;
 pub mod readiness;
+pub mod request_series;
 pub mod routes;
 pub mod routing;
 pub mod tls;

@@ -13,16 +13,41 @@
 //! the gate refuses every request without a route (404), so the router never
 //! sees it. Id segments (`{sku_id}`, `{request_id}` …) keep their
 //! percent-encoding, as contract §6.1 allows.
+//!
+//! The pattern is answered as a `&'static str`, one per route for the life of
+//! the process ([`interned`]): every reader of a request's route (the four
+//! middlewares, the request metrics' label) then copies a pointer, not the
+//! text, and the metrics bind their series to it once (`request_series.rs`).
+
+use std::sync::RwLock;
 
 use actix_web::HttpRequest;
 
 /// The pattern of the route `req` is routed to (`/v1/skus/{sku_id}`), or
 /// `None` when no route matches, or when the raw path spells a literal
 /// segment of the matching route differently.
-pub fn route_of(req: &HttpRequest) -> Option<String> {
+pub fn route_of(req: &HttpRequest) -> Option<&'static str> {
     let decoded = req.match_info().as_str();
     let pattern = req.resource_map().match_pattern(decoded)?;
-    spelled_as(req.path(), &pattern).then_some(pattern)
+    spelled_as(req.path(), &pattern).then(|| interned(&pattern))
+}
+
+/// The patterns seen so far, each kept once for the life of the process:
+/// they are the route table's (a few dozen), whatever clients send.
+static PATTERNS: RwLock<Vec<&'static str>> = RwLock::new(Vec::new());
+
+/// `pattern` as the one `&'static str` kept for it.
+fn interned(pattern: &str) -> &'static str {
+    let known = |kept: &[&'static str]| kept.iter().copied().find(|&p| p == pattern);
+    if let Some(kept) = known(&PATTERNS.read().expect("lock poisoned")) {
+        return kept;
+    }
+    let mut kept = PATTERNS.write().expect("lock poisoned");
+    known(&kept).unwrap_or_else(|| {
+        let leaked: &'static str = Box::leak(pattern.into());
+        kept.push(leaked);
+        leaked
+    })
 }
 
 /// Whether the raw `path` has the segments of `pattern`, each literal
@@ -51,6 +76,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pattern_is_kept_once() {
+        let first = interned(&String::from("/v1/skus/{sku_id}/interned"));
+        let again = interned(&String::from("/v1/skus/{sku_id}/interned"));
+        assert_eq!(first, "/v1/skus/{sku_id}/interned");
+        assert!(std::ptr::eq(first, again));
+    }
+
+    #[test]
     fn literal_segments_must_be_spelled_as_the_route_spells_them() {
         let route = "/v1/skus/{sku_id}/reservations/{request_id}";
         assert!(spelled_as("/v1/skus/1/reservations/a", route));
@@ -70,7 +103,7 @@ mod tests {
                     let call = actix_web::dev::Service::call(srv, req);
                     async move {
                         let mut response = call.await?;
-                        let shown = route.unwrap_or_else(|| "none".into());
+                        let shown = route.unwrap_or("none");
                         response.headers_mut().insert(
                             actix_web::http::header::HeaderName::from_static("x-route"),
                             shown.parse().unwrap(),

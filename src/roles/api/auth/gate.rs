@@ -85,7 +85,7 @@ fn verdict(req: &ServiceRequest) -> Verdict {
         lifecycle,
     };
     let route = crate::roles::api::http_metrics::matched_route(req.request());
-    let needs = access(req.method(), route.as_deref());
+    let needs = access(req.method(), route);
     if matches!(needs, Access::Open | Access::Admin) {
         return pass_anonymous(false);
     }
