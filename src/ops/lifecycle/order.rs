@@ -59,9 +59,9 @@ impl Hold for OrderHold<'_> {
         row: &OrderRow,
         record: &OrderRecord,
     ) -> Result<(), LifecycleError> {
-        let held = HoldTerm::new(row.status, row.reserved_at_ms, row.expires_at_ms);
-        let mirrored = HoldTerm::new(record.status, record.created_ms, record.expires_ms);
-        let later = extension_lost(held, mirrored) && record.extensions > row.extensions;
+        let in_mysql = HoldTerm::new(row.status, row.reserved_at_ms, row.expires_at_ms);
+        let in_redis = HoldTerm::new(record.status, record.created_ms, record.expires_ms);
+        let later = extension_lost(in_mysql, in_redis) && record.extensions > row.extensions;
         if later {
             let reapplied = retried(|| restore_extension(db, row, record));
             within_query_bound(db, reapplied).await?;

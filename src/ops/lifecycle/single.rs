@@ -44,9 +44,9 @@ impl Hold for SingleHold<'_> {
         row: &LedgerRow,
         record: &Reservation,
     ) -> Result<(), LifecycleError> {
-        let held = HoldTerm::new(row.status, row.reserved_at_ms, row.expires_at_ms);
-        let mirrored = HoldTerm::new(record.status, record.created_at_ms, record.expires_at_ms);
-        if !extension_lost(held, mirrored) {
+        let in_mysql = HoldTerm::new(row.status, row.reserved_at_ms, row.expires_at_ms);
+        let in_redis = HoldTerm::new(record.status, record.created_at_ms, record.expires_at_ms);
+        if !extension_lost(in_mysql, in_redis) {
             return Ok(());
         }
         let reservations = redis.reservations();
