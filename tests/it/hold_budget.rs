@@ -76,33 +76,54 @@ fn assert_over(status: u16, body: &Value, live: i64, budget: i64) {
     );
 }
 
-/// Budget 3: 2 units on SKU 1 and 1 on SKU 2 fill it; a third reservation
-/// on SKU 2 is refused with nothing held; retries of the admitted ids replay
-/// (200) and claim nothing twice; another buyer is not concerned.
+/// Budget 3: 2 units on SKU 1 and 1 on SKU 2 fill it; a reservation on SKU
+/// 3 is refused with nothing held; one that is also over SKU 2's limit is
+/// `LIMIT_EXCEEDED` (the per-SKU limit wins, contract §12), an order too,
+/// naming the line; retries of the admitted ids replay (200) and claim
+/// nothing twice; another buyer is not concerned.
 #[tokio::test]
 async fn the_budget_refuses_beyond_it_across_two_skus_and_a_retry_claims_nothing_twice() {
     let app = app_with_budget(3).await;
     app.create_sku(1, 10, 5).await;
-    app.create_sku(2, 10, 5).await;
+    app.create_sku(2, 10, 1).await;
+    app.create_sku(3, 10, 5).await;
     app.reserve_taken(1, "a", 1, 2).await;
     app.reserve_taken(2, "b", 1, 1).await;
     assert_eq!(live_units(&app, 1).await, Some(3));
 
-    let (status, body) = answer(app.reserve(2, "c", 1, 1).await).await;
+    let (status, body) = answer(app.reserve(3, "c", 1, 1).await).await;
     assert_over(status, &body, 3, 3);
-    assert_eq!(app.redis_available(2).await, Some(9), "nothing held");
-    let (status, _) = app.get_json("/v1/skus/2/reservations/c").await;
+    assert_eq!(app.redis_available(3).await, Some(10), "nothing held");
+    let (status, _) = app.get_json("/v1/skus/3/reservations/c").await;
     assert_eq!(status, 404, "no record of the refused id");
+
+    let (status, body) = answer(app.reserve(2, "c2", 1, 1).await).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("LIMIT_EXCEEDED")),
+        "{body}"
+    );
+    let (status, body) = app
+        .place_order(&order_body("o", 1, &[(2, 1), (3, 1)]))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("LIMIT_EXCEEDED")),
+        "{body}"
+    );
+    assert_eq!(body["line"]["sku_id"], 2, "{body}");
+    assert_eq!(app.redis_available(2).await, Some(9), "nothing more held");
 
     for (sku, rid, count) in [(1, "a", 2), (2, "b", 1)] {
         let replay = app.reserve(sku, rid, 1, count).await;
         assert_eq!(replay.status(), 200, "{rid} replays at the budget");
     }
     assert_eq!(live_units(&app, 1).await, Some(3), "no retry claimed twice");
-    app.reserve_taken(2, "d", 2, 3).await;
+    app.reserve_taken(1, "d", 2, 3).await;
     assert_eq!(live_units(&app, 2).await, Some(3));
-    app.wait_drained(1).await;
-    app.finish_drained_and_conserved(2).await;
+    app.wait_drained(2).await;
+    app.wait_drained(3).await;
+    app.finish_drained_and_conserved(1).await;
 }
 
 /// Order lines count with single reservations: an order over the budget is

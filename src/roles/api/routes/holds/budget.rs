@@ -7,11 +7,14 @@
 //!
 //! Which refusal wins (contract §12): a replay of an id whose hold exists
 //! answers 200 whatever the budget says, so a claim refused for a hold that
-//! exists goes on to the admission script unclaimed, which replays it.
+//! exists goes on to the admission script unclaimed, which replays it; and
+//! the per-SKU limit (`LIMIT_EXCEEDED`) comes before the budget, so a hold
+//! refused by the budget is first read against its SKUs' limits (reads on
+//! the refusal's path only).
 
 use std::future::Future;
 
-use crate::domain::UserId;
+use crate::domain::{SkuId, UserId};
 use crate::redis::{BudgetLine, ClaimOutcome, RedisError};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
@@ -27,13 +30,16 @@ pub(super) struct Claim {
     fresh: Vec<BudgetLine>,
 }
 
-/// Claims `lines` of the buyer's hold; 409 `HOLD_BUDGET_EXCEEDED` when they
-/// do not fit and no hold of that id exists (`exists`, asked only then).
+/// Claims `lines` of the buyer's hold; when they do not fit and no hold of
+/// that id exists (`exists`, asked only then), 409 `LIMIT_EXCEEDED` of the
+/// first line over its SKU's limit (as `on_line` words a line's refusal),
+/// else 409 `HOLD_BUDGET_EXCEEDED`.
 pub(super) async fn claim<F>(
     state: &ApiState,
     user_id: UserId,
     lines: Vec<BudgetLine>,
     exists: impl FnOnce() -> F,
+    on_line: fn(SkuId, ApiError) -> ApiError,
 ) -> Result<Claim, ApiError>
 where
     F: Future<Output = Result<bool, RedisError>>,
@@ -56,9 +62,41 @@ where
             {
                 return Ok(unclaimed);
             }
+            if let Some((sku_id, err)) = over_a_sku_limit(state, user_id, &lines).await? {
+                return Err(on_line(sku_id, err));
+            }
             Err(ApiError::HoldBudgetExceeded { live, budget })
         }
     }
+}
+
+/// The first line (in SKU order) whose SKU's `limit_per_user` the buyer's
+/// live units there and the line's would exceed, as `LIMIT_EXCEEDED`.
+async fn over_a_sku_limit(
+    state: &ApiState,
+    user_id: UserId,
+    lines: &[BudgetLine],
+) -> Result<Option<(SkuId, ApiError)>, ApiError> {
+    let redis = &state.res.redis;
+    let unavailable = |e| ApiError::unavailable("redis", e);
+    let mut lines: Vec<&BudgetLine> = lines.iter().collect();
+    lines.sort_by_key(|line| line.sku_id);
+    for line in lines {
+        let Some(sku) = redis.skus().sku(line.sku_id).await.map_err(unavailable)? else {
+            continue; // not loaded: the admission script says so
+        };
+        let buyer = [user_id];
+        let held = redis.inspect().user_counters(line.sku_id, &buyer);
+        let bought = held.await.map_err(unavailable)?[0].unwrap_or(0).max(0) as u64;
+        let limit = sku.limit_per_user;
+        if bought + u64::from(line.units) > limit {
+            return Ok(Some((
+                line.sku_id,
+                ApiError::LimitExceeded { bought, limit },
+            )));
+        }
+    }
+    Ok(None)
 }
 
 impl Claim {

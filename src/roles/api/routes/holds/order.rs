@@ -85,6 +85,7 @@ pub async fn place(
         None => match claim_budget(&state, order_id, user_id, &lines).await {
             Ok(claim) => hold(&state, order_id, user_id, &lines, scope.requester(), claim).await,
             Err(err @ ApiError::HoldBudgetExceeded { .. }) => ("hold_budget_exceeded", Err(err)),
+            Err(err @ ApiError::OrderRefused { .. }) => ("limit_exceeded", Err(err)),
             Err(err) => ("error", Err(err)),
         },
     };
@@ -112,7 +113,7 @@ async fn claim_budget(
         .collect();
     let orders = state.res.redis.orders();
     let exists = || async { Ok(orders.record(order_id).await?.is_some()) };
-    budget::claim(state, user_id, budget_lines, exists).await
+    budget::claim(state, user_id, budget_lines, exists, refused).await
 }
 
 /// The order script, then the answer; with the outcome's metric label.

@@ -111,8 +111,9 @@ pub async fn reserve(
     response
 }
 
-/// The reservation's claim on the buyer's hold budget (off: no call); 409
-/// `HOLD_BUDGET_EXCEEDED` counted like the script's refusals.
+/// The reservation's claim on the buyer's hold budget (off: no call); its
+/// 409 (`HOLD_BUDGET_EXCEEDED`, or `LIMIT_EXCEEDED` first) counted like the
+/// script's refusals.
 async fn claim_budget(
     state: &ApiState,
     sku_id: SkuId,
@@ -130,11 +131,13 @@ async fn claim_budget(
         let record = reservations.reservation(sku_id, request_id).await?;
         Ok(record.is_some())
     };
-    let claimed = budget::claim(state, user_id, vec![line], exists).await;
-    if let Err(ApiError::HoldBudgetExceeded { .. }) = &claimed {
-        let label = "hold_budget_exceeded";
-        metrics::counter!("stockd_reservations_total", "result" => label).increment(1);
-    }
+    let claimed = budget::claim(state, user_id, vec![line], exists, |_, err| err).await;
+    let label = match &claimed {
+        Err(ApiError::HoldBudgetExceeded { .. }) => "hold_budget_exceeded",
+        Err(ApiError::LimitExceeded { .. }) => "limit_exceeded",
+        _ => return claimed,
+    };
+    metrics::counter!("stockd_reservations_total", "result" => label).increment(1);
     claimed
 }
 
