@@ -18,8 +18,11 @@ use serde_json::Value;
 
 use crate::helpers::http::order_body;
 use crate::helpers::{TestApp, TestOptions};
-use stockd::domain::UserId;
-use stockd::redis::Keys;
+use crate::orders_intents::{hold, intent};
+use stockd::domain::{RequestId, UserId};
+use stockd::ops::order_sweeper::sweep_once;
+use stockd::redis::order_holds::LineHold;
+use stockd::redis::{BudgetLine, ClaimOutcome, Keys};
 
 /// How long a 3 s hold may take to lapse: the delay queue, the closer, a
 /// busy machine.
@@ -299,4 +302,74 @@ async fn warm_up_after_redis_lost_everything_rebuilds_the_budget() {
     assert_over(status, &body, 3, 3);
     assert_eq!(app.reserve(1, "a", 1, 2).await.status(), 200, "a replay");
     app.finish_drained_and_conserved(1).await;
+}
+
+/// A claim whose hold never came (the api died between the claim and the
+/// admission) is dropped once its deadline passed, the next time it would
+/// refuse its buyer; one still within its deadline keeps counting.
+#[tokio::test]
+async fn a_claim_whose_hold_never_came_is_dropped_past_its_deadline() {
+    let app = app_with_budget(3).await;
+    app.create_sku(1, 10, 5).await;
+    let key = Keys::new(&app.direct_settings.redis.key_prefix).budget(UserId::new(1).unwrap());
+    let far = stockd::clock::unix_ms() + 3_600_000;
+    let mut conn = app.redis_conn().await;
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("t")
+        .arg(3)
+        .arg("9:lost")
+        .arg("2:1")
+        .arg("9:pending")
+        .arg(format!("1:{far}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    app.reserve_taken(1, "a", 1, 2).await;
+    assert_eq!(live_units(&app, 1).await, Some(3), "the stale claim went");
+    let (status, body) = answer(app.reserve(1, "b", 1, 1).await).await;
+    assert_over(status, &body, 3, 3);
+    app.finish_drained_and_conserved(1).await;
+}
+
+/// An api that claimed an order's budget, held a line by the intent way and
+/// died: the sweeper's undo of the attempt gives the claim back too.
+#[tokio::test]
+async fn the_sweepers_undo_of_a_dead_apis_order_gives_its_claim_back() {
+    let app = TestApp::with(TestOptions {
+        tweak: Some(Arc::new(|s| {
+            s.orders.hold_timeout_ms = 100;
+            s.orders.sweep_interval_ms = 3_600_000;
+            s.limits.buyer_max_live_units = 3;
+        })),
+        ..TestOptions::default()
+    })
+    .await;
+    app.create_sku(1, 5, 5).await;
+    app.create_sku(2, 5, 5).await;
+    let of = TestApp::order_lines(&[(1, 1), (2, 2)]);
+    let lines: Vec<BudgetLine> = (of.lines().iter())
+        .map(|line| BudgetLine {
+            sku_id: line.sku_id,
+            hold_id: RequestId::parse("dead").unwrap(),
+            units: line.count,
+        })
+        .collect();
+    let user = UserId::new(3).unwrap();
+    let claimed = app.res.redis.budget().claim(user, &lines).await.unwrap();
+    assert!(
+        matches!(claimed, ClaimOutcome::Claimed { live: 3, .. }),
+        "{claimed:?}"
+    );
+    let attempt = intent(&app, "dead", 3, &of).await;
+    assert!(matches!(
+        hold(&app, &attempt, 1, 1).await,
+        LineHold::Held { .. }
+    ));
+    // The record's own deadline (100 ms) decides the sweeper's abort.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let swept = sweep_once(&app.res.redis, &app.res.db).await.unwrap();
+    assert_eq!(swept.undone, 1);
+    assert!(!has_budget_key(&app, 3).await, "the claim went back");
+    app.cleanup().await;
 }
