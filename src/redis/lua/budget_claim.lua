@@ -77,8 +77,7 @@ end
 live = live + adding
 redis.call('HSET', key, 't', live)
 claimed[2] = string.format('%.0f', live)
--- The hash outlives its newest claim; it goes with its last give-back.
-if redis.call('PTTL', key) < life_ms then
-  redis.call('PEXPIRE', key, life_ms)
-end
+-- The hash outlives its newest claim (every claim lives as long, so the
+-- newest one's deadline is the furthest); it goes with its last give-back.
+redis.call('PEXPIRE', key, life_ms)
 return claimed
