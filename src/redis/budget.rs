@@ -32,6 +32,10 @@ use crate::domain::{RequestId, SkuId, UserId};
 /// little, so a few minutes' slack for a closer that is behind.
 pub const CLAIM_MARGIN_MS: u64 = 5 * 60 * 1000;
 
+/// Give-back calls of one batch in flight at once (`give_back_held`):
+/// enough to hide the round trip, few next to the Redis pool.
+const GIVE_BACKS_AT_ONCE: usize = 16;
+
 /// The longest a claim may wait for its give-back: the time to pay, every
 /// extension, and [`CLAIM_MARGIN_MS`].
 pub fn claim_life_ms(ttl_secs: u64, extend_secs: u64, max_extensions: u32) -> u64 {
@@ -190,8 +194,13 @@ impl HoldBudget {
             let field = line_field(sku_id, hold_id);
             by_buyer.entry(user_id).or_default().push(field);
         }
-        for (user_id, fields) in by_buyer {
-            self.give_back_fields(user_id, &fields).await?;
+        // One call per buyer (each key its own slot), several in flight: a
+        // storm's batch of expiries names hundreds of buyers.
+        let calls: Vec<(UserId, Vec<String>)> = by_buyer.into_iter().collect();
+        for window in calls.chunks(GIVE_BACKS_AT_ONCE) {
+            let backs =
+                (window.iter()).map(|(user_id, fields)| self.give_back_fields(*user_id, fields));
+            futures_util::future::try_join_all(backs).await?;
         }
         Ok(())
     }
