@@ -196,8 +196,8 @@ async fn a_cancel_and_a_confirm_give_the_units_back() {
     app.finish_drained_and_conserved(1).await;
 }
 
-/// A hold that lapses unpaid is released by the closer, and its units come
-/// back to the budget with the release's mirror.
+/// Holds that lapse unpaid are released by the closer, and their units come
+/// back to each buyer's budget with the release's mirror.
 #[tokio::test]
 async fn an_expiry_gives_the_units_back() {
     let app = TestApp::with(TestOptions {
@@ -212,11 +212,18 @@ async fn an_expiry_gives_the_units_back() {
     .await;
     app.create_sku(1, 10, 5).await;
     app.reserve_taken(1, "a", 1, 1).await;
+    // Other buyers' holds lapse in the same batch of the closer.
+    for user in [2, 3, 4] {
+        app.reserve_taken(1, &format!("e{user}"), user, 1).await;
+    }
     let (status, body) = answer(app.reserve(1, "b", 1, 1).await).await;
     assert_over(status, &body, 1, 1);
-    app.eventually("a expired and given back", LAPSE, || async {
-        app.ledger_status(1, "a").await.as_deref() == Some("RELEASED")
-            && !has_budget_key(&app, 1).await
+    app.eventually("the holds expired and given back", LAPSE, || async {
+        let mut done = app.ledger_status(1, "a").await.as_deref() == Some("RELEASED");
+        for user in [1, 2, 3, 4] {
+            done = done && !has_budget_key(&app, user).await;
+        }
+        done
     })
     .await;
     app.reserve_taken(1, "b", 1, 1).await;
