@@ -135,7 +135,8 @@ async fn claim_budget(
     let label = match &claimed {
         Err(ApiError::HoldBudgetExceeded { .. }) => "hold_budget_exceeded",
         Err(ApiError::LimitExceeded { .. }) => "limit_exceeded",
-        _ => return claimed,
+        Err(_) => "error",
+        Ok(_) => return claimed,
     };
     metrics::counter!("stockd_reservations_total", "result" => label).increment(1);
     claimed
