@@ -46,7 +46,15 @@ impl Resources {
             .context("redis.url")
             .map_err(redis)?
             .with_buyer_rate(settings.limits.per_user_rps, settings.limits.per_user_burst)
-            .with_lapse_limit(settings.limits.max_lapsed_holds);
+            .with_lapse_limit(settings.limits.max_lapsed_holds)
+            .with_hold_budget(
+                settings.limits.buyer_max_live_units,
+                crate::redis::budget::claim_life_ms(
+                    settings.reservation.ttl_secs,
+                    settings.reservation.extend_secs,
+                    settings.reservation.max_extensions,
+                ),
+            );
         store
             .ping()
             .await

@@ -94,11 +94,20 @@ pub struct LimitSettings {
     /// (409 `LAPSE_LIMIT`); 0 = off. Against denial of inventory by cycling
     /// holds (OWASP OAT-021).
     pub max_lapsed_holds: u32,
+    /// Live units one buyer may hold at once across every SKU, single
+    /// reservations and order lines together (409 `HOLD_BUDGET_EXCEEDED`);
+    /// 0 = off. Against one buyer holding a unit of every SKU (OWASP
+    /// OAT-021); `redis/budget.rs`.
+    pub buyer_max_live_units: u32,
 }
 
 /// The most `limits.max_lapsed_holds` may be: beyond it the cap stops
 /// nothing a sale would notice.
 pub const MAX_LAPSED_HOLDS_MAX: u32 = 1000;
+
+/// The most `limits.buyer_max_live_units` may be: a bound that keeps a
+/// buyer's budget hash (one field per held line) small to scan.
+pub const BUYER_MAX_LIVE_UNITS_MAX: u32 = 1_000_000;
 
 impl LimitSettings {
     /// Each rate is a finite number >= 0, and a limit that is on has room for
@@ -128,6 +137,11 @@ impl LimitSettings {
         if self.max_lapsed_holds > MAX_LAPSED_HOLDS_MAX {
             bail!(
                 "invalid configuration key `limits.max_lapsed_holds`: must be 0 (off) to {MAX_LAPSED_HOLDS_MAX}"
+            );
+        }
+        if self.buyer_max_live_units > BUYER_MAX_LIVE_UNITS_MAX {
+            bail!(
+                "invalid configuration key `limits.buyer_max_live_units`: must be 0 (off) to {BUYER_MAX_LIVE_UNITS_MAX}"
             );
         }
         Ok(())

@@ -330,4 +330,23 @@ mod tests {
         let err = Settings::load_with_vars(&repo_config(), "local", &var("1001")).unwrap_err();
         assert!(err.to_string().contains("limits.max_lapsed_holds"), "{err}");
     }
+
+    #[test]
+    fn the_hold_budget_is_off_by_default_and_bounded() {
+        let s = Settings::load_with_vars(&repo_config(), "local", &[]).unwrap();
+        assert_eq!(s.limits.buyer_max_live_units, 0);
+        let var = |v: &str| {
+            vec![(
+                "STOCKD__LIMITS__BUYER_MAX_LIVE_UNITS".to_string(),
+                v.to_string(),
+            )]
+        };
+        let s = Settings::load_with_vars(&repo_config(), "local", &var("5")).unwrap();
+        assert_eq!(s.limits.buyer_max_live_units, 5);
+        let err = Settings::load_with_vars(&repo_config(), "local", &var("1000001")).unwrap_err();
+        assert!(
+            err.to_string().contains("limits.buyer_max_live_units"),
+            "{err}"
+        );
+    }
 }

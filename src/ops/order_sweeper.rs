@@ -16,7 +16,8 @@
 //! (it may be an order MySQL has) and the next pass asks again. A call that
 //! fails for one intent or shard is logged, counted and skipped; the pass
 //! goes on. Several nodes sweeping the same intent cost repeats of
-//! idempotent scripts.
+//! idempotent scripts. The undo also gives the order's lines back to its
+//! buyer's hold budget (`redis/budget.rs`), which the dead api had claimed.
 
 use std::time::Duration;
 
@@ -28,7 +29,7 @@ use crate::db::Db;
 use crate::domain::RequestId;
 use crate::redis::keys::ORDER_SHARDS;
 use crate::redis::order_intents::{AbortOutcome, AbortStep};
-use crate::redis::{RedisError, RedisStore};
+use crate::redis::{BudgetLine, RedisError, RedisStore};
 
 /// Intents taken per shard per pass.
 const PER_SHARD: usize = 100;
@@ -129,6 +130,20 @@ async fn undo(redis: &RedisStore, order_id: &RequestId) -> Result<bool, RedisErr
         return Ok(false);
     };
     super::order_saga::release_all(redis, &attempt, &lines).await?;
+    // The api that claimed the order's hold budget died before it could
+    // give it back: the undo gives it back (by the lines' names: a no-op
+    // when nothing was claimed, or given back already).
+    let budget_lines: Vec<BudgetLine> = (lines.lines().iter())
+        .map(|line| BudgetLine {
+            sku_id: line.sku_id,
+            hold_id: order_id.clone(),
+            units: line.count,
+        })
+        .collect();
+    redis
+        .budget()
+        .give_back(attempt.user_id, &budget_lines)
+        .await?;
     tracing::info!(order.id = %order_id, attempt = attempt.number, "order_sweeper: undid an order attempt past its deadline");
     metrics::counter!("stockd_order_intents_swept_total").increment(1);
     Ok(true)

@@ -10,14 +10,21 @@
 //! what Redis forgets by design. MySQL still enforces `limit_per_user` on every
 //! row (the consumer's transaction), whatever Redis remembers.
 //!
+//! The hold budget per buyer (`limits.buyer_max_live_units`) comes back with
+//! them: each page's live rows (`RESERVED`) claim their line on their
+//! buyer's budget again where Redis lost it ([`restore_budget`]), so after a
+//! warm-up of every SKU a buyer's budget counts every live hold MySQL has.
+//!
 //! The work is bounded: pages of [`PAGE_ROWS`] ledger rows, each rebuilt by one
 //! atomic script call of [`PAGE_ROWS`] records, so Redis is never blocked long
 //! and sales go on between calls.
 
-use crate::db::ledger::{self, reason};
+use std::collections::BTreeMap;
+
+use crate::db::ledger::{self, reason, LedgerRow};
 use crate::db::{Db, DbError};
-use crate::domain::{ReservationStatus, SkuId};
-use crate::redis::{RebuildCounts, RebuildRow, RedisError, RedisStore};
+use crate::domain::{ReservationStatus, SkuId, UserId};
+use crate::redis::{BudgetLine, RebuildCounts, RebuildRow, RedisError, RedisStore};
 
 /// Ledger rows read per page and rebuilt per script call (~1 ms of Redis).
 const PAGE_ROWS: usize = 200;
@@ -69,6 +76,7 @@ pub async fn rebuild_buyer_side(
             })
             .collect();
         counts.add(redis.drift().rebuild_batch(sku_id, &rows).await?);
+        restore_budget(redis, &page).await?;
         if page.len() < PAGE_ROWS {
             break;
         }
@@ -79,6 +87,33 @@ pub async fn rebuild_buyer_side(
             "rebuild: Redis had lost reservation records or mirrors; restored from MySQL");
     }
     Ok(counts)
+}
+
+/// The budget claims of a page's live rows, written where missing (one
+/// Redis call per buyer; none when the budget is off).
+async fn restore_budget(redis: &RedisStore, page: &[LedgerRow]) -> Result<(), RedisError> {
+    let budget = redis.budget();
+    if !budget.is_on() {
+        return Ok(());
+    }
+    let mut by_buyer: BTreeMap<UserId, Vec<BudgetLine>> = BTreeMap::new();
+    for row in page {
+        if row.status == ReservationStatus::Reserved {
+            by_buyer.entry(row.user_id).or_default().push(BudgetLine {
+                sku_id: row.sku_id,
+                hold_id: row.request_id.clone(),
+                units: row.count,
+            });
+        }
+    }
+    let restored = budget.restore(&by_buyer).await?;
+    if restored > 0 {
+        tracing::warn!(
+            lines = restored,
+            "rebuild: Redis had lost hold budget claims of live holds; restored from MySQL"
+        );
+    }
+    Ok(())
 }
 
 impl From<RebuildError> for super::compare::CompareError {

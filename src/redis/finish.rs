@@ -2,6 +2,11 @@
 //! reservation (a confirm, a cancel) or a batch of one SKU's (the closer's
 //! expiries, `ops::lifecycle::expire_many`).
 //!
+//! Every final state of a hold's line passes here (a single reservation, an
+//! order's line; confirmed, released, rejected), so this is where the hold
+//! budget (`budget.rs`) is given back, once the records are final: by the
+//! line's name, so a repeated finish gives nothing back twice.
+//!
 //! A batch is one script call per bucket and [`FINISH_CHUNK`] reservations,
 //! so the quota give-back, the records, and the sold-out flag with its
 //! broadcast cost one round trip for the lot, not one each. Every
@@ -99,6 +104,10 @@ impl Reservations {
                 }
             }
             if !stale {
+                let holds: Vec<(UserId, &RequestId)> = (items.iter())
+                    .map(|item| (item.user_id, &item.request_id))
+                    .collect();
+                self.budget.give_back_held(sku_id, &holds).await?;
                 return Ok(outcomes
                     .into_iter()
                     .map(|o| o.expect("every item finished"))

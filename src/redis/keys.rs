@@ -152,6 +152,15 @@ impl Keys {
         self.at(tag, "opend")
     }
 
+    /// A buyer's hold budget (`limits.buyer_max_live_units`,
+    /// `budget_claim.lua`): `t` the live units claimed, one field per held
+    /// line `<sku>:<hold_id>` -> `units:deadline_ms`. Under the buyer's own
+    /// tag `u:<user_id>`: on a cluster it lives in a slot of its own, apart
+    /// from the SKUs the buyer holds.
+    pub fn budget(&self, user: UserId) -> String {
+        self.at(&format!("u:{user}"), "budget")
+    }
+
     /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`) events.
     pub fn soldout_channel(&self) -> String {
         format!("{}soldout", self.prefix)
@@ -230,6 +239,8 @@ mod tests {
         ] {
             assert!(key.starts_with(&tag), "{key}");
         }
+        let user = UserId::new(7).unwrap();
+        assert_eq!(keys.budget(user), "p:{u:7}:budget");
         // Fixed for good: another value would lose every live order record.
         assert_eq!(order_shard(&RequestId::parse("a").unwrap()), 0xc);
     }

@@ -4,7 +4,8 @@
 //! Shape: [`RedisStore`] (`store.rs`) builds one shared [`core::Core`] (the
 //! hot connection, the keys, the bounded `run`) and hands out one type per
 //! aggregate over it: `reservations()`, `skus()`, `buckets()`, `outbox()`,
-//! `drift()`, `inspect()`, `subscriptions()`, `nodes()`, `probes()`. Dependencies point
+//! `drift()`, `inspect()`, `subscriptions()`, `nodes()`, `probes()`,
+//! `budget()`. Dependencies point
 //! one way: every aggregate that routes by bucket holds a `Buckets`; `drift`
 //! also holds `Skus` (warm-up registers the SKU); `buckets` depends on no
 //! other aggregate. Every key is built in `keys.rs`, every script declared in
@@ -13,6 +14,7 @@
 
 pub mod admission;
 pub mod buckets;
+pub mod budget;
 pub mod conn;
 pub mod core;
 pub mod drift;
@@ -45,6 +47,7 @@ pub mod tls;
 pub mod url;
 
 pub use buckets::{BucketStock, Buckets, PendingTransfer};
+pub use budget::{BudgetLine, ClaimOutcome, HoldBudget};
 pub use conn::HotConnection;
 pub use drift::rebuild::{RebuildCounts, RebuildRow};
 pub use drift::{AdjustOutcome, BucketSnapshot, Drift, RedisSnapshot, WinnerRecord};

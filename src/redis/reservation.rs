@@ -8,6 +8,7 @@ use deadpool_redis::redis;
 
 use super::admission::{Admission, Ask, Batching, BucketTarget, ReserveArgs};
 use super::buckets::{Buckets, Layout};
+use super::budget::HoldBudget;
 use super::core::Core;
 use super::reply::{parse_reserve_reply, ReserveRequest};
 use super::routed::{routed, Routed};
@@ -47,6 +48,8 @@ pub struct Reservations {
     /// The reserve script's lanes (`admission.rs`); holds the script's
     /// arguments (time to pay, retention, outbox bound, buyer rate).
     admission: Admission,
+    /// The buyers' hold budget, given back by every finish (`finish.rs`).
+    pub(super) budget: HoldBudget,
 }
 
 /// A reservation record as Redis holds it, with the order it belongs to.
@@ -64,6 +67,7 @@ impl Reservations {
     pub(super) fn new(
         core: Arc<Core>,
         buckets: Buckets,
+        budget: HoldBudget,
         args: ReserveArgs,
         batching: Batching,
     ) -> Self {
@@ -71,7 +75,13 @@ impl Reservations {
             admission: Admission::new(core.clone(), args, batching),
             core,
             buckets,
+            budget,
         }
+    }
+
+    /// The hold budget every finish gives back to (`RedisStore::with_hold_budget`).
+    pub(super) fn set_budget(&mut self, budget: HoldBudget) {
+        self.budget = budget;
     }
 
     /// Turns on the per-buyer rate limit the reserve script enforces.

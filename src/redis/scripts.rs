@@ -228,8 +228,15 @@ pub static TRANSFER_CREDIT: LuaScript = LuaScript::with(
     &[lib::SOLDOUT],
 );
 
+/// A hold's claim on its buyer's hold budget (`budget.rs`).
+pub static BUDGET_CLAIM: LuaScript =
+    LuaScript::new("budget_claim", include_str!("lua/budget_claim.lua"));
+/// The give-back of a hold budget's claims (`budget.rs`).
+pub static BUDGET_GIVE_BACK: LuaScript =
+    LuaScript::new("budget_give_back", include_str!("lua/budget_give_back.lua"));
+
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 26] = [
+pub static ALL: [&LuaScript; 28] = [
     &CUT_SETTLE,
     &RESERVE,
     &ORDER,
@@ -256,6 +263,8 @@ pub static ALL: [&LuaScript; 26] = [
     &STOCK_PROBE,
     &TRANSFER_DEBIT,
     &TRANSFER_CREDIT,
+    &BUDGET_CLAIM,
+    &BUDGET_GIVE_BACK,
 ];
 
 /// The SHA1 of every script, in [`ALL`]'s order.

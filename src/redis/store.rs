@@ -15,6 +15,7 @@
 //! | `subscriptions()`  | [`Subscriptions`]  | `subscriptions.rs`           |
 //! | `nodes()`          | [`Nodes`]          | `nodes.rs`                   |
 //! | `probes()`         | [`Probes`]         | `probes.rs`                  |
+//! | `budget()`         | [`HoldBudget`]     | `budget.rs`                  |
 //!
 //! The store itself keeps what concerns the connection as a whole: health
 //! (`ping`, `scripts_loaded`), the script cache, the clock, side links.
@@ -33,6 +34,7 @@ use deadpool_redis::{Manager, Pool};
 
 use super::admission::{Batching, ReserveArgs};
 use super::buckets::Buckets;
+use super::budget::HoldBudget;
 use super::core::Core;
 use super::drift::Drift;
 use super::inspect::Inspection;
@@ -61,6 +63,7 @@ pub struct RedisStore {
     subscriptions: Subscriptions,
     nodes: Nodes,
     probes: Probes,
+    budget: HoldBudget,
 }
 
 impl RedisStore {
@@ -103,9 +106,17 @@ impl RedisStore {
             linger: Duration::from_micros(settings.batch_linger_us),
             queue_max: settings.batch_queue_max,
         };
+        let budget = HoldBudget::off(core.clone());
         Ok(Self {
             orders: Orders::new(core.clone(), args, batching, cluster),
-            reservations: Reservations::new(core.clone(), buckets.clone(), args, batching),
+            reservations: Reservations::new(
+                core.clone(),
+                buckets.clone(),
+                budget.clone(),
+                args,
+                batching,
+            ),
+            budget,
             outbox: OutboxStreams::new(core.clone(), buckets.clone()),
             drift: Drift::new(core.clone(), buckets.clone(), skus.clone()),
             inspection: Inspection::new(core.clone(), buckets.clone()),
@@ -132,6 +143,19 @@ impl RedisStore {
         self.reservations.set_lapse_limit(max_lapsed);
         self.orders.follow(self.reservations.args());
         self
+    }
+
+    /// Turns on the hold budget per buyer (`limits.buyer_max_live_units`;
+    /// 0 = off): the handlers claim it before the admission, and every
+    /// finish gives it back. `claim_life_ms`: `budget::claim_life_ms`.
+    pub fn with_hold_budget(mut self, max_units: u32, claim_life_ms: u64) -> Self {
+        self.budget = self.budget.on(max_units, claim_life_ms);
+        self.reservations.set_budget(self.budget.clone());
+        self
+    }
+
+    pub fn budget(&self) -> &HoldBudget {
+        &self.budget
     }
 
     pub fn reservations(&self) -> &Reservations {

@@ -50,6 +50,7 @@ mod events_paths;
 mod events_race;
 mod expire_batch;
 mod extend;
+mod hold_budget;
 mod kubernetes;
 mod lapse_limit;
 mod lifecycle;

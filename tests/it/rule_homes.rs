@@ -89,6 +89,11 @@ const DETECTORS: &[Detector] = &[
         matches: |l| l.contains("'HSET'") && l.contains("'count'") && l.contains("'RESERVED'"),
     },
     Detector {
+        name: "budget-line",
+        lang: Lang::Rust,
+        matches: |l| l.contains("format!(\"{sku_id}:{") || l.contains("format!(\"{sku}:{"),
+    },
+    Detector {
         name: "limit-rust",
         lang: Lang::Rust,
         matches: |l| l.contains("count >") && l.contains("limit"),

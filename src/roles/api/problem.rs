@@ -38,6 +38,10 @@ pub enum ApiError {
     /// `limits.max_lapsed_holds` (carried: the count and the cap).
     #[error("{lapsed} holds of this buyer on this SKU lapsed unpaid; at most {max} may")]
     LapseLimit { lapsed: u64, max: u64 },
+    /// The buyer's live units and the hold would exceed
+    /// `limits.buyer_max_live_units` (carried: the live units and the budget).
+    #[error("this buyer holds {live} live units; the hold budget is {budget}")]
+    HoldBudgetExceeded { live: u64, budget: u64 },
     #[error("request_id was used with another user or count")]
     IdempotencyMismatch,
     /// The id names another client's hold (contract §6.2): nothing of it is told.
@@ -102,6 +106,7 @@ impl ApiError {
             Self::InsufficientStock { .. } => "INSUFFICIENT_STOCK",
             Self::LimitExceeded { .. } => "LIMIT_EXCEEDED",
             Self::LapseLimit { .. } => "LAPSE_LIMIT",
+            Self::HoldBudgetExceeded { .. } => "HOLD_BUDGET_EXCEEDED",
             Self::IdempotencyMismatch => "IDEMPOTENCY_MISMATCH",
             Self::IdTaken => "ID_TAKEN",
             Self::ReservationReleased => "RESERVATION_RELEASED",
@@ -145,6 +150,7 @@ impl ResponseError for ApiError {
             | Self::InsufficientStock { .. }
             | Self::LimitExceeded { .. }
             | Self::LapseLimit { .. }
+            | Self::HoldBudgetExceeded { .. }
             | Self::IdTaken
             | Self::ReservationReleased
             | Self::ReservationConfirmed
@@ -178,6 +184,11 @@ impl ResponseError for ApiError {
         if let Self::Stale { current, .. } = self {
             // The value to compare against next time (RFC 9457 extension member).
             body["current_available"] = json!(current);
+        }
+        if let Self::HoldBudgetExceeded { live, budget } = self {
+            // What the buyer holds and may hold (RFC 9457 extension members).
+            body["live_units"] = json!(live);
+            body["budget"] = json!(budget);
         }
         if let Self::OrderRefused { sku_id, refusal } = self {
             // The first line that failed and why (RFC 9457 extension member).
@@ -246,6 +257,11 @@ mod tests {
                 ApiError::LapseLimit { lapsed: 2, max: 2 },
                 409,
                 "LAPSE_LIMIT",
+            ),
+            (
+                ApiError::HoldBudgetExceeded { live: 4, budget: 5 },
+                409,
+                "HOLD_BUDGET_EXCEEDED",
             ),
             (ApiError::IdempotencyMismatch, 422, "IDEMPOTENCY_MISMATCH"),
             (ApiError::IdTaken, 409, "ID_TAKEN"),

@@ -59,6 +59,7 @@ fn every_error() -> Vec<ApiError> {
         MethodNotAllowed("GET"),
         UnsupportedMediaType,
         IdTaken,
+        HoldBudgetExceeded { live: 4, budget: 5 },
     ];
     all.iter().for_each(listed);
     all
@@ -75,7 +76,7 @@ fn listed(e: &ApiError) {
         ExtensionLimit(_) | OrderRefused { .. } | BelowReserved(_) | BucketsLocked(_) => {}
         Stale { .. } | AdjustmentMismatch(_) | Conflict(_) | Unavailable(_) => {}
         RateLimited { .. } | RouteNotFound | MethodNotAllowed(_) | UnsupportedMediaType => {}
-        IdTaken => {}
+        IdTaken | HoldBudgetExceeded { .. } => {}
     }
 }
 

@@ -145,8 +145,11 @@ problems! {
     /// `INSUFFICIENT_STOCK`, `LIMIT_EXCEEDED`, `LAPSE_LIMIT`: the buyer's
     /// holds on that SKU lapsed unpaid `limits.max_lapsed_holds` times);
     /// or, without `line`, `ID_TAKEN`: the `order_id` names another
-    /// client's order (nothing of it is told). Nothing is held.
-    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN"];
+    /// client's order (nothing of it is told), or `HOLD_BUDGET_EXCEEDED`:
+    /// the buyer's live units across every SKU and the order's would exceed
+    /// `limits.buyer_max_live_units` (the body's `live_units` and `budget`
+    /// say how many). Nothing is held.
+    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN", "HOLD_BUDGET_EXCEEDED"];
     /// Not confirmed: the order was released (expired or cancelled; refund
     /// the buyer) or rejected by the ledger.
     OrderConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED"];
@@ -166,10 +169,12 @@ problems! {
     /// Not reserved: `SOLD_OUT` (nothing left), `INSUFFICIENT_STOCK` (fewer
     /// units left than asked for), `LIMIT_EXCEEDED` (the user's per-SKU limit)
     /// or `LAPSE_LIMIT` (the user's holds on this SKU lapsed unpaid
-    /// `limits.max_lapsed_holds` times), or `ID_TAKEN` (the `request_id`
-    /// names another client's reservation; nothing of it is told). Nothing
-    /// is held.
-    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN"];
+    /// `limits.max_lapsed_holds` times), `HOLD_BUDGET_EXCEEDED` (the user's
+    /// live units across every SKU and these would exceed
+    /// `limits.buyer_max_live_units`; the body's `live_units` and `budget`
+    /// say how many), or `ID_TAKEN` (the `request_id` names another
+    /// client's reservation; nothing of it is told). Nothing is held.
+    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "HOLD_BUDGET_EXCEEDED", "ID_TAKEN"];
     /// This `request_id` was already used with another user or count.
     IdempotencyMismatch = 422 ["IDEMPOTENCY_MISMATCH"];
     /// Not confirmed: the reservation was released (expired or cancelled;

@@ -277,6 +277,7 @@ mod tests {
                 limit: 1,
             },
             ApiError::LapseLimit { lapsed: 2, max: 2 },
+            ApiError::HoldBudgetExceeded { live: 4, budget: 5 },
             ApiError::IdempotencyMismatch,
             ApiError::IdTaken,
             ApiError::ReservationReleased,

@@ -9,8 +9,10 @@
 //! spoken is here, once: the sold-out short cut and flags, the refusal of a
 //! line, the hand-off to the ledger (with `durability: queue` the answer
 //! awaits the broker's confirm, 201 or 202 when late; with `durability:
-//! redis` it goes out at once), the replay, and the owner check of a read.
+//! redis` it goes out at once), the replay, and the owner check of a read;
+//! and the hold budget per buyer claimed before the admission ([`budget`]).
 
+mod budget;
 pub mod order;
 pub mod reservation;
 

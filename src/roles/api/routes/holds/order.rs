@@ -15,7 +15,7 @@ use super::super::contract::{
 };
 use super::super::order_from;
 use super::{
-    copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
+    budget, copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
 };
 use crate::db::orders;
 use crate::domain::{
@@ -23,9 +23,9 @@ use crate::domain::{
 };
 use crate::otel;
 use crate::outbox::OrderLineEntry;
-use crate::redis::{HeldLine, LineRefusal, OrderOutcome};
+use crate::redis::{BudgetLine, HeldLine, LineRefusal, OrderOutcome};
 use crate::roles::api::auth::{Granted, Read, Reserve};
-use crate::roles::api::hold_views::{OrderBody, OrderView};
+use crate::roles::api::hold_views::{OrderBody, OrderView, StatusView};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::trace_context;
 use crate::roles::api::ApiState;
@@ -37,7 +37,9 @@ use crate::roles::api::ApiState;
 /// other lines is 422. Each line counts against its SKU's `limit_per_user`
 /// together with the buyer's single reservations, and a line on a SKU where
 /// the buyer's holds lapsed unpaid `limits.max_lapsed_holds` times is
-/// refused (409 `LAPSE_LIMIT`). Needs a client token with
+/// refused (409 `LAPSE_LIMIT`). The buyer's live units across every SKU
+/// and the order's lines together are held to `limits.buyer_max_live_units`
+/// (409 `HOLD_BUDGET_EXCEEDED`, no `line` member). Needs a client token with
 /// scope `reserve` when `auth.required` is true.
 #[utoipa::path(
     post,
@@ -80,7 +82,12 @@ pub async fn place(
     let skus = lines.lines().iter().map(|l| l.sku_id);
     let (label, response) = match short_circuited(&state, user_id, order_id, skus) {
         Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
-        None => hold(&state, order_id, user_id, &lines, scope.requester()).await,
+        None => match claim_budget(&state, order_id, user_id, &lines).await {
+            Ok(claim) => hold(&state, order_id, user_id, &lines, scope.requester(), claim).await,
+            Err(err @ ApiError::HoldBudgetExceeded { .. }) => ("hold_budget_exceeded", Err(err)),
+            Err(err @ ApiError::OrderRefused { .. }) => ("limit_exceeded", Err(err)),
+            Err(err) => ("error", Err(err)),
+        },
     };
     metrics::counter!("stockd_orders_total", "result" => label).increment(1);
     trace_context::order(&state.res.tracing, order_id, label);
@@ -89,14 +96,51 @@ pub async fn place(
     response
 }
 
+/// The order's claim on the buyer's hold budget, one line per SKU (off: no
+/// call). A Redis failure is an error of its own, not a refusal.
+async fn claim_budget(
+    state: &ApiState,
+    order_id: &RequestId,
+    user_id: UserId,
+    lines: &OrderLines,
+) -> Result<budget::Claim, ApiError> {
+    let budget_lines = (lines.lines().iter())
+        .map(|line| BudgetLine {
+            sku_id: line.sku_id,
+            hold_id: order_id.clone(),
+            units: line.count,
+        })
+        .collect();
+    let orders = state.res.redis.orders();
+    let exists = || async { Ok(orders.record(order_id).await?.is_some()) };
+    budget::claim(state, user_id, budget_lines, exists, refused).await
+}
+
 /// The order script, then the answer; with the outcome's metric label.
+/// The budget's `claim` is settled once the answer says whether the order
+/// is live.
 async fn hold(
     state: &ApiState,
     order_id: &RequestId,
     user_id: UserId,
     lines: &OrderLines,
     requester: &Requester,
+    claim: budget::Claim,
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
+    let (label, response, live) = answer(state, order_id, user_id, lines, requester).await;
+    claim.settle(state, live).await;
+    (label, response)
+}
+
+/// The order script, then the answer, with its metric label and whether
+/// the order is live after it (held, a replay of a held order, or not known).
+async fn answer(
+    state: &ApiState,
+    order_id: &RequestId,
+    user_id: UserId,
+    lines: &OrderLines,
+    requester: &Requester,
+) -> (&'static str, Result<HttpResponse, ApiError>, bool) {
     let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
     let redis = &state.res.redis;
     let redis_span = trace_context::order_redis_span(&state.res.tracing, order_id, lines.len());
@@ -113,13 +157,13 @@ async fn hold(
     otel::end(redis_span, label, outcome.is_err());
     let outcome = match outcome {
         Ok(outcome) => outcome,
-        Err(err) => return ("error", Err(ApiError::unavailable("redis", err))),
+        Err(err) => return ("error", Err(ApiError::unavailable("redis", err)), true),
     };
     for sku_id in took_the_last_units(&outcome) {
         flag_sold_out(state, sku_id, user_id);
     }
     let location = format!("/v1/orders/{order_id}");
-    match outcome {
+    let (label, response) = match outcome {
         OrderOutcome::Reserved {
             created_ms,
             expires_ms,
@@ -131,20 +175,24 @@ async fn hold(
             let confirmed = hand_off(state, publish(state, held_lines, msgs)).await;
             let status = ReservationStatus::Reserved;
             let view = OrderView::new(order_id, user_id, lines, status, expires_ms);
-            ("reserved", Ok(held(confirmed, location, view)))
+            return ("reserved", Ok(held(confirmed, location, view)), true);
         }
         OrderOutcome::Replayed {
             status, expires_ms, ..
         } => {
             let view = OrderView::new(order_id, user_id, lines, status, expires_ms);
-            ("replayed", Ok(replayed(view, Some(location))))
+            let live = status == ReservationStatus::Reserved;
+            return ("replayed", Ok(replayed(view, Some(location))), live);
         }
         OrderOutcome::Mismatch => {
             match stored_in_mysql(state, order_id, user_id, lines, requester).await {
-                Ok(Stored::Same(view)) => ("replayed", Ok(replayed(view, Some(location)))),
+                Ok(Stored::Same(view)) => {
+                    let live = view.status == StatusView::Reserved;
+                    return ("replayed", Ok(replayed(view, Some(location))), live);
+                }
                 Ok(Stored::Taken) => ("id_taken", Err(ApiError::IdTaken)),
                 Ok(Stored::Other) => ("mismatch", Err(ApiError::IdempotencyMismatch)),
-                Err(err) => ("error", Err(err)),
+                Err(err) => return ("error", Err(err), true),
             }
         }
         OrderOutcome::Taken => ("id_taken", Err(ApiError::IdTaken)),
@@ -167,7 +215,8 @@ async fn hold(
                 "orders cannot be held by one script on a Redis Cluster".into(),
             )),
         ),
-    }
+    };
+    (label, response, false)
 }
 
 /// The SKUs a line just took the last units of, or was refused sold out on.

@@ -14,12 +14,12 @@ use super::super::contract::{
 };
 use super::super::{request_from, sku_from};
 use super::{
-    copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
+    budget, copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
 };
 use crate::db::ledger;
-use crate::domain::{Deduction, ReserveOutcome, SkuId};
+use crate::domain::{Deduction, RequestId, ReservationStatus, ReserveOutcome, SkuId, UserId};
 use crate::otel;
-use crate::redis::{LineRefusal, OutboxStream};
+use crate::redis::{BudgetLine, LineRefusal, OutboxStream, RedisError};
 use crate::roles::api::auth::{Granted, Read, Reserve};
 use crate::roles::api::hold_views::{ReservationView, ReserveBody};
 use crate::roles::api::problem::ApiError;
@@ -32,7 +32,9 @@ use crate::roles::api::ApiState;
 /// (200 with `Idempotent-Replayed: true`); the same id with another user or
 /// count is 422; the id of another client's reservation is 409 `ID_TAKEN`
 /// (with `auth.required`). A buyer whose holds on the SKU lapsed unpaid
-/// `limits.max_lapsed_holds` times is refused (409 `LAPSE_LIMIT`).
+/// `limits.max_lapsed_holds` times is refused (409 `LAPSE_LIMIT`), and one
+/// whose live units across every SKU would exceed
+/// `limits.buyer_max_live_units` (409 `HOLD_BUDGET_EXCEEDED`).
 ///
 /// Needs a client token with scope `reserve` when `auth.required` is true
 /// (contract §6, "Who may call").
@@ -78,6 +80,7 @@ pub async fn reserve(
         metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
         return Err(ApiError::SoldOut);
     }
+    let claim = claim_budget(&state, sku_id, &body.request_id, user_id, count).await?;
     let tracing = &state.res.tracing;
     let redis_span = trace_context::redis_span(tracing, sku_id, &body.request_id);
     let outcome = state
@@ -91,6 +94,7 @@ pub async fn reserve(
         outcome.as_ref().map_or("error", |o| o.label()),
         outcome.is_err(),
     );
+    claim.settle(&state, leaves_it_live(&outcome)).await;
     let outcome = outcome.map_err(|e| {
         metrics::counter!("stockd_reservations_total", "result" => "error").increment(1);
         trace_context::reservation(tracing, sku_id, &body.request_id, "error");
@@ -105,6 +109,49 @@ pub async fn reserve(
     trace_context::reservation(tracing, sku_id, &body.request_id, label);
     metrics::histogram!("stockd_reserve_duration_seconds").record(started.elapsed().as_secs_f64());
     response
+}
+
+/// The reservation's claim on the buyer's hold budget (off: no call); its
+/// 409 (`HOLD_BUDGET_EXCEEDED`, or `LIMIT_EXCEEDED` first) counted like the
+/// script's refusals.
+async fn claim_budget(
+    state: &ApiState,
+    sku_id: SkuId,
+    request_id: &RequestId,
+    user_id: UserId,
+    count: u32,
+) -> Result<budget::Claim, ApiError> {
+    let line = BudgetLine {
+        sku_id,
+        hold_id: request_id.clone(),
+        units: count,
+    };
+    let reservations = state.res.redis.reservations();
+    let exists = || async {
+        let record = reservations.reservation(sku_id, request_id).await?;
+        Ok(record.is_some())
+    };
+    let claimed = budget::claim(state, user_id, vec![line], exists, |_, err| err).await;
+    let label = match &claimed {
+        Err(ApiError::HoldBudgetExceeded { .. }) => "hold_budget_exceeded",
+        Err(ApiError::LimitExceeded { .. }) => "limit_exceeded",
+        Err(_) => "error",
+        Ok(_) => return claimed,
+    };
+    metrics::counter!("stockd_reservations_total", "result" => label).increment(1);
+    claimed
+}
+
+/// Whether the hold is live once the script answered: held now, a replay
+/// of a hold still held, or not known (Redis failed mid-call).
+fn leaves_it_live(outcome: &Result<ReserveOutcome, RedisError>) -> bool {
+    match outcome {
+        Ok(ReserveOutcome::Reserved { .. }) | Err(_) => true,
+        Ok(ReserveOutcome::Replayed { reservation }) => {
+            reservation.status == ReservationStatus::Reserved
+        }
+        Ok(_) => false,
+    }
 }
 
 /// The SKU just sold out, or was found sold out.
