@@ -157,6 +157,12 @@ impl Keys {
         format!("{}soldout", self.prefix)
     }
 
+    /// Pub/Sub channel of changed sale terms: the SKU id whose terms an
+    /// api node's board reads again (`sale/subscriber.rs`).
+    pub fn sale_channel(&self) -> String {
+        format!("{}sale", self.prefix)
+    }
+
     /// A warm-up probe that came through the deduct queue (`redis/probes.rs`).
     pub fn probe(&self, id: &str) -> String {
         format!("{}probe:{id}", self.prefix)

@@ -228,8 +228,11 @@ pub static TRANSFER_CREDIT: LuaScript = LuaScript::with(
     &[lib::SOLDOUT],
 );
 
+/// A SKU's sale terms onto one of its hashes (`sku_terms.rs`).
+pub static SALE_TERMS: LuaScript = LuaScript::new("sale_terms", include_str!("lua/sale_terms.lua"));
+
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 26] = [
+pub static ALL: [&LuaScript; 27] = [
     &CUT_SETTLE,
     &RESERVE,
     &ORDER,
@@ -256,6 +259,7 @@ pub static ALL: [&LuaScript; 26] = [
     &STOCK_PROBE,
     &TRANSFER_DEBIT,
     &TRANSFER_CREDIT,
+    &SALE_TERMS,
 ];
 
 /// The SHA1 of every script, in [`ALL`]'s order.

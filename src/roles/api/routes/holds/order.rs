@@ -15,7 +15,8 @@ use super::super::contract::{
 };
 use super::super::order_from;
 use super::{
-    copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
+    copies, flag_sold_out, hand_off, held, refusal, replayed, sale_gate, short_circuited,
+    BACKPRESSURE,
 };
 use crate::db::orders;
 use crate::domain::{
@@ -77,10 +78,26 @@ pub async fn place(
     let (user_id, lines) =
         body.validate(settings.orders.max_lines, settings.reservation.max_count)?;
     let order_id = &body.order_id;
-    let skus = lines.lines().iter().map(|l| l.sku_id);
-    let (label, response) = match short_circuited(&state, user_id, order_id, skus) {
-        Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
-        None => hold(&state, order_id, user_id, &lines, scope.requester()).await,
+    let skus: Vec<SkuId> = lines.lines().iter().map(|l| l.sku_id).collect();
+    let hold_exists = || async {
+        let record = state.res.redis.orders().record(order_id).await?;
+        Ok(record.is_some())
+    };
+    let has_pass = body.pass.is_some();
+    let early = sale_gate::early_refusal(&state, &skus, has_pass, hold_exists).await?;
+    let carries_pass = sale_gate::carries_pass(&state, body.pass.as_deref());
+    let (label, response) = match early {
+        Some((sku_id, why)) => (
+            why.label(),
+            Err(refused(sku_id, sale_gate::answer(&state, why))),
+        ),
+        None => match short_circuited(&state, user_id, order_id, skus) {
+            Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
+            None => {
+                let requester = scope.requester();
+                hold(&state, order_id, user_id, &lines, requester, carries_pass).await
+            }
+        },
     };
     metrics::counter!("stockd_orders_total", "result" => label).increment(1);
     trace_context::order(&state.res.tracing, order_id, label);
@@ -96,6 +113,7 @@ async fn hold(
     user_id: UserId,
     lines: &OrderLines,
     requester: &Requester,
+    carries_pass: bool,
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
     let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
     let redis = &state.res.redis;
@@ -107,6 +125,7 @@ async fn hold(
         lines,
         hold_timeout_ms,
         requester,
+        carries_pass,
     ))
     .await;
     let label = outcome.as_ref().map_or("error", OrderOutcome::label);
