@@ -58,7 +58,55 @@ impl GateRefusal {
     }
 }
 
+/// A sale window as the SKU admin sets it: an opening, and a close after
+/// it or none (the API checks `opens < closes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub opens_at_ms: i64,
+    pub closes_at_ms: Option<i64>,
+}
+
+/// What a SKU admin `PUT` asks of the terms; `None` keeps what the SKU has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TermsChange {
+    /// `Some(None)`: remove the window (`"sale": null`).
+    pub window: Option<Option<Window>>,
+    pub requires_pass: Option<bool>,
+}
+
 impl SaleTerms {
+    /// The terms after `change` at `now_ms`: an opening that has passed
+    /// cannot move, nor its window be removed (409 `SALE_OPEN`, the words
+    /// in `Err`); the close may move, and a sale not yet open may change
+    /// whole.
+    pub fn changed(&self, change: &TermsChange, now_ms: i64) -> Result<SaleTerms, String> {
+        let mut next = *self;
+        if let Some(window) = change.window {
+            let opened = self.opens_at_ms.filter(|_| self.has_opened(now_ms));
+            match (opened, window) {
+                (Some(at), None) => {
+                    return Err(format!(
+                        "the sale opened at {}: its window cannot be removed",
+                        crate::clock::rfc3339_ms(at as u64)
+                    ))
+                }
+                (Some(at), Some(w)) if w.opens_at_ms != at => {
+                    return Err(format!(
+                        "the sale opened at {}: its opens_at cannot move (closes_at may)",
+                        crate::clock::rfc3339_ms(at as u64)
+                    ))
+                }
+                _ => {}
+            }
+            next.opens_at_ms = window.map(|w| w.opens_at_ms);
+            next.closes_at_ms = window.and_then(|w| w.closes_at_ms);
+        }
+        if let Some(requires_pass) = change.requires_pass {
+            next.requires_pass = requires_pass;
+        }
+        Ok(next)
+    }
+
     /// The api node's early answer for a hold at `now_ms` (its own clock,
     /// offset included): `NotStarted` only while `now_ms` is more than
     /// `margin_ms` before the opening (within the margin Redis decides);
@@ -156,6 +204,30 @@ mod tests {
             Some(GateRefusal::PassRequired)
         );
         assert_eq!(terms.early_refusal(10_000, 1_000, true), None);
+    }
+
+    #[test]
+    fn an_opened_sale_keeps_its_opening_but_may_move_its_close() {
+        let open = window(Some(1_000), Some(9_000), false);
+        let moved = |opens, closes| TermsChange {
+            window: Some(Some(Window {
+                opens_at_ms: opens,
+                closes_at_ms: closes,
+            })),
+            requires_pass: None,
+        };
+        assert!(open.changed(&moved(2_000, Some(9_000)), 1_000).is_err());
+        let removed = TermsChange {
+            window: Some(None),
+            requires_pass: None,
+        };
+        assert!(open.changed(&removed, 5_000).is_err());
+        let later = open.changed(&moved(1_000, Some(20_000)), 5_000).unwrap();
+        assert_eq!(later.closes_at_ms, Some(20_000));
+        // before the opening everything may change
+        assert_eq!(open.changed(&removed, 999).unwrap(), SaleTerms::default());
+        let kept = open.changed(&TermsChange::default(), 5_000).unwrap();
+        assert_eq!(kept, open);
     }
 
     #[test]

@@ -152,15 +152,11 @@ impl Keys {
         self.at(tag, "opend")
     }
 
-    /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`) events.
+    /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`)
+    /// events, and of changed sale terms (`T:<sku>`, `sale/subscriber.rs`):
+    /// one channel, so the Redis ACL of a deployment names one.
     pub fn soldout_channel(&self) -> String {
         format!("{}soldout", self.prefix)
-    }
-
-    /// Pub/Sub channel of changed sale terms: the SKU id whose terms an
-    /// api node's board reads again (`sale/subscriber.rs`).
-    pub fn sale_channel(&self) -> String {
-        format!("{}sale", self.prefix)
     }
 
     /// A warm-up probe that came through the deduct queue (`redis/probes.rs`).

@@ -39,7 +39,7 @@ pub mod sku;
 mod sku_cuts;
 mod sku_split_cut;
 mod sku_step;
-mod sku_terms;
+pub mod sku_terms;
 pub mod store;
 pub mod subscriptions;
 pub mod tls;

@@ -10,6 +10,9 @@ use super::sku::Skus;
 use super::RedisError;
 use crate::domain::{SaleTerms, SkuId};
 
+/// The prefix of a notice of changed sale terms on the sold-out channel.
+pub const SALE_TERMS_NOTICE: &str = "T:";
+
 impl Skus {
     /// Writes `terms` onto every hash of `layout` (`sale_terms.lua`, one
     /// call per slot). Also onto a hash not loaded yet: a creation and a
@@ -62,15 +65,16 @@ impl Skus {
     }
 
     /// Tells every api node's board that `sku_id`'s terms changed (it reads
-    /// them again from MySQL). A lost notice is caught by the boards'
-    /// periodic re-read.
+    /// them again from MySQL): `T:<sku>` on the sold-out channel, whose
+    /// subscribers ignore a kind they do not know. A lost notice is caught
+    /// by the boards' periodic re-read.
     pub async fn tell_sale_terms(&self, sku_id: SkuId) -> Result<(), RedisError> {
-        let channel = self.core.keys.sale_channel();
+        let channel = self.core.keys.soldout_channel();
         self.core
             .run(|mut c| async move {
                 redis::cmd("PUBLISH")
                     .arg(&channel)
-                    .arg(sku_id.get())
+                    .arg(format!("{SALE_TERMS_NOTICE}{sku_id}"))
                     .query_async::<i64>(&mut c)
                     .await
             })

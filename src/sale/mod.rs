@@ -12,9 +12,9 @@
 //!
 //! - [`board`]: the terms per SKU (MySQL's, the source of truth).
 //! - [`subscriber`]: keeps the board in step: a full read at start and after
-//!   every (re)subscribe, a notice per changed SKU on the sale channel (its
-//!   own Pub/Sub connection: the sold-out board's carries that board's
-//!   flags, and a SKU's terms are read from MySQL, not Redis), and a
+//!   every (re)subscribe, a notice per changed SKU on the sold-out channel
+//!   (`T:<sku>`; its own Pub/Sub connection, since the sold-out board may
+//!   be off, and a SKU's terms are read from MySQL, not Redis), and a
 //!   periodic full re-read as a safety net for a lost notice.
 
 pub mod board;

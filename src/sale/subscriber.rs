@@ -1,8 +1,11 @@
 //! Keeps a [`SaleBoard`] in step with MySQL: a full read after every
-//! (re)subscribe to the sale channel (notices sent while disconnected are
-//! gone), one SKU read again per notice (`Skus::tell_sale_terms`, sent by
-//! the SKU admin after a change), and a full re-read every
-//! [`REREAD_EVERY`] whatever the channel said.
+//! (re)subscribe (notices sent while disconnected are gone), one SKU read
+//! again per notice (`T:<sku>`, `Skus::tell_sale_terms`, sent by the SKU
+//! admin after a change), and a full re-read every [`REREAD_EVERY`]
+//! whatever the channel said. The notices travel on the sold-out channel
+//! (one channel for a deployment's Redis ACL to name), on a connection of
+//! this board's own: the sold-out board runs only with `soldout.enabled`,
+//! and its flags' events are dropped here unread.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::SaleBoard;
 use crate::db::Db;
 use crate::domain::SkuId;
+use crate::redis::sku_terms::SALE_TERMS_NOTICE;
 use crate::redis::RedisStore;
 
 /// The safety net's period: a lost notice leaves a node's board stale at
@@ -55,7 +59,7 @@ async fn listen(board: &SaleBoard, db: &Db, redis: &RedisStore) {
             return;
         }
     };
-    if let Err(err) = pubsub.subscribe(redis.keys().sale_channel()).await {
+    if let Err(err) = pubsub.subscribe(redis.keys().soldout_channel()).await {
         tracing::warn!(error = %err, "sale.subscriber: cannot subscribe");
         return;
     }
@@ -67,7 +71,10 @@ async fn listen(board: &SaleBoard, db: &Db, redis: &RedisStore) {
         let Ok(payload) = msg.get_payload::<String>() else {
             continue;
         };
-        let Some(sku) = payload.parse().ok().and_then(|id| SkuId::new(id).ok()) else {
+        let Some(raw) = payload.strip_prefix(SALE_TERMS_NOTICE) else {
+            continue;
+        };
+        let Some(sku) = raw.parse().ok().and_then(|id| SkuId::new(id).ok()) else {
             continue;
         };
         if let Err(err) = board.refresh(db, sku).await {

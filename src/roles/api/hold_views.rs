@@ -287,6 +287,7 @@ mod tests {
                 .iter()
                 .map(|&(sku_id, count)| OrderLineBody { sku_id, count })
                 .collect(),
+            pass: None,
         }
     }
 
@@ -322,8 +323,22 @@ mod tests {
                 request_id: RequestId::parse("r").unwrap(),
                 user_id: 1,
                 count,
+                pass: None,
             };
             assert!(body.validate(1000).is_err(), "{count}");
+        }
+    }
+
+    #[test]
+    fn an_empty_or_oversized_pass_is_invalid() {
+        for pass in [String::new(), "x".repeat(PASS_MAX_LEN + 1)] {
+            let body = ReserveBody {
+                request_id: RequestId::parse("r").unwrap(),
+                user_id: 1,
+                count: 1,
+                pass: Some(pass),
+            };
+            assert!(body.validate(1000).is_err());
         }
     }
 }

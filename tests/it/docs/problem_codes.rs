@@ -59,6 +59,13 @@ fn every_error() -> Vec<ApiError> {
         MethodNotAllowed("GET"),
         UnsupportedMediaType,
         IdTaken,
+        SaleNotStarted {
+            opens_at_ms: 1,
+            retry_after_secs: 1,
+        },
+        SaleEnded,
+        PassRequired,
+        SaleOpen(String::new()),
     ];
     all.iter().for_each(listed);
     all
@@ -76,6 +83,7 @@ fn listed(e: &ApiError) {
         Stale { .. } | AdjustmentMismatch(_) | Conflict(_) | Unavailable(_) => {}
         RateLimited { .. } | RouteNotFound | MethodNotAllowed(_) | UnsupportedMediaType => {}
         IdTaken => {}
+        SaleNotStarted { .. } | SaleEnded | PassRequired | SaleOpen(_) => {}
     }
 }
 

@@ -10,8 +10,9 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::super::contract::{
-    Forbidden, IdempotencyMismatch, InvalidRequest, OrderNotFound, OrderPath, OrderRefused,
-    OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable, UnsupportedMediaType,
+    Forbidden, IdempotencyMismatch, InvalidRequest, OrderForbidden, OrderNotFound, OrderPath,
+    OrderRefused, OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable,
+    UnsupportedMediaType,
 };
 use super::super::order_from;
 use super::{
@@ -60,7 +61,7 @@ use crate::roles::api::ApiState;
         (status = 400, response = InvalidRequest),
         (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
+        (status = 403, response = OrderForbidden),
         (status = 404, response = OrderSkuNotFound),
         (status = 409, response = OrderRefused),
         (status = 422, response = IdempotencyMismatch),

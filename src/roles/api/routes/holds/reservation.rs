@@ -8,9 +8,9 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::super::contract::{
-    Forbidden, IdempotencyMismatch, InvalidRequest, RateLimited, ReservationNotFound,
-    ReservationPath, ReserveConflict, SkuNotFound, SkuPath, Unauthenticated, Unavailable,
-    UnsupportedMediaType,
+    Forbidden, HoldForbidden, IdempotencyMismatch, InvalidRequest, RateLimited,
+    ReservationNotFound, ReservationPath, ReserveConflict, SkuNotFound, SkuPath, Unauthenticated,
+    Unavailable, UnsupportedMediaType,
 };
 use super::super::{request_from, sku_from};
 use super::{
@@ -58,7 +58,7 @@ use crate::roles::api::ApiState;
         (status = 400, response = InvalidRequest),
         (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
+        (status = 403, response = HoldForbidden),
         (status = 404, response = SkuNotFound),
         (status = 409, response = ReserveConflict),
         (status = 422, response = IdempotencyMismatch),
