@@ -1,5 +1,5 @@
 //! `sale`: how an api node judges a SKU's sale window from memory
-//! (docs/contract.md, "Sale window"). The opening itself is Redis's to
+//! (docs/contract.md §19). The opening itself is Redis's to
 //! decide (its `TIME`, one clock for every node); these keys bound what a
 //! node may answer without asking it.
 

@@ -19,5 +19,5 @@ pub use order::{OrderLine, OrderLines, LINES_MAX};
 pub use outcome::ReserveOutcome;
 pub use ownership::{Requester, CLIENT_NAME_MAX_LEN};
 pub use reservation::{extension_lost, is_due, HoldTerm, Reservation, ReservationStatus};
-pub use sale::{GateRefusal, SaleTerms, TermsChange, Window};
+pub use sale::{GateRefusal, OpenedSale, SaleTerms, TermsChange, Window};
 pub use stock::TOTAL_STOCK_MAX;

@@ -1,6 +1,6 @@
 //! A SKU's sale terms — when it sells (the window) and whether a hold of it
 //! needs a verified pass — and the api node's early answer from them
-//! (docs/contract.md, "Sale window").
+//! (docs/contract.md §19).
 //!
 //! Two clocks judge a window, on purpose: the api node's board answers
 //! "not started" from memory only while its own clock is further than a
@@ -74,27 +74,30 @@ pub struct TermsChange {
     pub requires_pass: Option<bool>,
 }
 
+/// A change refused because the sale opened at `opened_at_ms` (409
+/// `SALE_OPEN`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenedSale {
+    /// `"sale": null` of an opened sale.
+    WindowRemoved { opened_at_ms: i64 },
+    /// Another `opens_at` for an opened sale.
+    OpeningMoved { opened_at_ms: i64 },
+}
+
 impl SaleTerms {
     /// The terms after `change` at `now_ms`: an opening that has passed
-    /// cannot move, nor its window be removed (409 `SALE_OPEN`, the words
-    /// in `Err`); the close may move, and a sale not yet open may change
-    /// whole.
-    pub fn changed(&self, change: &TermsChange, now_ms: i64) -> Result<SaleTerms, String> {
+    /// cannot move, nor its window be removed (409 `SALE_OPEN`); the close
+    /// may move, and a sale not yet open may change whole.
+    pub fn changed(&self, change: &TermsChange, now_ms: i64) -> Result<SaleTerms, OpenedSale> {
         let mut next = *self;
         if let Some(window) = change.window {
             let opened = self.opens_at_ms.filter(|_| self.has_opened(now_ms));
             match (opened, window) {
-                (Some(at), None) => {
-                    return Err(format!(
-                        "the sale opened at {}: its window cannot be removed",
-                        crate::clock::rfc3339_ms(at as u64)
-                    ))
+                (Some(opened_at_ms), None) => {
+                    return Err(OpenedSale::WindowRemoved { opened_at_ms })
                 }
-                (Some(at), Some(w)) if w.opens_at_ms != at => {
-                    return Err(format!(
-                        "the sale opened at {}: its opens_at cannot move (closes_at may)",
-                        crate::clock::rfc3339_ms(at as u64)
-                    ))
+                (Some(opened_at_ms), Some(w)) if w.opens_at_ms != opened_at_ms => {
+                    return Err(OpenedSale::OpeningMoved { opened_at_ms })
                 }
                 _ => {}
             }

@@ -15,8 +15,8 @@
 //! Every change of the total is a `stock_movements` row (`create`, `restock`)
 //! written in the same transaction; an unchanged total writes none.
 //!
-//! The sale terms (window, `requires_pass`; docs/contract.md, "Sale
-//! window") are decided under the same row lock (an opened sale's opening
+//! The sale terms (window, `requires_pass`; docs/contract.md §19) are
+//! decided under the same row lock (an opened sale's opening
 //! cannot move: `SaleOpen`, nothing written), committed with the stock, and
 //! mirrored onto every hash of the SKU's layout before its stock reaches
 //! Redis, so a new SKU never sells outside its window.
@@ -24,7 +24,7 @@
 use crate::db::movement_steps::PendingStep;
 use crate::db::movements::{self, MovementKind, NewMovement};
 use crate::db::{event_outbox, ledger, sale, sku, Db, DbError, Transaction};
-use crate::domain::{SaleTerms, SkuId, TermsChange};
+use crate::domain::{OpenedSale, SaleTerms, SkuId, TermsChange};
 use crate::ops::sku_admin_error::SkuAdminError;
 use crate::ops::sku_layout::layout_for;
 use crate::ops::stock_step::{self, Applied};
@@ -142,7 +142,7 @@ async fn upsert_unbounded(
     };
     let terms = terms_before
         .changed(&terms_change, crate::clock::unix_ms() as i64)
-        .map_err(SkuAdminError::SaleOpen)?;
+        .map_err(sale_open)?;
     let terms_changed = terms != terms_before;
     if terms_changed {
         sale::set_terms(&mut tx, sku_id, &terms).await?;
@@ -233,6 +233,20 @@ async fn upsert_unbounded(
         terms,
         terms_changed,
     })
+}
+
+/// The words of a refused change of an opened sale (409 `SALE_OPEN`).
+fn sale_open(why: OpenedSale) -> SkuAdminError {
+    let (opened_at_ms, what) = match why {
+        OpenedSale::WindowRemoved { opened_at_ms } => {
+            (opened_at_ms, "its window cannot be removed")
+        }
+        OpenedSale::OpeningMoved { opened_at_ms } => {
+            (opened_at_ms, "its opens_at cannot move (closes_at may)")
+        }
+    };
+    let at = crate::clock::rfc3339_ms(opened_at_ms as u64);
+    SkuAdminError::SaleOpen(format!("the sale opened at {at}: {what}"))
 }
 
 /// A change of a SKU's stock, as MySQL has it after the change.

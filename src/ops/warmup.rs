@@ -101,7 +101,7 @@ pub async fn warmup(
     // is not admitting (not loaded, or refused in flight) until `warm` below.
     let layout = redis.buckets().prepare_layout(sku_id, buckets).await?;
     // The sale terms before the stock: a SKU Redis lost never sells outside
-    // its window (docs/contract.md, "Sale window").
+    // its window (docs/contract.md §19).
     let terms = db
         .bounded(async {
             let mut conn = db.conn().await?;

@@ -1,7 +1,7 @@
 //! A SKU's sale terms in Redis: mirrored onto every hash of its layout (the
 //! home hash and each bucket's), where the admission scripts read them, and
-//! told to every api node's board on the sale channel (docs/contract.md,
-//! "Sale window").
+//! told to every api node's board on the sold-out channel (docs/contract.md
+//! §19).
 
 use deadpool_redis::redis;
 

@@ -1,5 +1,5 @@
-//! The board of sale terms every api node keeps in memory (docs/contract.md,
-//! "Sale window").
+//! The board of sale terms every api node keeps in memory (docs/contract.md
+//! §19).
 //!
 //! A crowd arrives before a sale opens, and every early request that reached
 //! Redis would spend a round trip on the busiest single-threaded server we

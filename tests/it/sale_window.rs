@@ -1,4 +1,4 @@
-//! A SKU's sale terms (docs/contract.md, "Sale window"): the window set,
+//! A SKU's sale terms (docs/contract.md §19): the window set,
 //! moved and removed by the admin `PUT` (and refused once the sale opened),
 //! shown by the SKU views; holds refused before the opening (from memory
 //! while the node's clock is beyond `sale.clock_margin_ms`, by Redis's

@@ -1,7 +1,7 @@
 -- sale_terms.lua: a SKU's sale terms onto one of its hashes (the home hash,
 -- or a bucket's of a split SKU: each is its own call, in its own slot), where
 -- the admission scripts read them in the HMGET they make of the SKU anyway
--- (lib/hold.lua, hold_gate). docs/contract.md, "Sale window".
+-- (lib/hold.lua, hold_gate). docs/contract.md §19.
 --
 -- KEYS[1] sku (bucket) hash
 -- ARGV[1] opens ms ('' for none)  ARGV[2] closes ms ('' for none)

@@ -38,7 +38,7 @@ pub struct ReserveBody {
     #[schema(minimum = 1, maximum = 1000, example = 1)]
     pub count: i64,
     /// An admission pass (a JWT from the waiting room) for a SKU with
-    /// `requires_pass` (docs/contract.md, "Sale window"); ignored otherwise.
+    /// `requires_pass` (docs/contract.md §19); ignored otherwise.
     #[serde(default)]
     #[schema(max_length = 4096)]
     pub pass: Option<String>,
@@ -146,7 +146,7 @@ pub struct OrderBody {
     #[schema(min_items = 1, max_items = 100)]
     pub lines: Vec<OrderLineBody>,
     /// An admission pass for the order's lines on SKUs with
-    /// `requires_pass` (docs/contract.md, "Sale window"); ignored otherwise.
+    /// `requires_pass` (docs/contract.md §19); ignored otherwise.
     #[serde(default)]
     #[schema(max_length = 4096)]
     pub pass: Option<String>,

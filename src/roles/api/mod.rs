@@ -46,7 +46,7 @@ pub struct ApiState {
     pub group_commit: GroupCommit,
     /// Local sold-out flags (contract §7); `None` when `soldout.enabled` is false.
     pub soldout: Option<Arc<SoldOutBoard>>,
-    /// Every SKU's sale terms, in memory (docs/contract.md, "Sale window").
+    /// Every SKU's sale terms, in memory (docs/contract.md §19).
     pub sale: Arc<crate::sale::SaleBoard>,
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
     pub draining: AtomicBool,

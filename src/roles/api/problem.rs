@@ -39,7 +39,7 @@ pub enum ApiError {
     #[error("{lapsed} holds of this buyer on this SKU lapsed unpaid; at most {max} may")]
     LapseLimit { lapsed: u64, max: u64 },
     /// The SKU's sale opens at `opens_at_ms` (carried, with the wait the
-    /// `Retry-After` tells; docs/contract.md, "Sale window").
+    /// `Retry-After` tells; docs/contract.md §19).
     #[error("the sale of this SKU has not started; it opens at {}", crate::clock::rfc3339_ms(*opens_at_ms as u64))]
     SaleNotStarted {
         opens_at_ms: i64,

@@ -31,7 +31,7 @@ pub struct SkuBody {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1_000_000_000, example = 10)]
     pub low_stock_threshold: Option<i64>,
-    /// The sale window (docs/contract.md, "Sale window"): holds are admitted
+    /// The sale window (docs/contract.md §19): holds are admitted
     /// from `opens_at`, by Redis's clock, until `closes_at`. `null` removes
     /// a window that has not opened; absent: the SKU's current window (none
     /// for a new SKU). An opened sale's `opens_at` cannot move (409

@@ -29,7 +29,7 @@ local function hold_times(ttl_ms, retention_ms)
     string.format('%.0f', ttl_ms + retention_ms)
 end
 
--- The SKU's sale terms against a hold (docs/contract.md, "Sale window"):
+-- The SKU's sale terms against a hold (docs/contract.md §19):
 -- `opens`, `closes` (ms text, nil for none) and `pass_needed` ('1' or nil)
 -- are the SKU hash's `so`, `sc` and `rp`, read by the HMGET each script makes
 -- of the SKU anyway; `carries` is the hold's ARGV flag ('1': it carries a

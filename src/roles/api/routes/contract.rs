@@ -133,7 +133,7 @@ problems! {
     Forbidden = 403 ["FORBIDDEN"];
     /// The client is known but lacks the route's scope (`FORBIDDEN`), or
     /// the SKU requires a pass and the hold carries none (`PASS_REQUIRED`;
-    /// docs/contract.md, "Sale window"). Nothing was written.
+    /// docs/contract.md §19). Nothing was written.
     HoldForbidden = 403 ["FORBIDDEN", "PASS_REQUIRED"];
     /// The client is known but lacks the route's scope (`FORBIDDEN`), or a
     /// line's SKU requires a pass and the order carries none

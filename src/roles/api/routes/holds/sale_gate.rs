@@ -1,6 +1,6 @@
 //! A hold's early answer from its SKUs' sale terms, from memory (the board
-//! of `crate::sale`), before the sold-out board and Redis (docs/contract.md,
-//! "Sale window"): `SALE_NOT_STARTED` while this node's clock is more than
+//! of `crate::sale`), before the sold-out board and Redis (docs/contract.md
+//! §19): `SALE_NOT_STARTED` while this node's clock is more than
 //! `sale.clock_margin_ms` before the opening, `SALE_ENDED` from the close
 //! on (unless the id's hold exists: a replay answers 200, Redis tells it),
 //! then `PASS_REQUIRED` for a hold without a `pass`. Whatever passes here
