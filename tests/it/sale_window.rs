@@ -449,6 +449,33 @@ async fn order_lines_follow_their_skus_terms() {
     app.finish_conserved(3).await;
 }
 
+/// The console's overview shows each SKU's window and whether a pass is
+/// required.
+#[tokio::test]
+async fn the_console_shows_the_window_and_the_pass() {
+    let app = TestApp::with(options()).await;
+    app.create_sku(1, 10, 5).await;
+    let opens = now() + 3_600_000;
+    let terms = json!({"requires_pass": true, "sale": {"opens_at": at(opens)}});
+    let (status, _) = put(&app, 2, terms).await;
+    assert_eq!(status, 200);
+    let resp = app.get_admin("/v1/admin/overview").await;
+    assert_eq!(resp.status(), 200);
+    let overview: Value = resp.json().await.unwrap();
+    let skus = overview["skus"].as_array().unwrap();
+    let line = |id: u64| skus.iter().find(|s| s["sku_id"] == id).unwrap().clone();
+    let plain = line(1);
+    assert_eq!(
+        (&plain["sale_opens_at"], &plain["requires_pass"]),
+        (&Value::Null, &json!(false))
+    );
+    let gated = line(2);
+    assert_eq!(gated["sale_opens_at"], at(opens));
+    assert_eq!(gated["sale_closes_at"], Value::Null);
+    assert_eq!(gated["requires_pass"], true);
+    app.cleanup().await;
+}
+
 /// A split SKU: every bucket hash carries the window and the flag (the
 /// script of each bucket judges them), and a warm-up keeps them.
 #[tokio::test]
