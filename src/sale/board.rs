@@ -21,6 +21,16 @@ impl SaleBoard {
         map.get(&sku_id).copied().unwrap_or_default()
     }
 
+    /// The SKUs of a hold that require a pass, in the order given (the SKUs
+    /// a pass must admit; none: a pass given is ignored).
+    pub fn needing_pass(&self, skus: &[SkuId]) -> Vec<SkuId> {
+        let map = self.terms.read().unwrap_or_else(|p| p.into_inner());
+        skus.iter()
+            .copied()
+            .filter(|s| map.get(s).is_some_and(|t| t.requires_pass))
+            .collect()
+    }
+
     /// Sets one SKU's terms (a SKU back to none leaves the map).
     pub fn set(&self, sku_id: SkuId, terms: SaleTerms) {
         let mut map = self.terms.write().unwrap_or_else(|p| p.into_inner());
@@ -66,6 +76,8 @@ mod tests {
         };
         board.set(sku, terms);
         assert_eq!(board.terms(sku), terms);
+        let other = SkuId::new(8).unwrap();
+        assert_eq!(board.needing_pass(&[other, sku]), vec![sku]);
         board.set(sku, SaleTerms::default());
         assert!(board.terms.read().unwrap().is_empty());
     }
