@@ -74,7 +74,11 @@ where
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = SaleWindowView)]
 pub struct SaleView {
+    /// The first instant a hold is admitted; null: from the start.
+    #[schema(required = true)]
     pub opens_at: Option<String>,
+    /// The first instant no hold is admitted; null: never.
+    #[schema(required = true)]
     pub closes_at: Option<String>,
 }
 
@@ -186,6 +190,7 @@ pub struct SkuView {
     #[schema(minimum = 1)]
     pub limit_per_user: u64,
     /// The sale window; null: none (always on sale).
+    #[schema(required = true)]
     pub sale: Option<SaleView>,
     /// A hold of this SKU must carry a pass.
     pub requires_pass: bool,
@@ -264,6 +269,7 @@ pub struct AdminSkuView {
     #[schema(minimum = 1)]
     pub low_stock_threshold: Option<u32>,
     /// The sale window; null: none (always on sale).
+    #[schema(required = true)]
     pub sale: Option<SaleView>,
     /// A hold of this SKU must carry a pass.
     pub requires_pass: bool,
