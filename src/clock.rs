@@ -24,6 +24,14 @@ pub fn rfc3339_ms(ms: u64) -> String {
         .unwrap_or_default()
 }
 
+/// Reads an RFC 3339 time (any offset) as milliseconds since the epoch;
+/// None for text that is not RFC 3339 or a time before the epoch.
+pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
+    let t = OffsetDateTime::parse(text, &Rfc3339).ok()?;
+    let ms = t.unix_timestamp_nanos() / 1_000_000;
+    i64::try_from(ms).ok().filter(|ms| *ms >= 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,5 +40,13 @@ mod tests {
     fn times_are_rfc3339_utc() {
         assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339_ms(1_500), "1970-01-01T00:00:01.5Z");
+    }
+
+    #[test]
+    fn rfc3339_reads_back_with_any_offset() {
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01.5Z"), Some(1_500));
+        assert_eq!(parse_rfc3339_ms("1970-01-01T01:00:01+01:00"), Some(1_000));
+        assert_eq!(parse_rfc3339_ms("tomorrow"), None);
+        assert_eq!(parse_rfc3339_ms("1969-12-31T23:59:59Z"), None);
     }
 }

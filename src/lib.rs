@@ -43,6 +43,8 @@
 //!   acker), the relay, the event relay.
 //! - [`soldout`] (floor 4): local sold-out flags kept in step through Redis
 //!   Pub/Sub.
+//! - [`sale`] (floor 4): the board of every SKU's sale terms (window, pass
+//!   required) in memory, kept in step through Redis Pub/Sub and MySQL.
 //! - [`telemetry`] (floor 4): logs, the metrics recorder, the metrics listener
 //!   of the non-api roles.
 //! - [`ops`] (floor 5): operations spanning stores: SKU create/restock and
@@ -76,6 +78,7 @@ pub mod outbox;
 pub mod redis;
 pub mod resources;
 pub mod roles;
+pub mod sale;
 pub mod sdnotify;
 pub mod shutdown;
 pub mod soldout;

@@ -92,7 +92,8 @@ def redis_orders(calls, per_call, first=0):
             s = shard(oid)
             keys += [f"{PREFIX}{{oi:{s}}}:order:{oid}", f"{PREFIX}{{oi:{s}}}:outbox"]
             lines = ",".join(f"{k}:1" for k in ORDER_SKUS)
-            args += [oid, user, lines, len(ORDER_SKUS), REQUESTER]
+            # the order carries no verified pass ('0'); the SKUs have no sale terms
+            args += [oid, user, lines, len(ORDER_SKUS), REQUESTER, "0"]
             for sku in ORDER_SKUS:
                 keys += [
                     f"{PREFIX}{{{sku}}}",
@@ -113,7 +114,8 @@ def redis_reservations(calls, per_call, first=0):
         for _ in range(per_call):
             n += 1
             keys += [f"{PREFIX}{{{s}}}:res:r-{n:08d}", f"{PREFIX}{{{s}}}:user:{n}"]
-            args += [f"r-{n:08d}", n, 1, REQUESTER]
+            # no verified pass ('0'); the SKU has no sale terms
+            args += [f"r-{n:08d}", n, 1, REQUESTER, "0"]
         print("EVALSHA SHA", len(keys), *keys, *args)
 
 

@@ -8,7 +8,8 @@
 //!   its own keys: `http.rs` (http, admin, limits), `auth.rs` (clients and
 //!   their scopes), `mysql.rs`, `redis.rs`, `amqp.rs`, `pipeline.rs`
 //!   (reservation, relay, consumer, closer, soldout),
-//!   `reconcile.rs`, `telemetry.rs` (metrics, logging, telemetry); `tls_files.rs` is the
+//!   `reconcile.rs`, `sale.rs` (the sale window's clock), `telemetry.rs`
+//!   (metrics, logging, telemetry); `tls_files.rs` is the
 //!   `tls` subsection they share; `listener_tls.rs` is `http.tls`, TLS on
 //!   stockd's own listeners;
 //! - `secret_files.rs`: `…_file` variants of the secrets (`admin.token_file`,
@@ -40,6 +41,7 @@ pub(crate) use production::deployed as deployed_for_tests;
 mod reconcile;
 mod redact;
 mod redis;
+mod sale;
 mod secret_files;
 mod telemetry;
 mod tls_files;
@@ -62,6 +64,7 @@ pub use self::production::{
 };
 pub use self::reconcile::{ReconcileSettings, WebhookFormat};
 pub use self::redis::{RedisMode, RedisSettings};
+pub use self::sale::SaleSettings;
 pub use self::telemetry::{
     LogFormat, LoggingSettings, MetricsSettings, OtlpSettings, TelemetrySettings,
 };
@@ -90,6 +93,9 @@ pub struct Settings {
     pub logging: LoggingSettings,
     pub telemetry: TelemetrySettings,
     pub limits: LimitSettings,
+    /// The sale window's clock on the api nodes.
+    #[serde(default)]
+    pub sale: SaleSettings,
 }
 
 impl Settings {
@@ -108,6 +114,7 @@ impl Settings {
         self.consumer.validate()?;
         self.events.validate()?;
         self.telemetry.otlp.validate()?;
+        self.sale.validate()?;
         (self.reconcile).validate(
             self.relay.idle_ms,
             self.orders.hold_timeout_ms + self.orders.sweep_interval_ms,

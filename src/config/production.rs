@@ -14,6 +14,9 @@
 //! - `limits.per_ip_rps` on with an empty `http.trusted_proxies`: behind a
 //!   proxy every buyer has the proxy's address, and one IP's limit would cap
 //!   the whole sale;
+//! - the test-only keys of the sale window: `sale.clock_offset_ms` other than
+//!   0 (a node whose clock is moved on purpose) and `sale.test_pass` (a pass
+//!   anyone who reads the config could present);
 //! - the stores' built-in accounts: RabbitMQ's `guest`/`guest` in a broker URL
 //!   stockd connects with (`amqp.urls`, or `amqp.url` when that is empty; a URL
 //!   without credentials means guest too), MySQL's `root` in `mysql.url`.
@@ -54,7 +57,8 @@ pub fn check(settings: &Settings, env: &str) -> anyhow::Result<()> {
         check_admin_token(settings)?;
         check_auth(settings)?;
         check_listeners(&settings.http, settings.admin.bind.as_deref())?;
-        check_limits(settings)
+        check_limits(settings)?;
+        check_sale(settings)
     };
     checks().map_err(|err| held_to_it(err, env))
 }
@@ -145,6 +149,21 @@ fn check_limits(settings: &Settings) -> anyhow::Result<()> {
              proxy's address, and one IP's limit would cap the whole sale); set \
              http.trusted_proxies to the proxies' CIDRs, or set limits.per_ip_rps: 0 and \
              limit each client with limits.per_client_rps and per_client_burst"
+        );
+    }
+    Ok(())
+}
+
+/// No key of `sale` that exists for tests only.
+fn check_sale(settings: &Settings) -> anyhow::Result<()> {
+    if settings.sale.clock_offset_ms != 0 {
+        bail!(
+            "invalid configuration key `sale.clock_offset_ms`: this environment refuses a              moved sale clock (for tests only); set it to 0"
+        );
+    }
+    if settings.sale.test_pass.is_some() {
+        bail!(
+            "invalid configuration key `sale.test_pass`: this environment refuses the tests'              stand-in pass; remove it"
         );
     }
     Ok(())
@@ -279,6 +298,14 @@ mod tests {
         );
         let proxies = ("STOCKD__HTTP__TRUSTED_PROXIES", "10.0.0.0/8");
         load("production", &[per_ip[0], per_ip[1], proxies]).unwrap();
+    }
+
+    #[test]
+    fn the_sale_windows_test_keys_are_refused() {
+        let err = refusal(&[("STOCKD__SALE__CLOCK_OFFSET_MS", "5000")]);
+        assert!(err.contains("`sale.clock_offset_ms`"), "{err}");
+        let err = refusal(&[("STOCKD__SALE__TEST_PASS", "let-me-in")]);
+        assert!(err.contains("`sale.test_pass`"), "{err}");
     }
 
     #[test]

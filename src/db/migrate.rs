@@ -51,6 +51,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0010_hold_client",
         include_str!("../../sql/0010_hold_client.sql"),
     ),
+    (
+        11,
+        "0011_sale_terms",
+        include_str!("../../sql/0011_sale_terms.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

@@ -12,6 +12,7 @@ pub mod movement_steps;
 pub mod movements;
 pub mod orders;
 pub mod pool;
+pub mod sale;
 pub mod sku;
 pub mod sql_text;
 pub mod url;

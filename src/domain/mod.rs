@@ -1,5 +1,6 @@
 //! Pure types and rules of the business: ids, counts, reservation states, the
-//! deduction every store shares and the outcomes of an admission decision.
+//! deduction every store shares, a SKU's sale terms and the outcomes of an
+//! admission decision.
 //! Nothing here does I/O, so everything here is unit-tested beside the code.
 
 pub mod admission;
@@ -9,6 +10,7 @@ pub mod order;
 pub mod outcome;
 pub mod ownership;
 pub mod reservation;
+pub mod sale;
 pub mod stock;
 
 pub use deduction::{Deduction, Readmission, COUNT_MAX};
@@ -17,4 +19,5 @@ pub use order::{OrderLine, OrderLines, LINES_MAX};
 pub use outcome::ReserveOutcome;
 pub use ownership::{Requester, CLIENT_NAME_MAX_LEN};
 pub use reservation::{extension_lost, is_due, HoldTerm, Reservation, ReservationStatus};
+pub use sale::{GateRefusal, OpenedSale, SaleTerms, TermsChange, Window};
 pub use stock::TOTAL_STOCK_MAX;

@@ -1,7 +1,7 @@
 //! Business outcomes of an admission decision. These are values, not errors:
 //! a sold-out SKU is a normal answer of a flash sale, not a failure of stockd.
 
-use super::Reservation;
+use super::{GateRefusal, Reservation};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReserveOutcome {
@@ -28,6 +28,9 @@ pub enum ReserveOutcome {
     LapseLimit { lapsed: u64, max: u64 },
     /// `bought + count > limit_per_user`.
     LimitExceeded { bought: u64, limit: u64 },
+    /// The SKU's sale terms refuse it by Redis's clock (`lib/hold.lua`):
+    /// not started, ended, or a pass required. Nothing written.
+    Gated(GateRefusal),
     /// Available is 0.
     SoldOut,
     /// Available is above 0 but below the count asked for.
@@ -52,6 +55,7 @@ impl ReserveOutcome {
             Self::NotLoaded => "not_loaded",
             Self::LimitExceeded { .. } => "limit_exceeded",
             Self::LapseLimit { .. } => "lapse_limit",
+            Self::Gated(why) => why.label(),
             Self::SoldOut => "sold_out",
             Self::Insufficient { .. } => "insufficient",
             Self::Backpressure => "backpressure",

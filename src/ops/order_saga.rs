@@ -36,6 +36,8 @@ use crate::redis::{HeldLine, LineRefusal, OrderOutcome, OutboxStream, RedisError
 /// intent protocol where it cannot. Asked by `requester`: the order records
 /// its client, and another client's order id is [`OrderOutcome::Taken`]
 /// (contract §6.2); [`Requester::Anyone`] where ownership is not enforced.
+/// `carries_pass`: the order carries a verified pass (its lines on SKUs with
+/// `requires_pass` need one; the scripts judge it).
 pub async fn place(
     redis: &RedisStore,
     order_id: &RequestId,
@@ -43,10 +45,13 @@ pub async fn place(
     lines: &OrderLines,
     hold_timeout_ms: u64,
     requester: &Requester,
+    carries_pass: bool,
 ) -> Result<OrderOutcome, RedisError> {
     if !redis.is_cluster() {
         let orders = redis.orders();
-        let outcome = orders.reserve(order_id, user_id, lines, requester).await?;
+        let outcome = orders
+            .reserve(order_id, user_id, lines, requester, carries_pass)
+            .await?;
         // A split SKU's units live in the buyer's bucket, where the script
         // cannot reach: it refused before writing anything.
         if !matches!(
@@ -59,7 +64,16 @@ pub async fn place(
             return Ok(outcome);
         }
     }
-    line_by_line(redis, order_id, user_id, lines, hold_timeout_ms, requester).await
+    line_by_line(
+        redis,
+        order_id,
+        user_id,
+        lines,
+        hold_timeout_ms,
+        requester,
+        carries_pass,
+    )
+    .await
 }
 
 /// The intent protocol (module doc), asked by `requester`: the intent and
@@ -71,6 +85,7 @@ pub async fn line_by_line(
     lines: &OrderLines,
     hold_timeout_ms: u64,
     requester: &Requester,
+    carries_pass: bool,
 ) -> Result<OrderOutcome, RedisError> {
     if let Some(sku_id) = first_unloaded(redis, lines).await? {
         return Ok(OrderOutcome::Refused {
@@ -79,13 +94,14 @@ pub async fn line_by_line(
         });
     }
     let orders = redis.orders();
-    let attempt = match orders
+    let mut attempt = match orders
         .intent(order_id, user_id, lines, hold_timeout_ms, requester)
         .await?
     {
         IntentOutcome::Hold(attempt) => attempt,
         IntentOutcome::Answered(outcome) => return Ok(outcome),
     };
+    attempt.carries_pass = carries_pass;
     let mut held = Vec::with_capacity(lines.len());
     for (i, line) in lines.lines().iter().enumerate() {
         // The lines whose hold is sent: this one and those before it.

@@ -14,11 +14,17 @@
 //!
 //! Every change of the total is a `stock_movements` row (`create`, `restock`)
 //! written in the same transaction; an unchanged total writes none.
+//!
+//! The sale terms (window, `requires_pass`; docs/contract.md §19) are
+//! decided under the same row lock (an opened sale's opening
+//! cannot move: `SaleOpen`, nothing written), committed with the stock, and
+//! mirrored onto every hash of the SKU's layout before its stock reaches
+//! Redis, so a new SKU never sells outside its window.
 
 use crate::db::movement_steps::PendingStep;
 use crate::db::movements::{self, MovementKind, NewMovement};
-use crate::db::{event_outbox, ledger, sku, Db, DbError, Transaction};
-use crate::domain::SkuId;
+use crate::db::{event_outbox, ledger, sale, sku, Db, DbError, Transaction};
+use crate::domain::{OpenedSale, SaleTerms, SkuId, TermsChange};
 use crate::ops::sku_admin_error::SkuAdminError;
 use crate::ops::sku_layout::layout_for;
 use crate::ops::stock_step::{self, Applied};
@@ -33,6 +39,10 @@ pub struct SkuState {
     pub limit_per_user: u32,
     pub buckets: u16,
     pub low_stock_threshold: Option<u32>,
+    /// The sale terms after the change.
+    pub terms: SaleTerms,
+    /// Whether the change moved the terms (the api nodes' boards are told).
+    pub terms_changed: bool,
 }
 
 /// What a `PUT` may set beside the total and the limit; `None` keeps the
@@ -43,6 +53,8 @@ pub struct SkuOptions {
     pub buckets: Option<u16>,
     /// `stockd.sku.low_stock` at or below this many units; `Some(0)` clears it.
     pub low_stock_threshold: Option<u32>,
+    /// The sale window and `requires_pass`; absent parts keep the SKU's.
+    pub terms: TermsChange,
 }
 
 /// Creates the SKU or sets its new total and limit (and, when given, its
@@ -62,6 +74,7 @@ pub async fn upsert(
         limit_per_user,
         buckets: options.buckets,
         low_stock_threshold: options.low_stock_threshold,
+        terms: options.terms,
     };
     let op = stock_step::new_op();
     tokio::time::timeout(
@@ -78,6 +91,7 @@ struct Wanted {
     limit_per_user: u32,
     buckets: Option<u16>,
     low_stock_threshold: Option<u32>,
+    terms: TermsChange,
 }
 
 async fn upsert_unbounded(
@@ -93,6 +107,7 @@ async fn upsert_unbounded(
         limit_per_user,
         buckets,
         low_stock_threshold,
+        terms: terms_change,
     } = wanted;
     let mut conn = db.conn().await?;
     let mut tx = conn
@@ -121,6 +136,17 @@ async fn upsert_unbounded(
             (MovementKind::Restock, before, row.buckets)
         }
     };
+    let terms_before = match kind {
+        MovementKind::Create => SaleTerms::default(),
+        _ => sale::terms(&mut tx, sku_id).await?.unwrap_or_default(),
+    };
+    let terms = terms_before
+        .changed(&terms_change, crate::clock::unix_ms() as i64)
+        .map_err(sale_open)?;
+    let terms_changed = terms != terms_before;
+    if terms_changed {
+        sale::set_terms(&mut tx, sku_id, &terms).await?;
+    }
     let delta = total - before.0;
     if kind == MovementKind::Restock {
         sku::restock(&mut tx, sku_id, delta, limit_per_user).await?;
@@ -169,6 +195,7 @@ async fn upsert_unbounded(
     match movement_id.filter(|_| after_commit) {
         Some(id) => {
             tx.commit().await.map_err(DbError::from)?;
+            redis.skus().set_sale_terms(&layout, &terms).await?;
             let step = PendingStep {
                 movement_id: id,
                 sku_id,
@@ -187,6 +214,13 @@ async fn upsert_unbounded(
         None => {
             take_cut(redis, &layout, totals, op).await?;
             commit_cut(db, redis, sku_id, tx, op, movement_id.unwrap_or(0)).await?;
+            redis.skus().set_sale_terms(&layout, &terms).await?;
+        }
+    }
+    if terms_changed {
+        if let Err(err) = redis.skus().tell_sale_terms(sku_id).await {
+            tracing::warn!(sku.id = %sku_id, error = %err,
+                "admin.sku: the sale terms changed; the boards' re-read will see it");
         }
     }
     Ok(SkuState {
@@ -196,7 +230,23 @@ async fn upsert_unbounded(
         limit_per_user,
         buckets: wanted,
         low_stock_threshold: low_threshold,
+        terms,
+        terms_changed,
     })
+}
+
+/// The words of a refused change of an opened sale (409 `SALE_OPEN`).
+fn sale_open(why: OpenedSale) -> SkuAdminError {
+    let (opened_at_ms, what) = match why {
+        OpenedSale::WindowRemoved { opened_at_ms } => {
+            (opened_at_ms, "its window cannot be removed")
+        }
+        OpenedSale::OpeningMoved { opened_at_ms } => {
+            (opened_at_ms, "its opens_at cannot move (closes_at may)")
+        }
+    };
+    let at = crate::clock::rfc3339_ms(opened_at_ms as u64);
+    SkuAdminError::SaleOpen(format!("the sale opened at {at}: {what}"))
 }
 
 /// A change of a SKU's stock, as MySQL has it after the change.

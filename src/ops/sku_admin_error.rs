@@ -13,6 +13,10 @@ pub enum SkuAdminError {
     BucketsLocked(String),
     #[error("SKU {0} is not loaded into Redis; warm it up first")]
     NotLoaded(u64),
+    /// A change of a sale that has opened (`SaleTerms::changed`): 409
+    /// `SALE_OPEN`, nothing written.
+    #[error("{0}")]
+    SaleOpen(String),
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]

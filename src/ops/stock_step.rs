@@ -200,6 +200,14 @@ pub async fn sweep(
                 .map_err(Into::into)
         };
         let applied = match layout {
+            Ok(layout) if step.create => {
+                // A creation the PUT could not bring to Redis: its sale terms
+                // first, so it never sells outside its window (contract §19).
+                match mirror_terms(db, redis, &layout).await {
+                    Ok(()) => apply_restock(db, redis, &layout, &step, row.limit_per_user).await,
+                    Err(err) => Err(err),
+                }
+            }
             Ok(layout) => apply_restock(db, redis, &layout, &step, row.limit_per_user).await,
             Err(err) => Err(err),
         };
@@ -223,4 +231,16 @@ pub async fn sweep(
         }
     }
     Ok(swept)
+}
+
+/// The SKU's sale terms from MySQL onto every hash of `layout`.
+async fn mirror_terms(db: &Db, redis: &RedisStore, layout: &Layout) -> Result<(), SkuAdminError> {
+    let terms = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            crate::db::sale::terms(&mut conn, layout.sku()).await
+        })
+        .await?
+        .unwrap_or_default();
+    Ok(redis.skus().set_sale_terms(layout, &terms).await?)
 }

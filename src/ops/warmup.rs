@@ -100,6 +100,16 @@ pub async fn warmup(
     // buckets), then records, winners and buyer counters, then stock: the SKU
     // is not admitting (not loaded, or refused in flight) until `warm` below.
     let layout = redis.buckets().prepare_layout(sku_id, buckets).await?;
+    // The sale terms before the stock: a SKU Redis lost never sells outside
+    // its window (docs/contract.md §19).
+    let terms = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            crate::db::sale::terms(&mut conn, sku_id).await
+        })
+        .await?
+        .unwrap_or_default();
+    redis.skus().set_sale_terms(&layout, &terms).await?;
     rebuild_buyer_side(db, redis, sku_id).await?;
     let warmed = redis
         .drift()

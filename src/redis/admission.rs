@@ -67,6 +67,9 @@ pub struct Ask {
     /// Who asks ([`Requester::script_arg`]): the owner the record gets and
     /// whether another's record is refused as taken.
     pub requester: String,
+    /// The request carries a verified pass: a SKU with `requires_pass`
+    /// admits it (`lib/hold.lua`, `hold_gate`).
+    pub carries_pass: bool,
 }
 
 /// One reserve script call for `asks` on `target` (its replies, counted by
@@ -100,7 +103,8 @@ async fn call(
             .arg(ask.request_id.as_str())
             .arg(ask.user_id.get())
             .arg(ask.count)
-            .arg(&ask.requester);
+            .arg(&ask.requester)
+            .arg(if ask.carries_pass { "1" } else { "0" });
     }
     core.run(|mut c| async move { invocation.invoke_async(&mut c).await })
         .await

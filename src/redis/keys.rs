@@ -161,7 +161,9 @@ impl Keys {
         self.at(&format!("u:{user}"), "budget")
     }
 
-    /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`) events.
+    /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`)
+    /// events, and of changed sale terms (`T:<sku>`, `sale/subscriber.rs`):
+    /// one channel, so the Redis ACL of a deployment names one.
     pub fn soldout_channel(&self) -> String {
         format!("{}soldout", self.prefix)
     }

@@ -41,6 +41,7 @@ pub mod sku;
 mod sku_cuts;
 mod sku_split_cut;
 mod sku_step;
+pub mod sku_terms;
 pub mod store;
 pub mod subscriptions;
 pub mod tls;

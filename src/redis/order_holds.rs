@@ -15,7 +15,7 @@ use super::orders::LineRefusal;
 use super::reservation::Reservations;
 use super::routed::{routed, Routed};
 use super::RedisError;
-use crate::domain::{RequestId, Requester, SkuId, UserId};
+use crate::domain::{GateRefusal, RequestId, Requester, SkuId, UserId};
 
 /// What every line of one attempt shares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +37,10 @@ pub struct Attempt {
     /// [`Requester::Anyone`] records none (ownership not enforced, or an
     /// undo, which writes no record).
     pub requester: Requester,
+    /// The order carries a verified pass: a line of a SKU with
+    /// `requires_pass` may be held (`order_hold.lua`). Not part of the
+    /// intent: set by the api that holds the lines (false otherwise).
+    pub carries_pass: bool,
 }
 
 /// How long an undone attempt's tombstone (and its `ABORTED` record)
@@ -95,7 +99,8 @@ impl Reservations {
                 .arg(self.args().max_lapsed)
                 .arg(attempt.requester.script_arg())
                 .arg(self.args().buyer_rate.0)
-                .arg(self.args().buyer_rate.1);
+                .arg(self.args().buyer_rate.1)
+                .arg(if attempt.carries_pass { "1" } else { "0" });
             self.core
                 .run(|mut c| async move { invocation.invoke_async::<Vec<String>>(&mut c).await })
         };
@@ -245,6 +250,10 @@ fn parse_hold(reply: &[String]) -> Result<LineHold, RedisError> {
             limit: num(2)?,
         }),
         Some("SOLD_OUT") => LineHold::Refused(LineRefusal::SoldOut),
+        Some(word @ ("SALE_NOT_STARTED" | "SALE_ENDED" | "PASS_REQUIRED")) => {
+            let why = GateRefusal::from_script(word, reply.get(1).map(String::as_str));
+            LineHold::Refused(LineRefusal::Gated(why.ok_or_else(bad)?))
+        }
         Some("INSUFFICIENT") => LineHold::Refused(LineRefusal::Insufficient { available: num(1)? }),
         Some("CONTENDED") => {
             num(1)?;

@@ -114,6 +114,7 @@ impl Orders {
                 expires_ms: num(3)?,
                 deadline_ms: num(4)?,
                 requester: requester.clone(),
+                carries_pass: false,
             }),
             Some("REPLAY") => IntentOutcome::Answered(OrderOutcome::Replayed {
                 status: fields.status(1)?,
@@ -217,6 +218,7 @@ impl Orders {
                         expires_ms: 0,
                         deadline_ms: field(4)?.parse().map_err(|_| bad())?,
                         requester: crate::domain::Requester::Anyone,
+                        carries_pass: false,
                     },
                     lines: OrderLines::decode(field(3)?).map_err(|_| bad())?,
                 }

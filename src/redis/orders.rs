@@ -21,7 +21,9 @@ use super::lanes::{BatchCall, Batching, Lanes};
 use super::outbox::OutboxStream;
 use super::reply_fields::Fields;
 use super::RedisError;
-use crate::domain::{OrderLines, RequestId, Requester, ReservationStatus, SkuId, UserId};
+use crate::domain::{
+    GateRefusal, OrderLines, RequestId, Requester, ReservationStatus, SkuId, UserId,
+};
 
 /// Why one line of an order could not be held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +47,9 @@ pub enum LineRefusal {
     RateLimited {
         retry_after_ms: u64,
     },
+    /// The SKU's sale terms refuse the line by Redis's clock
+    /// (`lib/hold.lua`): not started, ended, or a pass required.
+    Gated(GateRefusal),
     SoldOut,
     Insufficient {
         available: u64,
@@ -122,6 +127,9 @@ pub struct OrderAsk {
     /// Who asks (`Requester::script_arg`): the order's owner, and whether
     /// another client's order id is refused as taken.
     pub requester: String,
+    /// The order carries a verified pass: its lines on SKUs with
+    /// `requires_pass` may be held (`lib/hold.lua`, `hold_gate`).
+    pub carries_pass: bool,
 }
 
 /// The order script as a lane calls it: one lane per Redis (every order of
@@ -165,7 +173,8 @@ impl BatchCall for OrderCall {
                 .arg(ask.user_id.get())
                 .arg(ask.lines.encode())
                 .arg(ask.lines.len())
-                .arg(&ask.requester);
+                .arg(&ask.requester)
+                .arg(if ask.carries_pass { "1" } else { "0" });
             for line in ask.lines.lines() {
                 invocation
                     .key(keys.sku(line.sku_id))
@@ -231,13 +240,15 @@ impl Orders {
     /// Holds every line of the order or none, in one `order.lua` call
     /// (shared with the orders that queued beside it), asked by
     /// `requester`: the order names its client, and another client's order
-    /// id is [`OrderOutcome::Taken`].
+    /// id is [`OrderOutcome::Taken`]. `carries_pass`: the order carries a
+    /// verified pass (a line of a SKU with `requires_pass` needs one).
     pub async fn reserve(
         &self,
         order_id: &RequestId,
         user_id: UserId,
         lines: &OrderLines,
         requester: &Requester,
+        carries_pass: bool,
     ) -> Result<OrderOutcome, RedisError> {
         if self.cluster {
             return Ok(OrderOutcome::Unsupported);
@@ -247,6 +258,7 @@ impl Orders {
             user_id,
             lines: lines.clone(),
             requester: requester.script_arg(),
+            carries_pass,
         };
         let reply = self.lanes.submit((), ask).await?;
         parse_reply(lines, super::keys::order_shard(order_id), &reply)
@@ -453,7 +465,11 @@ fn parse_reply(
                 },
                 Some("SOLD_OUT") => LineRefusal::SoldOut,
                 Some("INSUFFICIENT") => LineRefusal::Insufficient { available: num(3)? },
-                _ => return Err(bad()),
+                Some(word) => LineRefusal::Gated(
+                    GateRefusal::from_script(word, reply.get(3).map(String::as_str))
+                        .ok_or_else(bad)?,
+                ),
+                None => return Err(bad()),
             };
             OrderOutcome::Refused {
                 sku_id: line.sku_id,

@@ -1,7 +1,9 @@
 //! Turns the reserve script's reply (a list of strings) into a typed outcome.
 //! Kept apart from the I/O so the mapping is unit-tested.
 
-use crate::domain::{RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId};
+use crate::domain::{
+    GateRefusal, RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId,
+};
 
 use super::RedisError;
 
@@ -73,6 +75,9 @@ pub fn parse_reserve_reply(
             limit: num(2)?,
         },
         "SOLD_OUT" => ReserveOutcome::SoldOut,
+        "SALE_NOT_STARTED" | "SALE_ENDED" | "PASS_REQUIRED" => ReserveOutcome::Gated(
+            GateRefusal::from_script(tag, reply.get(1).map(String::as_str)).ok_or_else(bad)?,
+        ),
         "INSUFFICIENT" => ReserveOutcome::Insufficient { available: num(1)? },
         "BACKPRESSURE" => ReserveOutcome::Backpressure,
         "ERROR" => {

@@ -129,11 +129,29 @@ impl Reservations {
         count: u32,
         requester: &Requester,
     ) -> Result<ReserveOutcome, RedisError> {
+        self.reserve_carrying(sku_id, request_id, user_id, count, requester, false)
+            .await
+    }
+
+    /// [`Self::reserve`] of a request that carries a verified pass or not
+    /// (`carries_pass`): a SKU with `requires_pass` refuses one without
+    /// ([`ReserveOutcome::Gated`]), as it refuses one outside its sale
+    /// window by Redis's clock.
+    pub async fn reserve_carrying(
+        &self,
+        sku_id: SkuId,
+        request_id: &RequestId,
+        user_id: UserId,
+        count: u32,
+        requester: &Requester,
+        carries_pass: bool,
+    ) -> Result<ReserveOutcome, RedisError> {
         let ask = Ask {
             request_id: request_id.clone(),
             user_id,
             count,
             requester: requester.script_arg(),
+            carries_pass,
         };
         let call = |target: BucketTarget| self.admission.reserve(target, ask.clone());
         match routed(&self.buckets, sku_id, user_id, count, call).await? {

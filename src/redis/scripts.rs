@@ -235,8 +235,11 @@ pub static BUDGET_CLAIM: LuaScript =
 pub static BUDGET_GIVE_BACK: LuaScript =
     LuaScript::new("budget_give_back", include_str!("lua/budget_give_back.lua"));
 
+/// A SKU's sale terms onto one of its hashes (`sku_terms.rs`).
+pub static SALE_TERMS: LuaScript = LuaScript::new("sale_terms", include_str!("lua/sale_terms.lua"));
+
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 28] = [
+pub static ALL: [&LuaScript; 29] = [
     &CUT_SETTLE,
     &RESERVE,
     &ORDER,
@@ -265,6 +268,7 @@ pub static ALL: [&LuaScript; 28] = [
     &TRANSFER_CREDIT,
     &BUDGET_CLAIM,
     &BUDGET_GIVE_BACK,
+    &SALE_TERMS,
 ];
 
 /// The SHA1 of every script, in [`ALL`]'s order.

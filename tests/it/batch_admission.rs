@@ -25,6 +25,7 @@ fn ask(rid: &str, user: u64, count: u32) -> Ask {
         user_id: UserId::new(user).unwrap(),
         count,
         requester: String::new(),
+        carries_pass: false,
     }
 }
 

@@ -473,6 +473,7 @@ async fn the_relay_tells_an_order_it_republishes_whole() {
         &lines,
         5_000,
         &stockd::domain::Requester::Anyone,
+        false,
     )
     .await;
     assert!(

@@ -76,6 +76,7 @@ mod reconcile;
 mod redis_links;
 mod reserve;
 mod rule_homes;
+mod sale_window;
 mod scripts;
 mod secret_files;
 mod security;

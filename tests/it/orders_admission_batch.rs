@@ -34,6 +34,7 @@ fn ask(order_id: &str, buyer: u64, parts: &[(u64, u32)]) -> OrderAsk {
         user_id: UserId::new(buyer).unwrap(),
         lines: TestApp::order_lines(parts),
         requester: String::new(),
+        carries_pass: false,
     }
 }
 
@@ -272,7 +273,7 @@ async fn concurrent_orders_share_calls_and_sell_exactly_the_stock() {
             let a = ask(&format!("c-{buyer}"), buyer, &[(1, 1), (2, 1), (3, 1)]);
             let outcome = store
                 .orders()
-                .reserve(&a.order_id, a.user_id, &a.lines, &Requester::Anyone)
+                .reserve(&a.order_id, a.user_id, &a.lines, &Requester::Anyone, false)
                 .await
                 .unwrap();
             matches!(outcome, OrderOutcome::Reserved { .. })

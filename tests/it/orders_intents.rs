@@ -424,6 +424,7 @@ async fn a_refused_order_leaves_no_lasting_key_and_releases_only_the_lines_it_se
         &lines,
         hold_timeout_ms,
         &Requester::Anyone,
+        false,
     ))
     .await;
     let outcome = outcome.unwrap();
@@ -485,6 +486,7 @@ async fn an_order_naming_an_unknown_sku_is_refused_before_its_intent() {
         &TestApp::order_lines(&of),
         500,
         &Requester::Anyone,
+        false,
     ))
     .await;
     assert!(
@@ -716,9 +718,17 @@ async fn an_attempt_bound_to_fail_neither_refuses_an_order_that_fits_nor_marks_s
     let o2_id = RequestId::parse("d4-o2").unwrap();
     let o2_lines = TestApp::order_lines(&[(1, 1), (2, 1)]);
     let buyer = UserId::new(8).unwrap();
-    let o2 = line_by_line(redis, &o2_id, buyer, &o2_lines, timeout, &Requester::Anyone)
-        .await
-        .unwrap();
+    let o2 = line_by_line(
+        redis,
+        &o2_id,
+        buyer,
+        &o2_lines,
+        timeout,
+        &Requester::Anyone,
+        false,
+    )
+    .await
+    .unwrap();
     assert!(
         matches!(o2, OrderOutcome::Retry(_)),
         "an order that fits once O1 fails must not be refused while O1 holds: {o2:?}"
@@ -742,9 +752,17 @@ async fn an_attempt_bound_to_fail_neither_refuses_an_order_that_fits_nor_marks_s
     release_all(redis, &o1, &o1_lines).await.unwrap();
     assert_eq!(available(&app, 1).await, 1, "O1 undone");
 
-    let o2 = line_by_line(redis, &o2_id, buyer, &o2_lines, timeout, &Requester::Anyone)
-        .await
-        .unwrap();
+    let o2 = line_by_line(
+        redis,
+        &o2_id,
+        buyer,
+        &o2_lines,
+        timeout,
+        &Requester::Anyone,
+        false,
+    )
+    .await
+    .unwrap();
     assert!(matches!(o2, OrderOutcome::Reserved { .. }), "{o2:?}");
     app.eventually(
         "both emptied SKUs marked sold out once O2 is committed",
@@ -761,6 +779,7 @@ async fn an_attempt_bound_to_fail_neither_refuses_an_order_that_fits_nor_marks_s
         &o3_lines,
         timeout,
         &Requester::Anyone,
+        false,
     )
     .await
     .unwrap();

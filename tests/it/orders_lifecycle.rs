@@ -48,6 +48,7 @@ async fn place(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) 
         &lines,
         timeout,
         &Requester::Anyone,
+        false,
     )
     .await
     .unwrap();

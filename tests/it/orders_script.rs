@@ -46,6 +46,7 @@ async fn order(app: &TestApp, order_id: &str, buyer: u64, parts: &[(u64, u32)]) 
             user(buyer),
             &TestApp::order_lines(parts),
             &Requester::Anyone,
+            false,
         )
         .await
         .unwrap()
@@ -353,6 +354,7 @@ async fn a_cluster_store_refuses_orders_without_calling_redis() {
             user(1),
             &TestApp::order_lines(&[(1, 1), (2, 1)]),
             &Requester::Anyone,
+            false,
         )
         .await
         .unwrap();

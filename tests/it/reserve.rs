@@ -40,7 +40,8 @@ async fn a_reservation_is_created_decremented_and_persisted() {
     assert_eq!(status, 200);
     assert_eq!(
         sku,
-        serde_json::json!({"sku_id":1,"available":8,"sold_out":false,"limit_per_user":2})
+        serde_json::json!({"sku_id":1,"available":8,"sold_out":false,"limit_per_user":2,
+            "sale":null,"requires_pass":false})
     );
     app.finish_drained_and_conserved(1).await;
 }

@@ -94,6 +94,16 @@ const DETECTORS: &[Detector] = &[
         matches: |l| l.contains("format!(\"{sku_id}:{") || l.contains("format!(\"{sku}:{"),
     },
     Detector {
+        name: "sale-gate-lua",
+        lang: Lang::Lua,
+        matches: |l| l.contains("'SALE_NOT_STARTED'"),
+    },
+    Detector {
+        name: "sale-window-rust",
+        lang: Lang::Rust,
+        matches: |l| l.contains("opens") && l.contains("now") && compares(l) && !l.contains('"'),
+    },
+    Detector {
         name: "limit-rust",
         lang: Lang::Rust,
         matches: |l| l.contains("count >") && l.contains("limit"),

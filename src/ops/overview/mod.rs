@@ -11,6 +11,7 @@
 pub mod metrics;
 pub mod nodes;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 
 use crate::db::console::{self as queries, StatusCounts};
-use crate::domain::SkuId;
+use crate::domain::{SaleTerms, SkuId};
 use crate::ops::reconcile::{Reconciler, Report};
 use crate::resources::Resources;
 use metrics::{Recent, ReserveCounts};
@@ -76,6 +77,12 @@ pub struct SkuLine {
     /// Nothing left in Redis.
     pub sold_out: bool,
     pub limit_per_user: u64,
+    /// The sale window's opening and close (RFC 3339); `null`: none
+    /// (docs/contract.md §19).
+    pub sale_opens_at: Option<String>,
+    pub sale_closes_at: Option<String>,
+    /// A hold of this SKU must carry a pass.
+    pub requires_pass: bool,
 }
 
 /// The way from Redis to the MySQL ledger.
@@ -260,12 +267,20 @@ async fn sku_lines(res: &Resources) -> Option<(Vec<SkuLine>, bool)> {
         .await
         .ok()?;
     let in_redis = join_all(rows.iter().map(|row| res.redis.skus().sku(row.sku_id))).await;
+    // The SKUs with sale terms (few): the rest sell to everyone, always.
+    let terms: HashMap<SkuId, SaleTerms> = crate::db::sale::all_terms(&res.db)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let text = |ms: Option<i64>| ms.map(|ms| crate::clock::rfc3339_ms(ms as u64));
     let lines = rows
         .iter()
         .zip(in_redis)
         .map(|(row, redis)| {
             let redis_available = redis.ok().flatten().map(|s| s.available);
             let c: StatusCounts = counts.get(&row.sku_id.get()).copied().unwrap_or_default();
+            let t = terms.get(&row.sku_id).copied().unwrap_or_default();
             SkuLine {
                 sku_id: row.sku_id.get(),
                 total_stock: row.total_stock,
@@ -277,6 +292,9 @@ async fn sku_lines(res: &Resources) -> Option<(Vec<SkuLine>, bool)> {
                 rejected: c.rejected,
                 sold_out: redis_available.is_some_and(|a| a <= 0),
                 limit_per_user: u64::from(row.limit_per_user),
+                sale_opens_at: text(t.opens_at_ms),
+                sale_closes_at: text(t.closes_at_ms),
+                requires_pass: t.requires_pass,
             }
         })
         .collect();

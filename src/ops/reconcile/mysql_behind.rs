@@ -195,6 +195,7 @@ async fn line_of(
         // Long past: the undo's tombstone lives only its margin.
         deadline_ms: 0,
         requester: crate::domain::Requester::Anyone,
+        carries_pass: false,
     }))
 }
 

@@ -43,7 +43,9 @@
 -- then per order, in turn: order_id, user_id, the line list
 -- (`sku:count,...`), n its line count, the requester ('' ownership not
 -- enforced, 'c<name>' a client, 'a<name>' an operator: as in reserve.lua),
--- then per line (sorted by SKU id) sku_id, count.
+-- '1' when the order carries a verified pass (else '0': a line of a SKU
+-- with `requires_pass` is refused PASS_REQUIRED), then per line (sorted by
+-- SKU id) sku_id, count.
 -- KEYS per order, in turn: its record (`<p>{oi:<n>}:order:<order_id>`:
 -- user, lines, status, created_ms, expires_ms, `v` its format:
 -- redis/orders.rs), its shard's outbox stream (`<p>{oi:<n>}:outbox`), then
@@ -57,7 +59,10 @@
 --   {'TAKEN'}           the order id names another client's order, or
 --                       another client's reservation on a line's SKU
 --   {'REFUSED', i, why, a, b}  line i cannot be held: why is NOT_LOADED,
---                       SPLIT (a split SKU: not on this path), RATE (the
+--                       SPLIT (a split SKU: not on this path), the SKU's
+--                       sale terms (lib/hold.lua's hold_gate, by the SKU
+--                       hash's `so`, `sc`, `rp`: SALE_NOT_STARTED, a = the
+--                       opening ms; SALE_ENDED; PASS_REQUIRED), RATE (the
 --                       buyer is over the rate limit on the line's SKU: a =
 --                       the wait in ms; nothing written), LAPSED (a =
 --                       the buyer's lapsed holds of the SKU, b = the cap),
@@ -91,12 +96,16 @@ local skus_touched = {}
 local function sku_state(sku_key, winners_key, sku_id)
   local state = skus[sku_key]
   if not state then
-    local h = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets')
+    local h = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'so', 'sc', 'rp')
     state = {
       loaded = h[1] and h[2],
       split = (h[3] or '1') ~= '1',
       available = tonumber(h[1] or '0'),
       limit = tonumber(h[2] or '0'),
+      gated = h[4] or h[5] or h[6],
+      opens = h[4],
+      closes = h[5],
+      pass_needed = h[6],
       taken = 0,
       winners = {},
       winners_key = winners_key,
@@ -133,12 +142,13 @@ end
 
 -- One order: `k` its first KEYS index, `a` its first ARGV index. Line i's
 -- keys start at KEYS[k + 4i - 2] (sku hash, reservation, buyer, winners),
--- its args at ARGV[a + 3 + 2i] (sku_id, count); indexed inline, not through
+-- its args at ARGV[a + 4 + 2i] (sku_id, count); indexed inline, not through
 -- closures made per order (they cost 8 % of the script).
 local function order_one(k, a, n)
   local order_key, outbox_key = KEYS[k], KEYS[k + 1]
   local order_id, user_id, lines_text = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local requester = ARGV[a + 4]
+  local carries = ARGV[a + 5]
   local client = nil
   if requester ~= '' then
     client = string.sub(requester, 2)
@@ -177,7 +187,7 @@ local function order_one(k, a, n)
     tats = {}
   end
   for i = 1, n do
-    local ki, ai = k + 4 * i - 2, a + 3 + 2 * i
+    local ki, ai = k + 4 * i - 2, a + 4 + 2 * i
     local count = tonumber(ARGV[ai + 1])
     local sku = sku_state(KEYS[ki], KEYS[ki + 3], ARGV[ai])
     if not sku.loaded then
@@ -185,6 +195,12 @@ local function order_one(k, a, n)
     end
     if sku.split then
       return {'REFUSED', tostring(i), 'SPLIT'}
+    end
+    if sku.gated then
+      local gate, opens = hold_gate(sku.opens, sku.closes, sku.pass_needed, carries, now_ms)
+      if gate then
+        return {'REFUSED', tostring(i), gate, opens}
+      end
     end
     -- a reservation of the id on the line's SKU: another client's is
     -- TAKEN (telling nothing of it), any other a mismatch; its owner is
@@ -224,24 +240,24 @@ local function order_one(k, a, n)
   local lefts = {}
   for i = 1, n do
     local sku = states[i]
-    lefts[i] = string.format('%.0f', sku.available - sku.taken - tonumber(ARGV[a + 4 + 2 * i]))
+    lefts[i] = string.format('%.0f', sku.available - sku.taken - tonumber(ARGV[a + 5 + 2 * i]))
   end
   -- the owner goes with the deduction to the order row and its lines
   local entry
   if client then
-    entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', ARGV[a + 5],
-      'user_id', user_id, 'count', ARGV[a + 6], 'created_ms', created, 'expires_ms', expires,
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', ARGV[a + 6],
+      'user_id', user_id, 'count', ARGV[a + 7], 'created_ms', created, 'expires_ms', expires,
       'order', lines_text, 'available', table.concat(lefts, ','), 'client', client)
   else
-    entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', ARGV[a + 5],
-      'user_id', user_id, 'count', ARGV[a + 6], 'created_ms', created, 'expires_ms', expires,
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', order_id, 'sku_id', ARGV[a + 6],
+      'user_id', user_id, 'count', ARGV[a + 7], 'created_ms', created, 'expires_ms', expires,
       'order', lines_text, 'available', table.concat(lefts, ','))
   end
   outbox_lens[outbox_key] = outbox_lens[outbox_key] + 1
   local reply = {'OK', created, expires, entry}
   for i = 1, n do
     local ki = k + 4 * i - 2
-    local count = ARGV[a + 4 + 2 * i]
+    local count = ARGV[a + 5 + 2 * i]
     local sku = states[i]
     -- the buyer's live units: what HGET read plus count (no printf)
     redis.call('HINCRBY', KEYS[ki + 2], 'n', count)
@@ -277,7 +293,7 @@ while a <= #ARGV do
     replies[#replies + 1] = {'ERROR', hold_error_text(reply)}
   end
   k = k + 2 + 4 * n
-  a = a + 5 + 2 * n
+  a = a + 6 + 2 * n
 end
 
 -- 4. the shared writes, once per SKU for the batch (lib/hold.lua; a line is

@@ -47,13 +47,18 @@
 --          no rate limit)  ARGV[13] buyer burst: the line is an attempt of
 --          the buyer on its SKU, as a reservation is (lib/buyer.lua); a re-sent
 --          call of the same attempt (HELD) is not one
+-- ARGV[14] '1' when the order carries a verified pass, else '0': the SKU
+--          hash's sale terms (`so`, `sc`, `rp`) are judged by lib/hold.lua's
+--          hold_gate after NOT_LOADED (SALE_NOT_STARTED with the opening,
+--          SALE_ENDED, PASS_REQUIRED; nothing written)
 --
 -- Returns {'OK', available_after}, {'HELD', available} (this attempt held
 -- it already: a re-sent call), {'ABORTED'} (the attempt was undone, or
 -- its deadline passed),
 -- {'MISMATCH'} (a record of this id that is not this attempt's),
 -- {'TAKEN'} (another client's record of this id: nothing of it told),
--- {'NOT_LOADED'}, {'RATE_LIMITED', wait_ms} (nothing written), {'LAPSED', lapsed, cap}, {'LIMIT', bought, limit},
+-- {'NOT_LOADED'}, {'SALE_NOT_STARTED', opens_ms}, {'SALE_ENDED'}, {'PASS_REQUIRED'},
+-- {'RATE_LIMITED', wait_ms} (nothing written), {'LAPSED', lapsed, cap}, {'LIMIT', bought, limit},
 -- {'DRY', left} (a split bucket that is not drained: lease first),
 -- {'SOLD_OUT'}, {'INSUFFICIENT', left}, {'CONTENDED', left, pending},
 -- {'LAYOUT', buckets}.
@@ -63,7 +68,8 @@ local pending_key = KEYS[6]
 local order_id, user_id, count_arg, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local count = tonumber(count_arg)
 
-local sku = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'drained')
+local sku = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'drained', 'so', 'sc',
+  'rp')
 local buckets = sku[3] or '1'
 if sku[1] and buckets ~= ARGV[8] then
   return {'LAYOUT', buckets}
@@ -91,6 +97,12 @@ if prior[1] then
 end
 if not (sku[1] and sku[2]) then
   return {'NOT_LOADED'}
+end
+if sku[5] or sku[6] or sku[7] then
+  local gate, opens = hold_gate(sku[5], sku[6], sku[7], ARGV[14], now_ms)
+  if gate then
+    return {gate, opens}
+  end
 end
 local drained = buckets == '1' or sku[4] == '1'
 local available, limit = tonumber(sku[1]), tonumber(sku[2])

@@ -22,7 +22,8 @@
 -- same as a line of order.lua and of order_hold.lua; the replay, DRY and
 -- the outbox entry are this script's.
 --
--- KEYS[1] sku hash        (available, limit, total)
+-- KEYS[1] sku hash        (available, limit, total; the sale terms `so`, `sc`,
+--                          `rp`: lib/hold.lua's hold_gate)
 -- KEYS[2] outbox stream
 -- KEYS[3] winners set     (request ids that took stock; lets a sold-out api node
 --                          tell a replay from a new request without calling Redis)
@@ -38,10 +39,12 @@
 -- ARGV[8] the SKU's bucket count the caller routed with  ARGV[9] event subject
 --         (`<sku>`, or `<sku>.<bucket>` for a bucket of a split SKU)
 -- ARGV[10] lapsed holds that refuse a buyer (`limits.max_lapsed_holds`; 0 = off)
--- then per request i: ARGV[7+4i] request_id  ARGV[8+4i] user_id  ARGV[9+4i] count
---   ARGV[10+4i] the requester (domain/ownership.rs): '' ownership not enforced
+-- then per request i: ARGV[6+5i] request_id  ARGV[7+5i] user_id  ARGV[8+5i] count
+--   ARGV[9+5i] the requester (domain/ownership.rs): '' ownership not enforced
 --   (auth off), 'c<name>' a client (recorded; another client's record is
 --   TAKEN), 'a<name>' an operator (recorded; may replay anyone's)
+--   ARGV[10+5i] '1' when the request carries a verified pass, else '0'
+--   (a SKU with `requires_pass` refuses a hold without one: PASS_REQUIRED)
 --
 -- Returns one reply per request, in the order given.
 --
@@ -63,7 +66,7 @@ local channel = ARGV[5]
 local rps, burst = tonumber(ARGV[6]), tonumber(ARGV[7])
 local subject = ARGV[9] or sku_id
 local max_lapsed = tonumber(ARGV[10])
-local requests = (#ARGV - 10) / 4
+local requests = (#ARGV - 10) / 5
 
 -- What every request of the batch shares is read once: the SKU (bucket) hash,
 -- the clock, the outbox length. The requests then change local copies, and
@@ -72,7 +75,8 @@ local requests = (#ARGV - 10) / 4
 -- what the ones before it did.
 
 -- 0. the caller's layout must be this bucket's: a stale cache re-routes
-local sku = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'drained')
+local sku = redis.call('HMGET', sku_key, 'available', 'limit', 'buckets', 'drained', 'so', 'sc',
+  'rp')
 local buckets = sku[3] or '1'
 if sku[1] and buckets ~= (ARGV[8] or '1') then
   local replies = {}
@@ -86,6 +90,8 @@ local drained = (not split) or sku[4] == '1'
 local loaded = sku[1] and sku[2]
 local available = tonumber(sku[1] or '0')
 local limit = tonumber(sku[2] or '0')
+-- the SKU has sale terms (a window, a pass required): judged per request
+local gated = sku[5] or sku[6] or sku[7]
 
 -- One clock (Redis TIME) for every api node and every request of the batch
 -- (lib/hold.lua).
@@ -94,7 +100,7 @@ local outbox_len = redis.call('XLEN', outbox_key)
 local taken = 0
 local winners = {}
 
-local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, requester)
+local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, requester, carries)
   local count = tonumber(count_arg)
   local client, checked = nil, false
   if requester ~= '' then
@@ -122,6 +128,14 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
   -- unlimited, and never create a key for it (not even the rate limit's)
   if not loaded then
     return {'NOT_LOADED'}
+  end
+
+  -- 2b. the SKU's sale terms by Redis's clock (lib/hold.lua): nothing written
+  if gated then
+    local gate, opens = hold_gate(sku[5], sku[6], sku[7], carries, now_ms)
+    if gate then
+      return {gate, opens}
+    end
   end
 
   -- 3.-5. the line's fit (lib/hold.lua): the buyer's rate limit (after the
@@ -183,7 +197,7 @@ end
 local replies = {}
 for i = 1, requests do
   local ok, reply = pcall(reserve_one, KEYS[2 + 2 * i], KEYS[3 + 2 * i],
-    ARGV[7 + 4 * i], ARGV[8 + 4 * i], ARGV[9 + 4 * i], ARGV[10 + 4 * i])
+    ARGV[6 + 5 * i], ARGV[7 + 5 * i], ARGV[8 + 5 * i], ARGV[9 + 5 * i], ARGV[10 + 5 * i])
   if ok then
     replies[i] = reply
   else

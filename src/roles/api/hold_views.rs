@@ -37,11 +37,17 @@ pub struct ReserveBody {
     pub user_id: u64,
     #[schema(minimum = 1, maximum = 1000, example = 1)]
     pub count: i64,
+    /// An admission pass (a JWT from the waiting room) for a SKU with
+    /// `requires_pass` (docs/contract.md §19); ignored otherwise.
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub pass: Option<String>,
 }
 
 impl ReserveBody {
     /// Checks ranges serde cannot; returns the validated user id and count.
     pub fn validate(&self, max_count: u32) -> Result<(UserId, u32), ApiError> {
+        pass_fits(self.pass.as_deref())?;
         let user =
             UserId::new(self.user_id).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
         if self.count < 1 || self.count > i64::from(max_count) {
@@ -50,6 +56,20 @@ impl ReserveBody {
             )));
         }
         Ok((user, self.count as u32))
+    }
+}
+
+/// Longest pass accepted in a body: a JWT of a few SKUs is far shorter; a
+/// bound so a body cannot make the api hash megabytes.
+pub const PASS_MAX_LEN: usize = 4096;
+
+/// A `pass`, when given, is 1..=[`PASS_MAX_LEN`] bytes.
+fn pass_fits(pass: Option<&str>) -> Result<(), ApiError> {
+    match pass {
+        Some(p) if p.is_empty() || p.len() > PASS_MAX_LEN => Err(ApiError::InvalidRequest(
+            format!("pass must be 1..={PASS_MAX_LEN} characters"),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -125,6 +145,11 @@ pub struct OrderBody {
     /// 1..=`orders.max_lines` lines (20 by default), each SKU once.
     #[schema(min_items = 1, max_items = 100)]
     pub lines: Vec<OrderLineBody>,
+    /// An admission pass for the order's lines on SKUs with
+    /// `requires_pass` (docs/contract.md §19); ignored otherwise.
+    #[serde(default)]
+    #[schema(max_length = 4096)]
+    pub pass: Option<String>,
 }
 
 /// One line of an order: a SKU and the units asked of it.
@@ -145,6 +170,7 @@ impl OrderBody {
         max_lines: usize,
         max_count: u32,
     ) -> Result<(UserId, OrderLines), ApiError> {
+        pass_fits(self.pass.as_deref())?;
         let invalid = |e: &dyn std::fmt::Display| ApiError::InvalidRequest(e.to_string());
         let user = UserId::new(self.user_id).map_err(|e| invalid(&e))?;
         let mut lines = Vec::with_capacity(self.lines.len());
@@ -261,6 +287,7 @@ mod tests {
                 .iter()
                 .map(|&(sku_id, count)| OrderLineBody { sku_id, count })
                 .collect(),
+            pass: None,
         }
     }
 
@@ -296,8 +323,22 @@ mod tests {
                 request_id: RequestId::parse("r").unwrap(),
                 user_id: 1,
                 count,
+                pass: None,
             };
             assert!(body.validate(1000).is_err(), "{count}");
+        }
+    }
+
+    #[test]
+    fn an_empty_or_oversized_pass_is_invalid() {
+        for pass in [String::new(), "x".repeat(PASS_MAX_LEN + 1)] {
+            let body = ReserveBody {
+                request_id: RequestId::parse("r").unwrap(),
+                user_id: 1,
+                count: 1,
+                pass: Some(pass),
+            };
+            assert!(body.validate(1000).is_err());
         }
     }
 }

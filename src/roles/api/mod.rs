@@ -46,6 +46,8 @@ pub struct ApiState {
     pub group_commit: GroupCommit,
     /// Local sold-out flags (contract §7); `None` when `soldout.enabled` is false.
     pub soldout: Option<Arc<SoldOutBoard>>,
+    /// Every SKU's sale terms, in memory (docs/contract.md §19).
+    pub sale: Arc<crate::sale::SaleBoard>,
     /// True once shutdown began: `/readyz` answers 503 so load balancers move away.
     pub draining: AtomicBool,
     /// What `/readyz` answers, kept current by a background task (`readiness`).
@@ -116,6 +118,7 @@ pub fn start(
     let addr = listener.local_addr()?;
     let (group, mut tasks) = spawn_outbox(&res, &cancel);
     let soldout = spawn_soldout(&res, &cancel, &mut tasks);
+    let sale = spawn_sale(&res, &cancel, &mut tasks);
     let tls = listener_tls(&res.settings.http.tls)?;
     if let Some(tls) = &tls {
         tasks.push(tls::reload::on_sighup(
@@ -128,7 +131,9 @@ pub fn start(
         Some(bind) => Some(TcpListener::bind(bind)?),
         None => None,
     };
-    let state = web::Data::new(api_state(res, reconciler, group, soldout));
+    let mut state = api_state(res, reconciler, group, soldout);
+    state.sale = sale;
+    let state = web::Data::new(state);
     let checks = readiness::spawn(
         state.res.clone(),
         state.readiness.clone(),
@@ -227,6 +232,24 @@ fn spawn_soldout(
     Some(board)
 }
 
+/// The board of sale terms and its subscriber task; the board is empty
+/// until the task's first read (meanwhile Redis judges every hold).
+fn spawn_sale(
+    res: &Resources,
+    cancel: &CancellationToken,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Arc<crate::sale::SaleBoard> {
+    let board = Arc::new(crate::sale::SaleBoard::default());
+    let listener = crate::sale::subscriber::run_until_stopped(
+        board.clone(),
+        res.db.clone(),
+        res.redis.clone(),
+        cancel.child_token(),
+    );
+    tasks.push(tokio::spawn(listener));
+    board
+}
+
 /// The listeners' TLS when `http.tls` is on; a refusal names its key.
 fn listener_tls(
     settings: &crate::config::ListenerTls,
@@ -254,6 +277,7 @@ fn api_state(
         reconciler,
         group_commit,
         soldout,
+        sale: Default::default(),
         draining: AtomicBool::new(false),
         readiness: Default::default(),
         metrics: crate::telemetry::metrics_handle(),

@@ -42,6 +42,23 @@ pub enum ApiError {
     /// `limits.buyer_max_live_units` (carried: the live units and the budget).
     #[error("this buyer holds {live} live units; the hold budget is {budget}")]
     HoldBudgetExceeded { live: u64, budget: u64 },
+    /// The SKU's sale opens at `opens_at_ms` (carried, with the wait the
+    /// `Retry-After` tells; docs/contract.md §19).
+    #[error("the sale of this SKU has not started; it opens at {}", crate::clock::rfc3339_ms(*opens_at_ms as u64))]
+    SaleNotStarted {
+        opens_at_ms: i64,
+        retry_after_secs: u64,
+    },
+    /// The SKU's sale window closed.
+    #[error("the sale of this SKU has ended")]
+    SaleEnded,
+    /// The SKU requires a pass and the hold carries none.
+    #[error("this SKU requires a pass: send one in `pass`")]
+    PassRequired,
+    /// A change of a sale that has opened: its opening cannot move, nor its
+    /// window be removed (carried: what was asked).
+    #[error("{0}")]
+    SaleOpen(String),
     #[error("request_id was used with another user or count")]
     IdempotencyMismatch,
     /// The id names another client's hold (contract §6.2): nothing of it is told.
@@ -107,6 +124,10 @@ impl ApiError {
             Self::LimitExceeded { .. } => "LIMIT_EXCEEDED",
             Self::LapseLimit { .. } => "LAPSE_LIMIT",
             Self::HoldBudgetExceeded { .. } => "HOLD_BUDGET_EXCEEDED",
+            Self::SaleNotStarted { .. } => "SALE_NOT_STARTED",
+            Self::SaleEnded => "SALE_ENDED",
+            Self::PassRequired => "PASS_REQUIRED",
+            Self::SaleOpen(_) => "SALE_OPEN",
             Self::IdempotencyMismatch => "IDEMPOTENCY_MISMATCH",
             Self::IdTaken => "ID_TAKEN",
             Self::ReservationReleased => "RESERVATION_RELEASED",
@@ -141,7 +162,7 @@ impl ResponseError for ApiError {
         match self {
             Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized | Self::Unauthenticated => StatusCode::UNAUTHORIZED,
-            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Forbidden(_) | Self::PassRequired => StatusCode::FORBIDDEN,
             Self::SkuNotFound(_)
             | Self::ReservationNotFound
             | Self::OrderNotFound
@@ -152,6 +173,9 @@ impl ResponseError for ApiError {
             | Self::LapseLimit { .. }
             | Self::HoldBudgetExceeded { .. }
             | Self::IdTaken
+            | Self::SaleNotStarted { .. }
+            | Self::SaleEnded
+            | Self::SaleOpen(_)
             | Self::ReservationReleased
             | Self::ReservationConfirmed
             | Self::ReservationRejected
@@ -190,6 +214,10 @@ impl ResponseError for ApiError {
             body["live_units"] = json!(live);
             body["budget"] = json!(budget);
         }
+        if let Some(opens_at_ms) = self.opens_at_ms() {
+            // When the sale opens (RFC 9457 extension member).
+            body["opens_at"] = json!(crate::clock::rfc3339_ms(opens_at_ms as u64));
+        }
         if let Self::OrderRefused { sku_id, refusal } = self {
             // The first line that failed and why (RFC 9457 extension member).
             body["line"] = json!({"sku_id": sku_id, "code": refusal.code()});
@@ -213,13 +241,39 @@ impl ResponseError for ApiError {
 }
 
 impl ApiError {
-    /// The wait a 429 tells in `Retry-After`: a rate limit's, also when it
-    /// refused an order's line.
+    /// The wait a 429 or a `SALE_NOT_STARTED` tells in `Retry-After`: a
+    /// rate limit's or the opening's, also when it refused an order's line.
     fn rate_limit_wait(&self) -> Option<u64> {
         match self {
-            Self::RateLimited { retry_after_secs } => Some(*retry_after_secs),
+            Self::RateLimited { retry_after_secs }
+            | Self::SaleNotStarted {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
             Self::OrderRefused { refusal, .. } => refusal.rate_limit_wait(),
             _ => None,
+        }
+    }
+
+    /// The opening a `SALE_NOT_STARTED` tells, also of an order's line.
+    fn opens_at_ms(&self) -> Option<i64> {
+        match self {
+            Self::SaleNotStarted { opens_at_ms, .. } => Some(*opens_at_ms),
+            Self::OrderRefused { refusal, .. } => refusal.opens_at_ms(),
+            _ => None,
+        }
+    }
+
+    /// The answer to a refusal by a SKU's sale terms, `now_ms` by the
+    /// node's sale clock (for the wait until the opening).
+    pub fn gated(why: crate::domain::GateRefusal, now_ms: i64) -> Self {
+        use crate::domain::GateRefusal;
+        match why {
+            GateRefusal::NotStarted { opens_at_ms } => Self::SaleNotStarted {
+                opens_at_ms,
+                retry_after_secs: crate::domain::sale::retry_after_secs(opens_at_ms, now_ms),
+            },
+            GateRefusal::Ended => Self::SaleEnded,
+            GateRefusal::PassRequired => Self::PassRequired,
         }
     }
 
@@ -265,6 +319,17 @@ mod tests {
             ),
             (ApiError::IdempotencyMismatch, 422, "IDEMPOTENCY_MISMATCH"),
             (ApiError::IdTaken, 409, "ID_TAKEN"),
+            (
+                ApiError::SaleNotStarted {
+                    opens_at_ms: 1,
+                    retry_after_secs: 1,
+                },
+                409,
+                "SALE_NOT_STARTED",
+            ),
+            (ApiError::SaleEnded, 409, "SALE_ENDED"),
+            (ApiError::PassRequired, 403, "PASS_REQUIRED"),
+            (ApiError::SaleOpen("x".into()), 409, "SALE_OPEN"),
             (ApiError::SkuNotFound(1), 404, "SKU_NOT_FOUND"),
             (ApiError::InvalidRequest("x".into()), 400, "INVALID_REQUEST"),
             (ApiError::Unavailable("x".into()), 503, "UNAVAILABLE"),

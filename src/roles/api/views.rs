@@ -31,6 +31,69 @@ pub struct SkuBody {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1_000_000_000, example = 10)]
     pub low_stock_threshold: Option<i64>,
+    /// The sale window (docs/contract.md §19): holds are admitted
+    /// from `opens_at`, by Redis's clock, until `closes_at`. `null` removes
+    /// a window that has not opened; absent: the SKU's current window (none
+    /// for a new SKU). An opened sale's `opens_at` cannot move (409
+    /// `SALE_OPEN`); its `closes_at` may.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<SaleBody>)]
+    pub sale: Option<Option<SaleBody>>,
+    /// A hold of this SKU must carry a pass (403 `PASS_REQUIRED` without
+    /// one). Absent: the SKU's current flag (false for a new SKU).
+    #[serde(default)]
+    pub requires_pass: Option<bool>,
+}
+
+/// A sale window as sent: RFC 3339 times, any offset.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = SaleWindow)]
+pub struct SaleBody {
+    /// The first instant a hold is admitted.
+    #[schema(example = "2026-11-11T00:00:00Z")]
+    pub opens_at: String,
+    /// The first instant no hold is admitted any more, after `opens_at`;
+    /// null or absent: the sale does not close.
+    #[serde(default)]
+    #[schema(example = "2026-11-11T02:00:00Z")]
+    pub closes_at: Option<String>,
+}
+
+/// A key that is present deserializes to `Some(value)`, `null` included
+/// (`Some(None)`); with `#[serde(default)]` an absent key stays `None`.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// The sale as the SKU views show it: RFC 3339, milliseconds.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = SaleWindowView)]
+pub struct SaleView {
+    /// The first instant a hold is admitted; null: from the start.
+    #[schema(required = true)]
+    pub opens_at: Option<String>,
+    /// The first instant no hold is admitted; null: never.
+    #[schema(required = true)]
+    pub closes_at: Option<String>,
+}
+
+impl SaleView {
+    /// `null` for a SKU without a window.
+    pub fn of(terms: &crate::domain::SaleTerms) -> Option<Self> {
+        if terms.opens_at_ms.is_none() && terms.closes_at_ms.is_none() {
+            return None;
+        }
+        let text = |ms: Option<i64>| ms.map(|ms| crate::clock::rfc3339_ms(ms as u64));
+        Some(Self {
+            opens_at: text(terms.opens_at_ms),
+            closes_at: text(terms.closes_at_ms),
+        })
+    }
 }
 
 /// Largest stock one SKU may hold (`domain/stock.rs`).
@@ -63,6 +126,42 @@ impl SkuBody {
         }
     }
 
+    /// The change of the sale terms asked for: each time RFC 3339, and
+    /// `opens_at` before `closes_at`.
+    pub fn terms(&self) -> Result<crate::domain::TermsChange, ApiError> {
+        let window = match &self.sale {
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(sale)) => {
+                let time = |key: &str, text: &str| {
+                    crate::clock::parse_rfc3339_ms(text).ok_or_else(|| {
+                        ApiError::InvalidRequest(format!(
+                            "sale.{key} must be an RFC 3339 time (e.g. 2026-11-11T00:00:00Z)"
+                        ))
+                    })
+                };
+                let opens_at_ms = time("opens_at", &sale.opens_at)?;
+                let closes_at_ms = match &sale.closes_at {
+                    Some(text) => Some(time("closes_at", text)?),
+                    None => None,
+                };
+                if closes_at_ms.is_some_and(|closes| closes <= opens_at_ms) {
+                    return Err(ApiError::InvalidRequest(
+                        "sale.closes_at must be after sale.opens_at".into(),
+                    ));
+                }
+                Some(Some(crate::domain::Window {
+                    opens_at_ms,
+                    closes_at_ms,
+                }))
+            }
+        };
+        Ok(crate::domain::TermsChange {
+            window,
+            requires_pass: self.requires_pass,
+        })
+    }
+
     pub fn validate(&self) -> Result<(i64, u32), ApiError> {
         if !(0..=TOTAL_STOCK_MAX).contains(&self.total_stock) {
             return Err(ApiError::InvalidRequest(format!(
@@ -90,6 +189,11 @@ pub struct SkuView {
     pub sold_out: bool,
     #[schema(minimum = 1)]
     pub limit_per_user: u64,
+    /// The sale window; null: none (always on sale).
+    #[schema(required = true)]
+    pub sale: Option<SaleView>,
+    /// A hold of this SKU must carry a pass.
+    pub requires_pass: bool,
     #[serde(flatten)]
     pub split: SplitView,
 }
@@ -164,6 +268,11 @@ pub struct AdminSkuView {
     /// The low-stock threshold of `stockd.sku.low_stock`; null: none.
     #[schema(minimum = 1)]
     pub low_stock_threshold: Option<u32>,
+    /// The sale window; null: none (always on sale).
+    #[schema(required = true)]
+    pub sale: Option<SaleView>,
+    /// A hold of this SKU must carry a pass.
+    pub requires_pass: bool,
     #[serde(flatten)]
     pub split: SplitView,
 }

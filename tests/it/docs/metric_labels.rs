@@ -48,10 +48,11 @@ const VARIABLE: &[(&str, &str, Values)] = &[
     ("stockd_publish_total", "outcome", Values::Literals(&[("src/mq/publisher.rs", "let outcome = match &result"), ("src/mq/publisher.rs", "pub fn label(&self)")])),
     ("stockd_bucket_refills_total", "result", Values::Literals(&[("src/redis/buckets/refill.rs", "let label = match outcome")])),
     ("stockd_bucket_round_trips_total", "step", Values::Args("src/redis", "count_round_trip(", &[])),
-    ("stockd_reservations_total", "result", Values::Literals(&[("src/roles/api/routes/holds/mod.rs", "async fn refusal("), ("src/domain/outcome.rs", "pub fn label(&self)"),
+    // A refusal by a SKU's sale terms is counted by `GateRefusal::label`.
+    ("stockd_reservations_total", "result", Values::Literals(&[("src/roles/api/routes/holds/mod.rs", "async fn refusal("), ("src/domain/outcome.rs", "pub fn label(&self)"), ("src/domain/sale.rs", "pub fn label(&self)"),
                 ("src/roles/api/routes/holds/reservation.rs", "async fn claim_budget(")])),
     ("stockd_orders_total", "result", Values::Literals(&[("src/roles/api/routes/holds/order.rs", "let (label, response) = match"), ("src/roles/api/routes/holds/order.rs", "async fn answer("),
-                ("src/roles/api/routes/holds/mod.rs", "async fn refusal("), ("src/roles/api/routes/lifecycle.rs", "let label = match transition")])),
+                ("src/roles/api/routes/holds/mod.rs", "async fn refusal("), ("src/roles/api/routes/lifecycle.rs", "let label = match transition"), ("src/domain/sale.rs", "pub fn label(&self)")])),
     ("stockd_order_sweep_failures_total", "stage", Values::Args("src/ops/order_sweeper.rs", "failed(", &[("src/ops/order_sweep_error.rs", "fn stage(&self)")])),
     ("stockd_reconcile_verdicts_total", "verdict", Values::Literals(&[("src/ops/reconcile/verdict.rs", "pub fn as_str(self)")])),
     // `Finding::verdict` is a `Verdict::as_str`.

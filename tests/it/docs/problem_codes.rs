@@ -60,6 +60,13 @@ fn every_error() -> Vec<ApiError> {
         UnsupportedMediaType,
         IdTaken,
         HoldBudgetExceeded { live: 4, budget: 5 },
+        SaleNotStarted {
+            opens_at_ms: 1,
+            retry_after_secs: 1,
+        },
+        SaleEnded,
+        PassRequired,
+        SaleOpen(String::new()),
     ];
     all.iter().for_each(listed);
     all
@@ -77,6 +84,7 @@ fn listed(e: &ApiError) {
         Stale { .. } | AdjustmentMismatch(_) | Conflict(_) | Unavailable(_) => {}
         RateLimited { .. } | RouteNotFound | MethodNotAllowed(_) | UnsupportedMediaType => {}
         IdTaken | HoldBudgetExceeded { .. } => {}
+        SaleNotStarted { .. } | SaleEnded | PassRequired | SaleOpen(_) => {}
     }
 }
 

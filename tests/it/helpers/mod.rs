@@ -222,6 +222,27 @@ impl TestApp {
         (base, state)
     }
 
+    /// [`Self::spawn_api`] with its own settings: `tweak` changes a copy of
+    /// this app's (a node whose clock runs ahead, say).
+    pub fn spawn_api_with(
+        &mut self,
+        tweak: impl Fn(&mut Settings),
+    ) -> (String, actix_web::web::Data<api::ApiState>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let cancel = self.cancel.child_token();
+        let mut res = self.res.clone();
+        let mut settings = (*res.settings).clone();
+        tweak(&mut settings);
+        res.settings = Arc::new(settings);
+        let reconciler = Arc::new(Reconciler::from_resources(&res));
+        let handle = api::start(res, reconciler, listener, cancel).expect("api starts");
+        let base = format!("http://{}", handle.addr);
+        let state = handle.state.clone();
+        self.extra_apis.push(handle);
+        (base, state)
+    }
+
     /// The state of the first api instance.
     pub fn api_state(&self) -> &actix_web::web::Data<api::ApiState> {
         &self.api.as_ref().expect("the api runs").state

@@ -3,6 +3,8 @@
 -- a whole order on a standalone Redis; order_hold.lua: one line of an order
 -- held line by line). The line's fit, its record and a batch's shared writes
 -- of one SKU live only here (docs/architecture.md, "Where each rule lives"),
+-- and so does the gate of a SKU's sale terms (the window by Redis's clock,
+-- the pass a SKU requires),
 -- with what a batch's holds share besides (the clock and times, the text of
 -- a hold's command error).
 -- What a script does differently on purpose stays in it: the replay checks,
@@ -25,6 +27,29 @@ local function hold_times(ttl_ms, retention_ms)
   local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   return now_ms, string.format('%.0f', now_ms), string.format('%.0f', now_ms + ttl_ms),
     string.format('%.0f', ttl_ms + retention_ms)
+end
+
+-- The SKU's sale terms against a hold (docs/contract.md §19):
+-- `opens`, `closes` (ms text, nil for none) and `pass_needed` ('1' or nil)
+-- are the SKU hash's `so`, `sc` and `rp`, read by the HMGET each script makes
+-- of the SKU anyway; `carries` is the hold's ARGV flag ('1': it carries a
+-- verified pass); `now_ms` is hold_times' (Redis TIME: the one clock that
+-- opens a sale for every api node). Returns SALE_NOT_STARTED (with `opens`),
+-- SALE_ENDED (from `closes` on), PASS_REQUIRED, or nil when the hold may go
+-- on. Judged after the replay and NOT_LOADED, before the line's fit: a
+-- refusal here writes nothing and is no attempt of the rate limit. The
+-- scripts call it only when the SKU has terms (one `or` of three locals).
+local function hold_gate(opens, closes, pass_needed, carries, now_ms)
+  if opens and now_ms < tonumber(opens) then
+    return 'SALE_NOT_STARTED', opens
+  end
+  if closes and now_ms >= tonumber(closes) then
+    return 'SALE_ENDED'
+  end
+  if pass_needed == '1' and carries ~= '1' then
+    return 'PASS_REQUIRED'
+  end
+  return nil
 end
 
 -- Whether one line of `count` units fits the buyer and the stock, in this

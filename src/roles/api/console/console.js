@@ -265,7 +265,7 @@
     dlq.classList.toggle("bad-text", (p.dlq_count || 0) > 0);
   }
 
-  const COLUMNS = ["total", "redis", "mysql", "reserved", "confirmed", "released", "badge", "verdict", "drift", "actions"];
+  const COLUMNS = ["total", "redis", "mysql", "reserved", "confirmed", "released", "badge", "sale", "verdict", "drift", "actions"];
 
   // Each cell carries its column's header as data-label: at phone width the
   // rows are cards and show it before the value (console.css).
@@ -295,7 +295,7 @@
       td.dataset.col = c;
       td.setAttribute("role", "cell");
       td.dataset.label = LABELS[i + 1];
-      if (!["badge", "verdict", "actions"].includes(c)) td.className = "n";
+      if (!["badge", "sale", "verdict", "actions"].includes(c)) td.className = "n";
       tr.appendChild(td);
       cells[c] = td;
     }
@@ -315,6 +315,13 @@
     row = { tr, cells, badgeKey: "" };
     rows.set(id, row);
     return row;
+  }
+
+  // The SKU's sale terms: its window (UTC) and whether a pass is required.
+  function saleText(s) {
+    const when = s.sale_opens_at === null && s.sale_closes_at === null ? "Always"
+      : `${s.sale_opens_at || "–"} → ${s.sale_closes_at || "open-ended"}`;
+    return s.requires_pass ? `${when} · pass required` : when;
   }
 
   function renderSkus(o) {
@@ -341,6 +348,7 @@
         c.badge.replaceChildren(span);
         row.badgeKey = text;
       }
+      setText(c.sale, saleText(s));
       const v = verdicts.get(s.sku_id);
       setText(c.verdict, v ? v.verdict : "–");
       setText(c.drift, v ? num(v.drift) : "–");

@@ -167,6 +167,7 @@ fn adjust_failed(err: AdjustError) -> ApiError {
         AdjustError::Admin(SkuAdminError::BelowReserved { .. }) => {
             ApiError::BelowReserved(err.to_string())
         }
+        AdjustError::Admin(SkuAdminError::SaleOpen(why)) => ApiError::SaleOpen(why),
         AdjustError::Admin(SkuAdminError::BucketsLocked(_)) => {
             ApiError::Unavailable("the SKU's bucket layout changed meanwhile; retry shortly".into())
         }

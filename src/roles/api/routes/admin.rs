@@ -18,7 +18,7 @@ use crate::ops::sku_admin::{self, SkuOptions};
 use crate::ops::sku_admin_error::SkuAdminError;
 use crate::ops::warmup::{self as warm, WarmupOutcome};
 use crate::roles::api::problem::ApiError;
-use crate::roles::api::views::{AdminSkuView, SkuBody, SplitView, WarmupView};
+use crate::roles::api::views::{AdminSkuView, SaleView, SkuBody, SplitView, WarmupView};
 use crate::roles::api::ApiState;
 
 /// The actor of a change made with `admin.token` (not a named client).
@@ -117,6 +117,7 @@ pub async fn put_sku(
     let options = SkuOptions {
         buckets: body.buckets(state.res.settings.redis.max_buckets)?,
         low_stock_threshold: body.low_stock_threshold()?,
+        terms: body.terms()?,
     };
     let redis = &state.res.redis;
     let actor = admin.actor();
@@ -128,9 +129,12 @@ pub async fn put_sku(
         SkuAdminError::Db(e) => ApiError::unavailable("mysql", e),
         SkuAdminError::Redis(e) => ApiError::unavailable("redis", e),
         SkuAdminError::NotLoaded(_) => ApiError::Unavailable(err.to_string()),
+        SkuAdminError::SaleOpen(why) => ApiError::SaleOpen(why),
     })?;
     tracing::info!(sku.id = %sku_id, total_stock = total, limit_per_user = limit,
         buckets = sku.buckets, "admin.sku: stored and loaded");
+    // This node's board at once; the others by the notice (`crate::sale`).
+    state.sale.set(sku_id, sku.terms);
     let snapshot = redis
         .skus()
         .sku(sku_id)
@@ -145,6 +149,8 @@ pub async fn put_sku(
         sold_out: snapshot.sold_out,
         limit_per_user: u64::from(sku.limit_per_user),
         low_stock_threshold: sku.low_stock_threshold,
+        sale: SaleView::of(&sku.terms),
+        requires_pass: sku.terms.requires_pass,
         split: SplitView::of(&snapshot),
     }))
 }

@@ -131,6 +131,14 @@ problems! {
     /// The client is known but lacks the route's scope (`detail` names it).
     /// Nothing was read or written.
     Forbidden = 403 ["FORBIDDEN"];
+    /// The client is known but lacks the route's scope (`FORBIDDEN`), or
+    /// the SKU requires a pass and the hold carries none (`PASS_REQUIRED`;
+    /// docs/contract.md §19). Nothing was written.
+    HoldForbidden = 403 ["FORBIDDEN", "PASS_REQUIRED"];
+    /// The client is known but lacks the route's scope (`FORBIDDEN`), or a
+    /// line's SKU requires a pass and the order carries none
+    /// (`PASS_REQUIRED`, the `line` member names it). Nothing was written.
+    OrderForbidden = 403 ["FORBIDDEN", "PASS_REQUIRED"];
     /// No SKU with this id.
     SkuNotFound = 404 ["SKU_NOT_FOUND"];
     /// No reservation with this `request_id` for this SKU.
@@ -143,13 +151,14 @@ problems! {
     /// The order was not held: its first line (by `sku_id`) that could not
     /// be held is named by the `line` member with why (`SOLD_OUT`,
     /// `INSUFFICIENT_STOCK`, `LIMIT_EXCEEDED`, `LAPSE_LIMIT`: the buyer's
-    /// holds on that SKU lapsed unpaid `limits.max_lapsed_holds` times);
-    /// or, without `line`, `ID_TAKEN`: the `order_id` names another
-    /// client's order (nothing of it is told), or `HOLD_BUDGET_EXCEEDED`:
-    /// the buyer's live units across every SKU and the order's would exceed
-    /// `limits.buyer_max_live_units` (the body's `live_units` and `budget`
-    /// say how many). Nothing is held.
-    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN", "HOLD_BUDGET_EXCEEDED"];
+    /// holds on that SKU lapsed unpaid `limits.max_lapsed_holds` times,
+    /// `SALE_NOT_STARTED` with `opens_at` and `Retry-After`, `SALE_ENDED`:
+    /// the SKU's sale window); or, without `line`, `ID_TAKEN`: the
+    /// `order_id` names another client's order (nothing of it is told), or
+    /// `HOLD_BUDGET_EXCEEDED`: the buyer's live units across every SKU and
+    /// the order's would exceed `limits.buyer_max_live_units` (the body's
+    /// `live_units` and `budget` say how many). Nothing is held.
+    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN", "SALE_NOT_STARTED", "SALE_ENDED", "HOLD_BUDGET_EXCEEDED"];
     /// Not confirmed: the order was released (expired or cancelled; refund
     /// the buyer) or rejected by the ledger.
     OrderConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED"];
@@ -173,8 +182,10 @@ problems! {
     /// live units across every SKU and these would exceed
     /// `limits.buyer_max_live_units`; the body's `live_units` and `budget`
     /// say how many), or `ID_TAKEN` (the `request_id` names another
-    /// client's reservation; nothing of it is told). Nothing is held.
-    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "HOLD_BUDGET_EXCEEDED", "ID_TAKEN"];
+    /// client's reservation; nothing of it is told), or the SKU's sale
+    /// window: `SALE_NOT_STARTED` (`opens_at` says when; retry after
+    /// `Retry-After`), `SALE_ENDED`. Nothing is held.
+    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "HOLD_BUDGET_EXCEEDED", "ID_TAKEN", "SALE_NOT_STARTED", "SALE_ENDED"];
     /// This `request_id` was already used with another user or count.
     IdempotencyMismatch = 422 ["IDEMPOTENCY_MISMATCH"];
     /// Not confirmed: the reservation was released (expired or cancelled;
@@ -192,8 +203,10 @@ problems! {
     /// The new `total_stock` is below what is already reserved or sold
     /// (`BELOW_RESERVED`), or `buckets` changes while buyer state of the SKU
     /// still lives in Redis (`BUCKETS_LOCKED`: reservation records within
-    /// their retention, outbox entries or stock transfers).
-    BelowReserved = 409 ["BELOW_RESERVED", "BUCKETS_LOCKED"];
+    /// their retention, outbox entries or stock transfers), or the sale has
+    /// opened and the change would move its `opens_at` or remove its window
+    /// (`SALE_OPEN`; `closes_at` may move). Nothing was changed.
+    BelowReserved = 409 ["BELOW_RESERVED", "BUCKETS_LOCKED", "SALE_OPEN"];
     /// Not adjusted: `expected_available` is not MySQL's available any more
     /// (`STALE`; the body's `current_available` has the value now), or the
     /// cut would take the total below what is reserved or sold, or Redis
@@ -223,6 +236,15 @@ fn string_schema(description: &str) -> ObjectBuilder {
 /// The problems of an order that name the line they are about.
 const LINE_PROBLEMS: &[&str] = &["OrderSkuNotFound", "OrderRefused"];
 
+/// Problems whose `line` member is there for some codes only.
+const OPTIONAL_LINE_PROBLEMS: &[&str] = &["OrderForbidden"];
+
+/// Whether the problem may be `SALE_NOT_STARTED` (an `opens_at` member and
+/// a `Retry-After` header).
+fn tells_opening(kind: &ProblemKind) -> bool {
+    kind.codes.contains(&"SALE_NOT_STARTED")
+}
+
 /// The `line` member of an order's refusal.
 fn line_schema() -> ObjectBuilder {
     ObjectBuilder::new()
@@ -244,6 +266,9 @@ fn line_schema() -> ObjectBuilder {
                     "LIMIT_EXCEEDED",
                     "LAPSE_LIMIT",
                     "SKU_NOT_FOUND",
+                    "SALE_NOT_STARTED",
+                    "SALE_ENDED",
+                    "PASS_REQUIRED",
                 ])),
         )
         .required("sku_id")
@@ -251,7 +276,18 @@ fn line_schema() -> ObjectBuilder {
 }
 
 pub fn problem_schema(kind: &ProblemKind) -> RefOr<Schema> {
-    let schema = problem_object(kind);
+    let mut schema = problem_object(kind);
+    if tells_opening(kind) {
+        schema = schema.property(
+            "opens_at",
+            string_schema("`SALE_NOT_STARTED`: when the sale opens (RFC 3339)").format(Some(
+                utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime),
+            )),
+        );
+    }
+    if OPTIONAL_LINE_PROBLEMS.contains(&kind.name) {
+        return schema.property("line", line_schema()).into();
+    }
     if LINE_PROBLEMS.contains(&kind.name) {
         return schema
             .property("line", line_schema())
@@ -320,6 +356,18 @@ pub fn problem_response(kind: &ProblemKind) -> RefOr<Response> {
                 header(
                     "The methods this route serves",
                     string_schema("").description(None::<String>).into(),
+                ),
+            );
+        }
+        409 if tells_opening(kind) => {
+            let schema = ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1));
+            response = response.header(
+                "Retry-After",
+                header(
+                    "`SALE_NOT_STARTED`: seconds until the opening",
+                    schema.into(),
                 ),
             );
         }

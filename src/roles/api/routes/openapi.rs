@@ -280,6 +280,13 @@ mod tests {
             ApiError::HoldBudgetExceeded { live: 4, budget: 5 },
             ApiError::IdempotencyMismatch,
             ApiError::IdTaken,
+            ApiError::SaleNotStarted {
+                opens_at_ms: 1,
+                retry_after_secs: 1,
+            },
+            ApiError::SaleEnded,
+            ApiError::PassRequired,
+            ApiError::SaleOpen("x".into()),
             ApiError::ReservationReleased,
             ApiError::ReservationConfirmed,
             ApiError::ReservationRejected,

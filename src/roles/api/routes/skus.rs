@@ -9,7 +9,7 @@ use super::holds::not_loaded;
 use super::sku_from;
 use crate::roles::api::auth::{Granted, Read};
 use crate::roles::api::problem::ApiError;
-use crate::roles::api::views::{SkuView, SplitView};
+use crate::roles::api::views::{SaleView, SkuView, SplitView};
 use crate::roles::api::ApiState;
 
 /// The stock of a SKU as buyers see it (served from Redis).
@@ -49,11 +49,15 @@ pub async fn get(
     let Some(snapshot) = snapshot else {
         return Err(not_loaded(&state, sku_id).await);
     };
+    // From this node's board (memory), as the hold handlers judge them.
+    let terms = state.sale.terms(sku_id);
     Ok(HttpResponse::Ok().json(SkuView {
         sku_id: sku_id.get(),
         available: snapshot.available.max(0),
         sold_out: snapshot.sold_out,
         limit_per_user: snapshot.limit_per_user,
+        sale: SaleView::of(&terms),
+        requires_pass: terms.requires_pass,
         split: SplitView::of(&snapshot),
     }))
 }

@@ -15,6 +15,7 @@
 mod budget;
 pub mod order;
 pub mod reservation;
+pub mod sale_gate;
 
 use std::future::Future;
 
@@ -68,6 +69,7 @@ fn flag_sold_out(state: &ApiState, sku_id: SkuId, user_id: UserId) {
 /// Why a line was refused, as the answer and its metric label.
 async fn refusal(state: &ApiState, sku_id: SkuId, why: LineRefusal) -> (&'static str, ApiError) {
     match why {
+        LineRefusal::Gated(why) => (why.label(), sale_gate::answer(state, why)),
         LineRefusal::SoldOut => ("sold_out", ApiError::SoldOut),
         LineRefusal::Insufficient { available } => {
             ("insufficient", ApiError::InsufficientStock { available })

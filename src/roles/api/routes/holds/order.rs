@@ -10,12 +10,14 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::super::contract::{
-    Forbidden, IdempotencyMismatch, InvalidRequest, OrderNotFound, OrderPath, OrderRefused,
-    OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable, UnsupportedMediaType,
+    Forbidden, IdempotencyMismatch, InvalidRequest, OrderForbidden, OrderNotFound, OrderPath,
+    OrderRefused, OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable,
+    UnsupportedMediaType,
 };
 use super::super::order_from;
 use super::{
-    budget, copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
+    budget, copies, flag_sold_out, hand_off, held, refusal, replayed, sale_gate, short_circuited,
+    BACKPRESSURE,
 };
 use crate::db::orders;
 use crate::domain::{
@@ -61,7 +63,7 @@ use crate::roles::api::ApiState;
         (status = 400, response = InvalidRequest),
         (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
+        (status = 403, response = OrderForbidden),
         (status = 404, response = OrderSkuNotFound),
         (status = 409, response = OrderRefused),
         (status = 422, response = IdempotencyMismatch),
@@ -79,14 +81,32 @@ pub async fn place(
     let (user_id, lines) =
         body.validate(settings.orders.max_lines, settings.reservation.max_count)?;
     let order_id = &body.order_id;
-    let skus = lines.lines().iter().map(|l| l.sku_id);
-    let (label, response) = match short_circuited(&state, user_id, order_id, skus) {
-        Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
-        None => match claim_budget(&state, order_id, user_id, &lines).await {
-            Ok(claim) => hold(&state, order_id, user_id, &lines, scope.requester(), claim).await,
-            Err(err @ ApiError::HoldBudgetExceeded { .. }) => ("hold_budget_exceeded", Err(err)),
-            Err(err @ ApiError::OrderRefused { .. }) => ("limit_exceeded", Err(err)),
-            Err(err) => ("error", Err(err)),
+    let skus: Vec<SkuId> = lines.lines().iter().map(|l| l.sku_id).collect();
+    let hold_exists = || async {
+        let record = state.res.redis.orders().record(order_id).await?;
+        Ok(record.is_some())
+    };
+    let has_pass = body.pass.is_some();
+    let early = sale_gate::early_refusal(&state, &skus, has_pass, hold_exists).await?;
+    let carries_pass = sale_gate::carries_pass(&state, body.pass.as_deref());
+    let (label, response) = match early {
+        Some((sku_id, why)) => (
+            why.label(),
+            Err(refused(sku_id, sale_gate::answer(&state, why))),
+        ),
+        None => match short_circuited(&state, user_id, order_id, skus) {
+            Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
+            None => match claim_budget(&state, order_id, user_id, &lines).await {
+                Ok(claim) => {
+                    let requester = scope.requester();
+                    hold(&state, order_id, user_id, &lines, requester, carries_pass, claim).await
+                }
+                Err(err @ ApiError::HoldBudgetExceeded { .. }) => {
+                    ("hold_budget_exceeded", Err(err))
+                }
+                Err(err @ ApiError::OrderRefused { .. }) => ("limit_exceeded", Err(err)),
+                Err(err) => ("error", Err(err)),
+            },
         },
     };
     metrics::counter!("stockd_orders_total", "result" => label).increment(1);
@@ -125,9 +145,11 @@ async fn hold(
     user_id: UserId,
     lines: &OrderLines,
     requester: &Requester,
+    carries_pass: bool,
     claim: budget::Claim,
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
-    let (label, response, live) = answer(state, order_id, user_id, lines, requester).await;
+    let (label, response, live) =
+        answer(state, order_id, user_id, lines, requester, carries_pass).await;
     claim.settle(state, live).await;
     (label, response)
 }
@@ -140,6 +162,7 @@ async fn answer(
     user_id: UserId,
     lines: &OrderLines,
     requester: &Requester,
+    carries_pass: bool,
 ) -> (&'static str, Result<HttpResponse, ApiError>, bool) {
     let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
     let redis = &state.res.redis;
@@ -151,6 +174,7 @@ async fn answer(
         lines,
         hold_timeout_ms,
         requester,
+        carries_pass,
     ))
     .await;
     let label = outcome.as_ref().map_or("error", OrderOutcome::label);

@@ -8,13 +8,14 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::super::contract::{
-    Forbidden, IdempotencyMismatch, InvalidRequest, RateLimited, ReservationNotFound,
-    ReservationPath, ReserveConflict, SkuNotFound, SkuPath, Unauthenticated, Unavailable,
-    UnsupportedMediaType,
+    Forbidden, HoldForbidden, IdempotencyMismatch, InvalidRequest, RateLimited,
+    ReservationNotFound, ReservationPath, ReserveConflict, SkuNotFound, SkuPath, Unauthenticated,
+    Unavailable, UnsupportedMediaType,
 };
 use super::super::{request_from, sku_from};
 use super::{
-    budget, copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
+    budget, copies, flag_sold_out, hand_off, held, refusal, replayed, sale_gate, short_circuited,
+    BACKPRESSURE,
 };
 use crate::db::ledger;
 use crate::domain::{Deduction, RequestId, ReservationStatus, ReserveOutcome, SkuId, UserId};
@@ -59,7 +60,7 @@ use crate::roles::api::ApiState;
         (status = 400, response = InvalidRequest),
         (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
+        (status = 403, response = HoldForbidden),
         (status = 404, response = SkuNotFound),
         (status = 409, response = ReserveConflict),
         (status = 422, response = IdempotencyMismatch),
@@ -76,6 +77,20 @@ pub async fn reserve(
     let started = std::time::Instant::now();
     let sku_id = sku_from(&req)?;
     let (user_id, count) = body.validate(state.res.settings.reservation.max_count)?;
+    let hold_exists = || async {
+        let reservations = state.res.redis.reservations();
+        Ok(reservations
+            .record(sku_id, &body.request_id)
+            .await?
+            .is_some())
+    };
+    let has_pass = body.pass.is_some();
+    if let Some((_, why)) =
+        sale_gate::early_refusal(&state, &[sku_id], has_pass, hold_exists).await?
+    {
+        metrics::counter!("stockd_reservations_total", "result" => why.label()).increment(1);
+        return Err(sale_gate::answer(&state, why));
+    }
     if short_circuited(&state, user_id, &body.request_id, [sku_id]).is_some() {
         metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
         return Err(ApiError::SoldOut);
@@ -87,7 +102,14 @@ pub async fn reserve(
         .res
         .redis
         .reservations()
-        .reserve(sku_id, &body.request_id, user_id, count, scope.requester())
+        .reserve_carrying(
+            sku_id,
+            &body.request_id,
+            user_id,
+            count,
+            scope.requester(),
+            sale_gate::carries_pass(&state, body.pass.as_deref()),
+        )
         .await;
     otel::end(
         redis_span,
@@ -230,6 +252,7 @@ async fn answer(
             LineRefusal::LimitExceeded { bought, limit }
         }
         ReserveOutcome::LapseLimit { lapsed, max } => LineRefusal::LapseLimit { lapsed, max },
+        ReserveOutcome::Gated(why) => LineRefusal::Gated(why),
         ReserveOutcome::SoldOut => LineRefusal::SoldOut,
         ReserveOutcome::Insufficient { available } => LineRefusal::Insufficient { available },
         ReserveOutcome::NotLoaded => LineRefusal::NotLoaded,

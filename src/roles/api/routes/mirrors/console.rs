@@ -51,6 +51,15 @@ pub struct SkuLine {
     /// Nothing left in Redis.
     sold_out: bool,
     limit_per_user: u64,
+    /// The sale window's opening (RFC 3339); `null`: none (docs/contract.md
+    /// §19).
+    #[schema(required = true)]
+    sale_opens_at: Option<String>,
+    /// The sale window's close (RFC 3339); `null`: none.
+    #[schema(required = true)]
+    sale_closes_at: Option<String>,
+    /// A hold of this SKU must carry a pass.
+    requires_pass: bool,
 }
 
 /// Reservation attempts answered by this process since it started, by result.
@@ -178,6 +187,9 @@ mod tests {
                 rejected: 0,
                 sold_out: false,
                 limit_per_user: 1,
+                sale_opens_at: None,
+                sale_closes_at: None,
+                requires_pass: false,
             }],
             skus_truncated: false,
             reservations: Default::default(),

@@ -1,0 +1,85 @@
+//! `sale`: how an api node judges a SKU's sale window from memory
+//! (docs/contract.md §19). The opening itself is Redis's to
+//! decide (its `TIME`, one clock for every node); these keys bound what a
+//! node may answer without asking it.
+
+use serde::{Deserialize, Serialize};
+
+use super::check;
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaleSettings {
+    /// An api node answers `SALE_NOT_STARTED` from memory only while its
+    /// clock is more than this many milliseconds before the opening; closer
+    /// than that, Redis's clock decides. Covers the skew between the node's
+    /// clock and Redis's.
+    pub clock_margin_ms: u64,
+    /// Milliseconds added to this node's clock where it judges a sale
+    /// window (its board, the `Retry-After` of `SALE_NOT_STARTED`). For
+    /// tests of skewed clocks only; 0 in every deployment.
+    pub clock_offset_ms: i64,
+    /// FOR TESTS ONLY, until pass verification lands: a `pass` equal to
+    /// this text counts as a verified pass. Absent (every deployment): no
+    /// pass is verified, so a SKU with `requires_pass` admits no hold.
+    #[serde(default)]
+    pub test_pass: Option<String>,
+}
+
+impl Default for SaleSettings {
+    fn default() -> Self {
+        Self {
+            clock_margin_ms: DEFAULT_CLOCK_MARGIN_MS,
+            clock_offset_ms: 0,
+            test_pass: None,
+        }
+    }
+}
+
+/// One second: NTP keeps hosts well within it, and a buyer early by less
+/// than that costs one Redis call.
+pub const DEFAULT_CLOCK_MARGIN_MS: u64 = 1_000;
+
+/// Largest margin or offset: a minute (a clock off by more is a broken host).
+pub const SALE_CLOCK_MAX_MS: u64 = 60_000;
+
+impl SaleSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        check::all(&[
+            (
+                self.clock_margin_ms <= SALE_CLOCK_MAX_MS,
+                "sale.clock_margin_ms",
+                "must be in 0..=60000",
+            ),
+            (
+                self.clock_offset_ms.unsigned_abs() <= SALE_CLOCK_MAX_MS,
+                "sale.clock_offset_ms",
+                "must be in -60000..=60000",
+            ),
+        ])
+    }
+
+    /// This node's clock for sale windows: epoch milliseconds plus the
+    /// test offset.
+    pub fn now_ms(&self) -> i64 {
+        crate::clock::unix_ms() as i64 + self.clock_offset_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_margin_or_offset_beyond_a_minute_is_refused_by_name() {
+        let mut s = SaleSettings::default();
+        assert!(s.validate().is_ok());
+        s.clock_offset_ms = -60_001;
+        let err = s.validate().unwrap_err().to_string();
+        assert!(err.contains("sale.clock_offset_ms"), "{err}");
+        s.clock_offset_ms = 0;
+        s.clock_margin_ms = 60_001;
+        let err = s.validate().unwrap_err().to_string();
+        assert!(err.contains("sale.clock_margin_ms"), "{err}");
+    }
+}
