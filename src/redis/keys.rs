@@ -152,6 +152,13 @@ impl Keys {
         self.at(tag, "opend")
     }
 
+    /// Which hold claimed an admission pass (`pass_claim.lua`): the buyer's
+    /// tag `{u<user>}`, so every key of one buyer shares a slot, and the
+    /// pass id (`jti`, the request-id alphabet).
+    pub fn pass(&self, user: UserId, pass_id: &RequestId) -> String {
+        self.at(&buyer_tag(user), &format!("pass:{pass_id}"))
+    }
+
     /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`) events.
     pub fn soldout_channel(&self) -> String {
         format!("{}soldout", self.prefix)
@@ -187,6 +194,12 @@ pub fn order_shard(order_id: &RequestId) -> u8 {
         hash = hash.wrapping_mul(0x0100_0193);
     }
     (hash % u32::from(ORDER_SHARDS)) as u8
+}
+
+/// The hash tag of a buyer's own keys: `u<user>`, never a SKU's (a SKU's
+/// tag is its bare id, a bucket's its `tags` entry).
+pub fn buyer_tag(user: UserId) -> String {
+    format!("u{user}")
 }
 
 fn order_shard_tag(shard: u8) -> String {

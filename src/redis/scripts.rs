@@ -227,9 +227,14 @@ pub static TRANSFER_CREDIT: LuaScript = LuaScript::with(
     include_str!("lua/transfer_credit.lua"),
     &[lib::SOLDOUT],
 );
+/// An admission pass claimed for a hold (`pass_claims.rs`).
+pub static PASS_CLAIM: LuaScript = LuaScript::new("pass_claim", include_str!("lua/pass_claim.lua"));
+/// A refused hold's pass given back (`pass_claims.rs`).
+pub static PASS_RELEASE: LuaScript =
+    LuaScript::new("pass_release", include_str!("lua/pass_release.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 26] = [
+pub static ALL: [&LuaScript; 28] = [
     &CUT_SETTLE,
     &RESERVE,
     &ORDER,
@@ -256,6 +261,8 @@ pub static ALL: [&LuaScript; 26] = [
     &STOCK_PROBE,
     &TRANSFER_DEBIT,
     &TRANSFER_CREDIT,
+    &PASS_CLAIM,
+    &PASS_RELEASE,
 ];
 
 /// The SHA1 of every script, in [`ALL`]'s order.

@@ -15,6 +15,7 @@
 //! | `subscriptions()`  | [`Subscriptions`]  | `subscriptions.rs`           |
 //! | `nodes()`          | [`Nodes`]          | `nodes.rs`                   |
 //! | `probes()`         | [`Probes`]         | `probes.rs`                  |
+//! | `pass_claims()`    | [`PassClaims`]     | `pass_claims.rs`             |
 //!
 //! The store itself keeps what concerns the connection as a whole: health
 //! (`ping`, `scripts_loaded`), the script cache, the clock, side links.
@@ -41,6 +42,7 @@ use super::local_link::LocalLinks;
 use super::nodes::Nodes;
 use super::orders::Orders;
 use super::outbox::OutboxStreams;
+use super::pass_claims::PassClaims;
 use super::probes::Probes;
 use super::reservation::Reservations;
 use super::scripts;
@@ -61,6 +63,7 @@ pub struct RedisStore {
     subscriptions: Subscriptions,
     nodes: Nodes,
     probes: Probes,
+    pass_claims: PassClaims,
 }
 
 impl RedisStore {
@@ -112,6 +115,7 @@ impl RedisStore {
             subscriptions: Subscriptions::new(pubsub_clients, connect_timeout),
             nodes: Nodes::new(core.clone()),
             probes: Probes::new(core.clone()),
+            pass_claims: PassClaims::new(core.clone()),
             skus,
             buckets,
             core,
@@ -132,6 +136,10 @@ impl RedisStore {
         self.reservations.set_lapse_limit(max_lapsed);
         self.orders.follow(self.reservations.args());
         self
+    }
+
+    pub fn pass_claims(&self) -> &PassClaims {
+        &self.pass_claims
     }
 
     pub fn reservations(&self) -> &Reservations {

@@ -37,6 +37,12 @@ pub struct ReserveBody {
     pub user_id: u64,
     #[schema(minimum = 1, maximum = 1000, example = 1)]
     pub count: i64,
+    /// An admission pass (a JWT a waiting room signed for this buyer and SKU,
+    /// contract "Passes"): needed on a SKU that requires one; otherwise
+    /// ignored.
+    #[serde(default)]
+    #[schema(nullable = false, max_length = 4096)]
+    pub pass: Option<String>,
 }
 
 impl ReserveBody {
@@ -125,6 +131,11 @@ pub struct OrderBody {
     /// 1..=`orders.max_lines` lines (20 by default), each SKU once.
     #[schema(min_items = 1, max_items = 100)]
     pub lines: Vec<OrderLineBody>,
+    /// An admission pass for this buyer naming every SKU of the order that
+    /// requires one (contract "Passes"); otherwise ignored.
+    #[serde(default)]
+    #[schema(nullable = false, max_length = 4096)]
+    pub pass: Option<String>,
 }
 
 /// One line of an order: a SKU and the units asked of it.
@@ -261,6 +272,7 @@ mod tests {
                 .iter()
                 .map(|&(sku_id, count)| OrderLineBody { sku_id, count })
                 .collect(),
+            pass: None,
         }
     }
 
@@ -296,6 +308,7 @@ mod tests {
                 request_id: RequestId::parse("r").unwrap(),
                 user_id: 1,
                 count,
+                pass: None,
             };
             assert!(body.validate(1000).is_err(), "{count}");
         }

@@ -59,6 +59,9 @@ pub struct ApiState {
     pub auth: auth::Gate,
     /// The operator console's overview, gathered at most about once a second.
     pub console: crate::ops::overview::OverviewCache,
+    /// The keys of admission passes (`passes.*`): verifying a hold's pass,
+    /// signing `POST /v1/passes`.
+    pub passes: Arc<crate::passes::KeyRing>,
 }
 
 /// Registers the routes of `set` and the JSON/path error handlers on an actix `App`.
@@ -117,6 +120,8 @@ pub fn start(
     let (group, mut tasks) = spawn_outbox(&res, &cancel);
     let soldout = spawn_soldout(&res, &cancel, &mut tasks);
     let tls = listener_tls(&res.settings.http.tls)?;
+    let passes = crate::passes::KeyRing::from_settings(&res.settings.passes)
+        .map_err(|err| std::io::Error::other(format!("{err:#}")))?;
     if let Some(tls) = &tls {
         tasks.push(tls::reload::on_sighup(
             tls.certs.clone(),
@@ -128,7 +133,7 @@ pub fn start(
         Some(bind) => Some(TcpListener::bind(bind)?),
         None => None,
     };
-    let state = web::Data::new(api_state(res, reconciler, group, soldout));
+    let state = web::Data::new(api_state(res, reconciler, group, soldout, passes));
     let checks = readiness::spawn(
         state.res.clone(),
         state.readiness.clone(),
@@ -244,6 +249,7 @@ fn api_state(
     reconciler: Arc<Reconciler>,
     group_commit: GroupCommit,
     soldout: Option<Arc<SoldOutBoard>>,
+    passes: crate::passes::KeyRing,
 ) -> ApiState {
     let limits = &res.settings.limits;
     let ip_limiter = ip_limit::IpLimiter::new(limits.per_ip_rps, limits.per_ip_burst);
@@ -261,6 +267,7 @@ fn api_state(
         trusted,
         auth,
         console: Default::default(),
+        passes: Arc::new(passes),
     }
 }
 

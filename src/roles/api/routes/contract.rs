@@ -131,6 +131,13 @@ problems! {
     /// The client is known but lacks the route's scope (`detail` names it).
     /// Nothing was read or written.
     Forbidden = 403 ["FORBIDDEN"];
+    /// The client lacks the route's scope (`FORBIDDEN`), or the hold's
+    /// admission pass is refused (contract "Passes"): `PASS_INVALID` (bad
+    /// signature, unknown `kid`, `alg` not its key's, another buyer's, a SKU
+    /// of the hold it does not name, malformed) or `PASS_EXPIRED` (past its
+    /// `exp`, or before its `nbf`). Nothing was read or written; the pass is
+    /// not used up.
+    HoldForbidden = 403 ["FORBIDDEN", "PASS_INVALID", "PASS_EXPIRED"];
     /// No SKU with this id.
     SkuNotFound = 404 ["SKU_NOT_FOUND"];
     /// No reservation with this `request_id` for this SKU.
@@ -146,7 +153,9 @@ problems! {
     /// holds on that SKU lapsed unpaid `limits.max_lapsed_holds` times);
     /// or, without `line`, `ID_TAKEN`: the `order_id` names another
     /// client's order (nothing of it is told). Nothing is held.
-    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN"];
+    /// Also without `line`, `PASS_USED`: the admission pass was used by
+    /// another hold (a pass buys once).
+    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN", "PASS_USED"];
     /// Not confirmed: the order was released (expired or cancelled; refund
     /// the buyer) or rejected by the ledger.
     OrderConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED"];
@@ -167,9 +176,10 @@ problems! {
     /// units left than asked for), `LIMIT_EXCEEDED` (the user's per-SKU limit)
     /// or `LAPSE_LIMIT` (the user's holds on this SKU lapsed unpaid
     /// `limits.max_lapsed_holds` times), or `ID_TAKEN` (the `request_id`
-    /// names another client's reservation; nothing of it is told). Nothing
-    /// is held.
-    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN"];
+    /// names another client's reservation; nothing of it is told), or
+    /// `PASS_USED` (the admission pass was used by another hold: a pass buys
+    /// once). Nothing is held.
+    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN", "PASS_USED"];
     /// This `request_id` was already used with another user or count.
     IdempotencyMismatch = 422 ["IDEMPOTENCY_MISMATCH"];
     /// Not confirmed: the reservation was released (expired or cancelled;
@@ -203,6 +213,10 @@ problems! {
     /// A dependency (Redis, MySQL, RabbitMQ) is unavailable, the outbox is
     /// full, or the SKU is not loaded into Redis yet. Retry after `Retry-After`.
     Unavailable = 503 ["UNAVAILABLE"];
+    /// `passes.issuer_key` is not set: this node signs no pass
+    /// (`PASSES_NOT_CONFIGURED`); or the pass could not be signed
+    /// (`UNAVAILABLE`).
+    IssuerUnavailable = 503 ["PASSES_NOT_CONFIGURED", "UNAVAILABLE"];
     /// Too many requests from this buyer (`limits.per_user_*`, reserve only),
     /// this client IP (`limits.per_ip_*`) or this client (`limits.per_client_*`).
     /// Nothing was written; retry after `Retry-After` seconds.

@@ -10,8 +10,10 @@
 //! line, the hand-off to the ledger (with `durability: queue` the answer
 //! awaits the broker's confirm, 201 or 202 when late; with `durability:
 //! redis` it goes out at once), the replay, and the owner check of a read.
+//! The admission pass of a hold, verified and claimed, is `pass_gate.rs`.
 
 pub mod order;
+mod pass_gate;
 pub mod reservation;
 
 use std::future::Future;

@@ -10,10 +10,12 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::super::contract::{
-    Forbidden, IdempotencyMismatch, InvalidRequest, OrderNotFound, OrderPath, OrderRefused,
-    OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable, UnsupportedMediaType,
+    Forbidden, HoldForbidden, IdempotencyMismatch, InvalidRequest, OrderNotFound, OrderPath,
+    OrderRefused, OrderSkuNotFound, RateLimited, Unauthenticated, Unavailable,
+    UnsupportedMediaType,
 };
 use super::super::order_from;
+use super::pass_gate::{self, ClaimedPass, HoldRef};
 use super::{
     copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
 };
@@ -59,7 +61,7 @@ use crate::roles::api::ApiState;
         (status = 400, response = InvalidRequest),
         (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
+        (status = 403, response = HoldForbidden),
         (status = 404, response = OrderSkuNotFound),
         (status = 409, response = OrderRefused),
         (status = 422, response = IdempotencyMismatch),
@@ -77,10 +79,17 @@ pub async fn place(
     let (user_id, lines) =
         body.validate(settings.orders.max_lines, settings.reservation.max_count)?;
     let order_id = &body.order_id;
-    let skus = lines.lines().iter().map(|l| l.sku_id);
+    let hold_ref = HoldRef::Order { order_id };
+    let skus: Vec<SkuId> = lines.lines().iter().map(|l| l.sku_id).collect();
+    let pass = body.pass.as_deref();
+    let admitted = pass_gate::admit(&state, pass, user_id, &skus, &hold_ref).await?;
     let (label, response) = match short_circuited(&state, user_id, order_id, skus) {
         Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
-        None => hold(&state, order_id, user_id, &lines, scope.requester()).await,
+        None => {
+            let claimed = pass_gate::claim(&state, user_id, &admitted, &hold_ref).await?;
+            let requester = scope.requester();
+            hold(&state, order_id, user_id, &lines, requester, claimed).await
+        }
     };
     metrics::counter!("stockd_orders_total", "result" => label).increment(1);
     trace_context::order(&state.res.tracing, order_id, label);
@@ -96,6 +105,7 @@ async fn hold(
     user_id: UserId,
     lines: &OrderLines,
     requester: &Requester,
+    claimed: Option<ClaimedPass>,
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
     let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
     let redis = &state.res.redis;
@@ -115,6 +125,9 @@ async fn hold(
         Ok(outcome) => outcome,
         Err(err) => return ("error", Err(ApiError::unavailable("redis", err))),
     };
+    if held_nothing(&outcome) {
+        pass_gate::give_back(state, claimed).await;
+    }
     for sku_id in took_the_last_units(&outcome) {
         flag_sold_out(state, sku_id, user_id);
     }
@@ -168,6 +181,15 @@ async fn hold(
             )),
         ),
     }
+}
+
+/// The script refused and held no line under this id. Not a `Retry`:
+/// another request of the same id is holding or undoing it.
+fn held_nothing(outcome: &OrderOutcome) -> bool {
+    matches!(
+        outcome,
+        OrderOutcome::Refused { .. } | OrderOutcome::Backpressure | OrderOutcome::Unsupported
+    )
 }
 
 /// The SKUs a line just took the last units of, or was refused sold out on.

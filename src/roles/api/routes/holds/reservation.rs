@@ -8,11 +8,12 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::super::contract::{
-    Forbidden, IdempotencyMismatch, InvalidRequest, RateLimited, ReservationNotFound,
-    ReservationPath, ReserveConflict, SkuNotFound, SkuPath, Unauthenticated, Unavailable,
-    UnsupportedMediaType,
+    Forbidden, HoldForbidden, IdempotencyMismatch, InvalidRequest, RateLimited,
+    ReservationNotFound, ReservationPath, ReserveConflict, SkuNotFound, SkuPath, Unauthenticated,
+    Unavailable, UnsupportedMediaType,
 };
 use super::super::{request_from, sku_from};
+use super::pass_gate::{self, HoldRef};
 use super::{
     copies, flag_sold_out, hand_off, held, refusal, replayed, short_circuited, BACKPRESSURE,
 };
@@ -57,7 +58,7 @@ use crate::roles::api::ApiState;
         (status = 400, response = InvalidRequest),
         (status = 415, response = UnsupportedMediaType),
         (status = 401, response = Unauthenticated),
-        (status = 403, response = Forbidden),
+        (status = 403, response = HoldForbidden),
         (status = 404, response = SkuNotFound),
         (status = 409, response = ReserveConflict),
         (status = 422, response = IdempotencyMismatch),
@@ -74,10 +75,17 @@ pub async fn reserve(
     let started = std::time::Instant::now();
     let sku_id = sku_from(&req)?;
     let (user_id, count) = body.validate(state.res.settings.reservation.max_count)?;
+    let hold = HoldRef::Reservation {
+        sku_id,
+        request_id: &body.request_id,
+    };
+    let pass = body.pass.as_deref();
+    let admitted = pass_gate::admit(&state, pass, user_id, &[sku_id], &hold).await?;
     if short_circuited(&state, user_id, &body.request_id, [sku_id]).is_some() {
         metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
         return Err(ApiError::SoldOut);
     }
+    let claimed = pass_gate::claim(&state, user_id, &admitted, &hold).await?;
     let tracing = &state.res.tracing;
     let redis_span = trace_context::redis_span(tracing, sku_id, &body.request_id);
     let outcome = state
@@ -96,6 +104,9 @@ pub async fn reserve(
         trace_context::reservation(tracing, sku_id, &body.request_id, "error");
         ApiError::unavailable("redis", e)
     })?;
+    if held_nothing(&outcome) {
+        pass_gate::give_back(&state, claimed).await;
+    }
     if took_the_last_units(&outcome) {
         flag_sold_out(&state, sku_id, user_id);
     }
@@ -105,6 +116,18 @@ pub async fn reserve(
     trace_context::reservation(tracing, sku_id, &body.request_id, label);
     metrics::histogram!("stockd_reserve_duration_seconds").record(started.elapsed().as_secs_f64());
     response
+}
+
+/// The script refused and wrote no hold under this id (a replay, a
+/// mismatch and another client's id name a hold that exists).
+fn held_nothing(outcome: &ReserveOutcome) -> bool {
+    !matches!(
+        outcome,
+        ReserveOutcome::Reserved { .. }
+            | ReserveOutcome::Replayed { .. }
+            | ReserveOutcome::Mismatch
+            | ReserveOutcome::Taken
+    )
 }
 
 /// The SKU just sold out, or was found sold out.
