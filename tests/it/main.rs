@@ -69,6 +69,7 @@ mod orders_script;
 mod orders_sweeper_mysql;
 mod outage;
 mod outage_names;
+mod passes;
 mod pipeline;
 mod readiness;
 mod reconcile;

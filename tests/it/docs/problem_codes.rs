@@ -59,6 +59,10 @@ fn every_error() -> Vec<ApiError> {
         MethodNotAllowed("GET"),
         UnsupportedMediaType,
         IdTaken,
+        PassInvalid(""),
+        PassExpired(""),
+        PassUsed,
+        PassesNotConfigured,
     ];
     all.iter().for_each(listed);
     all
@@ -76,6 +80,7 @@ fn listed(e: &ApiError) {
         Stale { .. } | AdjustmentMismatch(_) | Conflict(_) | Unavailable(_) => {}
         RateLimited { .. } | RouteNotFound | MethodNotAllowed(_) | UnsupportedMediaType => {}
         IdTaken => {}
+        PassInvalid(_) | PassExpired(_) | PassUsed | PassesNotConfigured => {}
     }
 }
 
