@@ -364,4 +364,30 @@ mod tests {
         let late = ring.verify(&forged, buyer(), &skus(&[1]), NOW_MS + 10_000_000);
         assert!(matches!(late, Err(PassRefusal::Invalid(_))));
     }
+
+    /// What one verification costs on this machine (`cargo test --release
+    /// --lib -- --ignored verify_costs`): the HS256 pass of a reservation
+    /// and an EdDSA one, timed over many runs. A measure, not a check.
+    #[test]
+    #[ignore]
+    fn verify_costs() {
+        let (ring, pkcs8) = ring();
+        let hs_token = hs(&claims());
+        let ed_token = sign(
+            Algorithm::EdDSA,
+            Some("ed"),
+            &claims(),
+            &EncodingKey::from_ed_der(&pkcs8),
+        );
+        const RUNS: u32 = 20_000;
+        for (name, token) in [("HS256", &hs_token), ("EdDSA", &ed_token)] {
+            let started = std::time::Instant::now();
+            for _ in 0..RUNS {
+                let verified = ring.verify(token, buyer(), &skus(&[1]), NOW_MS);
+                assert!(verified.is_ok());
+            }
+            let per = started.elapsed() / RUNS;
+            println!("{name}: {per:?} per verification ({} bytes)", token.len());
+        }
+    }
 }

@@ -10,11 +10,13 @@
 //! read (401 `UNAUTHENTICATED` without a credential, 403 `FORBIDDEN` for a
 //! client without the scope).
 
+use std::sync::Arc;
+
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::admin::require_admin;
+use super::admin::{require_admin, ADMIN_TOKEN_ACTOR};
 use super::contract::{
     Forbidden, InvalidRequest, IssuerUnavailable, RateLimited, Unauthenticated,
     UnsupportedMediaType,
@@ -29,30 +31,34 @@ use crate::roles::api::ApiState;
 /// Most SKUs one pass may name: an order's lines are at most 100 too.
 pub const PASS_SKUS_MAX: usize = 100;
 
-/// Proof, for the handler, that the caller may issue passes.
-pub struct PassIssuer;
+/// Proof, for the handler, that the caller may issue passes, and its name
+/// for the audit trail: the client's, or `admin-token`.
+pub struct PassIssuer(Arc<str>);
 
 impl actix_web::FromRequest for PassIssuer {
     type Error = ApiError;
     type Future = std::future::Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        std::future::ready(may_issue(req).map(|()| PassIssuer))
+        std::future::ready(may_issue(req).map(PassIssuer))
     }
 }
 
 /// A client with scope `passes` or `admin`, or the admin token; whatever
 /// `auth.required` says.
-fn may_issue(req: &HttpRequest) -> Result<(), ApiError> {
+fn may_issue(req: &HttpRequest) -> Result<Arc<str>, ApiError> {
     let Some(state) = req.app_data::<web::Data<ApiState>>() else {
         return Err(ApiError::Unauthenticated);
     };
     match state.auth.identify(req) {
-        Caller::Client(known) if known.may(Scope::Passes) || known.may(Scope::Admin) => Ok(()),
-        Caller::Client(_) => Err(ApiError::Forbidden(Scope::Passes.as_str())),
-        Caller::Unknown | Caller::Anonymous => {
-            require_admin(req, state).map_err(|_| ApiError::Unauthenticated)
+        Caller::Client(known) if known.may(Scope::Passes) || known.may(Scope::Admin) => {
+            Ok(known.name)
         }
+        Caller::Client(_) => Err(ApiError::Forbidden(Scope::Passes.as_str())),
+        Caller::Unknown | Caller::Anonymous => match require_admin(req, state) {
+            Ok(()) => Ok(Arc::from(ADMIN_TOKEN_ACTOR)),
+            Err(_) => Err(ApiError::Unauthenticated),
+        },
     }
 }
 
@@ -137,7 +143,7 @@ pub struct PassView {
     )
 )]
 pub async fn issue(
-    _issuer: PassIssuer,
+    issuer: PassIssuer,
     state: web::Data<ApiState>,
     body: web::Json<PassRequest>,
 ) -> Result<HttpResponse, ApiError> {
@@ -149,6 +155,10 @@ pub async fn issue(
             IssueError::NotConfigured => ApiError::PassesNotConfigured,
             IssueError::Signing(why) => ApiError::Unavailable(why),
         })?;
+    // Who let whom through, for the audit trail (never the pass itself).
+    tracing::info!(target: "audit", event = "passes.issued", client = %issuer.0,
+        pass.id = %issued.pass_id, user.id = %user, skus = skus.len(), ttl_secs = ttl,
+        "admission pass issued");
     Ok(HttpResponse::Created().json(PassView {
         pass: issued.token,
         pass_id: issued.pass_id,
