@@ -366,8 +366,11 @@ mod tests {
     }
 
     /// What one verification costs on this machine (`cargo test --release
-    /// --lib -- --ignored verify_costs`): the HS256 pass of a reservation
-    /// and an EdDSA one, timed over many runs. A measure, not a check.
+    /// --lib -- --ignored verify_costs --nocapture`): the HS256 pass of a
+    /// reservation and an EdDSA one, timed over many runs. A measure, not a
+    /// check; its instructions: valgrind --tool=callgrind
+    /// '--toggle-collect=*KeyRing*verify*' on the test binary, one kind at a
+    /// time.
     #[test]
     #[ignore]
     fn verify_costs() {
@@ -380,7 +383,12 @@ mod tests {
             &EncodingKey::from_ed_der(&pkcs8),
         );
         const RUNS: u32 = 20_000;
+        // `VERIFY_COSTS_ALG=HS256` times one kind alone (for callgrind's count).
+        let only = std::env::var("VERIFY_COSTS_ALG").ok();
         for (name, token) in [("HS256", &hs_token), ("EdDSA", &ed_token)] {
+            if only.as_deref().is_some_and(|alg| alg != name) {
+                continue;
+            }
             let started = std::time::Instant::now();
             for _ in 0..RUNS {
                 let verified = ring.verify(token, buyer(), &skus(&[1]), NOW_MS);
