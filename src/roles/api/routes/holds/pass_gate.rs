@@ -89,7 +89,7 @@ pub(super) async fn admit(
     let Some(token) = pass else {
         return Ok(Admitted::NoPassNeeded);
     };
-    match state
+    let admitted = match state
         .passes
         .verify(token, user, &needing, crate::clock::unix_ms())
     {
@@ -99,7 +99,17 @@ pub(super) async fn admit(
             true => Ok(Admitted::Replay),
             false => Err(ApiError::PassExpired(why)),
         },
-    }
+    };
+    // Passes checked, by result (docs/operations.md, the metrics table);
+    // `used` is counted by the claim.
+    let result = match &admitted {
+        Ok(Admitted::Verified(_)) => "verified",
+        Ok(_) => "replay",
+        Err(ApiError::PassInvalid(_)) => "invalid",
+        Err(_) => "expired",
+    };
+    metrics::counter!("stockd_passes_total", "result" => result).increment(1);
+    admitted
 }
 
 /// Whether Redis holds the hold's record: then the request is its replay.
@@ -145,7 +155,10 @@ pub(super) async fn claim(
             pass_id: pass.pass_id.clone(),
             holder,
         })),
-        Ok(Claim::Used) => Err(ApiError::PassUsed),
+        Ok(Claim::Used) => {
+            metrics::counter!("stockd_passes_total", "result" => "used").increment(1);
+            Err(ApiError::PassUsed)
+        }
         Err(err) => Err(ApiError::unavailable("redis", err)),
     }
 }
