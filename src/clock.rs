@@ -32,6 +32,20 @@ pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
     i64::try_from(ms).ok().filter(|ms| *ms >= 0)
 }
 
+/// Formats milliseconds since the epoch as RFC 3339 (UTC) with exactly three
+/// digits of fraction, also for a whole second (`POST /v1/passes`'s
+/// `expires_at`, whose contract says milliseconds).
+pub fn rfc3339_millis(ms: u64) -> String {
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    let nanos = i128::from(ms) * 1_000_000;
+    OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(&format).ok())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,6 +54,8 @@ mod tests {
     fn times_are_rfc3339_utc() {
         assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339_ms(1_500), "1970-01-01T00:00:01.5Z");
+        assert_eq!(rfc3339_millis(1_000), "1970-01-01T00:00:01.000Z");
+        assert_eq!(rfc3339_millis(1_500), "1970-01-01T00:00:01.500Z");
     }
 
     #[test]

@@ -23,6 +23,8 @@
 //! - [`sdnotify`] (floor 1): systemd's readiness and watchdog notifications.
 //! - [`tls`] (floor 2): what the drivers' TLS shares: the crypto provider, the
 //!   `*.tls` files.
+//! - [`passes`] (floor 2): admission passes, JWTs a waiting room signs: the
+//!   key ring, verification in memory, issuing (no I/O).
 //! - [`events`] (floor 2): the events stockd publishes (types, CloudEvents
 //!   envelope, the per-transaction collector, the type filter; no I/O).
 //! - [`redis`] (floor 3): key builder, Lua scripts and their shared helpers,
@@ -75,6 +77,7 @@ pub mod mq;
 pub mod ops;
 pub mod otel;
 pub mod outbox;
+pub mod passes;
 pub mod redis;
 pub mod resources;
 pub mod roles;

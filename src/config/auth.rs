@@ -52,6 +52,8 @@ pub enum Scope {
     Lifecycle,
     /// The admin routes (`/v1/admin/*`), besides `admin.token`.
     Admin,
+    /// `POST /v1/passes`: sign admission passes (a waiting room's scope).
+    Passes,
 }
 
 impl Scope {
@@ -62,6 +64,7 @@ impl Scope {
             Self::Read => "read",
             Self::Lifecycle => "lifecycle",
             Self::Admin => "admin",
+            Self::Passes => "passes",
         }
     }
 }

@@ -9,7 +9,8 @@
 //!   their scopes), `mysql.rs`, `redis.rs`, `amqp.rs`, `pipeline.rs`
 //!   (reservation, relay, consumer, closer, soldout),
 //!   `reconcile.rs`, `sale.rs` (the sale window's clock), `telemetry.rs`
-//!   (metrics, logging, telemetry); `tls_files.rs` is the
+//!   (metrics, logging, telemetry), `passes.rs` (the keys of admission
+//!   passes, read from their files); `tls_files.rs` is the
 //!   `tls` subsection they share; `listener_tls.rs` is `http.tls`, TLS on
 //!   stockd's own listeners;
 //! - `secret_files.rs`: `…_file` variants of the secrets (`admin.token_file`,
@@ -33,6 +34,7 @@ mod http;
 mod listener_tls;
 mod load;
 mod mysql;
+mod passes;
 mod pipeline;
 mod production;
 /// A passing production deployment's environment, for tests beyond this module.
@@ -54,6 +56,10 @@ pub use self::http::{AdminSettings, HttpSettings, LimitSettings};
 pub use self::listener_tls::{read_certificates, read_private_key, ListenerTls};
 pub use self::load::{config_dir, env_name};
 pub use self::mysql::{MysqlSettings, MysqlTls};
+pub use self::passes::{
+    KeyMaterial, PassKeyMaterial, PassKeySettings, PassSettings, ED25519_PUBLIC_KEY_BYTES,
+    HS256_SECRET_MIN_BYTES,
+};
 pub use self::pipeline::{
     CloserSettings, ConsumerSettings, Durability, EventSettings, OrderSettings, RelaySettings,
     ReservationSettings, SoldOutSettings,
@@ -96,6 +102,7 @@ pub struct Settings {
     /// The sale window's clock on the api nodes.
     #[serde(default)]
     pub sale: SaleSettings,
+    pub passes: PassSettings,
 }
 
 impl Settings {
@@ -115,6 +122,7 @@ impl Settings {
         self.events.validate()?;
         self.telemetry.otlp.validate()?;
         self.sale.validate()?;
+        self.passes.validate()?;
         (self.reconcile).validate(
             self.relay.idle_ms,
             self.orders.hold_timeout_ms + self.orders.sweep_interval_ms,

@@ -15,8 +15,7 @@
 //!   proxy every buyer has the proxy's address, and one IP's limit would cap
 //!   the whole sale;
 //! - the test-only keys of the sale window: `sale.clock_offset_ms` other than
-//!   0 (a node whose clock is moved on purpose) and `sale.test_pass` (a pass
-//!   anyone who reads the config could present);
+//!   0 (a node whose clock is moved on purpose);
 //! - the stores' built-in accounts: RabbitMQ's `guest`/`guest` in a broker URL
 //!   stockd connects with (`amqp.urls`, or `amqp.url` when that is empty; a URL
 //!   without credentials means guest too), MySQL's `root` in `mysql.url`.
@@ -161,11 +160,6 @@ fn check_sale(settings: &Settings) -> anyhow::Result<()> {
             "invalid configuration key `sale.clock_offset_ms`: this environment refuses a              moved sale clock (for tests only); set it to 0"
         );
     }
-    if settings.sale.test_pass.is_some() {
-        bail!(
-            "invalid configuration key `sale.test_pass`: this environment refuses the tests'              stand-in pass; remove it"
-        );
-    }
     Ok(())
 }
 
@@ -304,8 +298,6 @@ mod tests {
     fn the_sale_windows_test_keys_are_refused() {
         let err = refusal(&[("STOCKD__SALE__CLOCK_OFFSET_MS", "5000")]);
         assert!(err.contains("`sale.clock_offset_ms`"), "{err}");
-        let err = refusal(&[("STOCKD__SALE__TEST_PASS", "let-me-in")]);
-        assert!(err.contains("`sale.test_pass`"), "{err}");
     }
 
     #[test]

@@ -19,11 +19,6 @@ pub struct SaleSettings {
     /// window (its board, the `Retry-After` of `SALE_NOT_STARTED`). For
     /// tests of skewed clocks only; 0 in every deployment.
     pub clock_offset_ms: i64,
-    /// FOR TESTS ONLY, until pass verification lands: a `pass` equal to
-    /// this text counts as a verified pass. Absent (every deployment): no
-    /// pass is verified, so a SKU with `requires_pass` admits no hold.
-    #[serde(default)]
-    pub test_pass: Option<String>,
 }
 
 impl Default for SaleSettings {
@@ -31,7 +26,6 @@ impl Default for SaleSettings {
         Self {
             clock_margin_ms: DEFAULT_CLOCK_MARGIN_MS,
             clock_offset_ms: 0,
-            test_pass: None,
         }
     }
 }

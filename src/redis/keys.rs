@@ -155,10 +155,17 @@ impl Keys {
     /// A buyer's hold budget (`limits.buyer_max_live_units`,
     /// `budget_claim.lua`): `t` the live units claimed, one field per held
     /// line `<sku>:<hold_id>` -> `units:deadline_ms`. Under the buyer's own
-    /// tag `u:<user_id>`: on a cluster it lives in a slot of its own, apart
+    /// tag `u<user_id>` (`buyer_tag`, shared with the pass claims): on a cluster it lives in a slot of its own, apart
     /// from the SKUs the buyer holds.
     pub fn budget(&self, user: UserId) -> String {
-        self.at(&format!("u:{user}"), "budget")
+        self.at(&buyer_tag(user), "budget")
+    }
+
+    /// Which hold claimed an admission pass (`pass_claim.lua`): the buyer's
+    /// tag `{u<user>}`, so every key of one buyer shares a slot, and the
+    /// pass id (`jti`, the request-id alphabet).
+    pub fn pass(&self, user: UserId, pass_id: &RequestId) -> String {
+        self.at(&buyer_tag(user), &format!("pass:{pass_id}"))
     }
 
     /// Pub/Sub channel of sold-out (`S:<sku>`) and available-again (`A:<sku>`)
@@ -198,6 +205,12 @@ pub fn order_shard(order_id: &RequestId) -> u8 {
         hash = hash.wrapping_mul(0x0100_0193);
     }
     (hash % u32::from(ORDER_SHARDS)) as u8
+}
+
+/// The hash tag of a buyer's own keys: `u<user>`, never a SKU's (a SKU's
+/// tag is its bare id, a bucket's its `tags` entry).
+pub fn buyer_tag(user: UserId) -> String {
+    format!("u{user}")
 }
 
 fn order_shard_tag(shard: u8) -> String {

@@ -5,7 +5,7 @@
 //! hot connection, the keys, the bounded `run`) and hands out one type per
 //! aggregate over it: `reservations()`, `skus()`, `buckets()`, `outbox()`,
 //! `drift()`, `inspect()`, `subscriptions()`, `nodes()`, `probes()`,
-//! `budget()`. Dependencies point
+//! `budget()`, `pass_claims()`. Dependencies point
 //! one way: every aggregate that routes by bucket holds a `Buckets`; `drift`
 //! also holds `Skus` (warm-up registers the SKU); `buckets` depends on no
 //! other aggregate. Every key is built in `keys.rs`, every script declared in
@@ -30,6 +30,7 @@ pub mod order_intents;
 pub mod order_recommit;
 pub mod orders;
 pub mod outbox;
+pub mod pass_claims;
 pub mod probes;
 pub mod readmit;
 pub mod reply;
@@ -59,6 +60,7 @@ pub use link::{NodeAddr, RedisLink};
 pub use nodes::Nodes;
 pub use orders::{HeldLine, LineRefusal, OrderAsk, OrderOutcome, OrderRecord, Orders};
 pub use outbox::{OutboxEntry, OutboxStream, OutboxStreams};
+pub use pass_claims::{Claim, PassClaims};
 pub use probes::Probes;
 pub use readmit::ReadmitOutcome;
 pub use reservation::{FinishEffect, FinishOutcome, Reservations};

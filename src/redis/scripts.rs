@@ -227,6 +227,11 @@ pub static TRANSFER_CREDIT: LuaScript = LuaScript::with(
     include_str!("lua/transfer_credit.lua"),
     &[lib::SOLDOUT],
 );
+/// An admission pass claimed for a hold (`pass_claims.rs`).
+pub static PASS_CLAIM: LuaScript = LuaScript::new("pass_claim", include_str!("lua/pass_claim.lua"));
+/// A refused hold's pass given back (`pass_claims.rs`).
+pub static PASS_RELEASE: LuaScript =
+    LuaScript::new("pass_release", include_str!("lua/pass_release.lua"));
 
 /// A hold's claim on its buyer's hold budget (`budget.rs`).
 pub static BUDGET_CLAIM: LuaScript =
@@ -239,7 +244,7 @@ pub static BUDGET_GIVE_BACK: LuaScript =
 pub static SALE_TERMS: LuaScript = LuaScript::new("sale_terms", include_str!("lua/sale_terms.lua"));
 
 /// Every script: what `load_scripts` loads and `scripts_loaded` checks.
-pub static ALL: [&LuaScript; 29] = [
+pub static ALL: [&LuaScript; 31] = [
     &CUT_SETTLE,
     &RESERVE,
     &ORDER,
@@ -269,6 +274,8 @@ pub static ALL: [&LuaScript; 29] = [
     &BUDGET_CLAIM,
     &BUDGET_GIVE_BACK,
     &SALE_TERMS,
+    &PASS_CLAIM,
+    &PASS_RELEASE,
 ];
 
 /// The SHA1 of every script, in [`ALL`]'s order.

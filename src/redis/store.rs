@@ -16,6 +16,7 @@
 //! | `nodes()`          | [`Nodes`]          | `nodes.rs`                   |
 //! | `probes()`         | [`Probes`]         | `probes.rs`                  |
 //! | `budget()`         | [`HoldBudget`]     | `budget.rs`                  |
+//! | `pass_claims()`    | [`PassClaims`]     | `pass_claims.rs`             |
 //!
 //! The store itself keeps what concerns the connection as a whole: health
 //! (`ping`, `scripts_loaded`), the script cache, the clock, side links.
@@ -43,6 +44,7 @@ use super::local_link::LocalLinks;
 use super::nodes::Nodes;
 use super::orders::Orders;
 use super::outbox::OutboxStreams;
+use super::pass_claims::PassClaims;
 use super::probes::Probes;
 use super::reservation::Reservations;
 use super::scripts;
@@ -64,6 +66,7 @@ pub struct RedisStore {
     nodes: Nodes,
     probes: Probes,
     budget: HoldBudget,
+    pass_claims: PassClaims,
 }
 
 impl RedisStore {
@@ -123,6 +126,7 @@ impl RedisStore {
             subscriptions: Subscriptions::new(pubsub_clients, connect_timeout),
             nodes: Nodes::new(core.clone()),
             probes: Probes::new(core.clone()),
+            pass_claims: PassClaims::new(core.clone()),
             skus,
             buckets,
             core,
@@ -156,6 +160,10 @@ impl RedisStore {
 
     pub fn budget(&self) -> &HoldBudget {
         &self.budget
+    }
+
+    pub fn pass_claims(&self) -> &PassClaims {
+        &self.pass_claims
     }
 
     pub fn reservations(&self) -> &Reservations {

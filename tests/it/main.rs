@@ -70,6 +70,7 @@ mod orders_script;
 mod orders_sweeper_mysql;
 mod outage;
 mod outage_names;
+mod passes;
 mod pipeline;
 mod readiness;
 mod reconcile;

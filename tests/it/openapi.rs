@@ -24,17 +24,36 @@ const DEFAULT_EXAMPLES: u32 = 30;
 /// The fuzzing client's bearer token: every scope, admin routes included.
 const FUZZ_TOKEN: &str = "tok-schemathesis-all-scopes";
 
-/// Auth required, one client with every scope.
+/// Auth required, one client with every scope; a pass issuer key, so
+/// `POST /v1/passes` signs.
 fn closed_with_fuzz_client() -> TestOptions {
-    use stockd::config::{ClientSettings, Scope};
+    use stockd::config::{ClientSettings, PassKeySettings, Scope};
+    let secret = std::env::temp_dir().join(format!(
+        "stockd-it-openapi-pass-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&secret, "a-fuzzing-pass-secret-of-32-bytes-or-more").unwrap();
     TestOptions {
-        tweak: Some(std::sync::Arc::new(|s| {
+        tweak: Some(std::sync::Arc::new(move |s| {
+            s.passes.keys = vec![PassKeySettings {
+                id: "fuzz".into(),
+                hs256_secret_file: Some(secret.clone()),
+                ed25519_public_key_file: None,
+                ed25519_private_key_file: None,
+            }];
+            s.passes.issuer_key = Some("fuzz".into());
             s.auth.required = true;
             s.auth.clients = vec![ClientSettings {
                 name: "schemathesis".into(),
                 token_sha256: Some(stockd::roles::api::auth::sha256_hex(FUZZ_TOKEN.as_bytes())),
                 cert_subject: None,
-                scopes: vec![Scope::Reserve, Scope::Read, Scope::Lifecycle, Scope::Admin],
+                scopes: vec![
+                    Scope::Reserve,
+                    Scope::Read,
+                    Scope::Lifecycle,
+                    Scope::Admin,
+                    Scope::Passes,
+                ],
             }];
         })),
         ..TestOptions::default()

@@ -18,16 +18,36 @@ use crate::helpers::{send_for_json, PrivateRedis, TestApp, TestOptions};
 use stockd::clock::{rfc3339_ms, unix_ms};
 use stockd::domain::SaleTerms;
 
-/// The pass that counts as verified in these tests (`sale.test_pass`).
-const TEST_PASS: &str = "let-me-in";
+/// The HS256 secret these tests' passes are signed with (contract §20).
+const SECRET: &[u8] = b"sale-window-tests-shared-secret-0123456789";
 
+/// Options with one HS256 pass key, `w`.
 fn options() -> TestOptions {
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    let file = std::env::temp_dir().join(format!("stockd-it-sale-{unique}"));
+    std::fs::write(&file, SECRET).unwrap();
     TestOptions {
-        tweak: Some(Arc::new(|s| {
-            s.sale.test_pass = Some(TEST_PASS.into());
+        tweak: Some(Arc::new(move |s| {
+            s.passes.keys = vec![stockd::config::PassKeySettings {
+                id: "w".into(),
+                hs256_secret_file: Some(file.clone()),
+                ed25519_public_key_file: None,
+                ed25519_private_key_file: None,
+            }];
         })),
         ..TestOptions::default()
     }
+}
+
+/// A pass `jti` of buyer 7 for `skus`, valid for five minutes.
+fn pass(jti: &str, skus: &[u64]) -> String {
+    let now_s = now() / 1000;
+    let claims = json!({"sub": "7", "jti": jti, "nbf": now_s - 5, "exp": now_s + 300,
+                        "stockd_skus": skus});
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("w".into());
+    let key = jsonwebtoken::EncodingKey::from_secret(SECRET);
+    jsonwebtoken::encode(&header, &claims, &key).unwrap()
 }
 
 fn now() -> i64 {
@@ -329,7 +349,7 @@ async fn a_window_moves_before_it_opens_and_only_its_close_after() {
 }
 
 /// `requires_pass`: without a `pass` 403 PASS_REQUIRED from memory; with a
-/// pass that is not verified, the script refuses PASS_REQUIRED; with a
+/// pass that does not verify, 403 PASS_INVALID from memory; with a
 /// verified one it sells. A node whose board is stale (the flag set in
 /// Redis alone) still sells nothing without a pass: the script refuses.
 #[tokio::test]
@@ -355,12 +375,13 @@ async fn a_sku_that_requires_a_pass_admits_only_holds_that_carry_one() {
     let (status, problem, _) = reserve(&app, &app.base, 1, "bad-pass", Some("forged")).await;
     assert_eq!(
         (status, problem["code"].as_str()),
-        (403, Some("PASS_REQUIRED"))
+        (403, Some("PASS_INVALID"))
     );
-    assert!(redis.script_calls().await > calls, "Redis was not asked");
+    assert_eq!(redis.script_calls().await, calls, "a script ran");
     nothing_written(&app, 1, "bad-pass", 10).await;
 
-    let (status, body, _) = reserve(&app, &app.base, 1, "passed", Some(TEST_PASS)).await;
+    let good = pass("p-passed", &[1]);
+    let (status, body, _) = reserve(&app, &app.base, 1, "passed", Some(&good)).await;
     assert_eq!(status, 201, "{body}");
 
     // A stale board: the flag reaches Redis only.
@@ -381,7 +402,7 @@ async fn a_sku_that_requires_a_pass_admits_only_holds_that_carry_one() {
 /// Order lines: a line on a SKU whose sale has not started refuses the
 /// whole order (409 SALE_NOT_STARTED naming the line, with `opens_at`);
 /// a line of a SKU that requires a pass needs one (403 PASS_REQUIRED from
-/// memory without a pass, from the script with one not verified); a
+/// memory without a pass, PASS_INVALID with one that does not verify); a
 /// verified pass holds it; after the close SALE_ENDED, and the order held
 /// before still replays.
 #[tokio::test]
@@ -421,20 +442,19 @@ async fn order_lines_follow_their_skus_terms() {
     let (status, problem) = app.place_order(&forged).await;
     assert_eq!(
         (status, problem["code"].as_str()),
-        (403, Some("PASS_REQUIRED")),
+        (403, Some("PASS_INVALID")),
         "{problem}"
     );
-    assert_eq!(problem["line"]["sku_id"], 3);
     assert_eq!(app.redis_available(1).await, Some(10));
     assert_eq!(app.redis_available(3).await, Some(10));
 
     let mut passed = order_body("o-passed", 7, &lines);
-    passed["pass"] = json!(TEST_PASS);
+    passed["pass"] = json!(pass("p-order", &[3]));
     let (status, body) = app.place_order(&passed).await;
     assert_eq!(status, 201, "{body}");
     sleep_until(closes + 50).await;
     let mut late = order_body("o-late", 7, &lines);
-    late["pass"] = json!(TEST_PASS);
+    late["pass"] = json!(pass("p-late", &[3]));
     let (status, problem) = app.place_order(&late).await;
     assert_eq!(
         (status, problem["code"].as_str()),

@@ -37,10 +37,11 @@ pub struct ReserveBody {
     pub user_id: u64,
     #[schema(minimum = 1, maximum = 1000, example = 1)]
     pub count: i64,
-    /// An admission pass (a JWT from the waiting room) for a SKU with
-    /// `requires_pass` (docs/contract.md §19); ignored otherwise.
+    /// An admission pass (a JWT a waiting room signed for this buyer and SKU,
+    /// contract "Passes"): needed on a SKU that requires one; otherwise
+    /// ignored.
     #[serde(default)]
-    #[schema(max_length = 4096)]
+    #[schema(nullable = false, max_length = 4096)]
     pub pass: Option<String>,
 }
 
@@ -145,10 +146,10 @@ pub struct OrderBody {
     /// 1..=`orders.max_lines` lines (20 by default), each SKU once.
     #[schema(min_items = 1, max_items = 100)]
     pub lines: Vec<OrderLineBody>,
-    /// An admission pass for the order's lines on SKUs with
-    /// `requires_pass` (docs/contract.md §19); ignored otherwise.
+    /// An admission pass for this buyer naming every SKU of the order that
+    /// requires one (contract "Passes"); otherwise ignored.
     #[serde(default)]
-    #[schema(max_length = 4096)]
+    #[schema(nullable = false, max_length = 4096)]
     pub pass: Option<String>,
 }
 

@@ -61,6 +61,9 @@ pub struct ApiState {
     pub auth: auth::Gate,
     /// The operator console's overview, gathered at most about once a second.
     pub console: crate::ops::overview::OverviewCache,
+    /// The keys of admission passes (`passes.*`): verifying a hold's pass,
+    /// signing `POST /v1/passes`.
+    pub passes: Arc<crate::passes::KeyRing>,
 }
 
 /// Registers the routes of `set` and the JSON/path error handlers on an actix `App`.
@@ -120,6 +123,8 @@ pub fn start(
     let soldout = spawn_soldout(&res, &cancel, &mut tasks);
     let sale = spawn_sale(&res, &cancel, &mut tasks);
     let tls = listener_tls(&res.settings.http.tls)?;
+    let passes = crate::passes::KeyRing::from_settings(&res.settings.passes)
+        .map_err(|err| std::io::Error::other(format!("{err:#}")))?;
     if let Some(tls) = &tls {
         tasks.push(tls::reload::on_sighup(
             tls.certs.clone(),
@@ -131,7 +136,7 @@ pub fn start(
         Some(bind) => Some(TcpListener::bind(bind)?),
         None => None,
     };
-    let mut state = api_state(res, reconciler, group, soldout);
+    let mut state = api_state(res, reconciler, group, soldout, passes);
     state.sale = sale;
     let state = web::Data::new(state);
     let checks = readiness::spawn(
@@ -267,6 +272,7 @@ fn api_state(
     reconciler: Arc<Reconciler>,
     group_commit: GroupCommit,
     soldout: Option<Arc<SoldOutBoard>>,
+    passes: crate::passes::KeyRing,
 ) -> ApiState {
     let limits = &res.settings.limits;
     let ip_limiter = ip_limit::IpLimiter::new(limits.per_ip_rps, limits.per_ip_burst);
@@ -285,6 +291,7 @@ fn api_state(
         trusted,
         auth,
         console: Default::default(),
+        passes: Arc::new(passes),
     }
 }
 

@@ -106,6 +106,18 @@ pub enum ApiError {
     /// A body without `Content-Type: application/json`.
     #[error("the body must be sent with Content-Type: application/json")]
     UnsupportedMediaType,
+    /// The hold's admission pass did not verify (carried: which check).
+    #[error("{0}")]
+    PassInvalid(&'static str),
+    /// The hold's admission pass is outside its time (carried: which end).
+    #[error("{0}")]
+    PassExpired(&'static str),
+    /// The admission pass was used by another hold already.
+    #[error("this pass was used by another hold; a pass buys once")]
+    PassUsed,
+    /// `POST /v1/passes` without `passes.issuer_key`.
+    #[error("this node issues no pass: passes.issuer_key is not set")]
+    PassesNotConfigured,
 }
 
 impl ApiError {
@@ -146,6 +158,10 @@ impl ApiError {
             Self::RouteNotFound => "NOT_FOUND",
             Self::MethodNotAllowed(_) => "METHOD_NOT_ALLOWED",
             Self::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            Self::PassInvalid(_) => "PASS_INVALID",
+            Self::PassExpired(_) => "PASS_EXPIRED",
+            Self::PassUsed => "PASS_USED",
+            Self::PassesNotConfigured => "PASSES_NOT_CONFIGURED",
         }
     }
 
@@ -162,7 +178,10 @@ impl ResponseError for ApiError {
         match self {
             Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized | Self::Unauthenticated => StatusCode::UNAUTHORIZED,
-            Self::Forbidden(_) | Self::PassRequired => StatusCode::FORBIDDEN,
+            Self::Forbidden(_)
+            | Self::PassRequired
+            | Self::PassInvalid(_)
+            | Self::PassExpired(_) => StatusCode::FORBIDDEN,
             Self::SkuNotFound(_)
             | Self::ReservationNotFound
             | Self::OrderNotFound
@@ -184,11 +203,12 @@ impl ResponseError for ApiError {
             | Self::BelowReserved(_)
             | Self::BucketsLocked(_)
             | Self::Stale { .. }
-            | Self::Conflict(_) => StatusCode::CONFLICT,
+            | Self::Conflict(_)
+            | Self::PassUsed => StatusCode::CONFLICT,
             Self::IdempotencyMismatch | Self::AdjustmentMismatch(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::PassesNotConfigured => StatusCode::SERVICE_UNAVAILABLE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -342,6 +362,10 @@ mod tests {
             (ApiError::Unauthorized, 401, "UNAUTHORIZED"),
             (ApiError::Unauthenticated, 401, "UNAUTHENTICATED"),
             (ApiError::Forbidden("read"), 403, "FORBIDDEN"),
+            (ApiError::PassInvalid("x"), 403, "PASS_INVALID"),
+            (ApiError::PassExpired("x"), 403, "PASS_EXPIRED"),
+            (ApiError::PassUsed, 409, "PASS_USED"),
+            (ApiError::PassesNotConfigured, 503, "PASSES_NOT_CONFIGURED"),
             (
                 ApiError::Stale {
                     expected: 1,

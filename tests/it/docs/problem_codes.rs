@@ -67,6 +67,10 @@ fn every_error() -> Vec<ApiError> {
         SaleEnded,
         PassRequired,
         SaleOpen(String::new()),
+        PassInvalid(""),
+        PassExpired(""),
+        PassUsed,
+        PassesNotConfigured,
     ];
     all.iter().for_each(listed);
     all
@@ -85,6 +89,7 @@ fn listed(e: &ApiError) {
         RateLimited { .. } | RouteNotFound | MethodNotAllowed(_) | UnsupportedMediaType => {}
         IdTaken | HoldBudgetExceeded { .. } => {}
         SaleNotStarted { .. } | SaleEnded | PassRequired | SaleOpen(_) => {}
+        PassInvalid(_) | PassExpired(_) | PassUsed | PassesNotConfigured => {}
     }
 }
 

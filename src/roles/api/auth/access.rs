@@ -18,6 +18,11 @@ pub enum Access {
     Admin,
     /// A known client with this scope.
     Client(Scope),
+    /// `POST /v1/passes`: always a credential, also with `auth.required`
+    /// false — a client with scope `passes` or `admin`, or `admin.token` —
+    /// checked by the route itself (`routes/passes.rs`); the gate names and
+    /// rate-limits a known client.
+    Issuer,
     /// A known client, any scope: a method the route does not serve (the
     /// router answers 405, never to an anonymous caller).
     AnyClient,
@@ -50,8 +55,11 @@ pub fn is_admin_surface(pattern: &str) -> bool {
 /// The prefix of the admin routes' patterns.
 pub const ADMIN_PREFIX: &str = "/v1/admin/";
 
+/// The route that issues admission passes: [`Access::Issuer`].
+pub const ISSUER_ROUTE: (&str, &str) = ("POST", "/v1/passes");
+
 /// The scope of each public route, by method and pattern.
-pub const SCOPED_ROUTES: [(&str, &str, Scope); 11] = [
+pub const SCOPED_ROUTES: [(&str, &str, Scope); 12] = [
     ("POST", "/v1/skus/{sku_id}/reservations", Scope::Reserve),
     (
         "GET",
@@ -79,6 +87,7 @@ pub const SCOPED_ROUTES: [(&str, &str, Scope); 11] = [
     ("POST", "/v1/orders/{order_id}/cancel", Scope::Lifecycle),
     ("POST", "/v1/orders/{order_id}/extend", Scope::Lifecycle),
     ("GET", "/v1/skus/{sku_id}", Scope::Read),
+    ("POST", "/v1/passes", Scope::Passes),
 ];
 
 /// What a `method` call of the route `pattern` (`None`: no route) needs.
@@ -94,6 +103,9 @@ pub fn access(method: &Method, pattern: Option<&str>) -> Access {
         || is_admin_surface(pattern)
     {
         return Access::Open;
+    }
+    if (method.as_str(), pattern) == ISSUER_ROUTE {
+        return Access::Issuer;
     }
     SCOPED_ROUTES
         .iter()
@@ -141,6 +153,18 @@ mod tests {
                 Access::NoRoute,
             ),
             (Method::PUT, "/v1/%61dmin/skus/1", None, Access::NoRoute),
+            (
+                Method::POST,
+                "/v1/passes",
+                Some("/v1/passes"),
+                Access::Issuer,
+            ),
+            (
+                Method::GET,
+                "/v1/passes",
+                Some("/v1/passes"),
+                Access::AnyClient,
+            ),
             (Method::GET, "/livez", Some("/livez"), Access::Open),
             (Method::GET, "/readyz", Some("/readyz"), Access::Open),
             (

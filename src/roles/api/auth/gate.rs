@@ -103,6 +103,14 @@ fn verdict(req: &ServiceRequest) -> Verdict {
     };
     let lifecycle = needs == Access::Client(Scope::Lifecycle);
     let gate = &state.auth;
+    if needs == Access::Issuer {
+        // The route checks the credential itself, whatever `auth.required`
+        // says (`routes/passes.rs`): the admin token is no client here.
+        return match gate.identify(req.request()) {
+            Caller::Client(known) => within_limit(gate, known, false),
+            _ => pass_anonymous(false),
+        };
+    }
     let known = match gate.identify(req.request()) {
         Caller::Client(known) => known,
         _ if !gate.required && needs == Access::NoRoute => return no_route(None),
@@ -118,6 +126,11 @@ fn verdict(req: &ServiceRequest) -> Verdict {
             return refuse(req, Refusal::Scope, Some((&known.name, scope)));
         }
     }
+    within_limit(gate, known, lifecycle)
+}
+
+/// A known client goes on within `limits.per_client_*`, else 429.
+fn within_limit(gate: &super::Gate, known: Known, lifecycle: bool) -> Verdict {
     if let Err(wait) = gate.limiter.check(known.index, Instant::now()) {
         let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
         return Verdict::Refuse {

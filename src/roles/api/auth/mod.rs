@@ -16,7 +16,9 @@ mod gate;
 mod granted;
 mod trail;
 
-pub use access::{access, is_admin_surface, Access, ADMIN_PREFIX, PROBE_ROUTES, SCOPED_ROUTES};
+pub use access::{
+    access, is_admin_surface, Access, ADMIN_PREFIX, ISSUER_ROUTE, PROBE_ROUTES, SCOPED_ROUTES,
+};
 pub use clients::{sha256_hex, ClientName, ClientTable, Known};
 pub use gate::{guard, ANONYMOUS};
 pub use granted::{Granted, Lifecycle, NeedsScope, Read, Reserve};

@@ -133,12 +133,15 @@ problems! {
     Forbidden = 403 ["FORBIDDEN"];
     /// The client is known but lacks the route's scope (`FORBIDDEN`), or
     /// the SKU requires a pass and the hold carries none (`PASS_REQUIRED`;
-    /// docs/contract.md §19). Nothing was written.
-    HoldForbidden = 403 ["FORBIDDEN", "PASS_REQUIRED"];
-    /// The client is known but lacks the route's scope (`FORBIDDEN`), or a
-    /// line's SKU requires a pass and the order carries none
-    /// (`PASS_REQUIRED`, the `line` member names it). Nothing was written.
-    OrderForbidden = 403 ["FORBIDDEN", "PASS_REQUIRED"];
+    /// docs/contract.md §19), or the hold's admission pass is refused
+    /// (contract §20): `PASS_INVALID` (bad signature, unknown `kid`, `alg`
+    /// not its key's, another buyer's, a SKU of the hold it does not name,
+    /// malformed) or `PASS_EXPIRED` (past its `exp`, or before its `nbf`).
+    /// Nothing was written; a refused pass is not used up.
+    HoldForbidden = 403 ["FORBIDDEN", "PASS_REQUIRED", "PASS_INVALID", "PASS_EXPIRED"];
+    /// As [`HoldForbidden`] for an order: `PASS_REQUIRED` names the line
+    /// whose SKU requires a pass in the `line` member.
+    OrderForbidden = 403 ["FORBIDDEN", "PASS_REQUIRED", "PASS_INVALID", "PASS_EXPIRED"];
     /// No SKU with this id.
     SkuNotFound = 404 ["SKU_NOT_FOUND"];
     /// No reservation with this `request_id` for this SKU.
@@ -157,8 +160,10 @@ problems! {
     /// `order_id` names another client's order (nothing of it is told), or
     /// `HOLD_BUDGET_EXCEEDED`: the buyer's live units across every SKU and
     /// the order's would exceed `limits.buyer_max_live_units` (the body's
-    /// `live_units` and `budget` say how many). Nothing is held.
-    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN", "SALE_NOT_STARTED", "SALE_ENDED", "HOLD_BUDGET_EXCEEDED"];
+    /// `live_units` and `budget` say how many), or `PASS_USED`: the
+    /// admission pass was used by another hold (a pass buys once). Nothing
+    /// is held.
+    OrderRefused = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "ID_TAKEN", "SALE_NOT_STARTED", "SALE_ENDED", "HOLD_BUDGET_EXCEEDED", "PASS_USED"];
     /// Not confirmed: the order was released (expired or cancelled; refund
     /// the buyer) or rejected by the ledger.
     OrderConfirmConflict = 409 ["RESERVATION_RELEASED", "RESERVATION_REJECTED"];
@@ -184,8 +189,9 @@ problems! {
     /// say how many), or `ID_TAKEN` (the `request_id` names another
     /// client's reservation; nothing of it is told), or the SKU's sale
     /// window: `SALE_NOT_STARTED` (`opens_at` says when; retry after
-    /// `Retry-After`), `SALE_ENDED`. Nothing is held.
-    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "HOLD_BUDGET_EXCEEDED", "ID_TAKEN", "SALE_NOT_STARTED", "SALE_ENDED"];
+    /// `Retry-After`), `SALE_ENDED`, or `PASS_USED` (the admission pass was
+    /// used by another hold: a pass buys once). Nothing is held.
+    ReserveConflict = 409 ["SOLD_OUT", "INSUFFICIENT_STOCK", "LIMIT_EXCEEDED", "LAPSE_LIMIT", "HOLD_BUDGET_EXCEEDED", "ID_TAKEN", "SALE_NOT_STARTED", "SALE_ENDED", "PASS_USED"];
     /// This `request_id` was already used with another user or count.
     IdempotencyMismatch = 422 ["IDEMPOTENCY_MISMATCH"];
     /// Not confirmed: the reservation was released (expired or cancelled;
@@ -221,6 +227,10 @@ problems! {
     /// A dependency (Redis, MySQL, RabbitMQ) is unavailable, the outbox is
     /// full, or the SKU is not loaded into Redis yet. Retry after `Retry-After`.
     Unavailable = 503 ["UNAVAILABLE"];
+    /// `passes.issuer_key` is not set: this node signs no pass
+    /// (`PASSES_NOT_CONFIGURED`); or the pass could not be signed
+    /// (`UNAVAILABLE`).
+    IssuerUnavailable = 503 ["PASSES_NOT_CONFIGURED", "UNAVAILABLE"];
     /// Too many requests from this buyer (`limits.per_user_*`, reserve only),
     /// this client IP (`limits.per_ip_*`) or this client (`limits.per_client_*`).
     /// Nothing was written; retry after `Retry-After` seconds.

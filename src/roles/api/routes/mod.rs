@@ -12,6 +12,7 @@ pub mod holds;
 pub mod lifecycle;
 mod mirrors;
 pub mod openapi;
+pub mod passes;
 pub mod skus;
 
 use actix_web::{web, HttpRequest, HttpResponse, Resource};
@@ -82,6 +83,7 @@ fn register_public(cfg: &mut web::ServiceConfig) {
             .route(web::post().to(lifecycle::extend_order)),
     )
     .service(resource("/v1/skus/{sku_id}", "GET").route(web::get().to(skus::get)))
+    .service(resource("/v1/passes", "POST").route(web::post().to(passes::issue)))
     .service(resource("/livez", "GET").route(web::get().to(health::livez)))
     .service(resource("/readyz", "GET").route(web::get().to(health::readyz)))
     .service(resource("/openapi.json", "GET").route(web::get().to(openapi::serve)))

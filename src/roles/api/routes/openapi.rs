@@ -21,7 +21,7 @@ use super::contract::{
     problem_response, problem_schema, Liveness, Readiness, ReconcileReport, SkuReconcileLine,
     StuckWhere, Verdict, ADMIN_SECURITY, CLIENT_SECURITY, PROBLEMS,
 };
-use super::{adjustments, admin, asyncapi, console, dlq, health, holds, lifecycle, skus};
+use super::{adjustments, admin, asyncapi, console, dlq, health, holds, lifecycle, passes, skus};
 use crate::roles::api::ApiState;
 
 #[derive(OpenApi)]
@@ -49,6 +49,7 @@ use crate::roles::api::ApiState;
         lifecycle::cancel_order,
         lifecycle::extend_order,
         skus::get,
+        passes::issue,
         admin::put_sku,
         admin::warmup,
         adjustments::adjust,
@@ -77,6 +78,7 @@ use crate::roles::api::ApiState;
         (name = "reservations", description = "Reserve units and move reservations through their lifecycle"),
         (name = "orders", description = "Reserve several SKUs all-or-nothing and move the whole order through its lifecycle"),
         (name = "skus", description = "The buyer-facing stock view"),
+        (name = "passes", description = "Admission passes a waiting room hands the buyers it lets through"),
         (name = "admin", description = "Operator routes; need the admin bearer token"),
         (name = "operations", description = "Probes, metrics and this document"),
     )
@@ -236,8 +238,8 @@ impl Modify for ProblemsAndSecurity {
             .description(Some(
                 "`Authorization: Bearer <client token>` of a client in `auth.clients` (the \
                  config holds the token's SHA-256); the requirement lists the scope the route \
-                 needs: `reserve`, `read`, `lifecycle` or `admin`. Enforced when `auth.required` \
-                 is true",
+                 needs: `reserve`, `read`, `lifecycle`, `passes` or `admin`. Enforced when \
+                 `auth.required` is true (`POST /v1/passes` always needs a credential)",
             ))
             .build();
         components.add_security_scheme(CLIENT_SECURITY, SecurityScheme::Http(client));
@@ -307,6 +309,10 @@ mod tests {
             ApiError::RouteNotFound,
             ApiError::MethodNotAllowed("GET"),
             ApiError::UnsupportedMediaType,
+            ApiError::PassInvalid("x"),
+            ApiError::PassExpired("x"),
+            ApiError::PassUsed,
+            ApiError::PassesNotConfigured,
         ]
     }
 
@@ -329,6 +335,7 @@ mod tests {
             ("/v1/orders/{order_id}/cancel", "post"),
             ("/v1/orders/{order_id}/extend", "post"),
             ("/v1/skus/{sku_id}", "get"),
+            ("/v1/passes", "post"),
             ("/v1/admin/skus/{sku_id}", "put"),
             ("/v1/admin/skus/{sku_id}/warmup", "post"),
             ("/v1/admin/skus/{sku_id}/adjustments", "post"),

@@ -11,9 +11,11 @@
 //! awaits the broker's confirm, 201 or 202 when late; with `durability:
 //! redis` it goes out at once), the replay, and the owner check of a read;
 //! and the hold budget per buyer claimed before the admission ([`budget`]).
+//! The admission pass of a hold, verified and claimed, is `pass_gate.rs`.
 
 mod budget;
 pub mod order;
+mod pass_gate;
 pub mod reservation;
 pub mod sale_gate;
 

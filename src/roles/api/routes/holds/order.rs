@@ -15,6 +15,7 @@ use super::super::contract::{
     UnsupportedMediaType,
 };
 use super::super::order_from;
+use super::pass_gate::{self, ClaimedPass, HoldRef};
 use super::{
     budget, copies, flag_sold_out, hand_off, held, refusal, replayed, sale_gate, short_circuited,
     BACKPRESSURE,
@@ -88,26 +89,38 @@ pub async fn place(
     };
     let has_pass = body.pass.is_some();
     let early = sale_gate::early_refusal(&state, &skus, has_pass, hold_exists).await?;
-    let carries_pass = sale_gate::carries_pass(&state, body.pass.as_deref());
-    let (label, response) = match early {
-        Some((sku_id, why)) => (
-            why.label(),
-            Err(refused(sku_id, sale_gate::answer(&state, why))),
-        ),
-        None => match short_circuited(&state, user_id, order_id, skus) {
-            Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
-            None => match claim_budget(&state, order_id, user_id, &lines).await {
-                Ok(claim) => {
+    if let Some((sku_id, why)) = early {
+        metrics::counter!("stockd_orders_total", "result" => why.label()).increment(1);
+        return Err(refused(sku_id, sale_gate::answer(&state, why)));
+    }
+    let hold_ref = HoldRef::Order { order_id };
+    let pass = body.pass.as_deref();
+    let admitted = pass_gate::admit(&state, pass, user_id, &skus, &hold_ref).await?;
+    let (label, response) = match short_circuited(&state, user_id, order_id, skus) {
+        Some(sku_id) => ("sold_out", Err(refused(sku_id, ApiError::SoldOut))),
+        None => {
+            let claimed = pass_gate::claim(&state, user_id, &admitted, &hold_ref).await?;
+            match claim_budget(&state, order_id, user_id, &lines).await {
+                Ok(budget) => {
+                    let admission = Admission {
+                        carries_pass: admitted.carries_pass(),
+                        pass: claimed,
+                        budget,
+                    };
                     let requester = scope.requester();
-                    hold(&state, order_id, user_id, &lines, requester, carries_pass, claim).await
+                    hold(&state, order_id, user_id, &lines, requester, admission).await
                 }
-                Err(err @ ApiError::HoldBudgetExceeded { .. }) => {
-                    ("hold_budget_exceeded", Err(err))
+                Err(err) => {
+                    pass_gate::give_back(&state, claimed).await;
+                    let label = match &err {
+                        ApiError::HoldBudgetExceeded { .. } => "hold_budget_exceeded",
+                        ApiError::OrderRefused { .. } => "limit_exceeded",
+                        _ => "error",
+                    };
+                    (label, Err(err))
                 }
-                Err(err @ ApiError::OrderRefused { .. }) => ("limit_exceeded", Err(err)),
-                Err(err) => ("error", Err(err)),
-            },
-        },
+            }
+        }
     };
     metrics::counter!("stockd_orders_total", "result" => label).increment(1);
     trace_context::order(&state.res.tracing, order_id, label);
@@ -145,13 +158,34 @@ async fn hold(
     user_id: UserId,
     lines: &OrderLines,
     requester: &Requester,
-    carries_pass: bool,
-    claim: budget::Claim,
+    admission: Admission,
 ) -> (&'static str, Result<HttpResponse, ApiError>) {
-    let (label, response, live) =
-        answer(state, order_id, user_id, lines, requester, carries_pass).await;
-    claim.settle(state, live).await;
+    let Admission {
+        carries_pass,
+        pass,
+        budget,
+    } = admission;
+    let (label, response, live) = answer(
+        state,
+        order_id,
+        user_id,
+        lines,
+        requester,
+        carries_pass,
+        pass,
+    )
+    .await;
+    budget.settle(state, live).await;
     (label, response)
+}
+
+/// What the order's admission carries into the script: whether it carries
+/// a verified pass, the pass it claimed and its claim on the hold budget,
+/// each given back when the order is refused.
+struct Admission {
+    carries_pass: bool,
+    pass: Option<ClaimedPass>,
+    budget: budget::Claim,
 }
 
 /// The order script, then the answer, with its metric label and whether
@@ -163,6 +197,7 @@ async fn answer(
     lines: &OrderLines,
     requester: &Requester,
     carries_pass: bool,
+    claimed: Option<ClaimedPass>,
 ) -> (&'static str, Result<HttpResponse, ApiError>, bool) {
     let hold_timeout_ms = state.res.settings.orders.hold_timeout_ms;
     let redis = &state.res.redis;
@@ -183,6 +218,9 @@ async fn answer(
         Ok(outcome) => outcome,
         Err(err) => return ("error", Err(ApiError::unavailable("redis", err)), true),
     };
+    if held_nothing(&outcome) {
+        pass_gate::give_back(state, claimed).await;
+    }
     for sku_id in took_the_last_units(&outcome) {
         flag_sold_out(state, sku_id, user_id);
     }
@@ -241,6 +279,15 @@ async fn answer(
         ),
     };
     (label, response, false)
+}
+
+/// The script refused and held no line under this id. Not a `Retry`:
+/// another request of the same id is holding or undoing it.
+fn held_nothing(outcome: &OrderOutcome) -> bool {
+    matches!(
+        outcome,
+        OrderOutcome::Refused { .. } | OrderOutcome::Backpressure | OrderOutcome::Unsupported
+    )
 }
 
 /// The SKUs a line just took the last units of, or was refused sold out on.

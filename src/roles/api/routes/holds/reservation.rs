@@ -13,6 +13,7 @@ use super::super::contract::{
     Unavailable, UnsupportedMediaType,
 };
 use super::super::{request_from, sku_from};
+use super::pass_gate::{self, HoldRef};
 use super::{
     budget, copies, flag_sold_out, hand_off, held, refusal, replayed, sale_gate, short_circuited,
     BACKPRESSURE,
@@ -91,11 +92,24 @@ pub async fn reserve(
         metrics::counter!("stockd_reservations_total", "result" => why.label()).increment(1);
         return Err(sale_gate::answer(&state, why));
     }
+    let hold = HoldRef::Reservation {
+        sku_id,
+        request_id: &body.request_id,
+    };
+    let pass = body.pass.as_deref();
+    let admitted = pass_gate::admit(&state, pass, user_id, &[sku_id], &hold).await?;
     if short_circuited(&state, user_id, &body.request_id, [sku_id]).is_some() {
         metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
         return Err(ApiError::SoldOut);
     }
-    let claim = claim_budget(&state, sku_id, &body.request_id, user_id, count).await?;
+    let claimed = pass_gate::claim(&state, user_id, &admitted, &hold).await?;
+    let claim = match claim_budget(&state, sku_id, &body.request_id, user_id, count).await {
+        Ok(claim) => claim,
+        Err(err) => {
+            pass_gate::give_back(&state, claimed).await;
+            return Err(err);
+        }
+    };
     let tracing = &state.res.tracing;
     let redis_span = trace_context::redis_span(tracing, sku_id, &body.request_id);
     let outcome = state
@@ -108,7 +122,7 @@ pub async fn reserve(
             user_id,
             count,
             scope.requester(),
-            sale_gate::carries_pass(&state, body.pass.as_deref()),
+            admitted.carries_pass(),
         )
         .await;
     otel::end(
@@ -122,6 +136,9 @@ pub async fn reserve(
         trace_context::reservation(tracing, sku_id, &body.request_id, "error");
         ApiError::unavailable("redis", e)
     })?;
+    if held_nothing(&outcome) {
+        pass_gate::give_back(&state, claimed).await;
+    }
     if took_the_last_units(&outcome) {
         flag_sold_out(&state, sku_id, user_id);
     }
@@ -174,6 +191,18 @@ fn leaves_it_live(outcome: &Result<ReserveOutcome, RedisError>) -> bool {
         }
         Ok(_) => false,
     }
+}
+
+/// The script refused and wrote no hold under this id (a replay, a
+/// mismatch and another client's id name a hold that exists).
+fn held_nothing(outcome: &ReserveOutcome) -> bool {
+    !matches!(
+        outcome,
+        ReserveOutcome::Reserved { .. }
+            | ReserveOutcome::Replayed { .. }
+            | ReserveOutcome::Mismatch
+            | ReserveOutcome::Taken
+    )
 }
 
 /// The SKU just sold out, or was found sold out.

@@ -14,14 +14,6 @@ use crate::redis::RedisError;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
 
-/// Whether the hold carries a verified pass: the flag the admission scripts
-/// get. A stand-in until pass verification lands: only a `pass` equal to
-/// `sale.test_pass` (tests only; unset in every deployment) counts.
-pub fn carries_pass(state: &ApiState, pass: Option<&str>) -> bool {
-    let test_pass = state.res.settings.sale.test_pass.as_deref();
-    matches!((pass, test_pass), (Some(p), Some(t)) if p == t)
-}
-
 /// The first refusal the hold's SKUs' terms give from memory, with its SKU;
 /// None: ask Redis. `has_pass`: the body carries a `pass`. `hold_exists` is
 /// asked only when a SKU's sale has ended (a replay of an existing hold

@@ -1,0 +1,95 @@
+//! The key ring: every key of `passes.keys` by its id (the `kid` a pass
+//! names), each with the one algorithm its kind allows — an HS256 secret
+//! verifies HS256 only, an Ed25519 key EdDSA only — so a pass cannot pick how
+//! it is checked (the `alg` confusion of RFC 8725 §2.1). An Ed25519 private
+//! key verifies with its public half. The issuer key, when set, signs.
+
+use std::collections::HashMap;
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey};
+
+use crate::config::{KeyMaterial, PassKeyMaterial, PassSettings};
+
+/// A key that verifies: its algorithm and key.
+pub(super) struct Verifier {
+    pub(super) alg: Algorithm,
+    pub(super) key: DecodingKey,
+}
+
+/// The key `POST /v1/passes` signs with.
+pub(super) struct Signer {
+    pub(super) kid: String,
+    pub(super) alg: Algorithm,
+    pub(super) key: EncodingKey,
+}
+
+/// The keys of `passes.keys`, built once at start-up.
+pub struct KeyRing {
+    pub(super) verifiers: HashMap<String, Verifier>,
+    pub(super) signer: Option<Signer>,
+}
+
+impl std::fmt::Debug for KeyRing {
+    /// The ids only: never a byte of a key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ids: Vec<&String> = self.verifiers.keys().collect();
+        ids.sort();
+        f.debug_struct("KeyRing")
+            .field("kids", &ids)
+            .field("issuer", &self.signer.as_ref().map(|s| &s.kid))
+            .finish()
+    }
+}
+
+impl KeyRing {
+    /// Reads `passes.keys` (their files) and builds the ring; a refusal names
+    /// its key, as the config check does.
+    pub fn from_settings(settings: &PassSettings) -> anyhow::Result<Self> {
+        let keys = settings.read_keys()?;
+        Ok(Self::new(&keys, settings.issuer_key.as_deref()))
+    }
+
+    /// The ring of `keys`, signing with the one named `issuer` (if it can).
+    pub fn new(keys: &[PassKeyMaterial], issuer: Option<&str>) -> Self {
+        let mut verifiers = HashMap::with_capacity(keys.len());
+        let mut signer = None;
+        for k in keys {
+            let (alg, key) = match &k.material {
+                KeyMaterial::Hs256 { secret } => {
+                    (Algorithm::HS256, DecodingKey::from_secret(secret))
+                }
+                KeyMaterial::Ed25519Public { public }
+                | KeyMaterial::Ed25519Private { public, .. } => {
+                    // jsonwebtoken's "DER" of an Ed25519 public key is its 32 bytes.
+                    (Algorithm::EdDSA, DecodingKey::from_ed_der(public))
+                }
+            };
+            if issuer == Some(k.id.as_str()) {
+                let key = match &k.material {
+                    KeyMaterial::Hs256 { secret } => Some(EncodingKey::from_secret(secret)),
+                    KeyMaterial::Ed25519Private { pkcs8, .. } => {
+                        Some(EncodingKey::from_ed_der(pkcs8))
+                    }
+                    KeyMaterial::Ed25519Public { .. } => None,
+                };
+                signer = key.map(|key| Signer {
+                    kid: k.id.clone(),
+                    alg,
+                    key,
+                });
+            }
+            verifiers.insert(k.id.clone(), Verifier { alg, key });
+        }
+        Self { verifiers, signer }
+    }
+
+    /// A ring with no key: every pass is refused, none can be issued.
+    pub fn empty() -> Self {
+        Self::new(&[], None)
+    }
+
+    /// Whether `POST /v1/passes` can sign.
+    pub fn can_issue(&self) -> bool {
+        self.signer.is_some()
+    }
+}
