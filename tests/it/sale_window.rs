@@ -469,6 +469,53 @@ async fn order_lines_follow_their_skus_terms() {
     app.finish_conserved(3).await;
 }
 
+/// A creation whose Redis step was left to the sweep (the `PUT` committed
+/// and its Redis write failed): the sweep mirrors the terms from MySQL
+/// before it loads the stock, so the SKU does not sell before its window.
+#[tokio::test]
+async fn the_sweep_loads_a_created_sku_with_its_terms() {
+    let app = TestApp::with(options()).await;
+    let opens = now() + 3_600_000;
+    let (status, _) = put(&app, 1, json!({"sale": {"opens_at": at(opens)}})).await;
+    assert_eq!(status, 200);
+    // As if the PUT had committed and never reached Redis.
+    let keys = app.redis_keys().await;
+    app.redis_del(&keys).await;
+    app.sql("UPDATE stock_movements SET redis_pending = 1 WHERE sku_id = 1 AND kind = 'create'")
+        .await;
+    let swept = stockd::ops::stock_step::sweep(&app.res.db, &app.res.redis, &[TestApp::sku(1)], 0)
+        .await
+        .unwrap();
+    assert_eq!(swept.restocks_applied, 1);
+    assert_eq!(app.redis_available(1).await, Some(10));
+    let terms = app
+        .res
+        .redis
+        .skus()
+        .sale_terms(TestApp::sku(1))
+        .await
+        .unwrap();
+    assert_eq!(terms.opens_at_ms, Some(opens));
+    let outcome = app
+        .res
+        .redis
+        .reservations()
+        .reserve(
+            TestApp::sku(1),
+            &stockd::domain::RequestId::parse("swept").unwrap(),
+            stockd::domain::UserId::new(1).unwrap(),
+            1,
+            &stockd::domain::Requester::Anyone,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, stockd::domain::ReserveOutcome::Gated(_)),
+        "{outcome:?}"
+    );
+    app.finish_drained_and_conserved(1).await;
+}
+
 /// The console's overview shows each SKU's window and whether a pass is
 /// required.
 #[tokio::test]
