@@ -5,7 +5,7 @@
 //!
 //! Why a key and a call of its own: the per-SKU buyer counter lives in the
 //! SKU's slot, but a budget across SKUs cannot live in all of them. The
-//! buyer's budget hash (`Keys::budget`, tag `{u:<user_id>}`) has its own
+//! buyer's budget hash (`Keys::budget`, tag `{u<user_id>}`) has its own
 //! slot, so a hold takes it in a separate call before the admission script
 //! ([`HoldBudget::claim`], `budget_claim.lua`) and gives it back when the
 //! admission refuses or when the hold ends ([`HoldBudget::give_back`],

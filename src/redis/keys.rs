@@ -255,7 +255,7 @@ mod tests {
             assert!(key.starts_with(&tag), "{key}");
         }
         let user = UserId::new(7).unwrap();
-        assert_eq!(keys.budget(user), "p:{u:7}:budget");
+        assert_eq!(keys.budget(user), "p:{u7}:budget");
         // Fixed for good: another value would lose every live order record.
         assert_eq!(order_shard(&RequestId::parse("a").unwrap()), 0xc);
     }

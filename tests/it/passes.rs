@@ -255,10 +255,10 @@ async fn every_refused_pass_writes_nothing_and_a_good_pass_still_buys() {
     opts.redis_url = Some(redis.url.clone());
     let app = TestApp::with(opts).await;
     app.create_sku(1, 10, 50).await;
-    require_pass(&app, 1, 10, 50).await;
     app.reserve_ok(1, "before", 7, 1).await;
     app.wait_ledger_rows(1).await;
     app.wait_drained(1).await;
+    require_pass(&app, 1, 10, 50).await;
     let before = stores_snapshot(&app, &redis).await;
 
     let good = claims("p-1", 42, &[1]);

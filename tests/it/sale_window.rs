@@ -586,7 +586,9 @@ async fn every_bucket_of_a_split_sku_carries_the_terms() {
         }
     };
     check("after the PUT").await;
-    // Every buyer's bucket refuses a hold without a verified pass.
+    // Every buyer is refused a pass that does not verify, whatever its
+    // bucket (from memory: the script's check of each bucket's `rp` is the
+    // stale-board case of `a_sku_that_requires_a_pass_admits_only_holds_that_carry_one`).
     for user in 1..=6u64 {
         let rid = format!("u{user}");
         let body = json!({"request_id": rid, "user_id": user, "count": 1, "pass": "forged"});
@@ -594,7 +596,7 @@ async fn every_bucket_of_a_split_sku_carries_the_terms() {
         let (status, problem) = send_for_json(app.client.post(url).json(&body)).await;
         assert_eq!(
             (status, problem["code"].as_str()),
-            (403, Some("PASS_REQUIRED")),
+            (403, Some("PASS_INVALID")),
             "{rid}"
         );
     }

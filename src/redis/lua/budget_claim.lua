@@ -2,7 +2,7 @@
 -- budget_claim.lua: a hold's claim on its buyer's hold budget
 -- (`limits.buyer_max_live_units`, contract §12): at most that many live
 -- units per buyer across every SKU and both URL families. One key, the
--- buyer's budget hash under the buyer's own hash tag (`{u:<user_id>}`), so
+-- buyer's budget hash under the buyer's own hash tag (`{u<user_id>}`), so
 -- on a Redis Cluster the claim is a call of its own in the buyer's slot,
 -- made before the admission script holds the lines (src/redis/budget.rs).
 --
