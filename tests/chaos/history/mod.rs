@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub use check::check;
-pub use client::call;
+pub use client::{call, call_with_pass};
 pub use loss::{Allowances, Declared, RedisLoss};
 pub use record::{Entry, Request};
 

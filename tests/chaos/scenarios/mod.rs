@@ -35,6 +35,7 @@ mod s25_orders_redis_empty;
 mod s26_rolling_upgrade;
 mod s27_orders_shard_failover;
 mod s28_live_adjustments;
+mod s29_drop;
 
 mod adjustments;
 mod bounds;
