@@ -9,9 +9,10 @@
 //! as `orders`), exactly as an operator's old nodes keep their own files.
 //!
 //! The first build seeds its target dir with a copy of this build's
-//! compiled dependencies (`target/debug/{deps,build,.fingerprint}`): both
-//! commits lock the same crates, so only the stockd crate compiles (about
-//! a minute, not a cold build of every dependency).
+//! compiled dependencies (`target/debug/{build,.fingerprint}` and the
+//! libraries of `deps`, not its executables): both commits lock the same
+//! crates, so only the stockd crate compiles (about a minute, not a cold
+//! build of every dependency).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -124,10 +125,14 @@ fn git(repo: &Path, args: &[&str]) -> bool {
 }
 
 /// Copies the compiled dependencies of `from` (a debug target dir) to `to`;
-/// a missing one is no error (the build is then cold, only slower).
+/// a missing one is no error (the build is then cold, only slower). Of
+/// `deps` only the libraries and their dep-info are copied (`lib*`, `*.d`):
+/// the executables beside them (this build's test binaries and `stockd`,
+/// each several hundred MB, a generation of them per rebuild) are no use to
+/// the old build and once filled the disk of a CI machine.
 fn seed_target(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
-    for part in ["deps", "build", ".fingerprint"] {
+    for part in ["build", ".fingerprint"] {
         if !from.join(part).exists() {
             continue;
         }
@@ -140,4 +145,25 @@ fn seed_target(from: &Path, to: &Path) {
             println!("  previous release: seeding {part} failed; building cold");
         }
     }
+    if let Err(err) = seed_libraries(&from.join("deps"), &to.join("deps")) {
+        println!("  previous release: seeding deps failed ({err}); building cold");
+    }
+}
+
+/// The compiled libraries of a `deps` dir (`lib*.rlib`, `.rmeta`, `.so`)
+/// and the dep-info files (`*.d`), copied from `from` to `to`.
+fn seed_libraries(from: &Path, to: &Path) -> std::io::Result<()> {
+    if !from.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if entry.file_type()?.is_file() && (name.starts_with("lib") || name.ends_with(".d")) {
+            std::fs::copy(entry.path(), to.join(&*name))?;
+        }
+    }
+    Ok(())
 }
