@@ -12,12 +12,12 @@
 //! refused by the budget is first read against its SKUs' limits (reads on
 //! the refusal's path only).
 
-use std::future::Future;
-
 use crate::domain::{SkuId, UserId};
-use crate::redis::{BudgetLine, ClaimOutcome, RedisError};
+use crate::redis::{BudgetLine, ClaimOutcome};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
+
+use super::{in_redis, HoldRef};
 
 /// The lines a hold claimed with this request, until the admission
 /// answered: [`Claim::settle`] keeps them when the hold is live, else gives
@@ -31,19 +31,16 @@ pub(super) struct Claim {
 }
 
 /// Claims `lines` of the buyer's hold; when they do not fit and no hold of
-/// that id exists (`exists`, asked only then), 409 `LIMIT_EXCEEDED` of the
+/// `hold` exists in Redis (asked only then), 409 `LIMIT_EXCEEDED` of the
 /// first line over its SKU's limit (as `on_line` words a line's refusal),
 /// else 409 `HOLD_BUDGET_EXCEEDED`.
-pub(super) async fn claim<F>(
+pub(super) async fn claim(
     state: &ApiState,
     user_id: UserId,
     lines: Vec<BudgetLine>,
-    exists: impl FnOnce() -> F,
+    hold: &HoldRef<'_>,
     on_line: fn(SkuId, ApiError) -> ApiError,
-) -> Result<Claim, ApiError>
-where
-    F: Future<Output = Result<bool, RedisError>>,
-{
+) -> Result<Claim, ApiError> {
     let budget = state.res.redis.budget();
     let unclaimed = Claim {
         user_id,
@@ -56,10 +53,7 @@ where
     match outcome.map_err(|e| ApiError::unavailable("redis", e))? {
         ClaimOutcome::Claimed { fresh, .. } => Ok(Claim { user_id, fresh }),
         ClaimOutcome::Over { live, budget } => {
-            if exists()
-                .await
-                .map_err(|e| ApiError::unavailable("redis", e))?
-            {
+            if in_redis(state, hold).await? {
                 return Ok(unclaimed);
             }
             if let Some((sku_id, err)) = over_a_sku_limit(state, user_id, &lines).await? {

@@ -52,6 +52,33 @@ fn short_circuited(
     })
 }
 
+/// The hold a request names: a reservation by its SKU and `request_id`, an
+/// order by its `order_id`.
+pub(super) enum HoldRef<'a> {
+    Reservation {
+        sku_id: SkuId,
+        request_id: &'a RequestId,
+    },
+    Order {
+        order_id: &'a RequestId,
+    },
+}
+
+/// Whether Redis holds the record of `hold`: then the request is its
+/// replay. The one lookup behind the three places that let a replay
+/// through a refusal — the sale gate after the close, the pass gate for an
+/// expired pass, the hold budget over its cap — each asking only then.
+async fn in_redis(state: &ApiState, hold: &HoldRef<'_>) -> Result<bool, ApiError> {
+    let redis = &state.res.redis;
+    let found = match hold {
+        HoldRef::Reservation { sku_id, request_id } => {
+            (redis.reservations().record(*sku_id, request_id).await).map(|r| r.is_some())
+        }
+        HoldRef::Order { order_id } => redis.orders().record(order_id).await.map(|r| r.is_some()),
+    };
+    found.map_err(|e| ApiError::unavailable("redis", e))
+}
+
 /// A line took its SKU's last units, or was refused sold out: flag the
 /// buyer's bucket locally without waiting for the Pub/Sub event. Off the
 /// response path.

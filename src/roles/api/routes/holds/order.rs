@@ -15,10 +15,10 @@ use super::super::contract::{
     UnsupportedMediaType,
 };
 use super::super::order_from;
-use super::pass_gate::{self, ClaimedPass, HoldRef};
+use super::pass_gate::{self, ClaimedPass};
 use super::{
     budget, copies, flag_sold_out, hand_off, held, refusal, replayed, sale_gate, short_circuited,
-    BACKPRESSURE,
+    HoldRef, BACKPRESSURE,
 };
 use crate::db::orders;
 use crate::domain::{
@@ -83,17 +83,13 @@ pub async fn place(
         body.validate(settings.orders.max_lines, settings.reservation.max_count)?;
     let order_id = &body.order_id;
     let skus: Vec<SkuId> = lines.lines().iter().map(|l| l.sku_id).collect();
-    let hold_exists = || async {
-        let record = state.res.redis.orders().record(order_id).await?;
-        Ok(record.is_some())
-    };
+    let hold_ref = HoldRef::Order { order_id };
     let has_pass = body.pass.is_some();
-    let early = sale_gate::early_refusal(&state, &skus, has_pass, hold_exists).await?;
+    let early = sale_gate::early_refusal(&state, &skus, has_pass, &hold_ref).await?;
     if let Some((sku_id, why)) = early {
         metrics::counter!("stockd_orders_total", "result" => why.label()).increment(1);
         return Err(refused(sku_id, sale_gate::answer(&state, why)));
     }
-    let hold_ref = HoldRef::Order { order_id };
     let pass = body.pass.as_deref();
     let admitted = pass_gate::admit(&state, pass, user_id, &skus, &hold_ref).await?;
     let (label, response) = match short_circuited(&state, user_id, order_id, skus) {
@@ -144,9 +140,8 @@ async fn claim_budget(
             units: line.count,
         })
         .collect();
-    let orders = state.res.redis.orders();
-    let exists = || async { Ok(orders.record(order_id).await?.is_some()) };
-    budget::claim(state, user_id, budget_lines, exists, refused).await
+    let hold = HoldRef::Order { order_id };
+    budget::claim(state, user_id, budget_lines, &hold, refused).await
 }
 
 /// The order script, then the answer; with the outcome's metric label.

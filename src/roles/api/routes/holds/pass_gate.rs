@@ -24,16 +24,7 @@ use crate::redis::Claim;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
 
-/// The hold a pass is asked for.
-pub(super) enum HoldRef<'a> {
-    Reservation {
-        sku_id: SkuId,
-        request_id: &'a RequestId,
-    },
-    Order {
-        order_id: &'a RequestId,
-    },
-}
+use super::{in_redis, HoldRef};
 
 impl HoldRef<'_> {
     /// What the pass's claim records: the hold, by kind and id.
@@ -97,7 +88,7 @@ pub(super) async fn admit(
     {
         Ok(verified) => Ok(Admitted::Verified(verified)),
         Err(PassRefusal::Invalid(why)) => Err(ApiError::PassInvalid(why)),
-        Err(PassRefusal::Expired(why)) => match hold_exists(state, hold).await? {
+        Err(PassRefusal::Expired(why)) => match in_redis(state, hold).await? {
             true => Ok(Admitted::Replay),
             false => Err(ApiError::PassExpired(why)),
         },
@@ -112,20 +103,6 @@ pub(super) async fn admit(
     };
     metrics::counter!("stockd_passes_total", "result" => result).increment(1);
     admitted
-}
-
-/// Whether Redis holds the hold's record: then the request is its replay.
-async fn hold_exists(state: &ApiState, hold: &HoldRef<'_>) -> Result<bool, ApiError> {
-    let redis = &state.res.redis;
-    let found = match hold {
-        HoldRef::Reservation { sku_id, request_id } => redis
-            .reservations()
-            .reservation(*sku_id, request_id)
-            .await
-            .map(|r| r.is_some()),
-        HoldRef::Order { order_id } => redis.orders().record(order_id).await.map(|r| r.is_some()),
-    };
-    found.map_err(|e| ApiError::unavailable("redis", e))
 }
 
 /// A pass this request claimed, to give back if the hold is refused.

@@ -13,10 +13,10 @@ use super::super::contract::{
     Unavailable, UnsupportedMediaType,
 };
 use super::super::{request_from, sku_from};
-use super::pass_gate::{self, HoldRef};
+use super::pass_gate;
 use super::{
     budget, copies, flag_sold_out, hand_off, held, refusal, replayed, sale_gate, short_circuited,
-    BACKPRESSURE,
+    HoldRef, BACKPRESSURE,
 };
 use crate::db::ledger;
 use crate::domain::{Deduction, RequestId, ReservationStatus, ReserveOutcome, SkuId, UserId};
@@ -78,24 +78,15 @@ pub async fn reserve(
     let started = std::time::Instant::now();
     let sku_id = sku_from(&req)?;
     let (user_id, count) = body.validate(state.res.settings.reservation.max_count)?;
-    let hold_exists = || async {
-        let reservations = state.res.redis.reservations();
-        Ok(reservations
-            .record(sku_id, &body.request_id)
-            .await?
-            .is_some())
-    };
-    let has_pass = body.pass.is_some();
-    if let Some((_, why)) =
-        sale_gate::early_refusal(&state, &[sku_id], has_pass, hold_exists).await?
-    {
-        metrics::counter!("stockd_reservations_total", "result" => why.label()).increment(1);
-        return Err(sale_gate::answer(&state, why));
-    }
     let hold = HoldRef::Reservation {
         sku_id,
         request_id: &body.request_id,
     };
+    let has_pass = body.pass.is_some();
+    if let Some((_, why)) = sale_gate::early_refusal(&state, &[sku_id], has_pass, &hold).await? {
+        metrics::counter!("stockd_reservations_total", "result" => why.label()).increment(1);
+        return Err(sale_gate::answer(&state, why));
+    }
     let pass = body.pass.as_deref();
     let admitted = pass_gate::admit(&state, pass, user_id, &[sku_id], &hold).await?;
     if short_circuited(&state, user_id, &body.request_id, [sku_id]).is_some() {
@@ -165,12 +156,8 @@ async fn claim_budget(
         hold_id: request_id.clone(),
         units: count,
     };
-    let reservations = state.res.redis.reservations();
-    let exists = || async {
-        let record = reservations.reservation(sku_id, request_id).await?;
-        Ok(record.is_some())
-    };
-    let claimed = budget::claim(state, user_id, vec![line], exists, |_, err| err).await;
+    let hold = HoldRef::Reservation { sku_id, request_id };
+    let claimed = budget::claim(state, user_id, vec![line], &hold, |_, err| err).await;
     let label = match &claimed {
         Err(ApiError::HoldBudgetExceeded { .. }) => "hold_budget_exceeded",
         Err(ApiError::LimitExceeded { .. }) => "limit_exceeded",

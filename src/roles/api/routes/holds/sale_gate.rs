@@ -7,27 +7,22 @@
 //! the admission script judges again by Redis's clock and the SKU hash's
 //! terms (`lib/hold.lua`).
 
-use std::future::Future;
-
 use crate::domain::{GateRefusal, SkuId};
-use crate::redis::RedisError;
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
 
+use super::{in_redis, HoldRef};
+
 /// The first refusal the hold's SKUs' terms give from memory, with its SKU;
-/// None: ask Redis. `has_pass`: the body carries a `pass`. `hold_exists` is
-/// asked only when a SKU's sale has ended (a replay of an existing hold
-/// still answers 200).
-pub async fn early_refusal<F, Fut>(
+/// None: ask Redis. `has_pass`: the body carries a `pass`. Whether `hold`
+/// exists in Redis is asked only when a SKU's sale has ended (a replay of
+/// an existing hold still answers 200).
+pub(super) async fn early_refusal(
     state: &ApiState,
     skus: &[SkuId],
     has_pass: bool,
-    hold_exists: F,
-) -> Result<Option<(SkuId, GateRefusal)>, ApiError>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<bool, RedisError>>,
-{
+    hold: &HoldRef<'_>,
+) -> Result<Option<(SkuId, GateRefusal)>, ApiError> {
     let terms: Vec<_> = skus.iter().map(|&s| (s, state.sale.terms(s))).collect();
     if terms.iter().all(|(_, t)| t.is_open_to_all()) {
         return Ok(None);
@@ -38,11 +33,7 @@ where
         .iter()
         .find_map(|(s, t)| t.window_refusal(now_ms, margin_ms).map(|why| (*s, why)));
     if let Some((sku_id, why)) = closed {
-        if why == GateRefusal::Ended
-            && hold_exists()
-                .await
-                .map_err(|e| ApiError::unavailable("redis", e))?
-        {
+        if why == GateRefusal::Ended && in_redis(state, hold).await? {
             return Ok(None);
         }
         return Ok(Some((sku_id, why)));
