@@ -31,6 +31,9 @@ pub enum ReserveOutcome {
     /// The SKU's sale terms refuse it by Redis's clock (`lib/hold.lua`):
     /// not started, ended, or a pass required. Nothing written.
     Gated(GateRefusal),
+    /// The pass, claimed by the admission script, is another hold's
+    /// (contract §20). Nothing written.
+    PassUsed,
     /// Available is 0.
     SoldOut,
     /// Available is above 0 but below the count asked for.
@@ -56,6 +59,7 @@ impl ReserveOutcome {
             Self::LimitExceeded { .. } => "limit_exceeded",
             Self::LapseLimit { .. } => "lapse_limit",
             Self::Gated(why) => why.label(),
+            Self::PassUsed => "pass_used",
             Self::SoldOut => "sold_out",
             Self::Insufficient { .. } => "insufficient",
             Self::Backpressure => "backpressure",

@@ -67,9 +67,27 @@ pub struct Ask {
     /// Who asks ([`Requester::script_arg`]): the owner the record gets and
     /// whether another's record is refused as taken.
     pub requester: String,
-    /// The request carries a verified pass: a SKU with `requires_pass`
-    /// admits it (`lib/hold.lua`, `hold_gate`).
-    pub carries_pass: bool,
+    /// The pass the request carries (`lib/hold.lua`'s `hold_gate` admits a
+    /// SKU with `requires_pass` only with one).
+    pub pass: PassArg,
+}
+
+/// A request's pass, as the reserve script takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PassArg {
+    /// No verified pass.
+    None,
+    /// A verified pass claimed by its own call (`pass_claims.rs`).
+    Claimed,
+    /// A verified pass the script claims for the hold, in the admission
+    /// itself (`lib/pass.lua`): the buyer's pass `pass_id`, kept until
+    /// `keep_until_ms`. Only where the script can reach the claim's key: a
+    /// standalone Redis.
+    ClaimHere {
+        user_id: UserId,
+        pass_id: RequestId,
+        keep_until_ms: u64,
+    },
 }
 
 /// One reserve script call for `asks` on `target` (its replies, counted by
@@ -96,6 +114,9 @@ async fn call(
         .arg(target.n)
         .arg(&target.subject)
         .arg(args.max_lapsed);
+    // The claims' keys follow every request's two keys: KEYS[k] of a
+    // request's `<k>:<keep_until_ms>`.
+    let mut claim_keys = Vec::new();
     for ask in asks {
         invocation
             .key(core.keys.reservation_at(tag, &ask.request_id))
@@ -103,8 +124,23 @@ async fn call(
             .arg(ask.request_id.as_str())
             .arg(ask.user_id.get())
             .arg(ask.count)
-            .arg(&ask.requester)
-            .arg(if ask.carries_pass { "1" } else { "0" });
+            .arg(&ask.requester);
+        match &ask.pass {
+            PassArg::None => invocation.arg("0"),
+            PassArg::Claimed => invocation.arg("1"),
+            PassArg::ClaimHere {
+                user_id,
+                pass_id,
+                keep_until_ms,
+            } => {
+                claim_keys.push(core.keys.pass(*user_id, pass_id));
+                let k = 3 + 2 * asks.len() + claim_keys.len();
+                invocation.arg(format!("{k}:{keep_until_ms}"))
+            }
+        };
+    }
+    for key in claim_keys {
+        invocation.key(key);
     }
     core.run(|mut c| async move { invocation.invoke_async(&mut c).await })
         .await

@@ -60,7 +60,7 @@ pub use link::{NodeAddr, RedisLink};
 pub use nodes::Nodes;
 pub use orders::{HeldLine, LineRefusal, OrderAsk, OrderOutcome, OrderRecord, Orders};
 pub use outbox::{OutboxEntry, OutboxStream, OutboxStreams};
-pub use pass_claims::{Claim, PassClaims};
+pub use pass_claims::{keep_until_ms, Claim, PassClaims};
 pub use probes::Probes;
 pub use readmit::ReadmitOutcome;
 pub use reservation::{FinishEffect, FinishOutcome, Reservations};

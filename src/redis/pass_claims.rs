@@ -7,10 +7,12 @@
 //! buyer's tag lets a later change claim it in the same call as the buyer's
 //! other keys (the hold budget).
 //!
-//! Not the same call as the admission: between the claim and the script an
-//! api that dies leaves the pass claimed by a hold that was never made; the
-//! buyer's retry of the same request id passes the claim (it is that hold's),
-//! as a retry after a 503 must be.
+//! Where it is a call of its own (a Redis Cluster, or the hold budget on, or
+//! an order), between the claim and the script an api that dies leaves the
+//! pass claimed by a hold that was never made; the buyer's retry of the same
+//! request id passes the claim (it is that hold's), as a retry after a 503
+//! must be. A reservation on a standalone Redis with the budget off has its
+//! pass claimed inside the admission script instead (`lib/pass.lua`).
 
 use std::sync::Arc;
 
@@ -22,6 +24,11 @@ use crate::domain::{RequestId, UserId};
 /// behind Redis's still takes the pass for that long, and must still find it
 /// used. Ten minutes of skew is far more than NTP lets happen.
 pub const CLAIM_MARGIN_MS: u64 = 600_000;
+
+/// Until when (Unix ms) a claim of a pass expiring at `exp_s` is kept.
+pub fn keep_until_ms(exp_s: i64) -> u64 {
+    u64::try_from(exp_s).unwrap_or(0) * 1000 + CLAIM_MARGIN_MS
+}
 
 /// What claiming a pass found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +59,7 @@ impl PassClaims {
         hold: &str,
     ) -> Result<Claim, RedisError> {
         let key = self.core.keys.pass(user, pass_id);
-        let keep_until_ms = u64::try_from(exp_s).unwrap_or(0) * 1000 + CLAIM_MARGIN_MS;
+        let keep_until_ms = keep_until_ms(exp_s);
         let mut invocation = super::scripts::PASS_CLAIM.prepare_invoke();
         invocation.key(&key).arg(hold).arg(keep_until_ms);
         let reply: Vec<String> = self

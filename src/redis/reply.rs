@@ -75,6 +75,7 @@ pub fn parse_reserve_reply(
             limit: num(2)?,
         },
         "SOLD_OUT" => ReserveOutcome::SoldOut,
+        "PASS_USED" => ReserveOutcome::PassUsed,
         "SALE_NOT_STARTED" | "SALE_ENDED" | "PASS_REQUIRED" => ReserveOutcome::Gated(
             GateRefusal::from_script(tag, reply.get(1).map(String::as_str)).ok_or_else(bad)?,
         ),

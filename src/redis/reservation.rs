@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use deadpool_redis::redis;
 
-use super::admission::{Admission, Ask, Batching, BucketTarget, ReserveArgs};
+use super::admission::{Admission, Ask, Batching, BucketTarget, PassArg, ReserveArgs};
 use super::buckets::{Buckets, Layout};
 use super::budget::HoldBudget;
 use super::core::Core;
@@ -129,14 +129,14 @@ impl Reservations {
         count: u32,
         requester: &Requester,
     ) -> Result<ReserveOutcome, RedisError> {
-        self.reserve_carrying(sku_id, request_id, user_id, count, requester, false)
+        self.reserve_carrying(sku_id, request_id, user_id, count, requester, PassArg::None)
             .await
     }
 
-    /// [`Self::reserve`] of a request that carries a verified pass or not
-    /// (`carries_pass`): a SKU with `requires_pass` refuses one without
-    /// ([`ReserveOutcome::Gated`]), as it refuses one outside its sale
-    /// window by Redis's clock.
+    /// [`Self::reserve`] of a request with its `pass`: a SKU with
+    /// `requires_pass` refuses one without ([`ReserveOutcome::Gated`]), as it
+    /// refuses one outside its sale window by Redis's clock; a pass the
+    /// script claims and another hold has is [`ReserveOutcome::PassUsed`].
     pub async fn reserve_carrying(
         &self,
         sku_id: SkuId,
@@ -144,14 +144,14 @@ impl Reservations {
         user_id: UserId,
         count: u32,
         requester: &Requester,
-        carries_pass: bool,
+        pass: PassArg,
     ) -> Result<ReserveOutcome, RedisError> {
         let ask = Ask {
             request_id: request_id.clone(),
             user_id,
             count,
             requester: requester.script_arg(),
-            carries_pass,
+            pass,
         };
         let call = |target: BucketTarget| self.admission.reserve(target, ask.clone());
         match routed(&self.buckets, sku_id, user_id, count, call).await? {

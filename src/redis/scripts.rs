@@ -30,10 +30,12 @@ mod lib {
     /// A held line: its fit, its record, a batch's writes of one SKU
     /// (`lua/lib/hold.lua`); calls the two above, so joined after them.
     pub const HOLD: &str = include_str!("lua/lib/hold.lua");
+    /// A pass buys once: who has it, and keeping it (`lua/lib/pass.lua`).
+    pub const PASS: &str = include_str!("lua/lib/pass.lua");
     /// Every helper, in the order a script joins them (a helper calls only
     /// those before it).
     #[cfg(test)]
-    pub const ALL: [&str; 3] = [SOLDOUT, BUYER, HOLD];
+    pub const ALL: [&str; 4] = [SOLDOUT, BUYER, HOLD, PASS];
 }
 
 /// One Lua script: its name (the file stem in `src/redis/lua/`), its source
@@ -122,7 +124,7 @@ impl Deref for LuaScript {
 pub static RESERVE: LuaScript = LuaScript::with(
     "reserve",
     include_str!("lua/reserve.lua"),
-    &[lib::SOLDOUT, lib::BUYER, lib::HOLD],
+    &[lib::SOLDOUT, lib::BUYER, lib::HOLD, lib::PASS],
 );
 /// Admission of a whole order on a standalone Redis (`orders.rs`).
 pub static ORDER: LuaScript = LuaScript::with(
@@ -228,7 +230,11 @@ pub static TRANSFER_CREDIT: LuaScript = LuaScript::with(
     &[lib::SOLDOUT],
 );
 /// An admission pass claimed for a hold (`pass_claims.rs`).
-pub static PASS_CLAIM: LuaScript = LuaScript::new("pass_claim", include_str!("lua/pass_claim.lua"));
+pub static PASS_CLAIM: LuaScript = LuaScript::with(
+    "pass_claim",
+    include_str!("lua/pass_claim.lua"),
+    &[lib::PASS],
+);
 /// A refused hold's pass given back (`pass_claims.rs`).
 pub static PASS_RELEASE: LuaScript =
     LuaScript::new("pass_release", include_str!("lua/pass_release.lua"));

@@ -25,7 +25,7 @@ fn ask(rid: &str, user: u64, count: u32) -> Ask {
         user_id: UserId::new(user).unwrap(),
         count,
         requester: String::new(),
-        carries_pass: false,
+        pass: stockd::redis::admission::PassArg::None,
     }
 }
 
@@ -282,5 +282,84 @@ async fn batches_on_a_split_sku_that_runs_dry_sell_exactly_the_stock() {
         "{calls_made} script calls for 80 concurrent requests: no batch formed"
     );
     app.wait_ledger_rows(40).await;
+    app.cleanup().await;
+}
+
+/// A request of `user` carrying the pass `pass_id`, which the script claims
+/// for the hold itself (a standalone Redis, contract §20).
+fn ask_with_pass(rid: &str, user: u64, count: u32, pass_id: &str) -> Ask {
+    Ask {
+        pass: stockd::redis::admission::PassArg::ClaimHere {
+            user_id: UserId::new(user).unwrap(),
+            pass_id: RequestId::parse(pass_id).unwrap(),
+            keep_until_ms: stockd::clock::unix_ms() + 60_000,
+        },
+        ..ask(rid, user, count)
+    }
+}
+
+/// In one batch, the first hold with a pass claims it and the next hold with
+/// the same pass is PASS_USED with nothing written; a hold the stock refuses
+/// leaves its pass unclaimed; a replay of the claiming hold replays. Only on
+/// a standalone Redis: on a cluster the claim is a call of its own (the
+/// buyer's slot is not the SKU's), which `passes.rs` drives over HTTP.
+#[tokio::test]
+async fn a_pass_claimed_by_the_admission_buys_one_hold_of_a_batch() {
+    let app = TestApp::spawn_with_sku(SKU, 3, 5).await;
+    if app.res.redis.is_cluster() {
+        app.cleanup().await;
+        return;
+    }
+    let out = decide(
+        &app,
+        &[
+            ask_with_pass("p1", 7, 1, "pass-a"),
+            ask_with_pass("p2", 7, 1, "pass-a"),
+            ask_with_pass("p3", 8, 5, "pass-b"),
+            ask_with_pass("p1", 7, 1, "pass-a"),
+        ],
+    )
+    .await;
+    assert!(is_reserved(&out[0]), "{out:?}");
+    assert!(matches!(out[1], Ok(ReserveOutcome::PassUsed)), "{out:?}");
+    assert!(
+        matches!(out[2], Ok(ReserveOutcome::Insufficient { .. })),
+        "{out:?}"
+    );
+    assert!(
+        matches!(out[3], Ok(ReserveOutcome::Replayed { .. })),
+        "{out:?}"
+    );
+    let keys = Keys::new(&app.direct_settings.redis.key_prefix);
+    let user = UserId::new(7).unwrap();
+    let mut conn = app.redis_conn().await;
+    let holder: Option<String> = redis::cmd("GET")
+        .arg(keys.pass(user, &RequestId::parse("pass-a").unwrap()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        holder.as_deref(),
+        Some("r:1:p1"),
+        "the hold that claimed it"
+    );
+    let refused: Option<String> = redis::cmd("GET")
+        .arg(keys.pass(
+            UserId::new(8).unwrap(),
+            &RequestId::parse("pass-b").unwrap(),
+        ))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(refused, None, "a refused hold does not use its pass up");
+    let unused_p2: Option<String> = redis::cmd("HGET")
+        .arg(keys.reservation(SkuId::new(SKU).unwrap(), &RequestId::parse("p2").unwrap()))
+        .arg("user")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(unused_p2, None, "PASS_USED writes no record");
+    assert_eq!(app.redis_available(SKU).await, Some(2), "one unit taken");
+    app.wait_ledger_rows(1).await;
     app.cleanup().await;
 }

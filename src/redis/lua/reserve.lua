@@ -43,8 +43,12 @@
 --   ARGV[9+5i] the requester (domain/ownership.rs): '' ownership not enforced
 --   (auth off), 'c<name>' a client (recorded; another client's record is
 --   TAKEN), 'a<name>' an operator (recorded; may replay anyone's)
---   ARGV[10+5i] '1' when the request carries a verified pass, else '0'
---   (a SKU with `requires_pass` refuses a hold without one: PASS_REQUIRED)
+--   ARGV[10+5i] the request's pass: '0' none, '1' a verified pass claimed
+--   by its own call (pass_claim.lua), or '<k>:<keep_until_ms>' a verified
+--   pass this script claims for the hold (`r:<sku>:<request_id>`) in the key
+--   KEYS[k] (after every request's two keys) until that Unix ms: another
+--   hold's claim there is PASS_USED, nothing written (lib/pass.lua). A SKU
+--   with `requires_pass` refuses a hold without one: PASS_REQUIRED.
 --
 -- Returns one reply per request, in the order given.
 --
@@ -100,8 +104,9 @@ local outbox_len = redis.call('XLEN', outbox_key)
 local taken = 0
 local winners = {}
 
-local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, requester, carries)
+local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, requester, pass)
   local count = tonumber(count_arg)
+  local carries = (pass == '0') and '0' or '1'
   local client, checked = nil, false
   if requester ~= '' then
     client, checked = string.sub(requester, 2), string.sub(requester, 1, 1) == 'c'
@@ -135,6 +140,19 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
     local gate, opens = hold_gate(sku[5], sku[6], sku[7], carries, now_ms)
     if gate then
       return {gate, opens}
+    end
+  end
+
+  -- 2c. a pass buys once: another hold's claim refuses, nothing written (not
+  -- even an attempt of the rate limit, as when the claim is its own call)
+  local claim_key, keep_until, holder
+  if #pass > 1 then
+    local k, until_ms = string.match(pass, '^(%d+):(%d+)$')
+    claim_key, keep_until = KEYS[tonumber(k)], tonumber(until_ms)
+    holder = 'r:' .. sku_id .. ':' .. request_id
+    local state, other = pass_claim_state(claim_key, holder)
+    if state == 'USED' then
+      return {'PASS_USED', other}
     end
   end
 
@@ -177,6 +195,9 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
   -- with the deduction to the ledger row
   local left = string.format('%.0f', available - taken - count)
   hold_record(res_key, record_ms_text, user_id, count_arg, created, expires, nil, nil, client)
+  if claim_key then
+    pass_keep(claim_key, holder, keep_until, now_ms)
+  end
   local entry
   if client then
     entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,

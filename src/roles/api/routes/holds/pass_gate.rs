@@ -13,14 +13,17 @@
 //!    script: the pass is claimed for the hold in Redis (`redis/pass_claims.rs`);
 //!    another hold's claim is 409 `PASS_USED`, this hold's own (a retry, a
 //!    replay) passes. [`give_back`] releases it when the script then held
-//!    nothing, so a refused hold never uses a pass up.
+//!    nothing, so a refused hold never uses a pass up. A reservation's pass
+//!    is claimed by the admission script itself where it can reach the
+//!    claim ([`claim_for_reservation`]): one call, atomic with the hold.
 //!
 //! A hold is claimed by its kind and id (`r:<sku>:<request_id>`,
 //! `o:<order_id>`): a `request_id` names one reservation per SKU.
 
 use crate::domain::{RequestId, SkuId, UserId};
 use crate::passes::{PassRefusal, VerifiedPass};
-use crate::redis::Claim;
+use crate::redis::admission::PassArg;
+use crate::redis::{keep_until_ms, Claim};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
 
@@ -135,11 +138,44 @@ pub(super) async fn claim(
             holder,
         })),
         Ok(Claim::Used) => {
-            metrics::counter!("stockd_passes_total", "result" => "used").increment(1);
+            count_used();
             Err(ApiError::PassUsed)
         }
         Err(err) => Err(ApiError::unavailable("redis", err)),
     }
+}
+
+/// Step 2 of a reservation: where the admission script can reach the pass's
+/// claim — a standalone Redis, with the hold budget off (on, its claim is a
+/// call of its own that must come after `PASS_USED`, §20) — the script
+/// claims it together with the hold, atomically and with no call of its own
+/// ([`PassArg::ClaimHere`]); elsewhere [`claim`] claims it first.
+pub(super) async fn claim_for_reservation(
+    state: &ApiState,
+    user: UserId,
+    admitted: &Admitted,
+    hold: &HoldRef<'_>,
+) -> Result<(Option<ClaimedPass>, PassArg), ApiError> {
+    let Admitted::Verified(pass) = admitted else {
+        return Ok((None, PassArg::None));
+    };
+    let redis = &state.res.redis;
+    if !redis.is_cluster() && !redis.budget().is_on() {
+        let keep_until_ms = keep_until_ms(pass.expires_at_s);
+        let arg = PassArg::ClaimHere {
+            user_id: user,
+            pass_id: pass.pass_id.clone(),
+            keep_until_ms,
+        };
+        return Ok((None, arg));
+    }
+    let claimed = claim(state, user, admitted, hold).await?;
+    Ok((claimed, PassArg::Claimed))
+}
+
+/// Counts a pass the admission script found another hold's.
+pub(super) fn count_used() {
+    metrics::counter!("stockd_passes_total", "result" => "used").increment(1);
 }
 
 /// The admission held nothing: the pass is given back if this hold still

@@ -93,7 +93,8 @@ pub async fn reserve(
         metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
         return Err(ApiError::SoldOut);
     }
-    let claimed = pass_gate::claim(&state, user_id, &admitted, &hold).await?;
+    let (claimed, pass_arg) =
+        pass_gate::claim_for_reservation(&state, user_id, &admitted, &hold).await?;
     let claim = match claim_budget(&state, sku_id, &body.request_id, user_id, count).await {
         Ok(claim) => claim,
         Err(err) => {
@@ -113,7 +114,7 @@ pub async fn reserve(
             user_id,
             count,
             scope.requester(),
-            admitted.carries_pass(),
+            pass_arg,
         )
         .await;
     otel::end(
@@ -269,6 +270,10 @@ async fn answer(
         }
         ReserveOutcome::LapseLimit { lapsed, max } => LineRefusal::LapseLimit { lapsed, max },
         ReserveOutcome::Gated(why) => LineRefusal::Gated(why),
+        ReserveOutcome::PassUsed => {
+            pass_gate::count_used();
+            return (label, Err(ApiError::PassUsed));
+        }
         ReserveOutcome::SoldOut => LineRefusal::SoldOut,
         ReserveOutcome::Insufficient { available } => LineRefusal::Insufficient { available },
         ReserveOutcome::NotLoaded => LineRefusal::NotLoaded,
