@@ -13,7 +13,8 @@ use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::{TestApp, TestOptions};
+use crate::helpers::events::EventTap;
+use crate::helpers::{poll_until, TestApp, TestOptions};
 use stockd::clock::{rfc3339_ms, unix_ms};
 use stockd::ops::sale_schedule::{SaleSchedule, WarmResult};
 
@@ -220,9 +221,11 @@ async fn a_warmup_refused_near_the_opening_pages_once() {
 /// Openings and closings by Redis's clock are told once each: across
 /// passes, and with two reconcilers passing at once. A window moved before
 /// it opened tells only its new opening; a SKU without a window, nothing.
+/// What a subscriber receives is valid against docs/asyncapi.json.
 #[tokio::test]
 async fn openings_and_closings_are_told_once_across_passes_and_reconcilers() {
     let app = TestApp::spawn_with_sku(1, 10, 5).await;
+    let tap = EventTap::bind(&app, "stockd.sku.#").await;
     app.create_sku(2, 10, 5).await;
     app.create_sku(3, 10, 5).await;
     let start = now();
@@ -270,6 +273,23 @@ async fn openings_and_closings_are_told_once_across_passes_and_reconcilers() {
     let closed = staged(&app, "stockd.sku.sale_closed").await;
     assert_eq!(closed.len(), 1, "{closed:?}");
     assert_eq!(closed[0].0, format!("skus/1#sale_closed@{closes}"));
+    let sale_events = || {
+        let kinds = tap.kinds_and_ids();
+        let n = |kind: &str| kinds.iter().filter(|(k, _)| k == kind).count();
+        (
+            n("stockd.sku.sale_warmed"),
+            n("stockd.sku.sale_opened"),
+            n("stockd.sku.sale_closed"),
+        )
+    };
+    let arrived = poll_until(Duration::from_secs(30), || async {
+        sale_events() == (2, 2, 1)
+    })
+    .await;
+    assert!(arrived, "{:?}", tap.kinds_and_ids());
+    let report = tap.check_with_sdk_and_asyncapi();
+    assert!(report.contains(" 0 errors"), "{report}");
+    tap.close().await;
     app.assert_conserved(2).await;
     app.assert_conserved(3).await;
     app.finish_drained_and_conserved(1).await;
