@@ -2,7 +2,8 @@
 //! warm-up" and "Events"): a SKU whose sale opens within
 //! `sale.warmup_lead_secs` is warmed from MySQL once per opening (again when
 //! the opening moves), never one outside the lead; another SKU's live sale
-//! does not hold it back; a warm-up refused near the opening pages once;
+//! does not hold it back; a warm-up refused near the opening pages once, as
+//! does a SKU the check after the warm-up finds inconsistent;
 //! openings and closings are told once each across passes and reconcilers.
 //! The schedule's pass is driven directly, as the reconciler role runs it.
 
@@ -215,6 +216,60 @@ async fn a_warmup_refused_near_the_opening_pages_once() {
         got[0]
     );
     assert!(got[0].contains("\"sku_id\":1"), "{}", got[0]);
+    app.finish_drained_and_conserved(1).await;
+}
+
+/// A SKU that is not `OK` after its warm-up (MySQL's own conservation
+/// broken) is counted `inconsistent`, not marked nor told, and pages when
+/// its opening is near, with the stores' figures.
+#[tokio::test]
+async fn a_sku_inconsistent_after_its_warmup_pages_and_stays_unwarmed() {
+    let (url, bodies) = webhook_sink().await;
+    let app = TestApp::with(TestOptions {
+        webhook_url: Some(url),
+        ..TestOptions::default()
+    })
+    .await;
+    app.create_sku(1, 10, 5).await;
+    set_window(&app, 1, now() + 60_000, None).await;
+    let mut conn = app.mysql().await;
+    let break_it = "UPDATE sku_stock SET available_stock = available_stock - 1 WHERE sku_id = 1";
+    conn.query_drop(break_it).await.unwrap();
+    let schedule = SaleSchedule::from_resources(&app.res);
+    let report = schedule.run_once().await.unwrap();
+    assert!(
+        matches!(
+            results(&report.warmups)[..],
+            [(
+                1,
+                WarmResult::Inconsistent {
+                    verdict: stockd::ops::reconcile::Verdict::MysqlInconsistent,
+                    mysql_available: 9,
+                    ..
+                }
+            )]
+        ),
+        "{:?}",
+        report.warmups
+    );
+    assert_eq!(warmed_for(&app, 1).await, None);
+    assert!(staged(&app, "stockd.sku.sale_warmed").await.is_empty());
+    app.eventually("the page delivered", Duration::from_secs(5), || async {
+        !bodies.lock().unwrap().is_empty()
+    })
+    .await;
+    let got = bodies.lock().unwrap().clone();
+    assert!(
+        got[0].contains("\"verdict\":\"SALE_NOT_WARMED\""),
+        "{}",
+        got[0]
+    );
+    assert!(got[0].contains("\"mysql_available\":9"), "{}", got[0]);
+    // Mended, so the test ends conserved.
+    let mend = "UPDATE sku_stock SET available_stock = available_stock + 1 WHERE sku_id = 1";
+    conn.query_drop(mend).await.unwrap();
+    app.redis_incr_available(1, 1).await;
+    drop(conn);
     app.finish_drained_and_conserved(1).await;
 }
 
