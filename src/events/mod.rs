@@ -270,10 +270,10 @@ impl Event {
         }
     }
 
-    /// A moment of a SKU's sale window (warmed for, opened, closed): named
-    /// by the moment it is about (`skus/7#sale_opened@<opens_ms>`), so a
-    /// window moved before it opens is a new change, and the same opening
-    /// told again is the same id.
+    /// A moment of a SKU's sale window (opened, closed): named by the
+    /// moment it is about (`skus/7#sale_opened@<opens_ms>`), so a window
+    /// moved before it opens is a new change, and the same opening told
+    /// again is the same id.
     pub fn sale(kind: EventType, sku_id: SkuId, at_ms: i64, data: Value, time_ms: u64) -> Self {
         let subject = format!("skus/{}", sku_id.get());
         Self {

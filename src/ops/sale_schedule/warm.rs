@@ -102,10 +102,11 @@ impl SaleSchedule {
         let mut events = self.db.outgoing();
         let mut data = super::told::data(window);
         data["available"] = json!(available);
-        events.push(Event::sale(
+        // Sequenced, not named by the opening: a window moved away and back
+        // is warmed (and told) again for the same opening, with other figures.
+        events.push(Event::sku(
             EventType::SaleWarmed,
             sku,
-            window.opens_ms,
             data,
             now_ms.max(0) as u64,
         ));
