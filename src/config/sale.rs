@@ -1,7 +1,8 @@
-//! `sale`: how an api node judges a SKU's sale window from memory
-//! (docs/contract.md §19). The opening itself is Redis's to
-//! decide (its `TIME`, one clock for every node); these keys bound what a
-//! node may answer without asking it.
+//! `sale`: how an api node judges a SKU's sale window from memory, and how
+//! long before an opening the reconciler warms the SKU (docs/contract.md
+//! §19). The opening itself is Redis's to decide (its `TIME`, one clock for
+//! every node); the clock keys bound what a node may answer without asking
+//! it.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,11 @@ pub struct SaleSettings {
     /// window (its board, the `Retry-After` of `SALE_NOT_STARTED`). For
     /// tests of skewed clocks only; 0 in every deployment.
     pub clock_offset_ms: i64,
+    /// The reconciler warms a SKU (and checks it) once its opening is at
+    /// most this many seconds away, so a Redis that lost or never had the
+    /// SKU is found before the sale rather than by its first buyer. 0: no
+    /// scheduled warm-up.
+    pub warmup_lead_secs: u64,
 }
 
 impl Default for SaleSettings {
@@ -26,6 +32,7 @@ impl Default for SaleSettings {
         Self {
             clock_margin_ms: DEFAULT_CLOCK_MARGIN_MS,
             clock_offset_ms: 0,
+            warmup_lead_secs: DEFAULT_WARMUP_LEAD_SECS,
         }
     }
 }
@@ -36,6 +43,14 @@ pub const DEFAULT_CLOCK_MARGIN_MS: u64 = 1_000;
 
 /// Largest margin or offset: a minute (a clock off by more is a broken host).
 pub const SALE_CLOCK_MAX_MS: u64 = 60_000;
+
+/// An hour: time for the warm-up to be retried over many passes, and for an
+/// operator paged about it to act, before the opening.
+pub const DEFAULT_WARMUP_LEAD_SECS: u64 = 3_600;
+
+/// Longest lead: a week (a SKU is warmed again whenever Redis may have lost
+/// it; warming a month ahead proves little about the day).
+pub const WARMUP_LEAD_MAX_SECS: u64 = 7 * 24 * 3_600;
 
 impl SaleSettings {
     pub fn validate(&self) -> anyhow::Result<()> {
@@ -49,6 +64,11 @@ impl SaleSettings {
                 self.clock_offset_ms.unsigned_abs() <= SALE_CLOCK_MAX_MS,
                 "sale.clock_offset_ms",
                 "must be in -60000..=60000",
+            ),
+            (
+                self.warmup_lead_secs <= WARMUP_LEAD_MAX_SECS,
+                "sale.warmup_lead_secs",
+                "must be in 0..=604800 (0: no scheduled warm-up)",
             ),
         ])
     }
@@ -65,7 +85,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_margin_or_offset_beyond_a_minute_is_refused_by_name() {
+    fn a_margin_or_offset_beyond_a_minute_or_a_lead_beyond_a_week_is_refused_by_name() {
         let mut s = SaleSettings::default();
         assert!(s.validate().is_ok());
         s.clock_offset_ms = -60_001;
@@ -75,5 +95,11 @@ mod tests {
         s.clock_margin_ms = 60_001;
         let err = s.validate().unwrap_err().to_string();
         assert!(err.contains("sale.clock_margin_ms"), "{err}");
+        s.clock_margin_ms = 0;
+        s.warmup_lead_secs = 0;
+        assert!(s.validate().is_ok(), "0 turns the scheduled warm-up off");
+        s.warmup_lead_secs = WARMUP_LEAD_MAX_SECS + 1;
+        let err = s.validate().unwrap_err().to_string();
+        assert!(err.contains("sale.warmup_lead_secs"), "{err}");
     }
 }

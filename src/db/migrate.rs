@@ -56,6 +56,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "0011_sale_terms",
         include_str!("../../sql/0011_sale_terms.sql"),
     ),
+    (
+        12,
+        "0012_sale_schedule",
+        include_str!("../../sql/0012_sale_schedule.sql"),
+    ),
 ];
 
 /// Creates the database named in `url` if needed, then applies what is missing.

@@ -13,6 +13,7 @@ pub mod movements;
 pub mod orders;
 pub mod pool;
 pub mod sale;
+pub mod sale_schedule;
 pub mod sku;
 pub mod sql_text;
 pub mod url;

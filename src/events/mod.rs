@@ -57,10 +57,13 @@ pub enum EventType {
     Adjusted,
     Drift,
     Repaired,
+    SaleWarmed,
+    SaleOpened,
+    SaleClosed,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 16] = [
+    pub const ALL: [EventType; 19] = [
         Self::Reserved,
         Self::Persisted,
         Self::Confirmed,
@@ -77,6 +80,9 @@ impl EventType {
         Self::Adjusted,
         Self::Drift,
         Self::Repaired,
+        Self::SaleWarmed,
+        Self::SaleOpened,
+        Self::SaleClosed,
     ];
 
     /// The CloudEvents `type` (and the AMQP routing key).
@@ -98,6 +104,9 @@ impl EventType {
             Self::Adjusted => "stockd.sku.adjusted",
             Self::Drift => "stockd.reconcile.drift",
             Self::Repaired => "stockd.reconcile.repaired",
+            Self::SaleWarmed => "stockd.sku.sale_warmed",
+            Self::SaleOpened => "stockd.sku.sale_opened",
+            Self::SaleClosed => "stockd.sku.sale_closed",
         }
     }
 
@@ -261,6 +270,21 @@ impl Event {
         }
     }
 
+    /// A moment of a SKU's sale window (opened, closed): named by the
+    /// moment it is about (`skus/7#sale_opened@<opens_ms>`), so a window
+    /// moved before it opens is a new change, and the same opening told
+    /// again is the same id.
+    pub fn sale(kind: EventType, sku_id: SkuId, at_ms: i64, data: Value, time_ms: u64) -> Self {
+        let subject = format!("skus/{}", sku_id.get());
+        Self {
+            kind,
+            id: format!("{subject}#{}@{at_ms}", kind.word()),
+            subject,
+            time_ms,
+            data: data.into(),
+        }
+    }
+
     /// A movement of stock (create, restock, adjustment): named by its
     /// `stock_movements` row.
     pub fn adjusted(sku_id: SkuId, movement_id: u64, data: Value, time_ms: u64) -> Self {
@@ -371,5 +395,14 @@ mod tests {
         assert_eq!(EventType::parse("stockd.nothing"), None);
         let e = Event::sku(EventType::SoldOut, SkuId::new(3).unwrap(), json!({}), 0);
         assert_eq!(e.id, "skus/3#sold_out@");
+        let opened = Event::sale(
+            EventType::SaleOpened,
+            SkuId::new(3).unwrap(),
+            1_000,
+            json!({}),
+            5,
+        );
+        assert_eq!(opened.id, "skus/3#sale_opened@1000", "named by the opening");
+        assert_eq!(crate::events::cloud::final_id(&opened.id, 42), opened.id);
     }
 }

@@ -15,6 +15,7 @@ pub mod overview;
 pub mod rebalance;
 pub mod rebuild;
 pub mod reconcile;
+pub mod sale_schedule;
 pub mod sku_admin;
 pub mod sku_admin_error;
 pub mod sku_layout;

@@ -112,6 +112,7 @@ pub async fn run(
         let interval = std::time::Duration::from_millis(res.settings.reconcile.interval_ms);
         let task = reconciler::run_until_stopped(
             reconciler.clone(),
+            crate::ops::sale_schedule::SaleSchedule::from_resources(&res),
             interval,
             res.settings.reconcile.repair,
             res.tracing.clone(),

@@ -77,6 +77,7 @@ mod reconcile;
 mod redis_links;
 mod reserve;
 mod rule_homes;
+mod sale_schedule;
 mod sale_window;
 mod scripts;
 mod secret_files;
