@@ -1,9 +1,11 @@
 //! A drop's answers cut into the windows its questions are about, by their
 //! times from the opening T ([`Answer`], kept by `drive::crowd`):
 //!
-//! - sent earlier than `sale.clock_margin_ms` before T: the api answers from
-//!   memory (contract §19), each must be `SALE_NOT_STARTED`;
-//! - sent within the margin before T: Redis's clock decides;
+//! - answered earlier than `sale.clock_margin_ms` before T (so also decided
+//!   then): the api answers from memory (contract §19), each must be
+//!   `SALE_NOT_STARTED`;
+//! - the rest of those sent before T: within the margin, where Redis's
+//!   clock decides (or sent earlier but answered later);
 //! - answered in the first second after T: the rush, whose latency the drop
 //!   reports;
 //! - the last hold's answer: T → sold out.
@@ -29,9 +31,9 @@ pub struct Answer {
 /// What the windows hold.
 #[derive(Debug, Default)]
 pub struct Windows {
-    /// Answers to requests sent earlier than the margin before T, by label.
+    /// Answers given earlier than the margin before T, by label.
     pub before_margin: BTreeMap<String, u64>,
-    /// Answers to requests sent within the margin before T, by label.
+    /// The other answers to requests sent before T, by label.
     pub within_margin: BTreeMap<String, u64>,
     /// Holds (201/202).
     pub held: u64,
@@ -59,7 +61,7 @@ pub fn of_answers<'a>(
     let mut last_hold_us = i64::MIN;
     for a in answers {
         let label = a.outcome.label.to_string();
-        if a.sent_us < -margin_us {
+        if a.answered_us < -margin_us {
             *w.before_margin.entry(label).or_default() += 1;
         } else if a.sent_us < 0 {
             *w.within_margin.entry(label).or_default() += 1;
@@ -98,8 +100,9 @@ mod tests {
         }
     }
 
-    /// Each answer lands in the window of its send time; the first second
-    /// is by answer time; sold out is the last hold's answer.
+    /// Each answer lands in the window of its answer time (one sent before
+    /// the margin but answered within it is the margin's); the first second
+    /// is by answer time too; sold out is the last hold's answer.
     #[test]
     fn answers_fall_into_the_windows_of_the_drop() {
         let not_started = || Outcome::refused("409 SALE_NOT_STARTED");
@@ -107,6 +110,7 @@ mod tests {
             answer(-1_800_000, -1_799_000, not_started()),
             answer(-1_200_000, -1_199_000, not_started()),
             answer(-500_000, -499_000, not_started()),
+            answer(-1_100_000, -900_000, not_started()),
             answer(-100, 2_000, Outcome::done("201")),
             answer(10_000, 14_000, Outcome::done("201")),
             answer(20_000, 21_000, Outcome::refused("409 SOLD_OUT")),
@@ -114,7 +118,7 @@ mod tests {
         ];
         let w = of_answers(answers.iter(), 1_000_000, 2);
         assert_eq!(w.before_margin["409 SALE_NOT_STARTED"], 2);
-        assert_eq!(w.within_margin["409 SALE_NOT_STARTED"], 1);
+        assert_eq!(w.within_margin["409 SALE_NOT_STARTED"], 2);
         assert_eq!(w.within_margin["201"], 1);
         assert_eq!((w.held, w.held_before_t), (2, 0));
         assert_eq!(w.sold_out_after_ms, Some(14.0));
