@@ -34,10 +34,23 @@
 # (durability queue, relay and acker in the process) and `--role consumer`,
 # under callgrind, driven by the same client (scripts/lib/instructions_http.sh:
 # a private redis-server and names of their own on the shared MariaDB and
-# RabbitMQ, removed at the end). Kernel work is not counted. The output ends
-# with the two judged ratios, `redis per reservation / seed call: <r>` and
+# RabbitMQ, removed at the end). Kernel work is not counted.
+# A reservation with a pass and with the hold budget (contract §20, §12;
+# scripts/lib/instructions_passes.sh): the same api and its redis-server
+# counted over requests that each carry a distinct valid pass, signed HS256
+# and then EdDSA (minted beforehand by scripts/lib/mint_passes.py), and over
+# an api with limits.buyer_max_live_units on; each beside the count without,
+# printed as `api per reservation with an HS256 pass / without: <r>` (the
+# issue's bound: 1.1), the EdDSA and the budget's (api and Redis) ratios.
+# The output ends with the two judged ratios of a hot SKU,
+# `redis per reservation / seed call: <r>` and
 # `stockd per reservation / actix floor: <r>`.
-# The shared services are touched only under those names. Takes about six minutes.
+# The shared services are touched only under those names. Takes about ten minutes.
+#
+# While iterating: PASS_COUNTS=0 skips the pass and budget runs (their rows
+# and ratios are then absent); HTTP_ONLY=1 skips the private redis-server's
+# and mariadbd's script and statement counts and writes no JSON (it prints
+# the HTTP counts and the pass and budget ratios only).
 #
 # Also writes the counts as JSON to $JSON_OUT (default
 # bench-out/instructions.json), which `stockd-bench report` (the last step of
@@ -66,6 +79,7 @@ RPORT=${RPORT:-16399}
 MPORT=${MPORT:-13399}
 . scripts/lib/callgrind.sh
 . scripts/lib/instructions_http.sh
+. scripts/lib/instructions_passes.sh
 for port in $RPORT $MPORT $FLOOR_PORT $API_PORT $CONSUMER_METRICS_PORT $HTTP_REDIS_PORT; do
     if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
         echo "bench-instructions: 127.0.0.1:$port is taken (another run?); set RPORT/MPORT (or FLOOR_PORT, API_PORT, CONSUMER_METRICS_PORT, HTTP_REDIS_PORT)" >&2
@@ -111,6 +125,18 @@ for script in order reserve finish; do
 done
 # stockd and the actix floor for the HTTP counts (scripts/lib/instructions_http.sh).
 cargo build -q --release -p stockd --bin stockd --example actix_floor
+if [ "${HTTP_ONLY:-0}" = 1 ]; then
+    echo "bench-instructions: HTTP_ONLY=1: the actix floor and stockd only, no JSON" >&2
+    floor_count
+    stockd_count
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+    echo "actix floor $floor_per_request, api $api_per_reservation, consumer $consumer_per_reservation, redis $redis_per_http_reservation per reservation"
+    if [ "${PASS_COUNTS:-1}" != 0 ]; then
+        print_passes
+        print_pass_ratios
+    fi
+    exit 0
+fi
 echo "bench-instructions: private redis-server :$RPORT and mariadbd :$MPORT under callgrind, in $OUT" >&2
 start_under_callgrind redis redis-server --port $RPORT --bind 127.0.0.1 --save "" \
     --appendonly no --dir "$OUT"
@@ -284,6 +310,9 @@ printf '%-46s %12s %12s %8s\n' "MariaDB: expiry batch of $largest, events off" "
 
 . scripts/lib/instructions_hot_sku.sh
 print_hot_sku
+if [ "${PASS_COUNTS:-1}" != 0 ]; then
+    print_passes
+fi
 
 # The same counts for `stockd-bench report`: the checkout's commit ("-dirty"
 # when tracked files differ from it), the servers' versions and the settings.
@@ -339,9 +368,16 @@ mkdir -p "$(dirname "$JSON_OUT")"
 } >"$JSON_OUT.tmp"
 python3 -m json.tool "$JSON_OUT.tmp" >/dev/null
 hot_sku_json "$JSON_OUT.tmp" "$top_file"
+if [ "${PASS_COUNTS:-1}" != 0 ]; then
+    passes_json "$JSON_OUT.tmp"
+fi
 mv "$JSON_OUT.tmp" "$JSON_OUT"
 echo "bench-instructions: wrote $JSON_OUT and $top_file" >&2
 
-# Last, for a script to read (the hot-SKU cost's two judged ratios).
+# For a script to read: the pass and budget ratios, then, last, the hot-SKU
+# cost's two judged ratios.
+if [ "${PASS_COUNTS:-1}" != 0 ]; then
+    print_pass_ratios
+fi
 echo "redis per reservation / seed call: $(ratio "$redis_hot" "$redis_seed")"
 echo "stockd per reservation / actix floor: $(ratio "$api_per_reservation" "$floor_per_request")"

@@ -90,8 +90,8 @@ pub struct BenchArgs {
     /// Keep the bench database, Redis keys and queues afterwards (debugging).
     #[arg(long)]
     pub keep: bool,
-    /// Run only this phase instead of the whole suite.
-    #[arg(long, value_enum, value_name = "PHASE")]
+    /// Run only this phase instead of the whole suite (`--phase` is the same).
+    #[arg(long, alias = "phase", value_enum, value_name = "PHASE")]
     pub only: Option<Only>,
     /// Offered rate of the hot-SKU phase in reservations a second, the same for
     /// both variants (default: half the reserve rate this run measured, else 1,000).
@@ -131,6 +131,9 @@ pub enum Only {
     /// The expiry storm: a burst of reservations with a 10 s time to pay,
     /// then their release (a child of its own).
     ExpiryStorm,
+    /// A drop: a crowd waiting for the opening, passes required, the hold
+    /// budget on (a child of its own on a private redis-server).
+    Drop,
 }
 
 impl BenchArgs {

@@ -14,7 +14,7 @@
 //!   [`args`]: the options both read.
 //! - [`phases`]: ceiling, reserve, sold-out, persist lag, hot SKU (stock
 //!   buckets on a Redis Cluster), orders (3-line, standalone Redis), strawman,
-//!   consumer.
+//!   consumer, expiry storm, drop.
 //! - [`stack`]: the stack under test — stockd children, the run's isolated
 //!   data, the machine, the child's `/metrics`, the invariants.
 //! - [`drive`]: the load driver, its HTTP/1.1 client, the API request makers.

@@ -9,8 +9,9 @@
 # Needs from the caller: $OUT, the pids array, start_under_callgrind,
 # scripts/lib/callgrind.sh, and the release builds of stockd and the example.
 #
-# stockd runs against a private plain redis-server (port $HTTP_REDIS_PORT)
-# and the shared MariaDB and RabbitMQ under names of its own (database
+# stockd runs against a private plain redis-server (port $HTTP_REDIS_PORT,
+# itself under callgrind: Redis's instructions per reservation beside the
+# api's) and the shared MariaDB and RabbitMQ under names of its own (database
 # stockd_t_instr<pid>, queues and exchanges t_instr<pid>.*: the t_ names
 # scripts/clean-test-data.sh removes if a run is killed before its own
 # cleanup, http_cleanup).
@@ -42,10 +43,13 @@ wait_http() {
     return 1
 }
 
-# drive <port> <requests> <tag> <token>: the fixed client; its summary line
-# goes to $OUT/<tag>.drive, and a run with any answer not 201 stops the script.
+# drive <port> <requests> <tag> <token> [sku] [passes]: the fixed client
+# (on $HTTP_SKU unless told; with a file of passes, each request carries
+# one); its summary line goes to $OUT/<tag>.drive, and a run with any answer
+# not 201 stops the script.
 drive() {
-    if ! $DRIVE "127.0.0.1:$1" $HTTP_SKU "$2" "$HTTP_CONNECTIONS" "$3" "$4" >"$OUT/$3.drive"; then
+    if ! $DRIVE "127.0.0.1:$1" "${5:-$HTTP_SKU}" "$2" "$HTTP_CONNECTIONS" "$3" "$4" "${6:-}" \
+        >"$OUT/$3.drive"; then
         echo "bench-instructions: $3: not every answer was 201: $(cat "$OUT/$3.drive")" >&2
         return 1
     fi
@@ -91,23 +95,36 @@ STOCKD__RELAY__IDLE_MS=50000
 STOCKD__RESERVATION__DURABILITY=queue
 STOCKD__ADMIN__TOKEN=$HTTP_TOKEN
 STOCKD__LOGGING__LEVEL=warn
+STOCKD__PASSES__KEYS=[{id: $PASS_KID_HS256, hs256_secret_file: "$OUT/pass-hs256.secret"}, {id: $PASS_KID_EDDSA, ed25519_public_key_file: "$OUT/pass-ed25519.pub.pem"}]
 ENV
 }
 
-# ledger_rows: reservations of the SKU in this run's ledger.
+# ledger_rows [sku]: reservations of the SKU ($HTTP_SKU) in this run's ledger.
 ledger_rows() {
     $SQL_SHARED -N "$HTTP_DB" -e \
-        "SELECT COUNT(*) FROM stock_deduct_idempotent WHERE sku_id = $HTTP_SKU" 2>/dev/null || echo 0
+        "SELECT COUNT(*) FROM stock_deduct_idempotent WHERE sku_id = ${1:-$HTTP_SKU}" 2>/dev/null || echo 0
 }
 
-# wait_rows <n> <seconds>: until the consumer has applied n reservations.
+# wait_rows <n> <seconds> [sku]: until the consumer has applied n
+# reservations of the SKU.
 wait_rows() {
     for _ in $(seq $(($2 * 5))); do
-        [ "$(ledger_rows)" -ge "$1" ] && return 0
+        [ "$(ledger_rows "${3:-}")" -ge "$1" ] && return 0
         sleep 0.2
     done
-    echo "bench-instructions: the ledger holds $(ledger_rows) of $1 reservations after $2 s" >&2
+    echo "bench-instructions: the ledger holds $(ledger_rows "${3:-}") of $1 reservations after $2 s" >&2
     return 1
+}
+
+# wait_outbox_empty [sku]: until the acker has removed the SKU's confirmed
+# outbox entries (its XDELs belong to the reservations counted).
+wait_outbox_empty() {
+    local outbox="$HTTP_NAME:{${1:-$HTTP_SKU}}:outbox"
+    for _ in $(seq 600); do
+        [ "$(redis-cli -p "$HTTP_REDIS_PORT" XLEN "$outbox")" = 0 ] && break
+        sleep 0.1
+    done
+    redis-cli -p "$HTTP_REDIS_PORT" XLEN "$outbox"
 }
 
 # start_stockd <role> <NAME=value...>: `stockd --role <role>` under callgrind
@@ -125,14 +142,18 @@ start_stockd() {
 }
 
 # stockd_count: instructions per reservation of `stockd --role api` (relay
-# and acker included) and of `stockd --role consumer` (per deduction
-# applied), over the same requests; sets api_per_reservation,
-# consumer_per_reservation, api_body, and writes the api's top functions to
-# $OUT/api-top.txt.
+# and acker included), of `stockd --role consumer` (per deduction applied)
+# and of their redis-server, over the same requests; sets
+# api_per_reservation, consumer_per_reservation, redis_per_http_reservation,
+# api_body, and writes the api's top functions to $OUT/api-top.txt. Then,
+# unless PASS_COUNTS=0, the same with passes and with the hold budget
+# (scripts/lib/instructions_passes.sh).
 stockd_count() {
-    redis-server --port "$HTTP_REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-        --dir "$OUT" >"$OUT/http-redis.log" 2>&1 &
-    pids+=($!)
+    budget_api=""
+    start_under_callgrind http-redis redis-server --port "$HTTP_REDIS_PORT" --bind 127.0.0.1 \
+        --save "" --appendonly no --dir "$OUT"
+    http_redis=$started
+    python3 scripts/lib/mint_passes.py keys "$OUT"
     local env
     mapfile -t env < <(http_env)
     for _ in $(seq 50); do redis-cli -p "$HTTP_REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -148,22 +169,22 @@ stockd_count() {
         "http://127.0.0.1:$API_PORT/v1/admin/skus/$HTTP_SKU"
     drive $API_PORT "$HTTP_WARMUP" sw ""
     wait_rows "$HTTP_WARMUP" 600
-    local outbox="$HTTP_NAME:{$HTTP_SKU}:outbox"
     count_from "$api"
     count_from "$consumer"
+    count_from "$http_redis"
     drive $API_PORT "$HTTP_REQUESTS" sm ""
     wait_rows $((HTTP_WARMUP + HTTP_REQUESTS)) 600
-    # The acker's XDELs of the last confirmed entries, then both windows close.
-    for _ in $(seq 600); do
-        [ "$(redis-cli -p "$HTTP_REDIS_PORT" XLEN "$outbox")" = 0 ] && break
-        sleep 0.1
-    done
+    # The acker's XDELs of the last confirmed entries, then the windows close.
+    api_outbox_left=$(wait_outbox_empty)
     api_per_reservation=$(count_until "$api" "$HTTP_REQUESTS")
     callgrind_annotate --inclusive=yes "$(last_dump "$api")" >"$OUT/api-annotate.txt" 2>/dev/null || true
     consumer_per_reservation=$(count_until "$consumer" "$HTTP_REQUESTS")
+    redis_per_http_reservation=$(count_until "$http_redis" "$HTTP_REQUESTS")
     api_body=$(sed -n 's/.*body_bytes=//p' "$OUT/sm.drive")
-    api_outbox_left=$(redis-cli -p "$HTTP_REDIS_PORT" XLEN "$outbox")
-    kill "$api" "$consumer" 2>/dev/null || true
+    if [ "${PASS_COUNTS:-1}" != 0 ]; then
+        pass_counts "$api" "$consumer" "${env[@]}"
+    fi
+    kill "$api" "$consumer" "$budget_api" "$http_redis" 2>/dev/null || true
 }
 
 # top_functions <annotate output> <n>: the n dearest functions, inclusive.

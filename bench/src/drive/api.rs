@@ -59,6 +59,39 @@ impl Api {
         self.put_sku_body(sku, &body).await
     }
 
+    /// `PUT /v1/admin/skus/{sku}` with `body` as given (e.g. sale terms,
+    /// contract §19); the answer's admin view.
+    pub async fn put_sku_json(
+        &mut self,
+        sku: u64,
+        body: &serde_json::Value,
+    ) -> anyhow::Result<serde_json::Value> {
+        self.put_sku_body(sku, &body.to_string()).await
+    }
+
+    /// `POST /v1/passes` (contract §20) with the admin token: a pass for
+    /// `user` on `skus`, valid for `ttl_secs`.
+    pub async fn issue_pass(
+        &mut self,
+        user: u64,
+        skus: &[u64],
+        ttl_secs: u64,
+    ) -> anyhow::Result<String> {
+        let path = "/v1/passes";
+        let body = serde_json::json!({"user_id": user, "sku_ids": skus, "ttl_secs": ttl_secs});
+        let resp = self
+            .conn
+            .request("POST", path, &self.auth, body.to_string().as_bytes())
+            .await
+            .with_context(|| format!("POST {path}"))?;
+        ensure_status(&resp, 201, path)?;
+        let value: serde_json::Value = serde_json::from_slice(&resp.body)?;
+        value["pass"]
+            .as_str()
+            .map(str::to_string)
+            .with_context(|| format!("POST {path}: no `pass` in {value}"))
+    }
+
     async fn put_sku_body(&mut self, sku: u64, body: &str) -> anyhow::Result<serde_json::Value> {
         let path = format!("/v1/admin/skus/{sku}");
         let resp = self

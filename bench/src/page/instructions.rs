@@ -43,6 +43,7 @@ pub fn table(json: &str) -> anyhow::Result<String> {
     }
     out.push_str(&releases(&counts));
     out.push_str(&super::hot_sku_table::hot_sku(&counts));
+    out.push_str(&super::pass_cost_table::passes(&counts));
     Ok(out)
 }
 

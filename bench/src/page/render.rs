@@ -20,9 +20,17 @@ use crate::report::numbers::thousands;
 const QUIET_LOAD_MAX: f64 = 0.5;
 
 /// The block (without its marker lines) for a run and, if measured, its
-/// instruction counts.
-pub fn render(run: &str, instructions: Option<&str>) -> anyhow::Result<String> {
+/// instruction counts and the last drop run (shown when the run has no drop).
+pub fn render(
+    run: &str,
+    instructions: Option<&str>,
+    drop_run: Option<&str>,
+) -> anyhow::Result<String> {
     let run: Value = serde_json::from_str(run).context("bench.json is not JSON")?;
+    let drop_run: Option<Value> = drop_run
+        .map(serde_json::from_str)
+        .transpose()
+        .context("last-drop.json is not JSON")?;
     let mut out = String::new();
     let _ = writeln!(out, "## The current run\n");
     let run_json = super::RUN_JSON;
@@ -39,6 +47,7 @@ pub fn render(run: &str, instructions: Option<&str>) -> anyhow::Result<String> {
     out.push_str(&targets(&run));
     out.push_str(&phases(&run));
     out.push_str(&super::storm_table::table(&run));
+    out.push_str(&super::drop_table::table(&run, drop_run.as_ref()));
     out.push_str(&memory(&run));
     match instructions {
         Some(text) => out.push_str(&instructions::table(text)?),
@@ -210,7 +219,7 @@ mod tests {
 
     #[test]
     fn the_block_names_the_busy_machine_every_phase_and_every_target() {
-        let block = render(RUN, None).unwrap();
+        let block = render(RUN, None, None).unwrap();
         assert!(
             block.contains("| load average at start | 2.50 (busy:"),
             "{block}"

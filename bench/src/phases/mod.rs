@@ -6,6 +6,7 @@
 pub mod ceiling;
 pub mod console;
 pub mod consumer;
+pub mod drop;
 pub mod expiry_storm;
 pub mod hot_sku;
 pub mod orders;
@@ -57,6 +58,7 @@ impl PhaseResult {
             batches: None,
             hot_sku: None,
             expiry_storm: None,
+            drop: None,
         }
     }
 
@@ -85,6 +87,7 @@ impl PhaseResult {
             batches: None,
             hot_sku: None,
             expiry_storm: None,
+            drop: None,
         }
     }
 }

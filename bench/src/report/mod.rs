@@ -6,12 +6,14 @@
 //! - [`ratios`] (with [`efficiency`], [`fan_in`], [`buckets`] and
 //!   [`order_cost`]): the target table's rows; [`order_cost`] also gives the
 //!   report's line on what a 3-line order costs; [`storm`] the expiry
-//!   storm's rows and its line on the release paths.
+//!   storm's rows and its line on the release paths; [`drop_lines`] the
+//!   drop's windows.
 //! - this module: the phase, CPU and target tables as text and Markdown;
 //!   [`redis_servers`]: CPU per redis-server; [`buckets`]: the stock-bucket
 //!   table; [`svg`]: the chart; [`numbers`]: `12,346`.
 
 pub mod buckets;
+pub mod drop_lines;
 pub mod efficiency;
 pub mod fan_in;
 pub mod numbers;
@@ -64,6 +66,7 @@ impl Report {
         let _ = write!(out, "{}", self.stalls_text());
         let _ = write!(out, "{}", order_cost::text(&self.phases));
         let _ = write!(out, "{}", storm_targets::text(&self.phases));
+        let _ = write!(out, "{}", drop_lines::text(&self.phases));
         let _ = writeln!(out);
         for m in &self.memory {
             let _ = writeln!(
@@ -156,6 +159,7 @@ impl Report {
         out.push_str(&self.batches_markdown());
         out.push_str(&order_cost::text(&self.phases));
         out.push_str(&storm_targets::text(&self.phases));
+        out.push_str(&drop_lines::text(&self.phases));
         let stalls = self.stalls_text();
         if !stalls.is_empty() {
             let _ = writeln!(

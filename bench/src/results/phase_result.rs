@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{BatchSizes, ExpiryStorm, HotSku, Stall};
+use super::{BatchSizes, DropSale, ExpiryStorm, HotSku, Stall};
 
 /// The phases, in the order the table lists them; the key is the JSON name.
 pub mod key {
@@ -69,6 +69,9 @@ pub mod key {
     pub const EXPIRY_STORM_BURST: &str = "expiry_storm_burst";
     /// The storm's release: releases per second, the lag from each due time.
     pub const EXPIRY_STORM: &str = "expiry_storm";
+    /// A drop: the crowd waits for the opening at T, passes required, the
+    /// hold budget on; holds per second from T to sold out.
+    pub const DROP: &str = "drop";
 }
 
 /// What one phase measured.
@@ -109,6 +112,9 @@ pub struct PhaseResult {
     /// The expiry storm's rates, lags and release paths.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expiry_storm: Option<ExpiryStorm>,
+    /// The drop's windows: before T, the first second, sold out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drop: Option<DropSale>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]

@@ -3,8 +3,9 @@
 //! server versions ([`machine`]), what the stockd reports on its `/metrics`
 //! ([`batches`], [`round_trips`], [`releases`]) and the invariants checked after every phase
 //! ([`check`]; an order's rows: [`order_rows`]), the TLS + client token of the
-//! secured child ([`secured`]) and the collector stand-in of the traced
-//! children ([`otlp_sink`]).
+//! secured child ([`secured`]), the collector stand-in of the traced
+//! children ([`otlp_sink`]) and a redis-server of the bench's own whose calls
+//! can be counted ([`private_redis`]).
 
 pub mod batches;
 pub mod check;
@@ -13,6 +14,7 @@ pub mod machine;
 pub mod namespace;
 pub mod order_rows;
 pub mod otlp_sink;
+pub mod private_redis;
 pub mod releases;
 pub mod round_trips;
 pub mod scrape;

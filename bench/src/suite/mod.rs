@@ -3,6 +3,7 @@
 //! stockd child does, each child gets a freshly reset namespace, and every
 //! phase is checked before the next one starts.
 
+mod drop_run;
 mod on_cluster;
 mod orders_run;
 mod storm_run;
@@ -53,6 +54,8 @@ const SKU_INTERLEAVED: u64 = 10;
 const SKU_INTERLEAVED_ORDERS: [u64; 3] = [11, 12, 13];
 /// The expiry storm's SKU.
 const SKU_STORM: u64 = 14;
+/// The drop's SKU.
+const SKU_DROP: u64 = 15;
 /// Connections of the fan-in phase: a busy sale's many buyers at once.
 pub const FAN_IN_CONNECTIONS: usize = 1_000;
 /// Share of the measured reserve throughput the persist-lag run offers.
@@ -140,6 +143,10 @@ pub async fn run_phases(
         storm_run::run(args, ns, out).await?;
         return Ok(());
     }
+    if args.only == Some(Only::Drop) {
+        drop_run::run(args, ns, out).await?;
+        return Ok(());
+    }
     let conc = args.concurrency;
     for (batched, what) in [(false, "one call each"), (true, "batch admission")] {
         note(&format!(
@@ -158,7 +165,11 @@ pub async fn run_phases(
         None => children(args, ns, out).await?,
         Some(url) => target(args, ns, url, out).await?,
     };
-    if !proceed || !storm_run::run(args, ns, out).await? || !on_cluster::run(args, ns, out).await? {
+    if !proceed
+        || !storm_run::run(args, ns, out).await?
+        || !drop_run::run(args, ns, out).await?
+        || !on_cluster::run(args, ns, out).await?
+    {
         return Ok(());
     }
     ns.cleanup().await?;
