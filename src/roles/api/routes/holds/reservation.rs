@@ -93,8 +93,12 @@ pub async fn reserve(
         metrics::counter!("stockd_reservations_total", "result" => "sold_out").increment(1);
         return Err(ApiError::SoldOut);
     }
-    let (claimed, pass_arg) =
-        pass_gate::claim_for_reservation(&state, user_id, &admitted, &hold).await?;
+    let claimed = pass_gate::claim_for_reservation(&state, user_id, &admitted, &hold).await;
+    let (claimed, pass_arg) = claimed.inspect_err(|err| {
+        if matches!(err, ApiError::PassUsed) {
+            metrics::counter!("stockd_reservations_total", "result" => "pass_used").increment(1);
+        }
+    })?;
     let claim = match claim_budget(&state, sku_id, &body.request_id, user_id, count).await {
         Ok(claim) => claim,
         Err(err) => {
