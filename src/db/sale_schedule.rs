@@ -68,6 +68,23 @@ fn windows(rows: Vec<RawWindow>) -> Vec<Window> {
         .collect()
 }
 
+/// The windows of the SKUs `rest` selects (its `WHERE`, `ORDER BY` and
+/// `LIMIT`, bound to `params`).
+async fn select_windows(
+    db: &super::Db,
+    rest: String,
+    params: (i64, i64),
+) -> Result<Vec<Window>, DbError> {
+    let rows: Vec<RawWindow> = db
+        .bounded(async {
+            let mut conn = db.conn().await?;
+            let sql = format!("SELECT sku_id, sale_opens_ms, sale_closes_ms FROM sku_stock {rest}");
+            Ok(conn.exec(sql, params).await?)
+        })
+        .await?;
+    Ok(windows(rows))
+}
+
 /// SKUs whose sale opens in `(now_ms, now_ms + lead_ms]` and that were not
 /// warmed for that opening, soonest first, at most `limit`.
 pub async fn due_warmups(
@@ -76,19 +93,12 @@ pub async fn due_warmups(
     lead_ms: i64,
     limit: usize,
 ) -> Result<Vec<Window>, DbError> {
-    let rows: Vec<RawWindow> = db
-        .bounded(async {
-            let mut conn = db.conn().await?;
-            let sql = format!(
-                "SELECT sku_id, sale_opens_ms, sale_closes_ms FROM sku_stock
-                 WHERE sale_opens_ms > ? AND sale_opens_ms <= ?
-                   AND NOT (sale_warmed_for_ms <=> sale_opens_ms)
-                 ORDER BY sale_opens_ms, sku_id LIMIT {limit}"
-            );
-            Ok(conn.exec(sql, (now_ms, now_ms + lead_ms)).await?)
-        })
-        .await?;
-    Ok(windows(rows))
+    let rest = format!(
+        "WHERE sale_opens_ms > ? AND sale_opens_ms <= ?
+           AND NOT (sale_warmed_for_ms <=> sale_opens_ms)
+         ORDER BY sale_opens_ms, sku_id LIMIT {limit}"
+    );
+    select_windows(db, rest, (now_ms, now_ms + lead_ms)).await
 }
 
 /// SKUs whose opening or closing is at or before `now_ms` and not yet
@@ -98,19 +108,12 @@ pub async fn due_tellings(
     now_ms: i64,
     limit: usize,
 ) -> Result<Vec<Window>, DbError> {
-    let rows: Vec<RawWindow> = db
-        .bounded(async {
-            let mut conn = db.conn().await?;
-            let sql = format!(
-                "SELECT sku_id, sale_opens_ms, sale_closes_ms FROM sku_stock
-                 WHERE (sale_opens_ms <= ? AND NOT (sale_opened_told_ms <=> sale_opens_ms))
-                    OR (sale_closes_ms <= ? AND NOT (sale_closed_told_ms <=> sale_closes_ms))
-                 ORDER BY sku_id LIMIT {limit}"
-            );
-            Ok(conn.exec(sql, (now_ms, now_ms)).await?)
-        })
-        .await?;
-    Ok(windows(rows))
+    let rest = format!(
+        "WHERE (sale_opens_ms <= ? AND NOT (sale_opened_told_ms <=> sale_opens_ms))
+            OR (sale_closes_ms <= ? AND NOT (sale_closed_told_ms <=> sale_closes_ms))
+         ORDER BY sku_id LIMIT {limit}"
+    );
+    select_windows(db, rest, (now_ms, now_ms)).await
 }
 
 /// Sets `marker` for `at_ms` if the SKU's moment is still `at_ms` and the
