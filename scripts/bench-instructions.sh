@@ -50,7 +50,9 @@
 # While iterating: PASS_COUNTS=0 skips the pass and budget runs (their rows
 # and ratios are then absent); HTTP_ONLY=1 skips the private redis-server's
 # and mariadbd's script and statement counts and writes no JSON (it prints
-# the HTTP counts and the pass and budget ratios only).
+# the HTTP counts and the pass and budget ratios only); KEEP_DUMPS=<dir>
+# keeps each window's callgrind dump there (scripts/lib/callgrind.sh), to
+# read where the instructions went with callgrind_annotate.
 #
 # Also writes the counts as JSON to $JSON_OUT (default
 # bench-out/instructions.json), which `stockd-bench report` (the last step of

@@ -23,7 +23,9 @@ count_from() {
 
 # count_until <pid> <events>: turns the pid's instrumentation off, dumps, and
 # prints the instructions counted per event; the dump stays as
-# $OUT/cg.<pid>.out.<n> (last_dump) for callgrind_annotate.
+# $OUT/cg.<pid>.out.<n> (last_dump) for callgrind_annotate, until the next
+# count of the pid or the script's end; with KEEP_DUMPS=<dir> each is also
+# copied there (the profile of every window, kept).
 count_until() {
     local pid=$1 events=$2
     callgrind_control -i off "$pid" >/dev/null 2>&1
@@ -35,6 +37,10 @@ count_until() {
         [ -n "$dump" ] && grep -q '^totals:' "$dump" && break
         sleep 0.1
     done
+    if [ -n "${KEEP_DUMPS:-}" ]; then
+        mkdir -p "$KEEP_DUMPS"
+        cp "$dump" "$KEEP_DUMPS/"
+    fi
     local total
     total=$(awk '/^totals:/ {print $2; exit}' "$dump")
     echo $((total / events))

@@ -70,10 +70,15 @@ def signer(alg, key_file):
     raise SystemExit(f"unknown alg {alg}")
 
 
+def compact(value):
+    """JSON as JWT libraries write it (PyJWT, jose, jsonwebtoken): no spaces."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def mint(alg, key_file, kid, sku, first, count):
     name, sign = signer(alg, key_file)
     now = int(time.time())
-    head = b64url(json.dumps({"alg": name, "typ": "JWT", "kid": kid}).encode())
+    head = b64url(compact({"alg": name, "typ": "JWT", "kid": kid}))
     out = []
     for user in range(first, first + count):
         claims = {
@@ -83,7 +88,7 @@ def mint(alg, key_file, kid, sku, first, count):
             "exp": now + VALID_FOR_SECS,
             "stockd_skus": [sku],
         }
-        signing_input = f"{head}.{b64url(json.dumps(claims).encode())}"
+        signing_input = f"{head}.{b64url(compact(claims))}"
         signature = b64url(sign(signing_input.encode()))
         out.append(f"{user} {signing_input}.{signature}")
     print("\n".join(out))

@@ -8,11 +8,15 @@ use std::collections::HashMap;
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey};
 
+use super::known_headers::KnownHeaders;
+use super::verify::decode_part;
 use crate::config::{KeyMaterial, PassKeyMaterial, PassSettings};
 
 /// A key that verifies: its algorithm and how a signature is checked.
 pub(super) struct Verifier {
-    pub(super) alg: Algorithm,
+    alg: Algorithm,
+    /// `alg` as a header names it.
+    alg_name: &'static str,
     check: SignatureCheck,
 }
 
@@ -32,15 +36,18 @@ enum SignatureCheck {
 pub(super) struct Unreadable;
 
 impl Verifier {
+    /// The `alg` a pass's header must name for this key (RFC 7518's name).
+    pub(super) fn alg_name(&self) -> &'static str {
+        self.alg_name
+    }
+
     /// Whether `signature` (base64url, the token's third part) signs
     /// `message` (its first two parts and the dot between them).
     pub(super) fn signs(&self, message: &[u8], signature: &str) -> Result<bool, Unreadable> {
         match &self.check {
             SignatureCheck::Hmac(key) => {
-                use base64::Engine;
-                let tag = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .decode(signature)
-                    .map_err(|_| Unreadable)?;
+                let mut stack = [0u8; 64];
+                let tag = decode_part(signature, &mut stack).map_err(|_| Unreadable)?;
                 Ok(ring::hmac::verify(key, message, &tag).is_ok())
             }
             SignatureCheck::Jwt(key) => {
@@ -60,14 +67,19 @@ pub(super) struct Signer {
 
 /// The keys of `passes.keys`, built once at start-up.
 pub struct KeyRing {
-    pub(super) verifiers: HashMap<String, Verifier>,
+    /// Every key that verifies, in the order of `passes.keys`.
+    pub(super) verifiers: Vec<Verifier>,
+    /// The index in `verifiers` of each key id (a header's `kid`).
+    pub(super) by_kid: HashMap<String, usize>,
+    /// Header texts already read (`known_headers.rs`).
+    pub(super) known_headers: KnownHeaders,
     pub(super) signer: Option<Signer>,
 }
 
 impl std::fmt::Debug for KeyRing {
     /// The ids only: never a byte of a key.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut ids: Vec<&String> = self.verifiers.keys().collect();
+        let mut ids: Vec<&String> = self.by_kid.keys().collect();
         ids.sort();
         f.debug_struct("KeyRing")
             .field("kids", &ids)
@@ -86,19 +98,21 @@ impl KeyRing {
 
     /// The ring of `keys`, signing with the one named `issuer` (if it can).
     pub fn new(keys: &[PassKeyMaterial], issuer: Option<&str>) -> Self {
-        let mut verifiers = HashMap::with_capacity(keys.len());
+        let mut verifiers = Vec::with_capacity(keys.len());
+        let mut by_kid = HashMap::with_capacity(keys.len());
         let mut signer = None;
         for k in keys {
-            let (alg, check) = match &k.material {
+            let (alg, alg_name, check) = match &k.material {
                 KeyMaterial::Hs256 { secret } => (
                     Algorithm::HS256,
+                    "HS256",
                     SignatureCheck::Hmac(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret)),
                 ),
                 KeyMaterial::Ed25519Public { public }
                 | KeyMaterial::Ed25519Private { public, .. } => {
                     // jsonwebtoken's "DER" of an Ed25519 public key is its 32 bytes.
                     let key = DecodingKey::from_ed_der(public);
-                    (Algorithm::EdDSA, SignatureCheck::Jwt(key))
+                    (Algorithm::EdDSA, "EdDSA", SignatureCheck::Jwt(key))
                 }
             };
             if issuer == Some(k.id.as_str()) {
@@ -115,9 +129,25 @@ impl KeyRing {
                     key,
                 });
             }
-            verifiers.insert(k.id.clone(), Verifier { alg, check });
+            // A key id given twice: the last one's key, as a map would.
+            let at = *by_kid.entry(k.id.clone()).or_insert(verifiers.len());
+            let verifier = Verifier {
+                alg,
+                alg_name,
+                check,
+            };
+            if at == verifiers.len() {
+                verifiers.push(verifier);
+            } else {
+                verifiers[at] = verifier;
+            }
         }
-        Self { verifiers, signer }
+        Self {
+            verifiers,
+            by_kid,
+            known_headers: KnownHeaders::default(),
+            signer,
+        }
     }
 
     /// A ring with no key: every pass is refused, none can be issued.

@@ -17,8 +17,10 @@
 //!   verified pass or why not;
 //! - `issue.rs`: a new pass signed with `passes.issuer_key`.
 
+mod base64url;
 mod issue;
 mod keys;
+mod known_headers;
 mod verify;
 
 pub use issue::{IssueError, IssuedPass, PASS_TTL_DEFAULT_SECS, PASS_TTL_MAX_SECS};

@@ -10,9 +10,11 @@
 //! pass. Any of those failing is `PASS_INVALID`. Then the time: before `nbf`
 //! or from `exp` on, each with a leeway of [`LEEWAY_SECS`], `PASS_EXPIRED`.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
+
+use super::base64url::{self, NotBase64Url};
 
 use super::KeyRing;
 use crate::domain::{RequestId, SkuId, UserId};
@@ -23,19 +25,28 @@ use crate::domain::{RequestId, SkuId, UserId};
 pub const LEEWAY_SECS: i64 = 1;
 
 /// The claims of a pass. Other claims (`iss`, `iat`, `aud` …) may be there
-/// and are not read.
+/// and are not read. `S` is how its text is held: owned when a pass is
+/// signed (`issue.rs`), borrowed from the decoded token while one is checked
+/// (no copy), owned again only where the JSON escapes a character.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PassClaims {
+pub struct PassClaims<S = String> {
     /// The buyer: the `user_id` of the holds it admits, as a decimal string.
-    pub sub: String,
+    pub sub: S,
     /// The pass id: 1–64 of `[A-Za-z0-9_.:-]`; what "buys once" is kept by.
-    pub jti: String,
+    pub jti: S,
     /// Not before (Unix seconds).
     pub nbf: i64,
     /// Not from (Unix seconds).
     pub exp: i64,
     /// The SKUs it admits.
     pub stockd_skus: Vec<u64>,
+}
+
+/// The two fields of a pass's header the check reads; the others are not.
+#[derive(Deserialize)]
+struct PassHeader<S> {
+    alg: S,
+    kid: Option<S>,
 }
 
 /// A pass that verified.
@@ -58,6 +69,16 @@ pub enum PassRefusal {
     Expired(&'static str),
 }
 
+/// A token part decoded onto the stack when it is at most this long
+/// decoded (a header, a signature, the claims of a pass naming a few dozen
+/// SKUs); a longer one onto the heap.
+const DECODE_ON_STACK: usize = 1024;
+
+const NOT_A_JWT: PassRefusal = PassRefusal::Invalid("the pass is not a JWT");
+const MALFORMED: PassRefusal = PassRefusal::Invalid("the pass is malformed");
+const MALFORMED_CLAIMS: PassRefusal =
+    PassRefusal::Invalid("the pass's claims are malformed (sub, jti, nbf, exp, stockd_skus)");
+
 impl KeyRing {
     /// Verifies `token` for a hold of `buyer` whose SKUs `needing` require a
     /// pass, at `now_ms` (this node's clock).
@@ -68,79 +89,152 @@ impl KeyRing {
         needing: &[SkuId],
         now_ms: u64,
     ) -> Result<VerifiedPass, PassRefusal> {
-        let claims = self.signed_claims(token)?;
-        let sub = UserId::parse(&claims.sub)
-            .map_err(|_| PassRefusal::Invalid("the pass's sub is not a user id"))?;
-        let pass_id = RequestId::parse(&claims.jti).map_err(|_| {
-            PassRefusal::Invalid("the pass's jti is not 1-64 characters of [A-Za-z0-9_.:-]")
-        })?;
-        if sub != buyer {
-            return Err(PassRefusal::Invalid("the pass is another buyer's"));
+        let mut stack = [0u8; DECODE_ON_STACK];
+        let json = self.signed_payload(token, &mut stack)?;
+        // UTF-8 checked once here, not once per string by `from_slice`.
+        let json = std::str::from_utf8(&json).map_err(|_| MALFORMED_CLAIMS)?;
+        match serde_json::from_str::<PassClaims<&str>>(json) {
+            Ok(claims) => check_claims(&claims, buyer, needing, now_ms),
+            // A string with an escape cannot be borrowed: read it owned.
+            Err(_) => {
+                let claims: PassClaims =
+                    serde_json::from_str(json).map_err(|_| MALFORMED_CLAIMS)?;
+                let borrowed = PassClaims {
+                    sub: claims.sub.as_str(),
+                    jti: claims.jti.as_str(),
+                    nbf: claims.nbf,
+                    exp: claims.exp,
+                    stockd_skus: claims.stockd_skus,
+                };
+                check_claims(&borrowed, buyer, needing, now_ms)
+            }
         }
-        if !needing
-            .iter()
-            .all(|s| claims.stockd_skus.contains(&s.get()))
-        {
-            return Err(PassRefusal::Invalid(
-                "the pass does not name every SKU of the hold that requires one",
-            ));
-        }
-        let now_ms = i128::from(now_ms);
-        let secs_ms = |s: i64| i128::from(s) * 1000;
-        if now_ms < secs_ms(claims.nbf) - secs_ms(LEEWAY_SECS) {
-            return Err(PassRefusal::Expired("the pass is not valid yet (nbf)"));
-        }
-        if now_ms >= secs_ms(claims.exp) + secs_ms(LEEWAY_SECS) {
-            return Err(PassRefusal::Expired("the pass has expired (exp)"));
-        }
-        Ok(VerifiedPass {
-            pass_id,
-            expires_at_s: claims.exp,
-        })
     }
 
-    /// The claims of a token whose header names a key of the ring, with that
-    /// key's algorithm, and whose signature that key verifies.
-    /// The claims of `token` once its key and signature hold. One pass over
-    /// the token: the header is read once (`jsonwebtoken::decode_header`),
-    /// the signature checked with the key its `kid` names (`keys.rs`), and
-    /// the claims decoded once into [`PassClaims`] — `jsonwebtoken::decode`
-    /// reads the header twice and the claims twice and builds a `Validation`
-    /// per call, a quarter of a pass's cost for checks this module makes
-    /// itself (the times, with its own leeway).
-    fn signed_claims(&self, token: &str) -> Result<PassClaims, PassRefusal> {
-        const NOT_A_JWT: PassRefusal = PassRefusal::Invalid("the pass is not a JWT");
+    /// The decoded claims (JSON) of `token` once its header names a key of
+    /// the ring with that key's algorithm and that key verifies its
+    /// signature. One pass over the token, each part decoded once and onto
+    /// `stack` when it fits, a header seen before not at all
+    /// (`known_headers.rs`): `jsonwebtoken::decode` reads the header twice
+    /// and the claims twice, each into owned strings, and builds a
+    /// `Validation` per call — checks this module makes itself (the times,
+    /// with its own leeway).
+    fn signed_payload<'s>(
+        &self,
+        token: &str,
+        stack: &'s mut [u8; DECODE_ON_STACK],
+    ) -> Result<Cow<'s, [u8]>, PassRefusal> {
+        // The signature from the end, the header from the start: neither
+        // search crosses the claims, the token's longest part.
         let (message, signature) = token.rsplit_once('.').ok_or(NOT_A_JWT)?;
-        let (_, payload) = message.rsplit_once('.').ok_or(NOT_A_JWT)?;
-        let header = jsonwebtoken::decode_header(token).map_err(|_| NOT_A_JWT)?;
+        let (header, payload) = message.split_once('.').ok_or(NOT_A_JWT)?;
+        let known = self.known_headers.key_of(header);
+        let key = match known {
+            Some(key) => key,
+            None => self.key_of_header(header, stack)?,
+        };
+        match self.verifiers[key].signs(message.as_bytes(), signature) {
+            Ok(true) => {}
+            Ok(false) => return Err(PassRefusal::Invalid("the pass's signature does not verify")),
+            Err(_) => return Err(MALFORMED),
+        }
+        if known.is_none() {
+            self.known_headers.remember(header, key);
+        }
+        decode_part(payload, stack).map_err(|_| MALFORMED)
+    }
+
+    /// The index of the key a header (base64url text) names, if its `alg`
+    /// is that key's.
+    fn key_of_header(&self, header: &str, stack: &mut [u8]) -> Result<usize, PassRefusal> {
+        let header = decode_part(header, stack).map_err(|_| NOT_A_JWT)?;
+        let header = std::str::from_utf8(&header).map_err(|_| NOT_A_JWT)?;
+        match serde_json::from_str::<PassHeader<&str>>(header) {
+            Ok(h) => self.key_named(h),
+            // A string with an escape cannot be borrowed: read it owned.
+            Err(_) => {
+                let h: PassHeader<String> = serde_json::from_str(header).map_err(|_| NOT_A_JWT)?;
+                self.key_named(PassHeader {
+                    alg: h.alg.as_str(),
+                    kid: h.kid.as_deref(),
+                })
+            }
+        }
+    }
+
+    /// The index of the key a read header names, if its `alg` is that key's.
+    fn key_named(&self, header: PassHeader<&str>) -> Result<usize, PassRefusal> {
         let kid = header
             .kid
             .ok_or(PassRefusal::Invalid("the pass's header names no kid"))?;
-        let verifier = self
-            .verifiers
-            .get(&kid)
+        let key = *self
+            .by_kid
+            .get(kid)
             .ok_or(PassRefusal::Invalid("the pass's kid names no key"))?;
-        if header.alg != verifier.alg {
+        if header.alg != self.verifiers[key].alg_name() {
             return Err(PassRefusal::Invalid("the pass's alg is not its key's"));
         }
-        match verifier.signs(message.as_bytes(), signature) {
-            Ok(true) => {}
-            Ok(false) => return Err(PassRefusal::Invalid("the pass's signature does not verify")),
-            Err(_) => return Err(PassRefusal::Invalid("the pass is malformed")),
-        }
-        let json = URL_SAFE_NO_PAD
-            .decode(payload)
-            .map_err(|_| PassRefusal::Invalid("the pass is malformed"))?;
-        serde_json::from_slice(&json).map_err(|_| {
-            PassRefusal::Invalid(
-                "the pass's claims are malformed (sub, jti, nbf, exp, stockd_skus)",
-            )
-        })
+        Ok(key)
     }
+}
+
+/// Base64url `text` decoded into `stack` when it fits, else onto the heap.
+pub(super) fn decode_part<'s>(
+    text: &str,
+    stack: &'s mut [u8],
+) -> Result<Cow<'s, [u8]>, NotBase64Url> {
+    let len = base64url::decoded_len(text.len())?;
+    if let Some(out) = stack.get_mut(..len) {
+        base64url::decode_into(text.as_bytes(), out)?;
+        return Ok(Cow::Borrowed(out));
+    }
+    let mut out = vec![0; len];
+    base64url::decode_into(text.as_bytes(), &mut out)?;
+    Ok(Cow::Owned(out))
+}
+
+/// The claims' own checks, once the signature held: the buyer, the pass id,
+/// the SKUs, then the time.
+fn check_claims(
+    claims: &PassClaims<&str>,
+    buyer: UserId,
+    needing: &[SkuId],
+    now_ms: u64,
+) -> Result<VerifiedPass, PassRefusal> {
+    let sub = UserId::parse(claims.sub)
+        .map_err(|_| PassRefusal::Invalid("the pass's sub is not a user id"))?;
+    let pass_id = RequestId::parse(claims.jti).map_err(|_| {
+        PassRefusal::Invalid("the pass's jti is not 1-64 characters of [A-Za-z0-9_.:-]")
+    })?;
+    if sub != buyer {
+        return Err(PassRefusal::Invalid("the pass is another buyer's"));
+    }
+    if !needing
+        .iter()
+        .all(|s| claims.stockd_skus.contains(&s.get()))
+    {
+        return Err(PassRefusal::Invalid(
+            "the pass does not name every SKU of the hold that requires one",
+        ));
+    }
+    let now_ms = i128::from(now_ms);
+    let secs_ms = |s: i64| i128::from(s) * 1000;
+    if now_ms < secs_ms(claims.nbf) - secs_ms(LEEWAY_SECS) {
+        return Err(PassRefusal::Expired("the pass is not valid yet (nbf)"));
+    }
+    if now_ms >= secs_ms(claims.exp) + secs_ms(LEEWAY_SECS) {
+        return Err(PassRefusal::Expired("the pass has expired (exp)"));
+    }
+    Ok(VerifiedPass {
+        pass_id,
+        expires_at_s: claims.exp,
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
     use jsonwebtoken::{Algorithm, EncodingKey, Header};
 
     use super::*;
@@ -285,11 +379,86 @@ mod tests {
             &EncodingKey::from_secret(SECRET),
         );
         assert!(invalid(&ring, &confused).contains("alg"));
-        // `alg: none` and garbage are no JWT.
+        // `alg: none` is not the key's alg; garbage is no JWT.
         let none = "eyJhbGciOiJub25lIiwia2lkIjoiaHMifQ.eyJzdWIiOiI0MiJ9.";
-        assert!(invalid(&ring, none).contains("JWT"));
+        assert!(invalid(&ring, none).contains("alg"));
         assert!(invalid(&ring, "not.a.jwt").contains("JWT"));
         assert!(invalid(&ring, "").contains("JWT"));
+    }
+
+    /// An HS256 token of the JSON texts `header` and `claims` as written.
+    fn hs_raw(header: &str, claims: &str) -> String {
+        let message = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header),
+            URL_SAFE_NO_PAD.encode(claims)
+        );
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET);
+        let tag = ring::hmac::sign(&key, message.as_bytes());
+        format!("{message}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    }
+
+    #[test]
+    fn escaped_json_and_a_pass_too_long_for_the_stack_verify_as_any_other() {
+        let (ring, _) = ring();
+        let claims = |skus: &str| {
+            format!(
+                r#"{{"sub":"4\u0032","jti":"pass\u002d1","nbf":{},"exp":{},"stockd_skus":[{skus}]}}"#,
+                NOW_S - 10,
+                NOW_S + 300
+            )
+        };
+        let expected = VerifiedPass {
+            pass_id: RequestId::parse("pass-1").unwrap(),
+            expires_at_s: NOW_S + 300,
+        };
+        // `kid` "hs", `sub` "42" and `jti` "pass-1", each with an escape.
+        let escaped = hs_raw(r#"{"alg":"HS256","kid":"h\u0073"}"#, &claims("1,2"));
+        assert_eq!(
+            ring.verify(&escaped, buyer(), &skus(&[1]), NOW_MS),
+            Ok(expected.clone())
+        );
+        // Claims of 1,000 SKUs: decoded onto the heap.
+        let many: Vec<String> = (1..=1000).map(|s| s.to_string()).collect();
+        let long = hs_raw(r#"{"alg":"HS256","kid":"hs"}"#, &claims(&many.join(",")));
+        assert!(long.len() > 2 * DECODE_ON_STACK);
+        assert_eq!(
+            ring.verify(&long, buyer(), &skus(&[1, 1000]), NOW_MS),
+            Ok(expected)
+        );
+        // A header too long for its part of the stack, with the key's alg.
+        let padded = format!(r#"{{"alg":"HS256","kid":"hs","x":"{}"}}"#, "y".repeat(600));
+        assert!(ring
+            .verify(&hs_raw(&padded, &claims("1")), buyer(), &skus(&[1]), NOW_MS)
+            .is_ok());
+        // The escapes do not open a way around the checks.
+        let wrong_alg = hs_raw(r#"{"alg":"HS\u0032\u0035\u0037","kid":"hs"}"#, &claims("1"));
+        assert!(invalid(&ring, &wrong_alg).contains("alg"));
+    }
+
+    #[test]
+    fn a_header_seen_before_is_not_read_again_but_every_signature_is() {
+        let (ring, _) = ring();
+        let header_of = |token: &str| token.split('.').next().unwrap().to_string();
+        let good = hs(&claims());
+        let header = header_of(&good);
+        // A forged pass's header is not remembered, nor one refused before
+        // its signature was checked.
+        let other = EncodingKey::from_secret(b"another-secret-another-secret-0123");
+        let forged = sign(Algorithm::HS256, Some("hs"), &claims(), &other);
+        assert_eq!(header_of(&forged), header);
+        assert!(invalid(&ring, &forged).contains("signature"));
+        assert_eq!(ring.known_headers.key_of(&header), None);
+        // A good one's is; the next pass with it is checked all the same.
+        assert!(ring.verify(&good, buyer(), &skus(&[1]), NOW_MS).is_ok());
+        assert_eq!(ring.known_headers.key_of(&header), Some(0));
+        assert!(invalid(&ring, &forged).contains("signature"));
+        let as_other = hs(&PassClaims {
+            sub: "43".to_string(),
+            ..claims()
+        });
+        assert!(invalid(&ring, &as_other).contains("another buyer"));
+        assert!(ring.verify(&good, buyer(), &skus(&[1]), NOW_MS).is_ok());
     }
 
     #[test]

@@ -135,7 +135,7 @@ async fn call(
             } => {
                 claim_keys.push(core.keys.pass(*user_id, pass_id));
                 let k = 3 + 2 * asks.len() + claim_keys.len();
-                invocation.arg(format!("{k}:{keep_until_ms}"))
+                invocation.arg(claim_arg(k, *keep_until_ms))
             }
         };
     }
@@ -144,6 +144,14 @@ async fn call(
     }
     core.run(|mut c| async move { invocation.invoke_async(&mut c).await })
         .await
+}
+
+/// A claim's argument, `<k>:<keep_until_ms>` (`lib/pass.lua`): KEYS[k] is
+/// the claim's key. Written without `format!`: it goes with every
+/// reservation that carries a pass.
+fn claim_arg(k: usize, keep_until_ms: u64) -> String {
+    let (mut key, mut until) = (itoa::Buffer::new(), itoa::Buffer::new());
+    [key.format(k), ":", until.format(keep_until_ms)].concat()
 }
 
 /// The reserve script as a lane calls it.
