@@ -14,7 +14,8 @@
 //! - `keys.rs`: the key ring built from `passes.keys` (by `kid`, each with the
 //!   one algorithm its kind allows) and the issuer key;
 //! - `verify.rs`: a token, the buyer and the SKUs that need a pass → the
-//!   verified pass or why not;
+//!   verified pass or why not; with `base64url.rs` (its parts decoded) and
+//!   `known_headers.rs` (a header seen before, by its text);
 //! - `issue.rs`: a new pass signed with `passes.issuer_key`.
 
 mod base64url;

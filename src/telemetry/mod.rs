@@ -2,6 +2,7 @@
 //! and the metrics listener of roles without the HTTP API. Process plumbing:
 //! it reads no store (the polled gauges are `roles::gauges`).
 
+pub mod kept_counter;
 pub mod metrics_listener;
 
 use std::sync::OnceLock;

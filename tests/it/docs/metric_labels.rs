@@ -63,7 +63,6 @@ const VARIABLE: &[(&str, &str, Values)] = &[
     ("stockd_consumer_readmissions_total", "outcome", Values::Variants("src/redis/readmit.rs", "pub enum ReadmitOutcome")),
     ("stockd_client_auth_refused_total", "reason", Values::Literals(&[("src/roles/api/auth/trail.rs", "fn as_str(self)")])),
     ("stockd_rate_limited_total", "kind", Values::Args("src", "rate_limited(", &[])),
-    ("stockd_passes_total", "result", Values::Literals(&[("src/roles/api/routes/holds/pass_gate.rs", "let result = match &admitted")])),
     // Every event type: `events::EventType::as_str` is the routing key.
     ("stockd_events_published_total", "type", Values::Literals(&[("src/events/mod.rs", "pub fn as_str(self)")])),
     ("stockd_http_requests_total", "route", Values::Open("every route pattern of the API")),

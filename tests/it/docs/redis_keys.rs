@@ -1,8 +1,8 @@
 //! docs/architecture.md's key layout table names every Redis key stockd
 //! builds, and no other. Keys are built in one place, src/redis/keys.rs: each
-//! builder is read there as (hash tag, suffix): `sku` (a SKU's or bucket's
-//! tag), `oi` (an order shard's tag) or none, and the literal after it
-//! (`res:` for `res:<request_id>`).
+//! builder is read there as (hash tag, suffix): `sku` (a SKU's, a bucket's
+//! or a buyer's tag), `oi` (an order shard's tag) or none, and its last
+//! literal (`res:` for `res:<request_id>`).
 
 use std::collections::BTreeSet;
 
@@ -11,7 +11,16 @@ use super::{code_spans, read, tables};
 const ARCHITECTURE: &str = "docs/architecture.md";
 const KEYS_RS: &str = "src/redis/keys.rs";
 /// Helpers of keys.rs that build no key of their own.
-const NOT_BUILDERS: [&str; 5] = ["new", "prefix", "tagged", "at", "order_shard_tag"];
+const NOT_BUILDERS: [&str; 8] = [
+    "new",
+    "prefix",
+    "key",
+    "tagged",
+    "at",
+    "of_buyer",
+    "of_order_shard",
+    "of",
+];
 
 type Shape = (&'static str, String);
 
@@ -31,9 +40,13 @@ pub(super) fn built() -> BTreeSet<Shape> {
         };
         let suffix = literal.trim_start_matches("{}");
         let suffix = suffix.split('{').next().unwrap().to_string();
-        let tag = if body.contains("order_shard_tag") {
+        // A buyer's tag (`u<user_id>`) is shaped as a SKU's, as `shape` does.
+        let tag = if body.contains("self.of_order_shard(") {
             "oi"
-        } else if body.contains("self.at(") || body.contains("self.tagged(") {
+        } else if ["self.at(", "self.tagged(", "self.of_buyer("]
+            .iter()
+            .any(|call| body.contains(call))
+        {
             "sku"
         } else if body.contains("self.prefix") {
             ""

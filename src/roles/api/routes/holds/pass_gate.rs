@@ -26,6 +26,7 @@ use crate::redis::admission::PassArg;
 use crate::redis::{keep_until_ms, Claim};
 use crate::roles::api::problem::ApiError;
 use crate::roles::api::ApiState;
+use crate::telemetry::kept_counter::KeptCounter;
 
 use super::{in_redis, HoldRef};
 
@@ -38,6 +39,19 @@ impl HoldRef<'_> {
         }
     }
 }
+
+/// `stockd_passes_total` by `result`: counted on every reservation that
+/// carries a pass, so each series is bound once (`telemetry::kept_counter`).
+static PASSES_VERIFIED: KeptCounter =
+    KeptCounter::new(|| metrics::counter!("stockd_passes_total", "result" => "verified"));
+static PASSES_REPLAY: KeptCounter =
+    KeptCounter::new(|| metrics::counter!("stockd_passes_total", "result" => "replay"));
+static PASSES_INVALID: KeptCounter =
+    KeptCounter::new(|| metrics::counter!("stockd_passes_total", "result" => "invalid"));
+static PASSES_EXPIRED: KeptCounter =
+    KeptCounter::new(|| metrics::counter!("stockd_passes_total", "result" => "expired"));
+static PASSES_USED: KeptCounter =
+    KeptCounter::new(|| metrics::counter!("stockd_passes_total", "result" => "used"));
 
 /// What [`admit`] decided.
 #[derive(Debug)]
@@ -98,13 +112,13 @@ pub(super) async fn admit(
     };
     // Passes checked, by result (docs/operations.md, the metrics table);
     // `used` is counted by the claim.
-    let result = match &admitted {
-        Ok(Admitted::Verified(_)) => "verified",
-        Ok(_) => "replay",
-        Err(ApiError::PassInvalid(_)) => "invalid",
-        Err(_) => "expired",
-    };
-    metrics::counter!("stockd_passes_total", "result" => result).increment(1);
+    match &admitted {
+        Ok(Admitted::Verified(_)) => &PASSES_VERIFIED,
+        Ok(_) => &PASSES_REPLAY,
+        Err(ApiError::PassInvalid(_)) => &PASSES_INVALID,
+        Err(_) => &PASSES_EXPIRED,
+    }
+    .increment();
     admitted
 }
 
@@ -175,7 +189,7 @@ pub(super) async fn claim_for_reservation(
 
 /// Counts a pass the admission script found another hold's.
 pub(super) fn count_used() {
-    metrics::counter!("stockd_passes_total", "result" => "used").increment(1);
+    PASSES_USED.increment();
 }
 
 /// The admission held nothing: the pass is given back if this hold still
