@@ -50,8 +50,8 @@ impl KeyRing {
         let exp = now_s + ttl_secs.min(PASS_TTL_MAX_SECS) as i64;
         let pass_id = uuid::Uuid::new_v4().simple().to_string();
         let claims = PassClaims {
-            sub: user.to_string(),
-            jti: pass_id.clone(),
+            sub: user.to_string().into(),
+            jti: pass_id.as_str().into(),
             nbf: now_s,
             exp,
             stockd_skus: skus.iter().map(|s| s.get()).collect(),

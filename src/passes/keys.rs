@@ -129,18 +129,14 @@ impl KeyRing {
                     key,
                 });
             }
-            // A key id given twice: the last one's key, as a map would.
-            let at = *by_kid.entry(k.id.clone()).or_insert(verifiers.len());
-            let verifier = Verifier {
+            // Ids are unique (the config check); were one given twice, the
+            // last would win, as a map's insert does.
+            by_kid.insert(k.id.clone(), verifiers.len());
+            verifiers.push(Verifier {
                 alg,
                 alg_name,
                 check,
-            };
-            if at == verifiers.len() {
-                verifiers.push(verifier);
-            } else {
-                verifiers[at] = verifier;
-            }
+            });
         }
         Self {
             verifiers,

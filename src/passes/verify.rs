@@ -25,15 +25,17 @@ use crate::domain::{RequestId, SkuId, UserId};
 pub const LEEWAY_SECS: i64 = 1;
 
 /// The claims of a pass. Other claims (`iss`, `iat`, `aud` …) may be there
-/// and are not read. `S` is how its text is held: owned when a pass is
-/// signed (`issue.rs`), borrowed from the decoded token while one is checked
-/// (no copy), owned again only where the JSON escapes a character.
+/// and are not read. Their text is borrowed from the decoded token while one
+/// is checked (no copy), owned where the JSON escapes a character, and when
+/// a pass is signed (`issue.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PassClaims<S = String> {
+pub struct PassClaims<'a> {
     /// The buyer: the `user_id` of the holds it admits, as a decimal string.
-    pub sub: S,
+    #[serde(borrow)]
+    pub sub: Cow<'a, str>,
     /// The pass id: 1–64 of `[A-Za-z0-9_.:-]`; what "buys once" is kept by.
-    pub jti: S,
+    #[serde(borrow)]
+    pub jti: Cow<'a, str>,
     /// Not before (Unix seconds).
     pub nbf: i64,
     /// Not from (Unix seconds).
@@ -44,9 +46,11 @@ pub struct PassClaims<S = String> {
 
 /// The two fields of a pass's header the check reads; the others are not.
 #[derive(Deserialize)]
-struct PassHeader<S> {
-    alg: S,
-    kid: Option<S>,
+struct PassHeader<'a> {
+    #[serde(borrow)]
+    alg: Cow<'a, str>,
+    #[serde(borrow)]
+    kid: Option<Cow<'a, str>>,
 }
 
 /// A pass that verified.
@@ -93,22 +97,8 @@ impl KeyRing {
         let json = self.signed_payload(token, &mut stack)?;
         // UTF-8 checked once here, not once per string by `from_slice`.
         let json = std::str::from_utf8(&json).map_err(|_| MALFORMED_CLAIMS)?;
-        match serde_json::from_str::<PassClaims<&str>>(json) {
-            Ok(claims) => check_claims(&claims, buyer, needing, now_ms),
-            // A string with an escape cannot be borrowed: read it owned.
-            Err(_) => {
-                let claims: PassClaims =
-                    serde_json::from_str(json).map_err(|_| MALFORMED_CLAIMS)?;
-                let borrowed = PassClaims {
-                    sub: claims.sub.as_str(),
-                    jti: claims.jti.as_str(),
-                    nbf: claims.nbf,
-                    exp: claims.exp,
-                    stockd_skus: claims.stockd_skus,
-                };
-                check_claims(&borrowed, buyer, needing, now_ms)
-            }
-        }
+        let claims: PassClaims = serde_json::from_str(json).map_err(|_| MALFORMED_CLAIMS)?;
+        check_claims(&claims, buyer, needing, now_ms)
     }
 
     /// The decoded claims (JSON) of `token` once its header names a key of
@@ -149,23 +139,15 @@ impl KeyRing {
     fn key_of_header(&self, header: &str, stack: &mut [u8]) -> Result<usize, PassRefusal> {
         let header = decode_part(header, stack).map_err(|_| NOT_A_JWT)?;
         let header = std::str::from_utf8(&header).map_err(|_| NOT_A_JWT)?;
-        match serde_json::from_str::<PassHeader<&str>>(header) {
-            Ok(h) => self.key_named(h),
-            // A string with an escape cannot be borrowed: read it owned.
-            Err(_) => {
-                let h: PassHeader<String> = serde_json::from_str(header).map_err(|_| NOT_A_JWT)?;
-                self.key_named(PassHeader {
-                    alg: h.alg.as_str(),
-                    kid: h.kid.as_deref(),
-                })
-            }
-        }
+        let header: PassHeader = serde_json::from_str(header).map_err(|_| NOT_A_JWT)?;
+        self.key_named(&header)
     }
 
     /// The index of the key a read header names, if its `alg` is that key's.
-    fn key_named(&self, header: PassHeader<&str>) -> Result<usize, PassRefusal> {
+    fn key_named(&self, header: &PassHeader) -> Result<usize, PassRefusal> {
         let kid = header
             .kid
+            .as_deref()
             .ok_or(PassRefusal::Invalid("the pass's header names no kid"))?;
         let key = *self
             .by_kid
@@ -196,14 +178,14 @@ pub(super) fn decode_part<'s>(
 /// The claims' own checks, once the signature held: the buyer, the pass id,
 /// the SKUs, then the time.
 fn check_claims(
-    claims: &PassClaims<&str>,
+    claims: &PassClaims,
     buyer: UserId,
     needing: &[SkuId],
     now_ms: u64,
 ) -> Result<VerifiedPass, PassRefusal> {
-    let sub = UserId::parse(claims.sub)
+    let sub = UserId::parse(&claims.sub)
         .map_err(|_| PassRefusal::Invalid("the pass's sub is not a user id"))?;
-    let pass_id = RequestId::parse(claims.jti).map_err(|_| {
+    let pass_id = RequestId::parse(&claims.jti).map_err(|_| {
         PassRefusal::Invalid("the pass's jti is not 1-64 characters of [A-Za-z0-9_.:-]")
     })?;
     if sub != buyer {
@@ -271,7 +253,7 @@ mod tests {
         (KeyRing::new(&keys, None), pkcs8)
     }
 
-    fn claims() -> PassClaims {
+    fn claims() -> PassClaims<'static> {
         PassClaims {
             sub: "42".into(),
             jti: "pass-1".into(),
@@ -454,7 +436,7 @@ mod tests {
         assert_eq!(ring.known_headers.key_of(&header), Some(0));
         assert!(invalid(&ring, &forged).contains("signature"));
         let as_other = hs(&PassClaims {
-            sub: "43".to_string(),
+            sub: "43".into(),
             ..claims()
         });
         assert!(invalid(&ring, &as_other).contains("another buyer"));
