@@ -29,7 +29,7 @@
 # (BENCHMARKS.md, "How to read the instruction counts"): in Redis, the seed's one-call script
 # (scripts/lib/seed-anchor.lua, $ANCHOR_CALLS calls, each its own round
 # trip) against reserve.lua in calls of $PER_CALL and of 1 plus the acker's
-# XDEL of its outbox entry ($ACK_IDS and 1 entries per XDEL); over HTTP, the
+# XDEL of the call's one outbox entry ($ACK_IDS and 1 entries per XDEL); over HTTP, the
 # actix-web floor (examples/actix_floor.rs) against `stockd --role api`
 # (durability queue, relay and acker in the process) and `--role consumer`,
 # under callgrind, driven by the same client (scripts/lib/instructions_http.sh:
@@ -70,10 +70,12 @@ RELEASE_CALL_SIZES=${RELEASE_CALL_SIZES:-16 64 200}
 RELEASE_TX_SIZES=${RELEASE_TX_SIZES:-16 64 500}
 # The anchor's calls (the seed's script) and reserve.lua's calls of 1.
 ANCHOR_CALLS=${ANCHOR_CALLS:-2000}
-# Entries per XDEL beside calls of $PER_CALL: the acker (src/outbox/acker.rs)
-# removes what was confirmed within 10 ms (ACK_LINGER), up to 1,000, in one
-# XDEL per stream; one batch's entries is the least a busy SKU gives it.
-ACK_IDS=${ACK_IDS:-$PER_CALL}
+# Entries per XDEL beside calls of $PER_CALL: a call's reservations share one
+# outbox entry (reserve.lua), removed once all are confirmed; the acker
+# (src/outbox/acker.rs) removes what was confirmed within 10 ms
+# (ACK_LINGER), up to 1,000 entries, in one XDEL per stream. One entry per
+# XDEL, the least batching it does, is the default: an XDEL per call.
+ACK_IDS=${ACK_IDS:-1}
 # Private ports, overridable: two checkouts measuring at once must not share
 # a server (a second run on the same ports fed its statements to the first's
 # mariadbd and counted its redis-server's instructions).
@@ -182,18 +184,20 @@ redis_order=$(redis_run order "$OUT/lua/order.lua")
 redis_single=$(redis_run reserve "$OUT/lua/reserve.lua")
 
 # The acker's XDEL of the entries the last reserve run left in the outbox,
-# <ids per XDEL> a command (unmeasured: reading the ids).
-redis_xdel_run() { # ids per XDEL
+# <ids per XDEL> a command (unmeasured: reading the ids), per reservation the
+# entries carried (each call's reservations share its one entry; the 20
+# warm-up calls' too).
+redis_xdel_run() { # ids per XDEL, reservations per call
     $R XRANGE 'p:{200}:outbox' - + | grep -E '^[0-9]+-[0-9]+$' >"$OUT/outbox-ids.txt"
     local ids
     ids=$(wc -l <"$OUT/outbox-ids.txt")
     $W redis-xdel "$1" <"$OUT/outbox-ids.txt" >"$OUT/redis-xdel.txt"
-    instructions "$rpid" "$ids" sh -c "$R <'$OUT/redis-xdel.txt'"
+    instructions "$rpid" $((ids * $2)) sh -c "$R <'$OUT/redis-xdel.txt'"
 }
-redis_xdel=$(redis_xdel_run "$ACK_IDS")
+redis_xdel=$(redis_xdel_run "$ACK_IDS" "$PER_CALL")
 # A quiet SKU: one reservation per call, one entry per XDEL.
 redis_quiet=$(redis_run reserve "$OUT/lua/reserve.lua" 1 "$ANCHOR_CALLS")
-redis_xdel_quiet=$(redis_xdel_run 1)
+redis_xdel_quiet=$(redis_xdel_run 1 1)
 
 # The anchor: the seed's one-call script (scripts/lib/seed-anchor.lua), one
 # reservation per call, each its own round trip, a new buyer each.

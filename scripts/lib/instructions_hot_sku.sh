@@ -17,7 +17,7 @@ print_hot_sku() {
     printf "$f" "" "instr." "ratio"
     printf "$f" "Redis: the seed's script, one call each (the anchor)" "$redis_seed" "1.00"
     printf "$f" "Redis: reserve.lua, calls of $PER_CALL" "$redis_single" ""
-    printf "$f" "Redis: the acker's XDEL, $ACK_IDS entries each" "$redis_xdel" ""
+    printf "$f" "Redis: the acker's XDEL, $ACK_IDS call's entry each" "$redis_xdel" ""
     printf "$f" "Redis: per reservation, calls of $PER_CALL (reserve.lua + XDEL)" "$redis_hot" \
         "$(ratio "$redis_hot" "$redis_seed")"
     printf "$f" "Redis: reserve.lua, calls of 1 (a quiet SKU)" "$redis_quiet" ""

@@ -1,15 +1,15 @@
 //! Business outcomes of an admission decision. These are values, not errors:
 //! a sold-out SKU is a normal answer of a flash sale, not a failure of stockd.
 
-use super::{GateRefusal, Reservation};
+use super::{GateRefusal, OutboxPlace, Reservation};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReserveOutcome {
-    /// Stock was taken; the outbox entry `outbox_id` carries the deduction.
+    /// Stock was taken; the outbox entry at `outbox` carries the deduction.
     Reserved {
         reservation: Reservation,
         available_after: u64,
-        outbox_id: String,
+        outbox: OutboxPlace,
         /// The stock bucket that took it (0 unless the SKU is split); its
         /// outbox holds the entry.
         bucket: u16,

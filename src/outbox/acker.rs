@@ -8,6 +8,8 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::shared_entries::SharedEntries;
+use crate::domain::OutboxPlace;
 use crate::redis::outbox::OutboxStream;
 use crate::redis::RedisStore;
 
@@ -25,7 +27,7 @@ const ACK_LINGER: std::time::Duration = std::time::Duration::from_millis(10);
 
 #[derive(Clone)]
 pub struct OutboxAcker {
-    tx: mpsc::Sender<(OutboxStream, String)>,
+    tx: mpsc::Sender<(OutboxStream, OutboxPlace)>,
 }
 
 impl OutboxAcker {
@@ -39,9 +41,10 @@ impl OutboxAcker {
         (Self { tx }, task)
     }
 
-    /// Queues removal of a confirmed entry; never waits.
-    pub fn ack(&self, stream: OutboxStream, entry_id: String) {
-        if self.tx.try_send((stream, entry_id)).is_err() {
+    /// Notes a confirmed deduction; its entry is removed once every
+    /// deduction it carries was (shared_entries.rs). Never waits.
+    pub fn ack(&self, stream: OutboxStream, place: OutboxPlace) {
+        if self.tx.try_send((stream, place)).is_err() {
             metrics::counter!("stockd_outbox_ack_dropped_total").increment(1);
         }
     }
@@ -49,10 +52,11 @@ impl OutboxAcker {
 
 async fn run(
     redis: Arc<RedisStore>,
-    mut rx: mpsc::Receiver<(OutboxStream, String)>,
+    mut rx: mpsc::Receiver<(OutboxStream, OutboxPlace)>,
     cancel: CancellationToken,
 ) {
     let mut buffer = Vec::with_capacity(ACK_BATCH_MAX);
+    let mut shared = SharedEntries::default();
     loop {
         let received = tokio::select! {
             n = rx.recv_many(&mut buffer, ACK_BATCH_MAX) => n,
@@ -77,10 +81,14 @@ async fn run(
                 }
             }
         }
+        let now = std::time::Instant::now();
         let mut by_stream: BTreeMap<OutboxStream, Vec<String>> = BTreeMap::new();
-        for (stream, id) in buffer.drain(..) {
-            by_stream.entry(stream).or_default().push(id);
+        for (stream, place) in buffer.drain(..) {
+            if let Some(id) = shared.confirmed(stream, place, now) {
+                by_stream.entry(stream).or_default().push(id);
+            }
         }
+        shared.forget_stale(now);
         for (stream, ids) in by_stream {
             if let Err(err) = redis.outbox().delete(stream, &ids).await {
                 tracing::warn!(sku.id = %stream.sku, bucket = stream.bucket, error = %err, "outbox.ack: removal failed; relay will republish");

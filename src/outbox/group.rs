@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::OutboxAcker;
-use crate::domain::{Deduction, SkuId};
+use crate::domain::{Deduction, OutboxPlace, SkuId};
 use crate::events::{cloud, Event, EventPolicy, EventType, OrderFacts};
 use crate::mq::trace_context::TraceContext;
 use crate::mq::{message, PublishError, Publisher};
@@ -30,7 +30,8 @@ const PENDING_CAPACITY: usize = 65_536;
 
 struct Pending {
     stream: OutboxStream,
-    entry_id: String,
+    /// The outbox entry and this deduction's place in it.
+    entry: OutboxPlace,
     msg: Deduction,
     /// The publishing request's trace context, carried in the message headers.
     trace: Option<TraceContext>,
@@ -103,10 +104,10 @@ impl GroupCommit {
     pub async fn publish(
         &self,
         stream: OutboxStream,
-        entry_id: String,
+        entry: OutboxPlace,
         msg: Deduction,
     ) -> Result<(), PublishError> {
-        self.publish_traced(stream, entry_id, msg, None, None).await
+        self.publish_traced(stream, entry, msg, None, None).await
     }
 
     /// [`Self::publish`] of a deduction just admitted: its trace context (the
@@ -115,7 +116,7 @@ impl GroupCommit {
     pub async fn publish_traced(
         &self,
         stream: OutboxStream,
-        entry_id: String,
+        entry: OutboxPlace,
         msg: Deduction,
         trace: Option<TraceContext>,
         available: Option<i64>,
@@ -123,7 +124,7 @@ impl GroupCommit {
         let (done, confirmed) = oneshot::channel();
         let pending = Pending {
             stream,
-            entry_id,
+            entry,
             msg,
             trace,
             available,
@@ -149,7 +150,7 @@ impl GroupCommit {
             .map(|(_, a)| *a);
         let pending = Pending {
             stream,
-            entry_id: entry.id,
+            entry: entry.place,
             msg: entry.message,
             trace: None,
             available,
@@ -175,7 +176,7 @@ impl GroupCommit {
         let (done, confirmed) = oneshot::channel();
         let pending = Pending {
             stream: first.stream,
-            entry_id: first.entry_id,
+            entry: OutboxPlace::alone(first.entry_id),
             msg: first.msg,
             trace,
             available: first.available,
@@ -318,14 +319,14 @@ async fn publish_batch(
     for pending in batch {
         let outcome = match &result {
             Ok(()) => {
-                acker.ack(pending.stream, pending.entry_id);
+                acker.ack(pending.stream, pending.entry);
                 // A line of an order held line by line has no entry of its own.
                 for sibling in pending
                     .siblings
                     .into_iter()
                     .filter(|s| !s.entry_id.is_empty())
                 {
-                    acker.ack(sibling.stream, sibling.entry_id);
+                    acker.ack(sibling.stream, OutboxPlace::alone(sibling.entry_id));
                 }
                 Ok(())
             }

@@ -30,6 +30,7 @@ pub mod order_intents;
 pub mod order_recommit;
 pub mod orders;
 pub mod outbox;
+mod outbox_entry;
 pub mod pass_claims;
 pub mod probes;
 pub mod readmit;

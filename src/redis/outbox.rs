@@ -1,6 +1,7 @@
-//! Outbox stream entries: the deductions the reserve script recorded, waiting for
-//! the broker's confirm. Parsing lives here so the api's publish path and the
-//! relay read entries the same way, with the commands that trim the outbox.
+//! The outbox streams: the deductions the scripts recorded, waiting for the
+//! broker's confirm; which stream holds an entry, and the commands that read
+//! stale entries for the relay and remove confirmed ones (an entry's fields:
+//! outbox_entry.rs).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,8 +10,9 @@ use deadpool_redis::redis;
 
 use super::buckets::Buckets;
 use super::core::Core;
+pub use super::outbox_entry::{availables_text, OutboxEntry};
 use super::RedisError;
-use crate::domain::{Deduction, OrderLines, RequestId, SkuId, UserId};
+use crate::domain::SkuId;
 
 /// One outbox stream: a SKU's, one bucket's of a split SKU, or one order
 /// shard's (orders held line by line: `order_commit.lua`).
@@ -44,75 +46,6 @@ impl OutboxStream {
             bucket: 0,
             order_shard: Some(shard),
         }
-    }
-}
-
-/// One outbox entry: the stream id and the deduction it carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutboxEntry {
-    pub id: String,
-    pub message: Deduction,
-    /// The bucket whose stream holds it (0 unless the SKU is split).
-    pub bucket: u16,
-    /// The available its `reserved` event told of each SKU (one for a
-    /// reservation; each line's, in line order, for an order); empty for an
-    /// entry written before the scripts kept it.
-    pub told: Vec<(SkuId, i64)>,
-}
-
-/// Availables as an outbox entry keeps them: comma-separated, in line order
-/// (an unknown one as empty text).
-pub fn availables_text(availables: &[Option<i64>]) -> String {
-    let texts: Vec<String> = (availables.iter())
-        .map(|a| a.map(|a| a.to_string()).unwrap_or_default())
-        .collect();
-    texts.join(",")
-}
-
-impl OutboxEntry {
-    /// Builds an entry from the field/value pairs of `XRANGE`.
-    pub fn from_fields(id: String, fields: &HashMap<String, String>) -> Result<Self, RedisError> {
-        let get = |name: &str| {
-            fields
-                .get(name)
-                .ok_or_else(|| RedisError::BadReply(format!("outbox entry {id} lacks {name}")))
-        };
-        let bad = |name: &str| RedisError::BadReply(format!("outbox entry {id}: bad {name}"));
-        let num = |name: &str| -> Result<u64, RedisError> {
-            get(name)?.parse::<u64>().map_err(|_| bad(name))
-        };
-        let message = Deduction {
-            request_id: RequestId::parse(get("request_id")?).map_err(|_| bad("request_id"))?,
-            sku_id: SkuId::new(num("sku_id")?).map_err(|_| bad("sku_id"))?,
-            user_id: UserId::new(num("user_id")?).map_err(|_| bad("user_id"))?,
-            count: u32::try_from(num("count")?).map_err(|_| bad("count"))?,
-            created_ms: num("created_ms")?,
-            expires_ms: num("expires_ms")?,
-            // A line of an order (`order.lua`) carries the whole line list, so
-            // a republished entry still names every line of its order.
-            order: match fields.get("order") {
-                Some(text) => Some(OrderLines::decode(text).map_err(|_| bad("order"))?),
-                None => None,
-            },
-            client: fields.get("client").cloned(),
-        };
-        let skus: Vec<SkuId> = match &message.order {
-            Some(lines) => lines.lines().iter().map(|l| l.sku_id).collect(),
-            None => vec![message.sku_id],
-        };
-        let told = match fields.get("available") {
-            Some(text) => (skus.into_iter())
-                .zip(text.split(','))
-                .filter_map(|(sku, a)| a.parse::<i64>().ok().map(|a| (sku, a)))
-                .collect(),
-            None => Vec::new(),
-        };
-        Ok(Self {
-            id,
-            message,
-            bucket: 0,
-            told,
-        })
     }
 }
 
@@ -213,9 +146,12 @@ impl OutboxStreams {
                     .await
             })
             .await?;
-        raw.into_iter()
-            .map(|(id, fields)| OutboxEntry::from_fields(id, &fields))
-            .collect()
+        // a batch's entry carries several deductions: one OutboxEntry each
+        let mut entries = Vec::with_capacity(raw.len());
+        for (id, fields) in raw {
+            entries.extend(OutboxEntry::from_fields(id, &fields)?);
+        }
+        Ok(entries)
     }
 
     /// Entries in one SKU's outbox (published or not yet confirmed), every
@@ -236,42 +172,5 @@ impl OutboxStreams {
                 .await?;
         }
         Ok(len)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entry(extra: &[(&str, &str)]) -> OutboxEntry {
-        let mut fields: HashMap<String, String> = [
-            ("request_id", "r1"),
-            ("sku_id", "7"),
-            ("user_id", "3"),
-            ("count", "1"),
-            ("created_ms", "10"),
-            ("expires_ms", "20"),
-        ]
-        .iter()
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        fields.shrink_to_fit();
-        OutboxEntry::from_fields("1-0".into(), &fields).unwrap()
-    }
-
-    /// The available a `reserved` event told is read back from the entry,
-    /// per line for an order; an entry of an older script has none.
-    #[test]
-    fn an_entry_keeps_the_availables_its_reserved_event_told() {
-        let sku = |n| SkuId::new(n).unwrap();
-        assert_eq!(entry(&[("available", "4")]).told, vec![(sku(7), 4)]);
-        let order = entry(&[("order", "7:1,9:2"), ("available", "4,0")]);
-        assert_eq!(order.told, vec![(sku(7), 4), (sku(9), 0)]);
-        assert!(entry(&[]).told.is_empty());
-        assert_eq!(
-            availables_text(&[Some(4), None, Some(0)]),
-            "4,,0".to_string()
-        );
     }
 }

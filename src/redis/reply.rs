@@ -2,7 +2,8 @@
 //! Kept apart from the I/O so the mapping is unit-tested.
 
 use crate::domain::{
-    GateRefusal, RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId, UserId,
+    GateRefusal, OutboxPlace, RequestId, Reservation, ReservationStatus, ReserveOutcome, SkuId,
+    UserId,
 };
 
 use super::RedisError;
@@ -48,7 +49,12 @@ pub fn parse_reserve_reply(
                 .map(|v| v.max(0) as u64)
                 .ok_or_else(bad)?,
             reservation: reservation(ReservationStatus::Reserved, num(2)?, num(3)?),
-            outbox_id: reply.get(4).cloned().ok_or_else(bad)?,
+            // the batch's entry, this deduction's index in it and how many share it
+            outbox: OutboxPlace {
+                entry_id: reply.get(4).cloned().ok_or_else(bad)?,
+                index: u16::try_from(num(5)?).map_err(|_| bad())?,
+                of: u16::try_from(num(6)?).map_err(|_| bad())?,
+            },
             bucket: req.bucket,
         },
         "REPLAY" => {
@@ -112,19 +118,26 @@ mod tests {
     }
 
     #[test]
-    fn a_reserved_reply_carries_times_and_the_outbox_id() {
-        let out = parse(&["OK", "7", "1000", "2000", "1-0"]).unwrap();
+    fn a_reserved_reply_carries_times_and_the_outbox_place() {
+        let out = parse(&["OK", "7", "1000", "2000", "1-0", "2", "16"]).unwrap();
         let ReserveOutcome::Reserved {
             reservation,
             available_after,
-            outbox_id,
+            outbox,
             ..
         } = out
         else {
             panic!("{out:?}")
         };
         assert_eq!(available_after, 7);
-        assert_eq!(outbox_id, "1-0");
+        let place = OutboxPlace {
+            entry_id: "1-0".into(),
+            index: 2,
+            of: 16,
+        };
+        assert_eq!(outbox, place);
+        // a reply without its place in the entry is not an admission
+        assert!(parse(&["OK", "7", "1000", "2000", "1-0"]).is_err());
         assert_eq!(reservation.count, 3);
         assert_eq!(reservation.status, ReservationStatus::Reserved);
         assert_eq!(

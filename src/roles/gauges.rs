@@ -114,12 +114,8 @@ async fn outbox_backlog(res: &Resources) {
     let now_ms = res.redis.now_ms().await.unwrap_or(0);
     for sku in skus {
         backlog += res.redis.outbox().len(sku).await.unwrap_or(0);
-        // Stream ids are Redis TIME in ms: the first entry's id is its age.
         if let Ok(first) = res.redis.outbox().stale(sku, 0, 1).await {
-            if let Some(ms) = first
-                .first()
-                .and_then(|e| e.id.split('-').next()?.parse::<u64>().ok())
-            {
+            if let Some(ms) = first.first().and_then(|e| e.written_ms()) {
                 oldest_ms = oldest_ms.max(now_ms.saturating_sub(ms));
             }
         }

@@ -363,3 +363,65 @@ async fn a_pass_claimed_by_the_admission_buys_one_hold_of_a_batch() {
     app.wait_ledger_rows(1).await;
     app.cleanup().await;
 }
+
+/// A batch writes one outbox entry for all it admitted (each reply names
+/// the entry and its place in it, the relay reads each deduction back with
+/// its own buyer and client), and the entry goes only once every one of its
+/// deductions was confirmed: here the relay publishes them (no api did), the
+/// ledger gets all four, and the entry is removed after the fourth.
+#[tokio::test]
+async fn a_batch_shares_one_outbox_entry_removed_once_all_are_confirmed() {
+    let app = TestApp::spawn_with_sku(SKU, 10, 1).await;
+    let mut asks: Vec<Ask> = (1..=5).map(|i| ask(&format!("o{i}"), 200 + i, 1)).collect();
+    asks[1].requester = "cshop,a:b".into();
+    asks[2].user_id = asks[0].user_id; // refused: the buyer's limit is 1
+    let out = decide(&app, &asks).await;
+    let places: Vec<(u16, u16)> = (out.iter())
+        .filter_map(|o| match o {
+            Ok(ReserveOutcome::Reserved { outbox, .. }) => Some((outbox.index, outbox.of)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(places, vec![(0, 4), (1, 4), (2, 4), (3, 4)], "{out:?}");
+    assert_eq!(
+        app.res.redis.outbox().len(TestApp::sku(SKU)).await.unwrap(),
+        1
+    );
+    let entries = app
+        .res
+        .redis
+        .outbox()
+        .stale(TestApp::sku(SKU), 0, 10)
+        .await
+        .unwrap();
+    let read: Vec<(String, u64, Option<String>, i64)> = (entries.iter())
+        .map(|e| {
+            let told = e.told.first().map_or(-1, |t| t.1);
+            let m = &e.message;
+            (
+                m.request_id.to_string(),
+                m.user_id.get(),
+                m.client.clone(),
+                told,
+            )
+        })
+        .collect();
+    let client = Some("shop,a:b".to_string());
+    assert_eq!(
+        read,
+        vec![
+            ("o1".into(), 201, None, 9),
+            ("o2".into(), 202, client, 8),
+            ("o4".into(), 204, None, 7),
+            ("o5".into(), 205, None, 6),
+        ]
+    );
+    app.wait_ledger_rows(4).await;
+    app.eventually(
+        "the shared entry removed",
+        Duration::from_secs(20),
+        || async { app.res.redis.outbox().len(TestApp::sku(SKU)).await.unwrap() == 0 },
+    )
+    .await;
+    app.cleanup().await;
+}

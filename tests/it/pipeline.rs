@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use stockd::db::ledger;
 use stockd::domain::Deduction;
-use stockd::domain::{RequestId, Requester, UserId};
+use stockd::domain::{OutboxPlace, RequestId, Requester, UserId};
 use stockd::mq::message;
 
 use crate::helpers::{TestApp, TestOptions};
@@ -331,7 +331,9 @@ async fn deductions_within_the_linger_leave_as_one_broker_message() {
         let stream = OutboxStream::of_sku(TestApp::sku(1));
         let msg = message(1, &format!("linger-{i}"), 100 + i, 1);
         published.push(tokio::spawn(async move {
-            group.publish(stream, format!("1-{i}"), msg).await
+            group
+                .publish(stream, OutboxPlace::alone(format!("1-{i}")), msg)
+                .await
         }));
         // Spread over ~50 ms: far apart for a broker confirm, well inside the linger.
         tokio::time::sleep(Duration::from_millis(5)).await;

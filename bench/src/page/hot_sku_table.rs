@@ -36,7 +36,7 @@ pub fn hot_sku(counts: &Value) -> String {
         ),
         (
             format!(
-                "Redis: reserve.lua in calls of {} + the acker's XDEL ({} ids each)",
+                "Redis: reserve.lua in calls of {} + the acker's XDEL (the calls' shared entries, {} per XDEL)",
                 text(&hot["per_call"]),
                 text(&hot["ack_ids"])
             ),
@@ -93,7 +93,7 @@ mod tests {
         let table = super::hot_sku(&counts);
         assert!(
             table.contains(
-                "| Redis: reserve.lua in calls of 16 + the acker's XDEL (16 ids each) | 150,000 | 3.00 | ≤ 1.0 |"
+                "| Redis: reserve.lua in calls of 16 + the acker's XDEL (the calls' shared entries, 16 per XDEL) | 150,000 | 3.00 | ≤ 1.0 |"
             ),
             "{table}"
         );

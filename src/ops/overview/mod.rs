@@ -319,11 +319,10 @@ async fn outbox_of(res: &Resources, sku: SkuId, now_ms: u64) -> (u64, u64) {
     if len == 0 {
         return (0, 0);
     }
-    // Stream ids are Redis TIME in ms: the first entry's id is its age.
     let oldest_ms = match res.redis.outbox().stale(sku, 0, 1).await {
         Ok(first) => first
             .first()
-            .and_then(|e| e.id.split('-').next()?.parse::<u64>().ok())
+            .and_then(|e| e.written_ms())
             .map_or(0, |ms| now_ms.saturating_sub(ms)),
         Err(_) => 0,
     };

@@ -15,8 +15,9 @@
 -- decided (pcall below) fails that request alone ({'ERROR', text}); the
 -- requests before it keep their outcome, the ones after it are still decided.
 -- What the batch shares (the SKU hash, the clock, the outbox length) is read
--- once, and its shared writes (stock, winners, the sold-out flag) are made
--- once after the last request: a request costs the commands of its own keys.
+-- once, and its shared writes (stock, winners, the sold-out flag, the one
+-- outbox entry of every request it admitted) are made once after the last
+-- request: a request costs the commands of its own keys.
 -- A reservation is a hold of one line: its fit (rate limit, buyer's rules,
 -- stock), its record and the batch's shared writes are lib/hold.lua's, the
 -- same as a line of order.lua and of order_hold.lua; the replay, DRY and
@@ -50,7 +51,9 @@
 --   hold's claim there is PASS_USED, nothing written (lib/pass.lua). A SKU
 --   with `requires_pass` refuses a hold without one: PASS_REQUIRED.
 --
--- Returns one reply per request, in the order given.
+-- Returns one reply per request, in the order given; an admitted one is
+-- {'OK', available after it, created_ms, expires_ms, the outbox entry's id,
+-- its index in the entry (from 0), how many the entry carries}.
 --
 -- A split SKU (redis/buckets): this script runs on the buyer's bucket. A
 -- bucket holds a leased share of the stock; when it cannot serve the request
@@ -103,6 +106,11 @@ local now_ms, created, expires, record_ms_text = hold_times(ttl_ms, retention_ms
 local outbox_len = redis.call('XLEN', outbox_key)
 local taken = 0
 local winners = {}
+-- what the batch's one outbox entry tells of each admitted request, in
+-- order: its reply, buyer, count, available after it and client (false for
+-- none), five slots each in one flat table (fewer tables: a call of one pays
+-- for each)
+local admitted_rows = {}
 
 local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, requester, pass)
   local count = tonumber(count_arg)
@@ -198,21 +206,15 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
   if claim_key then
     pass_keep(claim_key, holder, keep_until, now_ms)
   end
-  local entry
-  if client then
-    entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
-      'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires,
-      'available', left, 'client', client)
-  else
-    entry = redis.call('XADD', outbox_key, '*', 'request_id', request_id, 'sku_id', sku_id,
-      'user_id', user_id, 'count', count_arg, 'created_ms', created, 'expires_ms', expires,
-      'available', left)
-  end
+  -- the outbox entry is the batch's, written after the last request (below)
+  local reply = {'OK', left, created, expires}
+  local at = #winners * 5
+  admitted_rows[at + 1], admitted_rows[at + 2], admitted_rows[at + 3] = reply, user_id, count_arg
+  admitted_rows[at + 4], admitted_rows[at + 5] = left, client or false
   -- counted only once every write of the request is made
   taken = taken + count
-  outbox_len = outbox_len + 1
   winners[#winners + 1] = request_id
-  return {'OK', left, created, expires, entry}
+  return reply
 end
 
 local replies = {}
@@ -226,6 +228,60 @@ for i = 1, requests do
   end
 end
 
--- 7. the shared writes, once for the batch (lib/hold.lua)
+-- 7. the batch's one outbox entry: every admitted request's deduction, in
+-- order; each OK reply names it and its place in it (index, of how many), so
+-- the entry is removed once the broker confirmed all of them. One request
+-- alone writes the fields one deduction always had; several write lists
+-- (`,`-joined: ids and numbers never hold a comma; client names may, so
+-- `clients` is `<bytes>:<name>` per request, `0:` for none). redis/outbox_entry.rs
+-- reads both.
+local admitted = #winners
+if admitted == 1 then
+  local row = admitted_rows
+  local entry
+  if row[5] then
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', winners[1], 'sku_id', sku_id,
+      'user_id', row[2], 'count', row[3], 'created_ms', created, 'expires_ms', expires,
+      'available', row[4], 'client', row[5])
+  else
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', winners[1], 'sku_id', sku_id,
+      'user_id', row[2], 'count', row[3], 'created_ms', created, 'expires_ms', expires,
+      'available', row[4])
+  end
+  local reply = row[1]
+  reply[5], reply[6], reply[7] = entry, '0', '1'
+elseif admitted > 1 then
+  local users, counts, lefts, clients, any_client = {}, {}, {}, {}, false
+  for w = 1, admitted do
+    local at = (w - 1) * 5
+    users[w], counts[w], lefts[w] = admitted_rows[at + 2], admitted_rows[at + 3],
+      admitted_rows[at + 4]
+    local name = admitted_rows[at + 5]
+    if name then
+      any_client = true
+      clients[w] = #name .. ':' .. name
+    else
+      clients[w] = '0:'
+    end
+  end
+  local entry
+  if any_client then
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', table.concat(winners, ','),
+      'sku_id', sku_id, 'user_id', table.concat(users, ','), 'count', table.concat(counts, ','),
+      'created_ms', created, 'expires_ms', expires, 'available', table.concat(lefts, ','),
+      'clients', table.concat(clients))
+  else
+    entry = redis.call('XADD', outbox_key, '*', 'request_id', table.concat(winners, ','),
+      'sku_id', sku_id, 'user_id', table.concat(users, ','), 'count', table.concat(counts, ','),
+      'created_ms', created, 'expires_ms', expires, 'available', table.concat(lefts, ','))
+  end
+  local of = tostring(admitted)
+  for w = 1, admitted do
+    local reply = admitted_rows[(w - 1) * 5 + 1]
+    reply[5], reply[6], reply[7] = entry, tostring(w - 1), of
+  end
+end
+
+-- 8. the shared writes, once for the batch (lib/hold.lua)
 hold_batch_writes(sku_key, winners_key, taken, winners, record_ms_text, drained, channel, subject)
 return replies

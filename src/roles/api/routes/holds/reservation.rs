@@ -241,7 +241,7 @@ async fn answer(
     let why = match outcome {
         ReserveOutcome::Reserved {
             reservation,
-            outbox_id,
+            outbox,
             bucket,
             available_after,
         } => {
@@ -252,7 +252,7 @@ async fn answer(
             let group_commit = state.group_commit.clone();
             let publish = async move {
                 let published = group_commit
-                    .publish_traced(stream, outbox_id, msg, trace, Some(available_after as i64))
+                    .publish_traced(stream, outbox, msg, trace, Some(available_after as i64))
                     .await;
                 let outcome = published
                     .as_ref()
