@@ -49,11 +49,17 @@ pub fn parse_reserve_reply(
                 .map(|v| v.max(0) as u64)
                 .ok_or_else(bad)?,
             reservation: reservation(ReservationStatus::Reserved, num(2)?, num(3)?),
-            // the batch's entry, this deduction's index in it and how many share it
-            outbox: OutboxPlace {
-                entry_id: reply.get(4).cloned().ok_or_else(bad)?,
-                index: u16::try_from(num(5)?).map_err(|_| bad())?,
-                of: u16::try_from(num(6)?).map_err(|_| bad())?,
+            // the call's entry; when several share it, this one's index and how many
+            outbox: {
+                let entry_id = reply.get(4).cloned().ok_or_else(bad)?;
+                match reply.len() {
+                    5 => OutboxPlace::alone(entry_id),
+                    _ => OutboxPlace {
+                        entry_id,
+                        index: u16::try_from(num(5)?).map_err(|_| bad())?,
+                        of: u16::try_from(num(6)?).map_err(|_| bad())?,
+                    },
+                }
             },
             bucket: req.bucket,
         },
@@ -136,8 +142,15 @@ mod tests {
             of: 16,
         };
         assert_eq!(outbox, place);
-        // a reply without its place in the entry is not an admission
-        assert!(parse(&["OK", "7", "1000", "2000", "1-0"]).is_err());
+        // an entry of its own: no place given
+        let Ok(ReserveOutcome::Reserved { outbox, .. }) =
+            parse(&["OK", "7", "1000", "2000", "1-0"])
+        else {
+            panic!("an admission")
+        };
+        assert_eq!(outbox, OutboxPlace::alone("1-0".into()));
+        // a place half given is not an admission
+        assert!(parse(&["OK", "7", "1000", "2000", "1-0", "2"]).is_err());
         assert_eq!(reservation.count, 3);
         assert_eq!(reservation.status, ReservationStatus::Reserved);
         assert_eq!(
