@@ -64,7 +64,7 @@ REDIS_CHANNELS=('stockd:*soldout' 't_*:soldout')
 # clean-up and the bench's server stats use the default user.
 REDIS_COMMANDS=(
 	evalsha eval script\|load script\|exists
-	get set mget incrby decrby del exists pexpire pttl
+	get set mget incrby decrby del exists pexpire pexpireat pttl
 	hget hmget hgetall hset hsetnx hdel hexists hincrby hlen
 	sadd srem smembers sscan scard sismember smismember
 	zadd zrem zrangebyscore zcard

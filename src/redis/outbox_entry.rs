@@ -7,9 +7,10 @@
 //! in one call, each of the batch's deductions in order: `request_id`,
 //! `user_id`, `count` and `available` are `,`-joined lists (ids and numbers
 //! never hold a comma), `sku_id`, `created_ms` and `expires_ms` are the
-//! batch's (one SKU, one clock), and `clients`, when any has a client, is
-//! `<bytes>:<name>` per deduction (`0:` for none: a client name may hold a
-//! comma). Each deduction read from it knows its place in the entry
+//! batch's (one SKU, one clock), `available_last` is the SKU's available
+//! after the last deduction (each one's follows from the counts after it),
+//! and `clients`, when any has a client, is `<bytes>:<name>` per deduction
+//! (`0:` for none: a client name may hold a comma). Each deduction read from it knows its place in the entry
 //! (domain/outbox_place.rs), so the entry is removed only once all are
 //! confirmed.
 
@@ -99,9 +100,11 @@ impl OutboxEntry {
             }
         };
         let (users, counts) = (list("user_id")?, list("count")?);
-        let availables = match fields.contains_key("available") {
-            true => Some(list("available")?),
-            false => None,
+        let availables = match fields.get("available_last") {
+            Some(last) => {
+                Some(availables_from_last(last, &counts).ok_or_else(|| f.bad("available_last"))?)
+            }
+            None => None,
         };
         let clients = match fields.get("clients") {
             Some(text) => split_clients(text, ids.len()).ok_or_else(|| f.bad("clients"))?,
@@ -114,7 +117,7 @@ impl OutboxEntry {
                 user_id: users[i],
                 count: counts[i],
                 client,
-                available: availables.as_ref().map(|a| a[i]),
+                available: availables.as_ref().map(|a| a[i].as_str()),
             };
             let place = OutboxPlace {
                 entry_id: id.clone(),
@@ -172,6 +175,19 @@ impl OutboxEntry {
     pub fn written_ms(&self) -> Option<u64> {
         self.place.entry_id.split('-').next()?.parse().ok()
     }
+}
+
+/// The available after each deduction of a batch's entry, from the one
+/// after its last and the counts: each is the next one's plus the next
+/// one's count. `None` when a number does not parse.
+fn availables_from_last(last: &str, counts: &[&str]) -> Option<Vec<String>> {
+    let mut available: i64 = last.parse().ok()?;
+    let mut each = vec![String::new(); counts.len()];
+    for i in (0..counts.len()).rev() {
+        each[i] = available.to_string();
+        available = available.checked_add(counts[i].parse().ok()?)?;
+    }
+    Some(each)
 }
 
 /// `clients` of a batch's entry: `<bytes>:<name>` per deduction, `0:` for
@@ -242,7 +258,7 @@ mod tests {
             ("count", "1,2,1"),
             ("created_ms", "10"),
             ("expires_ms", "20"),
-            ("available", "9,7,6"),
+            ("available_last", "6"),
             ("clients", "4:shop0:5:x,y:z"),
         ]);
         let entries = OutboxEntry::from_fields("5-1".into(), &f).unwrap();
@@ -302,7 +318,7 @@ mod tests {
         for (name, value) in [
             ("user_id", "1"),
             ("count", "1,1,1"),
-            ("available", "3"),
+            ("available_last", "3,2"),
             ("clients", "1:a"),
             ("clients", "1:a0:0:"),
             ("clients", "9:a0:"),

@@ -86,7 +86,7 @@ local max_lapsed = tonumber(ARGV[5])
 local rps, burst = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 -- One clock (Redis TIME) for every order of the batch (lib/hold.lua).
-local now_ms, created, expires, record_ms_text = hold_times(ttl_ms, retention_ms)
+local now_ms, created, expires, held_until = hold_times(ttl_ms, retention_ms)
 
 -- Each SKU's hash as read once, with what the batch took of it so far.
 -- `skus_touched` keeps first-use order, so the shared writes are in a
@@ -140,6 +140,9 @@ local function refused_after_rate(k, i, tats, reply)
   return reply
 end
 
+-- The record of an order id not seen before: no field (read as HMGET's nils).
+local NO_PRIOR = {}
+
 -- One order: `k` its first KEYS index, `a` its first ARGV index. Line i's
 -- keys start at KEYS[k + 4i - 2] (sku hash, reservation, buyer, winners),
 -- its args at ARGV[a + 4 + 2i] (sku_id, count); indexed inline, not through
@@ -159,8 +162,13 @@ local function order_one(k, a, n)
   -- the record: one still holding or being undone is BUSY, one undone is no
   -- order). Another client's order (`client`, read by the same HMGET) is
   -- TAKEN, checked first and telling nothing of it.
-  local prior = redis.call('HMGET', order_key, 'user', 'lines', 'status', 'created_ms', 'expires_ms',
-    'client')
+  -- EXISTS first: almost every order is new, and an HMGET of a missing key
+  -- answers six nils Lua makes a table of
+  local prior = NO_PRIOR
+  if redis.call('EXISTS', order_key) == 1 then
+    prior = redis.call('HMGET', order_key, 'user', 'lines', 'status', 'created_ms', 'expires_ms',
+      'client')
+  end
   if prior[6] and prior[3] ~= 'ABORTED' and string.sub(requester, 1, 1) == 'c'
       and prior[6] ~= client then
     return {'TAKEN'}
@@ -264,8 +272,8 @@ local function order_one(k, a, n)
     if tats then
       redis.call('HSET', KEYS[ki + 2], 't', string.format('%.3f', tats[i][1]))
     end
-    redis.call('PEXPIRE', KEYS[ki + 2], record_ms_text)
-    hold_record(KEYS[ki + 1], record_ms_text, user_id, count, created, expires, order_id, nil,
+    redis.call('PEXPIREAT', KEYS[ki + 2], held_until)
+    hold_record(KEYS[ki + 1], held_until, user_id, count, created, expires, order_id, nil,
       client)
     sku.taken = sku.taken + tonumber(count)
     sku.winners[#sku.winners + 1] = order_id
@@ -278,7 +286,7 @@ local function order_one(k, a, n)
     redis.call('HSET', order_key, 'user', user_id, 'lines', lines_text, 'status', 'RESERVED',
       'created_ms', created, 'expires_ms', expires, 'v', '1')
   end
-  redis.call('PEXPIRE', order_key, record_ms_text)
+  redis.call('PEXPIREAT', order_key, held_until)
   return reply
 end
 
@@ -300,7 +308,7 @@ end
 -- never of a split SKU here, so every SKU counts as drained)
 for _, sku_key in ipairs(skus_touched) do
   local sku = skus[sku_key]
-  hold_batch_writes(sku_key, sku.winners_key, sku.taken, sku.winners, record_ms_text, true, channel,
+  hold_batch_writes(sku_key, sku.winners_key, sku.taken, sku.winners, held_until, true, channel,
     sku.sku_id)
 end
 return replies

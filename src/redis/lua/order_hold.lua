@@ -155,13 +155,14 @@ if next_tat then
   redis.call('HSET', buyer_key, 'n', string.format('%.0f', bought + count),
     't', string.format('%.3f', next_tat))
 else
-  redis.call('HSET', buyer_key, 'n', string.format('%.0f', bought + count))
+  redis.call('HINCRBY', buyer_key, 'n', count_arg)
 end
-redis.call('PEXPIRE', buyer_key, ARGV[7])
-hold_record(res_key, ARGV[7], user_id, count_arg, ARGV[5], ARGV[6], order_id, attempt,
+local held_until = string.format('%.0f', now_ms + tonumber(ARGV[7]))
+redis.call('PEXPIREAT', buyer_key, held_until)
+hold_record(res_key, held_until, user_id, count_arg, ARGV[5], ARGV[6], order_id, attempt,
   requester ~= '' and client or nil)
 redis.call('SADD', winners_key, order_id)
-redis.call('PEXPIRE', winners_key, ARGV[7])
+redis.call('PEXPIREAT', winners_key, held_until)
 redis.call('HSET', pending_key, order_id, count_arg .. ':' .. ARGV[9])
 local note_life = deadline_ms - now_ms + 1000
 if redis.call('PTTL', pending_key) < note_life then

@@ -63,7 +63,9 @@
 -- drained bucket answers SOLD_OUT/INSUFFICIENT and raises the sold-out flag.
 -- With one bucket there is no pool: the bucket is always "drained".
 --
--- Every value returned is a string so no number loses precision on the way out.
+-- Every value returned is text, but for the available and the place in the
+-- entry, which are whole numbers far below 2^53 given as integer replies (a
+-- Lua number made text costs a printf; Redis writes an integer reply itself).
 
 local sku_key, outbox_key, winners_key = KEYS[1], KEYS[2], KEYS[3]
 local sku_id = ARGV[1]
@@ -103,17 +105,17 @@ local gated = sku[5] or sku[6] or sku[7]
 
 -- One clock (Redis TIME) for every api node and every request of the batch
 -- (lib/hold.lua).
-local now_ms, created, expires, record_ms_text = hold_times(ttl_ms, retention_ms)
+local now_ms, created, expires, held_until = hold_times(ttl_ms, retention_ms)
 local outbox_len = redis.call('XLEN', outbox_key)
 local taken = 0
 local winners = {}
 -- what the batch's one outbox entry tells of each admitted request, in
--- order: its reply, buyer, count, available after it and client (false for
--- none): the first in locals, the others five slots each in one flat table.
--- A call that admits one (a quiet SKU's) builds no table for it, and its
--- reply is built whole by its constructor: a table grown one slot at a time
--- is rehashed at each power of two, which under callgrind made a call of one
--- ~8k instructions dearer.
+-- order: its reply, buyer, count and client (false for none), and of the
+-- first the available after it: the first in locals, the others four slots
+-- each in one flat table. A call that admits one (a quiet SKU's) builds no
+-- table for the others, and each reply is built whole by its constructor: a
+-- table grown one slot at a time is rehashed at each power of two, which
+-- under callgrind made a call of one ~8k instructions dearer.
 local first_reply, first_user, first_count, first_left, first_client
 local admitted_rows
 
@@ -129,10 +131,13 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
   -- mismatch, and so is a line of an order (its `order` field): a single
   -- reservation never replays an order's line. Another client's record (its
   -- `client` field; read by the same HMGET) is TAKEN, checked first and
-  -- telling nothing of it; a record of no client is anyone's.
-  local prior = redis.call('HMGET', res_key, 'user', 'count', 'status', 'created_ms', 'expires_ms',
-    'order', 'client')
-  if prior[1] then
+  -- telling nothing of it; a record of no client is anyone's. EXISTS first:
+  -- almost every request is new, and an HMGET of a missing key answers
+  -- seven nils Lua makes a table of (~8k instructions a request under
+  -- callgrind, against an integer's reply).
+  if redis.call('EXISTS', res_key) == 1 then
+    local prior = redis.call('HMGET', res_key, 'user', 'count', 'status', 'created_ms',
+      'expires_ms', 'order', 'client')
     if checked and prior[7] and prior[7] ~= client then
       return {'TAKEN'}
     end
@@ -196,18 +201,20 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
   end
 
   -- 6. this request's writes; the shared ones follow the loop
-  local units = string.format('%.0f', bought + count)
+  -- (HINCRBY takes the count as given: a number made text costs a printf)
   if next_tat then
-    redis.call('HSET', buyer_key, 'n', units, 't', string.format('%.3f', next_tat))
+    redis.call('HSET', buyer_key, 'n', string.format('%.0f', bought + count), 't',
+      string.format('%.3f', next_tat))
   else
-    redis.call('HSET', buyer_key, 'n', units)
+    redis.call('HINCRBY', buyer_key, 'n', count_arg)
   end
-  redis.call('PEXPIRE', buyer_key, record_ms_text)
+  redis.call('PEXPIREAT', buyer_key, held_until)
   -- the entry keeps the available its `reserved` event tells, so the relay's
   -- republish tells the same body (docs/contract.md §18); the owner goes
-  -- with the deduction to the ledger row
-  local left = string.format('%.0f', available - taken - count)
-  hold_record(res_key, record_ms_text, user_id, count_arg, created, expires, nil, nil, client)
+  -- with the deduction to the ledger row. The reply gives it as a number (an
+  -- integer reply: made text by Redis, not by a printf in Lua)
+  local left = available - taken - count
+  hold_record(res_key, held_until, user_id, count_arg, created, expires, nil, nil, client)
   if claim_key then
     pass_keep(claim_key, holder, keep_until, now_ms)
   end
@@ -218,10 +225,10 @@ local function reserve_one(res_key, buyer_key, request_id, user_id, count_arg, r
     first_reply, first_user, first_count, first_left = reply, user_id, count_arg, left
     first_client = client or false
   else
-    local at = (#winners - 1) * 5
+    local at = (#winners - 1) * 4
     admitted_rows = admitted_rows or {}
-    admitted_rows[at + 1], admitted_rows[at + 2], admitted_rows[at + 3] = reply, user_id, count_arg
-    admitted_rows[at + 4], admitted_rows[at + 5] = left, client or false
+    admitted_rows[at + 1], admitted_rows[at + 2] = reply, user_id
+    admitted_rows[at + 3], admitted_rows[at + 4] = count_arg, client or false
   end
   -- counted only once every write of the request is made
   taken = taken + count
@@ -242,63 +249,59 @@ end
 
 -- 7. the batch's one outbox entry: every admitted request's deduction, in
 -- order; each OK reply names it and, when shared, its place in it (index, of
--- how many), so the entry is removed once the broker confirmed all of them. One request
--- alone writes the fields one deduction always had; several write lists
--- (`,`-joined: ids and numbers never hold a comma; client names may, so
--- `clients` is `<bytes>:<name>` per request, `0:` for none). redis/outbox_entry.rs
--- reads both.
+-- how many), so the entry is removed once the broker confirmed all of them.
+-- One request alone writes the fields one deduction always had; several
+-- write lists (`,`-joined: ids and numbers never hold a comma; client names
+-- may, so `clients` is `<bytes>:<name>` per request, `0:` for none) and the
+-- available after the last of them (`available_last`: each one's follows
+-- from the counts after it). redis/outbox_entry.rs reads both.
 local admitted = #winners
-if admitted == 1 then
-  local entry
-  if first_client then
-    entry = redis.call('XADD', outbox_key, '*', 'request_id', winners[1], 'sku_id', sku_id,
-      'user_id', first_user, 'count', first_count, 'created_ms', created, 'expires_ms', expires,
-      'available', first_left, 'client', first_client)
+if admitted > 0 then
+  local fields
+  if admitted == 1 then
+    fields = {'request_id', winners[1], 'sku_id', sku_id, 'user_id', first_user,
+      'count', first_count, 'created_ms', created, 'expires_ms', expires,
+      'available', string.format('%.0f', first_left), 'client', first_client}
   else
-    entry = redis.call('XADD', outbox_key, '*', 'request_id', winners[1], 'sku_id', sku_id,
-      'user_id', first_user, 'count', first_count, 'created_ms', created, 'expires_ms', expires,
-      'available', first_left)
-  end
-  first_reply[5] = entry
-elseif admitted > 1 then
-  -- winner w > 1 is at admitted_rows[(w - 2) * 5 + 1 .. 5]
-  local users, counts, lefts = {first_user}, {first_count}, {first_left}
-  local any_client = first_client
-  for w = 2, admitted do
-    local at = (w - 2) * 5
-    users[w], counts[w], lefts[w] = admitted_rows[at + 2], admitted_rows[at + 3],
-      admitted_rows[at + 4]
-    any_client = any_client or admitted_rows[at + 5]
-  end
-  local entry
-  if any_client then
-    local function labeled(name)
-      if name then
-        return #name .. ':' .. name
-      end
-      return '0:'
-    end
-    local clients = {labeled(first_client)}
+    -- winner w > 1 is at admitted_rows[(w - 2) * 4 + 1 .. 4]
+    local users, counts = {first_user}, {first_count}
+    local any_client = first_client
     for w = 2, admitted do
-      clients[w] = labeled(admitted_rows[(w - 2) * 5 + 5])
+      local at = (w - 2) * 4
+      users[w], counts[w] = admitted_rows[at + 2], admitted_rows[at + 3]
+      any_client = any_client or admitted_rows[at + 4]
     end
-    entry = redis.call('XADD', outbox_key, '*', 'request_id', table.concat(winners, ','),
-      'sku_id', sku_id, 'user_id', table.concat(users, ','), 'count', table.concat(counts, ','),
-      'created_ms', created, 'expires_ms', expires, 'available', table.concat(lefts, ','),
-      'clients', table.concat(clients))
-  else
-    entry = redis.call('XADD', outbox_key, '*', 'request_id', table.concat(winners, ','),
-      'sku_id', sku_id, 'user_id', table.concat(users, ','), 'count', table.concat(counts, ','),
-      'created_ms', created, 'expires_ms', expires, 'available', table.concat(lefts, ','))
+    if any_client then
+      local function labeled(name)
+        if name then
+          return #name .. ':' .. name
+        end
+        return '0:'
+      end
+      local clients = {labeled(first_client)}
+      for w = 2, admitted do
+        clients[w] = labeled(admitted_rows[(w - 2) * 4 + 4])
+      end
+      any_client = table.concat(clients)
+    end
+    fields = {'request_id', table.concat(winners, ','), 'sku_id', sku_id,
+      'user_id', table.concat(users, ','), 'count', table.concat(counts, ','),
+      'created_ms', created, 'expires_ms', expires,
+      'available_last', string.format('%.0f', available - taken), 'clients', any_client}
   end
-  local of = tostring(admitted)
-  first_reply[5], first_reply[6], first_reply[7] = entry, '0', of
-  for w = 2, admitted do
-    local reply = admitted_rows[(w - 2) * 5 + 1]
-    reply[5], reply[6], reply[7] = entry, tostring(w - 1), of
+  -- the last pair (the client) is left off when there is none: unpack stops
+  -- at the first nil
+  local entry = redis.call('XADD', outbox_key, '*', unpack(fields, 1, fields[16] and 16 or 14))
+  first_reply[5] = entry
+  if admitted > 1 then
+    first_reply[6], first_reply[7] = 0, admitted
+    for w = 2, admitted do
+      local reply = admitted_rows[(w - 2) * 4 + 1]
+      reply[5], reply[6], reply[7] = entry, w - 1, admitted
+    end
   end
 end
 
 -- 8. the shared writes, once for the batch (lib/hold.lua)
-hold_batch_writes(sku_key, winners_key, taken, winners, record_ms_text, drained, channel, subject)
+hold_batch_writes(sku_key, winners_key, taken, winners, held_until, drained, channel, subject)
 return replies
