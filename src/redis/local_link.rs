@@ -138,7 +138,8 @@ impl LocalLinks {
         }))
     }
 
-    fn cached(&self) -> Option<MultiplexedConnection> {
+    /// This thread's connection, when it has one still usable.
+    pub fn cached(&self) -> Option<MultiplexedConnection> {
         LINKS.with_borrow_mut(|links| {
             links.retain(Entry::usable);
             links
