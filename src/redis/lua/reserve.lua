@@ -289,8 +289,8 @@ if admitted > 0 then
       'created_ms', created, 'expires_ms', expires,
       'available_last', string.format('%.0f', available - taken), 'clients', any_client}
   end
-  -- the last pair (the client) is left off when there is none: unpack stops
-  -- at the first nil
+  -- the last pair (the client, `false` for none) is left off when there is
+  -- none
   local entry = redis.call('XADD', outbox_key, '*', unpack(fields, 1, fields[16] and 16 or 14))
   first_reply[5] = entry
   if admitted > 1 then
