@@ -5,14 +5,14 @@
 //! `created_ms`, `expires_ms`, `available`, and `client`, `order` when they
 //! apply) or, written by `reserve.lua` for a batch of reservations admitted
 //! in one call, each of the batch's deductions in order: `request_id`,
-//! `user_id`, `count` and `available` are `,`-joined lists (ids and numbers
-//! never hold a comma), `sku_id`, `created_ms` and `expires_ms` are the
-//! batch's (one SKU, one clock), `available_last` is the SKU's available
-//! after the last deduction (each one's follows from the counts after it),
-//! and `clients`, when any has a client, is `<bytes>:<name>` per deduction
-//! (`0:` for none: a client name may hold a comma). Each deduction read from it knows its place in the entry
-//! (domain/outbox_place.rs), so the entry is removed only once all are
-//! confirmed.
+//! `user_id` and `count` are `,`-joined lists (ids and numbers never hold a
+//! comma), `sku_id`, `created_ms` and `expires_ms` are the batch's (one SKU,
+//! one clock), `available_last` is the SKU's available after the last
+//! deduction (each one's follows from the counts after it), and `clients`,
+//! when any has a client, is `<bytes>:<name>` per deduction (`0:` for none:
+//! a client name may hold a comma). Each deduction read from it knows its
+//! place in the entry (domain/outbox_place.rs), so the entry is removed only
+//! once all are confirmed.
 
 use std::collections::HashMap;
 

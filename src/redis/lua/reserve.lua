@@ -271,6 +271,7 @@ if admitted > 0 then
       users[w], counts[w] = admitted_rows[at + 2], admitted_rows[at + 3]
       any_client = any_client or admitted_rows[at + 4]
     end
+    local clients_text = false
     if any_client then
       local function labeled(name)
         if name then
@@ -282,12 +283,12 @@ if admitted > 0 then
       for w = 2, admitted do
         clients[w] = labeled(admitted_rows[(w - 2) * 4 + 4])
       end
-      any_client = table.concat(clients)
+      clients_text = table.concat(clients)
     end
     fields = {'request_id', table.concat(winners, ','), 'sku_id', sku_id,
       'user_id', table.concat(users, ','), 'count', table.concat(counts, ','),
       'created_ms', created, 'expires_ms', expires,
-      'available_last', string.format('%.0f', available - taken), 'clients', any_client}
+      'available_last', string.format('%.0f', available - taken), 'clients', clients_text}
   end
   -- the last pair (the client, `false` for none) is left off when there is
   -- none
