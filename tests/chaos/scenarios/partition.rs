@@ -5,7 +5,7 @@
 //! "never taken twice" check, and the acknowledged-in-MySQL count of the
 //! counts line.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::bounds::{self, Bound, Window};
@@ -150,6 +150,17 @@ pub async fn retry_refused(sc: &Scenario, base: &str, report: &LoadReport) -> Lo
         "retries of refused reservations: {} sent, answers {by:?}",
         retries.answers.len()
     ));
+    // Which id answered what when it was not taken anew: a replay, a
+    // refusal, a transport error. A failed run names them without a rerun.
+    let other: Vec<String> = retries
+        .answers
+        .iter()
+        .filter(|a| a.op == Op::Reserve && !matches!(a.status, 201 | 202))
+        .map(|a| format!("{} -> {} {} @{} ms", a.rid, a.status, a.code, a.sent_ms))
+        .collect();
+    if !other.is_empty() {
+        sc.note(&format!("retries not taken anew: {}", other.join("; ")));
+    }
     retries
 }
 
@@ -161,6 +172,44 @@ pub fn judge_if_any(sc: &mut Scenario, answers: &[Answer], window: &Window, boun
         return;
     }
     bounds::judge(sc, answers, window, bound);
+}
+
+/// Request ids refused (503 or no answer) by `load`, never acknowledged as
+/// new (201/202) in `load` or `retries`, that later replayed (200
+/// `replayed`): in the load itself (it sends some ids again) after the first
+/// refusal, or in `retries`. Only a refused attempt that ran can have made the
+/// record such a replay reads (the history's "info taken").
+pub fn replayed_after_refusal(load: &LoadReport, retries: &LoadReport) -> Vec<String> {
+    let reserves = |r: &LoadReport| -> Vec<Answer> {
+        r.answers
+            .iter()
+            .filter(|a| a.op == Op::Reserve)
+            .cloned()
+            .collect()
+    };
+    let (load, retries) = (reserves(load), reserves(retries));
+    let taken_anew: BTreeSet<(u64, &str)> = load
+        .iter()
+        .chain(retries.iter())
+        .filter(|a| matches!(a.status, 201 | 202))
+        .map(|a| (a.sku, a.rid.as_str()))
+        .collect();
+    let mut first_refused: BTreeMap<(u64, &str), u64> = BTreeMap::new();
+    for a in load.iter().filter(|a| matches!(a.status, 0 | 503)) {
+        let at = first_refused.entry((a.sku, &a.rid)).or_insert(a.sent_ms);
+        *at = (*at).min(a.sent_ms);
+    }
+    let replay = |a: &&Answer| a.status == 200 && a.code == "replayed";
+    first_refused
+        .iter()
+        .filter(|(key, _)| !taken_anew.contains(key))
+        .filter(|((sku, rid), refused_ms)| {
+            let same = |a: &&Answer| a.sku == *sku && a.rid == *rid && replay(a);
+            load.iter().filter(same).any(|a| a.sent_ms > **refused_ms)
+                || retries.iter().any(|a| same(&a))
+        })
+        .map(|((_, rid), _)| rid.to_string())
+        .collect()
 }
 
 /// (status, code) → count of the reserve answers.
@@ -232,5 +281,64 @@ pub fn judge_whole_run(sc: &mut Scenario, answers: &[Answer]) {
             expected: None,
         };
         judge_if_any(sc, answers, &whole, &bound);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reserve(rid: &str, status: u16, code: &str, sent_ms: u64) -> Answer {
+        Answer {
+            op: Op::Reserve,
+            sku: 1,
+            rid: rid.into(),
+            user: 7,
+            count: 1,
+            status,
+            code: code.into(),
+            sent_ms,
+            latency_ms: 1,
+        }
+    }
+
+    fn report(answers: Vec<Answer>) -> LoadReport {
+        LoadReport {
+            tag: "t".into(),
+            answers,
+        }
+    }
+
+    #[test]
+    fn a_refused_id_counts_once_it_replays_later_in_the_load_or_its_retries() {
+        let load = report(vec![
+            reserve("a", 503, "UNAVAILABLE", 10),
+            reserve("a", 200, "replayed", 50),
+            reserve("b", 503, "UNAVAILABLE", 20),
+            reserve("c", 503, "UNAVAILABLE", 30),
+        ]);
+        let retries = report(vec![
+            reserve("b", 200, "replayed", 1),
+            reserve("c", 201, "", 2),
+        ]);
+        assert_eq!(replayed_after_refusal(&load, &retries), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_replay_before_the_refusal_or_of_an_id_taken_anew_is_no_replay_of_it() {
+        let load = report(vec![
+            reserve("a", 200, "replayed", 5),
+            reserve("a", 503, "UNAVAILABLE", 10),
+            reserve("b", 503, "UNAVAILABLE", 20),
+            reserve("c", 201, "", 1),
+            reserve("c", 503, "UNAVAILABLE", 30),
+        ]);
+        let retries = report(vec![
+            reserve("b", 201, "", 1),
+            reserve("b", 200, "replayed", 3),
+            reserve("x", 200, "replayed", 2),
+            reserve("c", 200, "replayed", 4),
+        ]);
+        assert!(replayed_after_refusal(&load, &retries).is_empty());
     }
 }
