@@ -20,7 +20,7 @@ use tracing::Instrument;
 
 use super::auth::ClientName;
 use super::middleware::{Answer, Inner};
-use super::{request_series, trace_context};
+use super::{own_task, request_series, trace_context};
 
 /// Longest client-supplied request id kept; longer ones are replaced.
 const REQUEST_ID_MAX_LEN: usize = 64;
@@ -60,8 +60,13 @@ fn request_id(req: &ServiceRequest) -> String {
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
 }
 
-/// `wrap_fn` middleware body.
-pub fn record<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = Answer> {
+/// `wrap_fn` middleware body. The chain inside it (the other middlewares,
+/// the handler) runs on a task of its own (`own_task.rs`), inside the
+/// request's span and trace context.
+pub fn record<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = Answer>
+where
+    S::Future: 'static,
+{
     let started = Instant::now();
     let id = request_id(&req);
     let trace = trace_context::begin(&req);
@@ -75,6 +80,7 @@ pub fn record<S: Inner>(req: ServiceRequest, srv: &S) -> impl Future<Output = An
         Some(cx) => Either::Left(srv.call(req).with_context(cx)),
         None => Either::Right(srv.call(req)),
     };
+    let call = own_task::run(call.instrument(span.clone()));
     async move {
         let mut response = call.await?;
         let route = route.unwrap_or(UNMATCHED);

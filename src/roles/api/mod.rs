@@ -11,6 +11,7 @@ pub mod http_metrics;
 pub mod ip_guard;
 pub mod ip_limit;
 pub mod middleware;
+pub mod own_task;
 pub mod problem;
 pub mod readiness;
 pub mod request_series;
