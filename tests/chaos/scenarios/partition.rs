@@ -179,23 +179,15 @@ pub fn judge_if_any(sc: &mut Scenario, answers: &[Answer], window: &Window, boun
 /// `replayed`): in the load itself (it sends some ids again) after the first
 /// refusal, or in `retries`. Only a refused attempt that ran can have made the
 /// record such a replay reads (the history's "info taken").
-pub fn replayed_after_refusal(load: &LoadReport, retries: &LoadReport) -> Vec<String> {
-    let reserves = |r: &LoadReport| -> Vec<Answer> {
-        r.answers
-            .iter()
-            .filter(|a| a.op == Op::Reserve)
-            .cloned()
-            .collect()
-    };
-    let (load, retries) = (reserves(load), reserves(retries));
-    let taken_anew: BTreeSet<(u64, &str)> = load
-        .iter()
-        .chain(retries.iter())
+pub fn replayed_after_refusal<'a>(load: &'a LoadReport, retries: &'a LoadReport) -> Vec<String> {
+    let reserves = |r: &'a LoadReport| r.answers.iter().filter(|a| a.op == Op::Reserve);
+    let taken_anew: BTreeSet<(u64, &str)> = reserves(load)
+        .chain(reserves(retries))
         .filter(|a| matches!(a.status, 201 | 202))
         .map(|a| (a.sku, a.rid.as_str()))
         .collect();
     let mut first_refused: BTreeMap<(u64, &str), u64> = BTreeMap::new();
-    for a in load.iter().filter(|a| matches!(a.status, 0 | 503)) {
+    for a in reserves(load).filter(|a| matches!(a.status, 0 | 503)) {
         let at = first_refused.entry((a.sku, &a.rid)).or_insert(a.sent_ms);
         *at = (*at).min(a.sent_ms);
     }
@@ -205,8 +197,10 @@ pub fn replayed_after_refusal(load: &LoadReport, retries: &LoadReport) -> Vec<St
         .filter(|(key, _)| !taken_anew.contains(key))
         .filter(|((sku, rid), refused_ms)| {
             let same = |a: &&Answer| a.sku == *sku && a.rid == *rid && replay(a);
-            load.iter().filter(same).any(|a| a.sent_ms > **refused_ms)
-                || retries.iter().any(|a| same(&a))
+            reserves(load)
+                .filter(same)
+                .any(|a| a.sent_ms > **refused_ms)
+                || reserves(retries).any(|a| same(&a))
         })
         .map(|((_, rid), _)| rid.to_string())
         .collect()
